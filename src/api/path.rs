@@ -1,0 +1,138 @@
+//! Request paths of the Kubernetes API: `/api/v1/...` and `/apis/{group}/{version}/...`.
+//!
+//! Pure parsing, shared by the proxy's router and the built-in upstream.
+
+/// A request for a resource (collection, object or subresource).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourcePath {
+    /// API group; empty for the core group.
+    pub group: String,
+    /// API version, e.g. `v1`.
+    pub version: String,
+    /// Namespace from the path, if any.
+    pub namespace: Option<String>,
+    /// Resource (plural), e.g. `pods`.
+    pub resource: String,
+    /// Object name, if the path names one.
+    pub name: Option<String>,
+    /// Subresource, e.g. `status`, `log`, `exec`.
+    pub subresource: Option<String>,
+    /// The deprecated `/watch/` path prefix was used.
+    pub watch_prefix: bool,
+}
+
+/// What a path addresses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApiPath {
+    /// A resource path.
+    Resource(ResourcePath),
+    /// Anything else (discovery, `/version`, `/openapi`, health, unknown).
+    Other,
+}
+
+impl ResourcePath {
+    /// `group/version` as in `apiVersion`.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// The verb kube-apiserver's RequestInfo would give this request.
+    pub fn verb(&self, method: &http::Method, watch_param: bool) -> &'static str {
+        use http::Method;
+        match (method, &self.name, self.subresource.as_deref()) {
+            (_, _, Some("exec" | "attach" | "portforward")) => "connect",
+            (_, _, Some("proxy")) => "proxy",
+            (&Method::GET | &Method::HEAD, None, _) if watch_param || self.watch_prefix => "watch",
+            (&Method::GET | &Method::HEAD, Some(_), _) if self.watch_prefix => "watch",
+            (&Method::GET | &Method::HEAD, None, _) => "list",
+            (&Method::GET | &Method::HEAD, Some(_), _) => "get",
+            (&Method::POST, _, _) => "create",
+            (&Method::PUT, _, _) => "update",
+            (&Method::PATCH, _, _) => "patch",
+            (&Method::DELETE, None, _) => "deletecollection",
+            (&Method::DELETE, Some(_), _) => "delete",
+            _ => "other",
+        }
+    }
+}
+
+/// Parses a request path (without query).
+pub fn parse(path: &str) -> ApiPath {
+    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let (group, version, rest) = match segs.as_slice() {
+        ["api", v, rest @ ..] if !rest.is_empty() => ("", *v, rest),
+        ["apis", g, v, rest @ ..] if !rest.is_empty() => (*g, *v, rest),
+        _ => return ApiPath::Other,
+    };
+    let (watch_prefix, rest) = match rest {
+        ["watch", rest @ ..] if !rest.is_empty() => (true, rest),
+        _ => (false, rest),
+    };
+    if rest.iter().any(|s| s.is_empty()) {
+        return ApiPath::Other;
+    }
+    let mk = |ns: Option<&str>, res: &str, name: Option<&str>, sub: Option<String>| {
+        ApiPath::Resource(ResourcePath {
+            group: group.to_string(),
+            version: version.to_string(),
+            namespace: ns.map(str::to_string),
+            resource: res.to_string(),
+            name: name.map(str::to_string),
+            subresource: sub,
+            watch_prefix,
+        })
+    };
+    match rest {
+        // /namespaces/{ns}/{resource}[/{name}[/{sub...}]]
+        ["namespaces", ns, res, tail @ ..] => match tail {
+            [] => mk(Some(ns), res, None, None),
+            [name] => mk(Some(ns), res, Some(name), None),
+            [name, sub @ ..] => mk(Some(ns), res, Some(name), Some(sub.join("/"))),
+        },
+        // /{resource}[/{name}[/{sub...}]] (cluster-scoped, or across namespaces)
+        [res] => mk(None, res, None, None),
+        [res, name] => mk(None, res, Some(name), None),
+        [res, name, sub @ ..] => mk(None, res, Some(name), Some(sub.join("/"))),
+        [] => ApiPath::Other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn res(p: &str) -> ResourcePath {
+        match parse(p) {
+            ApiPath::Resource(r) => r,
+            ApiPath::Other => panic!("{p} should be a resource path"),
+        }
+    }
+
+    #[test]
+    fn should_parse_core_and_group_paths() {
+        let r = res("/api/v1/namespaces/ns-1/pods/p/log");
+        assert_eq!((r.group.as_str(), r.version.as_str()), ("", "v1"));
+        assert_eq!(r.namespace.as_deref(), Some("ns-1"));
+        assert_eq!(r.resource, "pods");
+        assert_eq!(r.name.as_deref(), Some("p"));
+        assert_eq!(r.subresource.as_deref(), Some("log"));
+        let r = res("/apis/apps/v1/deployments");
+        assert_eq!((r.group.as_str(), r.namespace.is_none()), ("apps", true));
+        let r = res("/api/v1/namespaces/ns-1");
+        assert_eq!((r.resource.as_str(), r.name.as_deref()), ("namespaces", Some("ns-1")));
+        let r = res("/api/v1/watch/namespaces/ns-1/pods");
+        assert!(r.watch_prefix);
+        assert_eq!(r.verb(&http::Method::GET, false), "watch");
+    }
+
+    #[test]
+    fn should_leave_discovery_and_junk_alone() {
+        for p in ["/api", "/api/v1", "/apis", "/apis/apps/v1", "/version", "/", "//", "/api/v1//x"] {
+            assert_eq!(parse(p), ApiPath::Other, "{p}");
+        }
+    }
+}

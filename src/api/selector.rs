@@ -1,0 +1,508 @@
+//! Label and field selectors: parsed once per request, matched per object.
+//!
+//! Syntax and error messages follow `k8s.io/apimachinery/pkg/labels` and
+//! `pkg/fields` (see `shared/reference/07_selectors.txt`).
+
+use serde_json::Value;
+
+/// One label requirement operator.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum LabelOp {
+    Exists,
+    NotExists,
+    Eq(String),
+    NotEq(String),
+    In(Vec<String>),
+    NotIn(Vec<String>),
+    Gt(i64),
+    Lt(i64),
+}
+
+/// A parsed label selector; an empty one matches everything.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LabelSelector {
+    reqs: Vec<(String, LabelOp)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Tok {
+    Ident(String),
+    Not,
+    DoubleEq,
+    Eq,
+    NotEq,
+    In,
+    NotIn,
+    Open,
+    Close,
+    Comma,
+    Gt,
+    Lt,
+    End,
+}
+
+impl Tok {
+    fn literal(&self) -> String {
+        match self {
+            Tok::Ident(s) => s.clone(),
+            Tok::Not => "!".into(),
+            Tok::DoubleEq => "==".into(),
+            Tok::Eq => "=".into(),
+            Tok::NotEq => "!=".into(),
+            Tok::In => "in".into(),
+            Tok::NotIn => "notin".into(),
+            Tok::Open => "(".into(),
+            Tok::Close => ")".into(),
+            Tok::Comma => ",".into(),
+            Tok::Gt => ">".into(),
+            Tok::Lt => "<".into(),
+            Tok::End => String::new(),
+        }
+    }
+}
+
+fn lex(s: &str) -> Vec<Tok> {
+    let mut out = Vec::new();
+    let b: Vec<char> = s.chars().collect();
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        if c.is_whitespace() {
+            i += 1;
+            continue;
+        }
+        let two: String = b[i..(i + 2).min(b.len())].iter().collect();
+        match two.as_str() {
+            "==" => {
+                out.push(Tok::DoubleEq);
+                i += 2;
+                continue;
+            }
+            "!=" => {
+                out.push(Tok::NotEq);
+                i += 2;
+                continue;
+            }
+            _ => {}
+        }
+        let t = match c {
+            '!' => Some(Tok::Not),
+            '=' => Some(Tok::Eq),
+            '(' => Some(Tok::Open),
+            ')' => Some(Tok::Close),
+            ',' => Some(Tok::Comma),
+            '>' => Some(Tok::Gt),
+            '<' => Some(Tok::Lt),
+            _ => None,
+        };
+        if let Some(t) = t {
+            out.push(t);
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < b.len() && !b[i].is_whitespace() && !"!=(),><".contains(b[i]) {
+            i += 1;
+        }
+        let word: String = b[start..i].iter().collect();
+        out.push(match word.as_str() {
+            "in" => Tok::In,
+            "notin" => Tok::NotIn,
+            _ => Tok::Ident(word),
+        });
+    }
+    out.push(Tok::End);
+    out
+}
+
+struct Parser {
+    toks: Vec<Tok>,
+    pos: usize,
+}
+
+impl Parser {
+    fn peek(&self) -> &Tok {
+        &self.toks[self.pos]
+    }
+    fn next(&mut self) -> Tok {
+        let t = self.toks[self.pos].clone();
+        if self.pos + 1 < self.toks.len() {
+            self.pos += 1;
+        }
+        t
+    }
+
+    fn requirement(&mut self) -> Result<(String, LabelOp), String> {
+        let negated = if *self.peek() == Tok::Not {
+            self.next();
+            true
+        } else {
+            false
+        };
+        let key = match self.next() {
+            Tok::Ident(k) => k,
+            t => {
+                return Err(format!(
+                    "found '{}', expected: !, identifier, or 'end of string'",
+                    t.literal()
+                ));
+            }
+        };
+        validate_label_key(&key)?;
+        if negated {
+            return match self.peek() {
+                Tok::Comma | Tok::End => Ok((key, LabelOp::NotExists)),
+                t => Err(format!("found '{}', expected: ',' or 'end of string'", t.literal())),
+            };
+        }
+        let op = match self.peek() {
+            Tok::Comma | Tok::End => return Ok((key, LabelOp::Exists)),
+            _ => self.next(),
+        };
+        match op {
+            Tok::Eq | Tok::DoubleEq | Tok::NotEq => {
+                let v = match self.peek().clone() {
+                    Tok::Ident(v) => {
+                        self.next();
+                        v
+                    }
+                    Tok::Comma | Tok::End => String::new(),
+                    t => return Err(format!("found '{}', expected: identifier", t.literal())),
+                };
+                validate_label_value(&v)?;
+                Ok((key, if op == Tok::NotEq { LabelOp::NotEq(v) } else { LabelOp::Eq(v) }))
+            }
+            Tok::Gt | Tok::Lt => {
+                let v = match self.next() {
+                    Tok::Ident(v) => v,
+                    t => return Err(format!("found '{}', expected: identifier", t.literal())),
+                };
+                let n: i64 = v.parse().map_err(|_| {
+                    format!("for 'Gt', 'Lt' operators, the value must be an integer")
+                })?;
+                Ok((key, if op == Tok::Gt { LabelOp::Gt(n) } else { LabelOp::Lt(n) }))
+            }
+            Tok::In | Tok::NotIn => {
+                match self.next() {
+                    Tok::Open => {}
+                    t => return Err(format!("found '{}', expected: '('", t.literal())),
+                }
+                let mut vals = Vec::new();
+                loop {
+                    match self.peek().clone() {
+                        Tok::Ident(v) => {
+                            self.next();
+                            validate_label_value(&v)?;
+                            vals.push(v);
+                        }
+                        Tok::Comma | Tok::Close => vals.push(String::new()),
+                        t => {
+                            return Err(format!(
+                                "found '{}', expected: ',', ')' or identifier",
+                                t.literal()
+                            ));
+                        }
+                    }
+                    match self.next() {
+                        Tok::Comma => continue,
+                        Tok::Close => break,
+                        t => {
+                            return Err(format!("found '{}', expected: ',' or ')'", t.literal()));
+                        }
+                    }
+                }
+                Ok((key, if op == Tok::In { LabelOp::In(vals) } else { LabelOp::NotIn(vals) }))
+            }
+            t => Err(format!(
+                "found '{}', expected: in, notin, =, ==, !=, gt, lt",
+                t.literal()
+            )),
+        }
+    }
+}
+
+fn validate_label_key(k: &str) -> Result<(), String> {
+    let (prefix, name) = match k.rsplit_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, k),
+    };
+    let name_ok = !name.is_empty()
+        && name.len() <= 63
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        && name.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && name.chars().last().is_some_and(|c| c.is_ascii_alphanumeric());
+    let prefix_ok = prefix.is_none_or(|p| {
+        !p.is_empty()
+            && p.len() <= 253
+            && p.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "-.".contains(c))
+    });
+    if name_ok && prefix_ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "invalid label key \"{k}\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"
+        ))
+    }
+}
+
+fn validate_label_value(v: &str) -> Result<(), String> {
+    let ok = v.is_empty()
+        || (v.len() <= 63
+            && v.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+            && v.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
+            && v.chars().last().is_some_and(|c| c.is_ascii_alphanumeric()));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "invalid label value: \"{v}\": at key: a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"
+        ))
+    }
+}
+
+impl LabelSelector {
+    /// Parses a `labelSelector`; the error is the apiserver's message.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let mut p = Parser { toks: lex(s), pos: 0 };
+        let mut reqs = Vec::new();
+        if *p.peek() == Tok::End {
+            return Ok(Self::default());
+        }
+        loop {
+            let r = p
+                .requirement()
+                .map_err(|e| format!("unable to parse requirement: {e}"))?;
+            reqs.push(r);
+            match p.next() {
+                Tok::End => break,
+                Tok::Comma => {
+                    if *p.peek() == Tok::End {
+                        return Err("found '', expected: identifier after ','".into());
+                    }
+                }
+                t => {
+                    return Err(format!(
+                        "found '{}', expected: ',' or 'end of string'",
+                        t.literal()
+                    ));
+                }
+            }
+        }
+        Ok(Self { reqs })
+    }
+
+    /// True when the selector has no requirements.
+    pub fn is_empty(&self) -> bool {
+        self.reqs.is_empty()
+    }
+
+    /// Whether an object with these labels matches.
+    pub fn matches<'a>(&self, label: impl Fn(&str) -> Option<&'a str>) -> bool {
+        self.reqs.iter().all(|(k, op)| {
+            let v = label(k);
+            match op {
+                LabelOp::Exists => v.is_some(),
+                LabelOp::NotExists => v.is_none(),
+                LabelOp::Eq(want) => v == Some(want.as_str()),
+                LabelOp::NotEq(want) => v != Some(want.as_str()),
+                LabelOp::In(set) => v.is_some_and(|v| set.iter().any(|s| s == v)),
+                LabelOp::NotIn(set) => v.is_none_or(|v| !set.iter().any(|s| s == v)),
+                LabelOp::Gt(n) => v.and_then(|v| v.parse::<i64>().ok()).is_some_and(|x| x > *n),
+                LabelOp::Lt(n) => v.and_then(|v| v.parse::<i64>().ok()).is_some_and(|x| x < *n),
+            }
+        })
+    }
+
+    /// Matches against a JSON object's `metadata.labels`.
+    pub fn matches_object(&self, obj: &Value) -> bool {
+        let labels = obj.pointer("/metadata/labels");
+        self.matches(|k| labels.and_then(|l| l.get(k)).and_then(Value::as_str))
+    }
+}
+
+/// A parsed field selector: `key=value`, `key==value`, `key!=value`, comma-separated.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FieldSelector {
+    reqs: Vec<(String, bool, String)>,
+}
+
+impl FieldSelector {
+    /// Parses a `fieldSelector` and checks every field is one `supported` lists.
+    pub fn parse(s: &str, supported: &[&str]) -> Result<Self, String> {
+        let mut reqs = Vec::new();
+        if s.trim().is_empty() {
+            return Ok(Self::default());
+        }
+        for part in split_unescaped(s, ',') {
+            let (key, eq, val) = if let Some((k, v)) = part.split_once("!=") {
+                (k, false, v)
+            } else if let Some((k, v)) = part.split_once("==") {
+                (k, true, v)
+            } else if let Some((k, v)) = part.split_once('=') {
+                (k, true, v)
+            } else {
+                return Err(format!("invalid selector: '{s}'; can't understand '{part}'"));
+            };
+            reqs.push((key.trim().to_string(), eq, unescape(val)));
+        }
+        for (k, _, _) in &reqs {
+            if !supported.contains(&k.as_str()) {
+                return Err(format!("field label not supported: {k}"));
+            }
+        }
+        Ok(Self { reqs })
+    }
+
+    /// True when the selector has no requirements.
+    pub fn is_empty(&self) -> bool {
+        self.reqs.is_empty()
+    }
+
+    /// The value an exact-match requirement demands of `field`, if any (for indexes).
+    pub fn exact(&self, field: &str) -> Option<&str> {
+        self.reqs
+            .iter()
+            .find(|(k, eq, _)| *eq && k == field)
+            .map(|(_, _, v)| v.as_str())
+    }
+
+    /// Whether an object with these field values matches.
+    pub fn matches(&self, field: impl Fn(&str) -> String) -> bool {
+        self.reqs.iter().all(|(k, eq, v)| (field(k) == *v) == *eq)
+    }
+}
+
+fn split_unescaped(s: &str, sep: char) -> Vec<String> {
+    let mut out = vec![String::new()];
+    let mut esc = false;
+    for c in s.chars() {
+        if esc {
+            out.last_mut().expect("non-empty").push('\\');
+            out.last_mut().expect("non-empty").push(c);
+            esc = false;
+        } else if c == '\\' {
+            esc = true;
+        } else if c == sep {
+            out.push(String::new());
+        } else {
+            out.last_mut().expect("non-empty").push(c);
+        }
+    }
+    out
+}
+
+fn unescape(s: &str) -> String {
+    let mut out = String::new();
+    let mut esc = false;
+    for c in s.chars() {
+        if esc || c != '\\' {
+            out.push(c);
+            esc = false;
+        } else {
+            esc = true;
+        }
+    }
+    out
+}
+
+/// The field labels each resource supports in field selectors (beyond metadata).
+pub fn supported_fields(resource: &str) -> &'static [&'static str] {
+    match resource {
+        "pods" => &[
+            "metadata.name",
+            "metadata.namespace",
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "spec.hostNetwork",
+            "status.phase",
+            "status.podIP",
+            "status.nominatedNodeName",
+        ],
+        "secrets" => &["metadata.name", "metadata.namespace", "type"],
+        "nodes" => &["metadata.name", "metadata.namespace", "spec.unschedulable"],
+        "namespaces" => &["metadata.name", "metadata.namespace", "status.phase"],
+        "events" => &[
+            "metadata.name",
+            "metadata.namespace",
+            "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "source",
+            "type",
+        ],
+        _ => &["metadata.name", "metadata.namespace"],
+    }
+}
+
+/// The value of a field label on a JSON object, as the apiserver's field set gives it.
+pub fn field_value(obj: &Value, field: &str) -> String {
+    let ptr = format!("/{}", field.replace('.', "/"));
+    match obj.pointer(&ptr) {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Bool(b)) => b.to_string(),
+        Some(Value::Number(n)) => n.to_string(),
+        Some(_) => String::new(),
+        None if field == "spec.hostNetwork" || field == "spec.unschedulable" => "false".into(),
+        None => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn labels(pairs: &[(&'static str, &'static str)]) -> impl Fn(&str) -> Option<&'static str> {
+        let v: Vec<(&'static str, &'static str)> = pairs.to_vec();
+        move |k| v.iter().find(|(a, _)| *a == k).map(|(_, b)| *b)
+    }
+
+    #[test]
+    fn should_match_set_based_requirements() {
+        let s = LabelSelector::parse("app=app-3,tier in (batch,cache)").unwrap();
+        assert!(s.matches(labels(&[("app", "app-3"), ("tier", "cache")])));
+        assert!(!s.matches(labels(&[("app", "app-3"), ("tier", "web")])));
+        let s = LabelSelector::parse("!shard,app").unwrap();
+        assert!(s.matches(labels(&[("app", "x")])));
+        assert!(!s.matches(labels(&[("app", "x"), ("shard", "1")])));
+        let s = LabelSelector::parse("a notin (x), b!=y, c>3").unwrap();
+        assert!(s.matches(labels(&[("a", "z"), ("c", "4")])));
+        assert!(!s.matches(labels(&[("a", "x"), ("c", "4")])));
+    }
+
+    #[test]
+    fn should_report_parse_errors_like_apimachinery() {
+        assert_eq!(
+            LabelSelector::parse("app in (a").unwrap_err(),
+            "unable to parse requirement: found '', expected: ',' or ')'"
+        );
+        assert!(LabelSelector::parse("").unwrap().is_empty());
+    }
+
+    #[test]
+    fn should_parse_and_match_field_selectors() {
+        let f = supported_fields("pods");
+        assert_eq!(
+            FieldSelector::parse("spec.nodeName in (a)", f).unwrap_err(),
+            "invalid selector: 'spec.nodeName in (a)'; can't understand 'spec.nodeName in (a)'"
+        );
+        assert_eq!(
+            FieldSelector::parse("spec.containers.name=main", f).unwrap_err(),
+            "field label not supported: spec.containers.name"
+        );
+        let s = FieldSelector::parse("metadata.namespace=ns-7,metadata.name!=pod-7", f).unwrap();
+        let pod = json!({"metadata": {"name": "pod-8", "namespace": "ns-7"}});
+        assert!(s.matches(|k| field_value(&pod, k)));
+        assert_eq!(s.exact("metadata.namespace"), Some("ns-7"));
+        let s = FieldSelector::parse("spec.nodeName=", f).unwrap();
+        assert!(s.matches(|k| field_value(&pod, k)));
+    }
+}

@@ -1,0 +1,289 @@
+//! Kubernetes `Status` objects: the one shape every error takes on the wire.
+//!
+//! Both the proxy and the built-in upstream build their failures here, so that
+//! clients see kube-apiserver's exact bodies (see `shared/reference/`).
+
+use bytes::Bytes;
+use http::{HeaderValue, Response, StatusCode, header};
+use serde_json::{Map, Value, json};
+
+/// A `details.causes[]` entry of a `Status`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cause {
+    /// Machine-readable reason, e.g. `FieldValueForbidden`.
+    pub reason: &'static str,
+    /// Human-readable message.
+    pub message: String,
+    /// The field the cause is about, if any.
+    pub field: Option<String>,
+}
+
+/// A failure answered as a Kubernetes `Status` object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Status {
+    /// HTTP status code (also `.code` in the body).
+    pub code: u16,
+    /// `.reason`; empty for the apiserver's reason-less errors (e.g. its 500s).
+    pub reason: &'static str,
+    /// `.message`.
+    pub message: String,
+    /// `.details`, if any, as a JSON object.
+    pub details: Option<Map<String, Value>>,
+    /// `.metadata.continue` (only the 410 for an expired continue token sets it).
+    pub continue_token: Option<String>,
+    /// `Retry-After` header and `details.retryAfterSeconds`.
+    pub retry_after: Option<u32>,
+}
+
+impl Status {
+    /// A status with no details.
+    pub fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
+        Status {
+            code,
+            reason,
+            message: message.into(),
+            details: None,
+            continue_token: None,
+            retry_after: None,
+        }
+    }
+
+    /// 400 `BadRequest`.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(400, "BadRequest", message)
+    }
+
+    /// 404 `NotFound` for a named object: `pods "x" not found`.
+    pub fn not_found(resource: &str, name: &str) -> Self {
+        Self::new(404, "NotFound", format!("{resource} \"{name}\" not found"))
+            .with_details(name, resource)
+    }
+
+    /// 404 for a path nothing serves (the apiserver's bare 404).
+    pub fn path_not_found() -> Self {
+        Self::new(404, "NotFound", "the server could not find the requested resource")
+            .with_details_map(Map::new())
+    }
+
+    /// 405 for a verb a resource does not support.
+    pub fn method_not_allowed() -> Self {
+        Self::new(
+            405,
+            "MethodNotAllowed",
+            "the server does not allow this method on the requested resource",
+        )
+        .with_details_map(Map::new())
+    }
+
+    /// 409 `AlreadyExists`.
+    pub fn already_exists(resource: &str, name: &str) -> Self {
+        Self::new(409, "AlreadyExists", format!("{resource} \"{name}\" already exists"))
+            .with_details(name, resource)
+    }
+
+    /// 409 `Conflict` for an update with a stale `metadata.resourceVersion`.
+    pub fn conflict(resource: &str, name: &str) -> Self {
+        Self::new(
+            409,
+            "Conflict",
+            format!(
+                "Operation cannot be fulfilled on {resource} \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
+            ),
+        )
+        .with_details(name, resource)
+    }
+
+    /// 410 `Expired`.
+    pub fn expired(message: impl Into<String>) -> Self {
+        Self::new(410, "Expired", message)
+    }
+
+    /// 422 `Invalid` for `ListOptions`, with one cause per violation (apiserver format).
+    pub fn invalid_list_options(causes: Vec<Cause>) -> Self {
+        Self::invalid("meta.k8s.io", "ListOptions", "", causes)
+    }
+
+    /// 422 `Invalid` for an object of `kind` named `name`.
+    pub fn invalid(group: &str, kind: &str, name: &str, causes: Vec<Cause>) -> Self {
+        let joined: Vec<String> = causes
+            .iter()
+            .map(|c| match &c.field {
+                Some(f) => format!("{f}: {}", c.message),
+                None => c.message.clone(),
+            })
+            .collect();
+        let list = if joined.len() == 1 {
+            joined[0].clone()
+        } else {
+            format!("[{}]", joined.join(", "))
+        };
+        let qualified = if group.is_empty() {
+            kind.to_string()
+        } else {
+            format!("{kind}.{group}")
+        };
+        let message = format!("{qualified} \"{name}\" is invalid: {list}");
+        let mut details = Map::new();
+        if !name.is_empty() {
+            details.insert("name".into(), json!(name));
+        }
+        if !group.is_empty() {
+            details.insert("group".into(), json!(group));
+        }
+        details.insert("kind".into(), json!(kind));
+        let causes: Vec<Value> = causes
+            .into_iter()
+            .map(|c| {
+                let mut m = Map::new();
+                m.insert("reason".into(), json!(c.reason));
+                m.insert("message".into(), json!(c.message));
+                if let Some(f) = c.field {
+                    m.insert("field".into(), json!(f));
+                }
+                Value::Object(m)
+            })
+            .collect();
+        details.insert("causes".into(), Value::Array(causes));
+        Self::new(422, "Invalid", message).with_details_map(details)
+    }
+
+    /// 504 `Too large resource version` with `Retry-After: 1`, as the watch cache answers.
+    pub fn too_large_resource_version(requested: u64, current: u64) -> Self {
+        let mut details = Map::new();
+        details.insert(
+            "causes".into(),
+            json!([{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}]),
+        );
+        let mut s = Self::new(
+            504,
+            "Timeout",
+            format!("Timeout: Too large resource version: {requested}, current: {current}"),
+        )
+        .with_details_map(details);
+        s.retry_after = Some(1);
+        s
+    }
+
+    /// 503 `ServiceUnavailable`.
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Self::new(503, "ServiceUnavailable", message)
+    }
+
+    /// 500 without a reason, as the apiserver answers unparseable watch RVs.
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(500, "", message)
+    }
+
+    /// 401 `Unauthorized`.
+    pub fn unauthorized() -> Self {
+        Self::new(401, "Unauthorized", "Unauthorized")
+    }
+
+    /// Sets `details.name` (if not empty) and `details.kind`.
+    pub fn with_details(self, name: &str, kind: &str) -> Self {
+        let mut d = Map::new();
+        if !name.is_empty() {
+            d.insert("name".into(), json!(name));
+        }
+        if !kind.is_empty() {
+            d.insert("kind".into(), json!(kind));
+        }
+        self.with_details_map(d)
+    }
+
+    /// Sets `.details` to the given map.
+    pub fn with_details_map(mut self, details: Map<String, Value>) -> Self {
+        self.details = Some(details);
+        self
+    }
+
+    /// The `Status` object as JSON, fields in the apiserver's order.
+    pub fn to_value(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("kind".into(), json!("Status"));
+        m.insert("apiVersion".into(), json!("v1"));
+        let mut meta = Map::new();
+        if let Some(c) = &self.continue_token {
+            meta.insert("continue".into(), json!(c));
+        }
+        m.insert("metadata".into(), Value::Object(meta));
+        m.insert("status".into(), json!("Failure"));
+        m.insert("message".into(), json!(self.message));
+        if !self.reason.is_empty() {
+            m.insert("reason".into(), json!(self.reason));
+        }
+        let mut details = self.details.clone();
+        if let Some(secs) = self.retry_after {
+            details
+                .get_or_insert_with(Map::new)
+                .insert("retryAfterSeconds".into(), json!(secs));
+        }
+        if let Some(d) = details {
+            m.insert("details".into(), Value::Object(d));
+        }
+        m.insert("code".into(), json!(self.code));
+        Value::Object(m)
+    }
+
+    /// The body bytes (compact JSON, as the apiserver writes for non-curl clients).
+    pub fn to_bytes(&self) -> Bytes {
+        Bytes::from(serde_json::to_vec(&self.to_value()).expect("Status serializes"))
+    }
+
+    /// A complete HTTP response carrying this status.
+    pub fn into_response<B: From<Bytes>>(self) -> Response<B> {
+        let code = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let mut resp = Response::new(B::from(self.to_bytes()));
+        *resp.status_mut() = code;
+        let h = resp.headers_mut();
+        h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
+        if let Some(secs) = self.retry_after {
+            h.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        resp
+    }
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}: {}", self.code, self.reason, self.message)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn should_match_apiserver_bytes_for_rvmatch_forbidden() {
+        let s = Status::invalid_list_options(vec![Cause {
+            reason: "FieldValueForbidden",
+            message: "Forbidden: resourceVersionMatch is forbidden for watch".into(),
+            field: Some("resourceVersionMatch".into()),
+        }]);
+        let want = r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch","reason":"Invalid","details":{"group":"meta.k8s.io","kind":"ListOptions","causes":[{"reason":"FieldValueForbidden","message":"Forbidden: resourceVersionMatch is forbidden for watch","field":"resourceVersionMatch"}]},"code":422}"#;
+        assert_eq!(std::str::from_utf8(&s.to_bytes()).unwrap(), want);
+    }
+
+    #[test]
+    fn should_match_apiserver_bytes_for_too_large_rv() {
+        let s = Status::too_large_resource_version(1015815, 15816);
+        let want = r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Timeout: Too large resource version: 1015815, current: 15816","reason":"Timeout","details":{"causes":[{"reason":"ResourceVersionTooLarge","message":"Too large resource version"}],"retryAfterSeconds":1},"code":504}"#;
+        assert_eq!(std::str::from_utf8(&s.to_bytes()).unwrap(), want);
+    }
+
+    #[test]
+    fn should_match_apiserver_bytes_for_not_found_and_internal() {
+        let s = Status::not_found("pods", "does-not-exist");
+        assert_eq!(
+            std::str::from_utf8(&s.to_bytes()).unwrap(),
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"pods \"does-not-exist\" not found","reason":"NotFound","details":{"name":"does-not-exist","kind":"pods"},"code":404}"#
+        );
+        let s = Status::internal("resourceVersion: Invalid value: \"-5\": strconv.ParseUint: parsing \"-5\": invalid syntax");
+        assert_eq!(
+            std::str::from_utf8(&s.to_bytes()).unwrap(),
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"resourceVersion: Invalid value: \"-5\": strconv.ParseUint: parsing \"-5\": invalid syntax","code":500}"#
+        );
+    }
+}
