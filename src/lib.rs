@@ -1,11 +1,129 @@
 //! # r8s: a watch cache for the Kubernetes API
 //!
 //! # Layout
+//! - [`config`]: settings (defaults < TOML < `R8S_` env < flags), validated up front.
+//! - [`cli`]: the command line.
+//! - [`upstream`]: the connection to kube-apiserver(s): credentials, TLS, failover.
+//! - [`serve`]: the API listener: classify each request, answer it, record it;
+//!   [`serve::passthrough`] relays what is not served from cache.
 //! - [`api`]: Kubernetes API semantics shared by every side: paths, list/watch
 //!   options, selectors, continue tokens, `Status` errors.
-//! - [`sim`]: the built-in upstream (an in-memory kube-apiserver for tests, demos
-//!   and benchmarks). Nothing outside `sim` depends on it but [`demo`].
+//! - [`admin`]: `/metrics`, `/healthz`, `/livez`, `/readyz`; [`metrics`]: metric names.
+//! - [`server`]: the HTTP accept loop; [`body`]: the response body type;
+//!   [`shutdown`]: the shutdown signal.
+//! - [`sim`]: the built-in upstream (an in-memory kube-apiserver for tests,
+//!   demos and benchmarks). Nothing outside `sim` depends on it but [`demo`].
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod admin;
 pub mod api;
+pub mod body;
+pub mod cli;
+pub mod config;
+pub mod demo;
+pub mod metrics;
+pub mod serve;
+pub mod server;
+pub mod shutdown;
+pub mod sim;
+pub mod upstream;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+
+use crate::admin::Health;
+use crate::config::Config;
+use crate::shutdown::Signal;
+use crate::upstream::Upstream;
+
+/// The bound listeners r8s serves on.
+pub struct Listeners {
+    /// The Kubernetes API.
+    pub api: TcpListener,
+    /// `/metrics` and health.
+    pub admin: TcpListener,
+}
+
+/// r8s, set up and ready to serve: everything that can fail on bad
+/// configuration has been checked before any port is bound.
+pub struct Prepared {
+    config: Config,
+    upstream: Arc<Upstream>,
+}
+
+/// Checks the configuration against the world: kubeconfig, CA, credentials.
+pub async fn prepare(config: Config) -> Result<Prepared, upstream::SetupError> {
+    let upstream = Arc::new(Upstream::new(&config.upstream).await?);
+    Ok(Prepared { config, upstream })
+}
+
+impl Prepared {
+    /// Serves until `shutdown` fires, then drains in-flight requests for the
+    /// configured grace period and returns.
+    pub async fn run(self, listeners: Listeners, shutdown: Signal) {
+        let metrics = metrics::install();
+        let health = Arc::new(Health::default());
+        let grace = Duration::from_secs(self.config.shutdown_grace_seconds);
+        tracing::info!(
+            api = %listeners.api.local_addr().map(|a| a.to_string()).unwrap_or_default(),
+            admin = %listeners.admin.local_addr().map(|a| a.to_string()).unwrap_or_default(),
+            upstream = ?self.upstream.server_names(),
+            "r8s serving"
+        );
+        tokio::spawn(probe_upstream(self.upstream.clone(), health.clone(), shutdown.clone()));
+        let h = health.clone();
+        let admin = tokio::spawn(server::serve(
+            listeners.admin,
+            move |req, _| {
+                let resp = admin::handle(&req, &h, &metrics);
+                async move { resp }
+            },
+            shutdown.clone(),
+            Duration::from_secs(1),
+        ));
+        let api = Arc::new(serve::Api {
+            upstream: self.upstream.clone(),
+            shutdown: shutdown.clone(),
+        });
+        server::serve(
+            listeners.api,
+            move |req, _| api.clone().handle(req),
+            shutdown,
+            grace,
+        )
+        .await;
+        let _ = admin.await;
+        tracing::info!("r8s stopped");
+    }
+}
+
+/// Keeps readiness and `r8s_upstream_up` current: `/version` every few seconds.
+async fn probe_upstream(upstream: Arc<Upstream>, health: Arc<Health>, shutdown: Signal) {
+    let mut logged = false;
+    loop {
+        match upstream.probe().await {
+            Ok(()) => {
+                if !health.is_ready() {
+                    tracing::info!("upstream answered /version; ready");
+                }
+                health.set_ready(true);
+                logged = false;
+            }
+            Err(e) => {
+                health.set_ready(false);
+                if !logged {
+                    tracing::warn!(error = %e, "upstream not answering /version; not ready");
+                    logged = true;
+                }
+            }
+        }
+        let wait = if health.is_ready() { 10 } else { 1 };
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(wait)) => {}
+            _ = shutdown.wait() => return,
+        }
+    }
+}

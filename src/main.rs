@@ -1,1 +1,111 @@
-fn main() {}
+//! The `r8s` binary: parse, configure, log, run. Everything else is in the library.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use r8s::cli::{Cli, Command, ConfigCommand, ServeArgs, SimArgs};
+use r8s::{Listeners, config, shutdown, sim};
+
+/// Exit code for bad usage or configuration (as clap uses for bad flags).
+const EXIT_CONFIG: u8 = 2;
+
+fn init_logging(level: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .or_else(|_| tracing_subscriber::EnvFilter::try_new(level))
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {
+    for line in msg.to_string().lines() {
+        eprintln!("r8s: {line}");
+    }
+    ExitCode::from(code)
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => return fail(1, format!("cannot start the runtime: {e}")),
+    };
+    rt.block_on(async move {
+        match cli.command {
+            Command::Serve(args) => serve(args).await,
+            Command::Config(ConfigCommand::Check(args)) => {
+                match config::load(args.config.as_deref(), &args.overrides()) {
+                    Ok(c) => {
+                        print!("{}", c.to_redacted_toml());
+                        ExitCode::SUCCESS
+                    }
+                    Err(e) => fail(EXIT_CONFIG, e),
+                }
+            }
+            Command::Sim(args) => run_sim(args).await,
+            Command::Demo(args) => {
+                init_logging("info");
+                match r8s::demo::run(args).await {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(e) => fail(EXIT_CONFIG, e),
+                }
+            }
+        }
+    })
+}
+
+async fn serve(args: ServeArgs) -> ExitCode {
+    let config = match config::load(args.config.as_deref(), &args.overrides()) {
+        Ok(c) => c,
+        Err(e) => return fail(EXIT_CONFIG, e),
+    };
+    init_logging(&config.log.level);
+    let (listen, admin_listen) = (config.listen, config.admin_listen);
+    let prepared = match r8s::prepare(config).await {
+        Ok(p) => p,
+        Err(e) => return fail(EXIT_CONFIG, e),
+    };
+    let api = match tokio::net::TcpListener::bind(listen).await {
+        Ok(l) => l,
+        Err(e) => return fail(EXIT_CONFIG, format!("cannot listen on {listen} (listen): {e}")),
+    };
+    let admin = match tokio::net::TcpListener::bind(admin_listen).await {
+        Ok(l) => l,
+        Err(e) => {
+            return fail(EXIT_CONFIG, format!("cannot listen on {admin_listen} (admin_listen): {e}"));
+        }
+    };
+    let (trigger, signal) = shutdown::channel();
+    tokio::spawn(async move {
+        shutdown::os_signal().await;
+        trigger.fire();
+    });
+    prepared.run(Listeners { api, admin }, signal).await;
+    ExitCode::SUCCESS
+}
+
+async fn run_sim(args: SimArgs) -> ExitCode {
+    init_logging("info");
+    let listener = match tokio::net::TcpListener::bind(args.listen).await {
+        Ok(l) => l,
+        Err(e) => return fail(EXIT_CONFIG, format!("cannot listen on {} (--listen): {e}", args.listen)),
+    };
+    let cfg = sim::SimConfig {
+        pods: args.pods,
+        namespaces: args.namespaces,
+        churn: args.churn,
+        history: args.history,
+        tokens: args.tokens,
+        ..sim::SimConfig::default()
+    };
+    let handle = match sim::start(cfg, listener).await {
+        Ok(h) => h,
+        Err(e) => return fail(EXIT_CONFIG, format!("cannot start the sim: {e}")),
+    };
+    tracing::info!(url = %handle.url(), "r8s sim serving");
+    shutdown::os_signal().await;
+    handle.stop().await;
+    ExitCode::SUCCESS
+}

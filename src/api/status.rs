@@ -231,9 +231,9 @@ impl Status {
     }
 
     /// A complete HTTP response carrying this status.
-    pub fn into_response<B: From<Bytes>>(self) -> Response<B> {
+    pub fn into_response(self) -> Response<crate::body::Body> {
         let code = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let mut resp = Response::new(B::from(self.to_bytes()));
+        let mut resp = Response::new(crate::body::full(self.to_bytes()));
         *resp.status_mut() = code;
         let h = resp.headers_mut();
         h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));

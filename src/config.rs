@@ -1,0 +1,355 @@
+//! Configuration: built-in defaults < TOML file < `R8S_` environment < CLI flags.
+//!
+//! Every key is in `config/r8s.toml` with its default and why. Loading reports
+//! every problem at once, each naming the key, the value and where it came from.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use figment::Figment;
+use figment::providers::{Env, Format, Serialized, Toml};
+use serde::{Deserialize, Serialize};
+
+/// The whole configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Address of the Kubernetes API listener (loopback by default: a sidecar).
+    pub listen: SocketAddr,
+    /// Address of `/metrics`, `/healthz`, `/livez`, `/readyz`.
+    pub admin_listen: SocketAddr,
+    /// How long in-flight requests may take to finish after SIGTERM, in seconds.
+    pub shutdown_grace_seconds: u64,
+    /// The upstream kube-apiserver(s).
+    pub upstream: UpstreamConfig,
+    /// What to cache.
+    pub cache: CacheConfig,
+    /// Logging.
+    pub log: LogConfig,
+}
+
+/// How to reach the upstream.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct UpstreamConfig {
+    /// Servers of one cluster, tried in order on connection errors. Empty: the kubeconfig's server.
+    pub servers: Vec<String>,
+    /// Kubeconfig to take the server, CA and credentials from. Unset: `$KUBECONFIG`,
+    /// `~/.kube/config`, or the in-cluster service account, in that order, when
+    /// `servers` is empty; no credentials otherwise.
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context (unset: the current context).
+    pub context: Option<String>,
+    /// CA bundle to verify the upstream with (overrides the kubeconfig's).
+    pub ca_file: Option<PathBuf>,
+    /// Bearer token file, re-read as it rotates (overrides the kubeconfig's credentials).
+    pub token_file: Option<PathBuf>,
+    /// Bearer token (prefer `token_file`; redacted by `config check`).
+    pub token: Option<String>,
+    /// Skip TLS verification of the upstream (testing only).
+    pub insecure_skip_tls_verify: bool,
+    /// Seconds to wait for a TCP/TLS connection before failing over.
+    pub connect_timeout_seconds: f64,
+}
+
+/// What r8s caches (used from the cache issue on; validated now).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CacheConfig {
+    /// Resources: `pods`, `v1/pods`, `apps/v1/deployments`, `example.r8s.dev/v1/widgets`, or `*`.
+    pub resources: Vec<String>,
+}
+
+/// Logging.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConfig {
+    /// A tracing filter: `info`, `r8s=debug`, ... (`RUST_LOG` overrides it).
+    pub level: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8001)),
+            admin_listen: SocketAddr::from(([127, 0, 0, 1], 8081)),
+            shutdown_grace_seconds: 30,
+            upstream: UpstreamConfig::default(),
+            cache: CacheConfig::default(),
+            log: LogConfig::default(),
+        }
+    }
+}
+
+impl Default for UpstreamConfig {
+    fn default() -> Self {
+        UpstreamConfig {
+            servers: Vec::new(),
+            kubeconfig: None,
+            context: None,
+            ca_file: None,
+            token_file: None,
+            token: None,
+            insecure_skip_tls_verify: false,
+            connect_timeout_seconds: 5.0,
+        }
+    }
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig { level: "info".into() }
+    }
+}
+
+/// Values given on the command line (only those set override).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Overrides {
+    /// `--listen`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub listen: Option<String>,
+    /// `--admin-listen`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admin_listen: Option<String>,
+    /// `--upstream`, `--kubeconfig`, `--context`.
+    #[serde(skip_serializing_if = "UpstreamOverrides::is_empty")]
+    pub upstream: UpstreamOverrides,
+    /// `--cache`.
+    #[serde(skip_serializing_if = "CacheOverrides::is_empty")]
+    pub cache: CacheOverrides,
+}
+
+/// Upstream flags.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct UpstreamOverrides {
+    /// `--upstream` (repeatable).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub servers: Option<Vec<String>>,
+    /// `--kubeconfig`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kubeconfig: Option<PathBuf>,
+    /// `--context`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+}
+
+impl UpstreamOverrides {
+    fn is_empty(&self) -> bool {
+        self.servers.is_none() && self.kubeconfig.is_none() && self.context.is_none()
+    }
+}
+
+/// Cache flags.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CacheOverrides {
+    /// `--cache` (repeatable).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resources: Option<Vec<String>>,
+}
+
+impl CacheOverrides {
+    fn is_empty(&self) -> bool {
+        self.resources.is_none()
+    }
+}
+
+/// Configuration problems, each on its own line.
+#[derive(Debug, thiserror::Error)]
+#[error("{}", .0.join("\n"))]
+pub struct ConfigError(pub Vec<String>);
+
+/// Loads defaults < `file` < `R8S_*` environment < `overrides`, then validates.
+pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, ConfigError> {
+    let mut fig = Figment::from(Serialized::defaults(Config::default()));
+    if let Some(path) = file {
+        if let Err(e) = std::fs::metadata(path) {
+            return Err(ConfigError(vec![format!(
+                "config file {}: {e}; pass an existing TOML file to --config (see config/r8s.toml)",
+                path.display()
+            )]));
+        }
+        fig = fig.merge(Toml::file(path));
+    }
+    fig = fig
+        .merge(Env::prefixed("R8S_").split("__").ignore(&["config"]))
+        .merge(Serialized::defaults(overrides));
+    let config: Config = fig.extract().map_err(|e| {
+        ConfigError(e.into_iter().map(|e| describe(&fig, e)).collect())
+    })?;
+    config.validate().map_err(ConfigError)?;
+    Ok(config)
+}
+
+fn describe(fig: &Figment, e: figment::Error) -> String {
+    use figment::error::Kind;
+    let mut path = e.path.clone();
+    if let Kind::UnknownField(f, _) = &e.kind {
+        if path.last() != Some(f) {
+            path.push(f.clone());
+        }
+    }
+    let key = path.join(".");
+    let source = e
+        .metadata
+        .as_ref()
+        .map(|m| match &m.source {
+            Some(s) => format!("{} ({s})", m.name),
+            None => m.name.to_string(),
+        })
+        .unwrap_or_else(|| "configuration".into());
+    match &e.kind {
+        Kind::UnknownField(f, expected) => format!(
+            "config: unknown key \"{key}\" in {source}: \"{f}\" is not a setting here (expected one of: {})",
+            expected.join(", ")
+        ),
+        kind => {
+            let value = fig
+                .find_value(&key)
+                .ok()
+                .map(|v| match v.as_str() {
+                    Some(s) => format!(" \"{s}\""),
+                    None => format!(" {:?}", v),
+                })
+                .unwrap_or_default();
+            format!("config: bad value{value} for key \"{key}\" in {source}: {kind}")
+        }
+    }
+}
+
+fn valid_version(v: &str) -> bool {
+    let Some(rest) = v.strip_prefix('v') else { return false };
+    let digits = rest.chars().take_while(char::is_ascii_digit).count();
+    if digits == 0 {
+        return false;
+    }
+    let tail = &rest[digits..];
+    tail.is_empty()
+        || ["alpha", "beta"].iter().any(|p| {
+            tail.strip_prefix(p)
+                .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
+        })
+}
+
+fn valid_dns(s: &str, allow_dots: bool) -> bool {
+    !s.is_empty()
+        && s.len() <= 253
+        && s.split('.').all(|l| {
+            !l.is_empty()
+                && l.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+        })
+        && (allow_dots || !s.contains('.'))
+}
+
+/// Checks a `cache.resources` entry: `*`, `RESOURCE`, `VERSION/RESOURCE`, or `GROUP/VERSION/RESOURCE`.
+pub fn validate_resource(entry: &str) -> Result<(), String> {
+    let parts: Vec<&str> = entry.split('/').collect();
+    let ok = match parts.as_slice() {
+        ["*"] => true,
+        [r] => valid_dns(r, false),
+        [v, r] => valid_version(v) && valid_dns(r, false),
+        [g, v, r] => valid_dns(g, true) && valid_version(v) && valid_dns(r, false),
+        _ => false,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "config: bad value \"{entry}\" for key \"cache.resources\": expected RESOURCE, VERSION/RESOURCE or GROUP/VERSION/RESOURCE (e.g. pods, v1/pods, apps/v1/deployments) or *"
+        ))
+    }
+}
+
+impl Config {
+    /// Checks what types alone cannot; every problem, not just the first.
+    pub fn validate(&self) -> Result<(), Vec<String>> {
+        let mut errs = Vec::new();
+        for s in &self.upstream.servers {
+            let ok = s.parse::<http::Uri>().is_ok_and(|u| {
+                matches!(u.scheme_str(), Some("http" | "https")) && u.host().is_some()
+            });
+            if !ok {
+                errs.push(format!(
+                    "config: bad value \"{s}\" for key \"upstream.servers\": expected an http:// or https:// URL with a host"
+                ));
+            }
+        }
+        if !(self.upstream.connect_timeout_seconds > 0.0 && self.upstream.connect_timeout_seconds <= 600.0) {
+            errs.push(format!(
+                "config: bad value {} for key \"upstream.connect_timeout_seconds\": expected seconds in (0, 600]",
+                self.upstream.connect_timeout_seconds
+            ));
+        }
+        for r in &self.cache.resources {
+            if let Err(e) = validate_resource(r) {
+                errs.push(e);
+            }
+        }
+        if let Err(e) = tracing_subscriber::EnvFilter::try_new(&self.log.level) {
+            errs.push(format!("config: bad value \"{}\" for key \"log.level\": {e}", self.log.level));
+        }
+        if errs.is_empty() { Ok(()) } else { Err(errs) }
+    }
+
+    /// The effective configuration as TOML, secrets redacted.
+    pub fn to_redacted_toml(&self) -> String {
+        let mut c = self.clone();
+        if c.upstream.token.is_some() {
+            c.upstream.token = Some("<redacted>".into());
+        }
+        toml::to_string_pretty(&c).unwrap_or_else(|e| format!("# cannot render: {e}\n"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use figment::Jail;
+
+    #[test]
+    fn should_layer_file_env_and_flags() {
+        Jail::expect_with(|jail| {
+            jail.create_file("r8s.toml", "listen = \"127.0.0.1:9000\"\n[upstream]\nservers = [\"http://a:1\"]\n")?;
+            jail.set_env("R8S_ADMIN_LISTEN", "127.0.0.1:9001");
+            jail.set_env("R8S_UPSTREAM__CONTEXT", "ctx");
+            let o = Overrides { listen: Some("127.0.0.1:9002".into()), ..Default::default() };
+            let c = load(Some(Path::new("r8s.toml")), &o).map_err(|e| e.to_string())?;
+            assert_eq!(c.listen.port(), 9002);
+            assert_eq!(c.admin_listen.port(), 9001);
+            assert_eq!(c.upstream.servers, vec!["http://a:1".to_string()]);
+            assert_eq!(c.upstream.context.as_deref(), Some("ctx"));
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn should_name_key_value_and_file() {
+        Jail::expect_with(|jail| {
+            jail.create_file("bad.toml", "upstrem = 1\n")?;
+            let e = load(Some(Path::new("bad.toml")), &Overrides::default()).unwrap_err();
+            let all = e.to_string();
+            assert!(all.contains("unknown key \"upstrem\""), "{all}");
+            assert!(all.contains("bad.toml"), "{all}");
+            let e = load(Some(Path::new("missing.toml")), &Overrides::default()).unwrap_err();
+            assert!(e.to_string().contains("missing.toml"));
+            jail.create_file("bad2.toml", "listen = \"nope\"\n")?;
+            let e = load(Some(Path::new("bad2.toml")), &Overrides::default()).unwrap_err().to_string();
+            assert!(e.contains("\"listen\"") && e.contains("nope") && e.contains("bad2.toml"), "{e}");
+            jail.create_file("bad3.toml", "[cache]\nresources = [\"apps/x/deployments\"]\n")?;
+            let e = load(Some(Path::new("bad3.toml")), &Overrides::default()).unwrap_err().to_string();
+            assert!(e.contains("apps/x/deployments"), "{e}");
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn should_accept_documented_resource_forms() {
+        for r in ["pods", "v1/pods", "apps/v1/deployments", "example.r8s.dev/v1/widgets", "*", "batch/v1beta1/cronjobs"] {
+            validate_resource(r).unwrap();
+        }
+        for r in ["Pods", "v/pods", "a/b/c/d", "", "apps/1/x"] {
+            assert!(validate_resource(r).is_err(), "{r}");
+        }
+    }
+}

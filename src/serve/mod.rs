@@ -1,0 +1,95 @@
+//! The Kubernetes API listener: classifies each request, answers it (from the
+//! upstream for now; from the cache from the cache issue on) and records it.
+
+pub mod passthrough;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use http::{Request, Response};
+use hyper::body::Incoming;
+
+use crate::api::params::{parse_bool, query_pairs};
+use crate::api::path::{self, ApiPath};
+use crate::body::Body;
+use crate::metrics;
+use crate::shutdown::Signal;
+use crate::upstream::Upstream;
+
+/// Everything the API listener needs.
+pub struct Api {
+    /// The upstream.
+    pub upstream: Arc<Upstream>,
+    /// Ends streams at shutdown.
+    pub shutdown: Signal,
+}
+
+/// What a request is, for routing and metrics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Classified {
+    /// kube-apiserver's verb (`get`, `list`, `watch`, ..., or `other` for non-resource paths).
+    pub verb: &'static str,
+    /// Resource (with subresource), or the first path segment for non-resource paths.
+    pub resource: String,
+    /// Whether the response is a long-lived stream (watch, followed log).
+    pub streaming: bool,
+}
+
+/// Classifies a request from its method, path and query alone.
+pub fn classify<B>(req: &Request<B>) -> Classified {
+    let q = query_pairs(req.uri().query());
+    let flag = |name: &str| {
+        q.iter()
+            .any(|(k, v)| k == name && parse_bool(v).unwrap_or(false))
+    };
+    match path::parse(req.uri().path()) {
+        ApiPath::Resource(rp) => {
+            let verb = rp.verb(req.method(), flag("watch"));
+            let resource = match &rp.subresource {
+                Some(s) => format!("{}/{s}", rp.resource),
+                None => rp.resource.clone(),
+            };
+            let streaming = verb == "watch" || (rp.subresource.as_deref() == Some("log") && flag("follow"));
+            Classified { verb, resource, streaming }
+        }
+        ApiPath::Other => {
+            let first = req.uri().path().trim_start_matches('/').split('/').next().unwrap_or("");
+            Classified {
+                verb: "other",
+                resource: format!("/{first}"),
+                streaming: false,
+            }
+        }
+    }
+}
+
+impl Api {
+    /// Answers one API request.
+    pub async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Response<Body> {
+        let start = Instant::now();
+        let c = classify(&req);
+        let resp = passthrough::forward(&self.upstream, req, c.streaming, &self.shutdown).await;
+        metrics::request(c.verb, &c.resource, resp.status().as_u16(), "pass", start.elapsed());
+        resp
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn c(method: &str, uri: &str) -> Classified {
+        classify(&Request::builder().method(method).uri(uri).body(()).unwrap())
+    }
+
+    #[test]
+    fn should_classify_like_request_info() {
+        assert_eq!(c("GET", "/api/v1/pods?watch=1").verb, "watch");
+        assert!(c("GET", "/api/v1/pods?watch=1").streaming);
+        assert_eq!(c("GET", "/api/v1/namespaces/a/pods").verb, "list");
+        assert_eq!(c("DELETE", "/api/v1/namespaces/a/pods/p").verb, "delete");
+        let l = c("GET", "/api/v1/namespaces/a/pods/p/log?follow=true");
+        assert_eq!((l.verb, l.resource.as_str(), l.streaming), ("get", "pods/log", true));
+        assert_eq!(c("GET", "/apis/apps/v1").resource, "/apis");
+    }
+}

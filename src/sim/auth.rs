@@ -1,0 +1,224 @@
+//! Authentication and authorization for the sim, in kube-apiserver's shapes:
+//! a `--token-auth-file` CSV, a small rule set, impersonation, and the
+//! TokenReview / SubjectAccessReview APIs answering from the same data.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::SystemTime;
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Response, StatusCode, header};
+use serde_json::{Value, json};
+
+use super::{Req, Sim, json_response, to_bytes};
+use crate::api::path::ResourcePath;
+use crate::api::status::Status;
+use crate::body::Body;
+
+/// An authenticated (or anonymous) user.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct User {
+    /// User name.
+    pub name: String,
+    /// UID.
+    pub uid: String,
+    /// Groups (including `system:authenticated` / `system:unauthenticated`).
+    pub groups: Vec<String>,
+}
+
+impl User {
+    fn anonymous() -> Self {
+        User {
+            name: "system:anonymous".into(),
+            uid: String::new(),
+            groups: vec!["system:unauthenticated".into()],
+        }
+    }
+    fn is_master(&self) -> bool {
+        self.groups.iter().any(|g| g == "system:masters")
+    }
+}
+
+/// The tokens file, re-read when it changes (so revocations take effect).
+pub struct Tokens {
+    path: PathBuf,
+    state: Mutex<(Option<SystemTime>, HashMap<String, User>)>,
+}
+
+fn parse_csv_line(line: &str) -> Vec<String> {
+    let mut out = vec![String::new()];
+    let mut quoted = false;
+    for c in line.chars() {
+        match c {
+            '"' => quoted = !quoted,
+            ',' if !quoted => out.push(String::new()),
+            c => out.last_mut().expect("non-empty").push(c),
+        }
+    }
+    out.into_iter().map(|s| s.trim().to_string()).collect()
+}
+
+fn read_tokens(path: &Path) -> std::io::Result<HashMap<String, User>> {
+    let text = std::fs::read_to_string(path)?;
+    let mut map = HashMap::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty() && !l.starts_with('#')) {
+        let f = parse_csv_line(line);
+        if f.len() < 3 {
+            continue;
+        }
+        let mut groups: Vec<String> = f
+            .get(3)
+            .map(|g| g.split(',').map(str::trim).filter(|g| !g.is_empty()).map(str::to_string).collect())
+            .unwrap_or_default();
+        groups.push("system:authenticated".into());
+        map.insert(f[0].clone(), User { name: f[1].clone(), uid: f[2].clone(), groups });
+    }
+    Ok(map)
+}
+
+impl Tokens {
+    /// Loads the CSV file `token,user,uid,"group1,group2"`.
+    pub fn load(path: &Path) -> std::io::Result<Self> {
+        let map = read_tokens(path)?;
+        let mtime = std::fs::metadata(path).and_then(|m| m.modified()).ok();
+        Ok(Tokens { path: path.to_path_buf(), state: Mutex::new((mtime, map)) })
+    }
+
+    fn lookup(&self, token: &str) -> Option<User> {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mtime = std::fs::metadata(&self.path).and_then(|m| m.modified()).ok();
+        if mtime != st.0 {
+            if let Ok(map) = read_tokens(&self.path) {
+                *st = (mtime, map);
+            }
+        }
+        st.1.get(token).cloned()
+    }
+
+    /// Who is asking: a bearer token, or anonymous; impersonation applied for masters.
+    pub fn authenticate(&self, headers: &HeaderMap) -> Result<User, Status> {
+        let user = match headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()) {
+            None => User::anonymous(),
+            Some(v) => {
+                let token = v.strip_prefix("Bearer ").ok_or_else(Status::unauthorized)?;
+                self.lookup(token.trim()).ok_or_else(Status::unauthorized)?
+            }
+        };
+        let Some(as_user) = headers.get("impersonate-user").and_then(|v| v.to_str().ok()) else {
+            return Ok(user);
+        };
+        if !user.is_master() {
+            return Err(Status::new(403, "Forbidden", format!(
+                "users \"{as_user}\" is forbidden: User \"{}\" cannot impersonate resource \"users\" in API group \"\" at the cluster scope",
+                user.name
+            )));
+        }
+        let mut groups: Vec<String> = headers
+            .get_all("impersonate-group")
+            .iter()
+            .filter_map(|v| v.to_str().ok().map(str::to_string))
+            .collect();
+        if !groups.iter().any(|g| g == "system:authenticated") {
+            groups.push("system:authenticated".into());
+        }
+        let uid = headers.get("impersonate-uid").and_then(|v| v.to_str().ok()).unwrap_or_default();
+        Ok(User { name: as_user.to_string(), uid: uid.to_string(), groups })
+    }
+
+    /// Authorizes `verb` on a resource path; 403 in the apiserver's words.
+    pub fn authorize(&self, user: Option<&User>, verb: &str, rp: &ResourcePath) -> Result<(), Status> {
+        let anon = User::anonymous();
+        let user = user.unwrap_or(&anon);
+        let resource = match &rp.subresource {
+            Some(s) => format!("{}/{s}", rp.resource),
+            None => rp.resource.clone(),
+        };
+        if allowed(user, verb, &rp.group, &resource) {
+            return Ok(());
+        }
+        Err(forbidden(user, verb, rp, &resource))
+    }
+}
+
+/// The sim's rule set: `system:masters` may do anything; other authenticated
+/// users may get, list and watch everything but secrets; anonymous nothing.
+pub fn allowed(user: &User, verb: &str, _group: &str, resource: &str) -> bool {
+    if user.is_master() {
+        return true;
+    }
+    let authenticated = user.groups.iter().any(|g| g == "system:authenticated");
+    authenticated && matches!(verb, "get" | "list" | "watch") && resource != "secrets"
+}
+
+fn forbidden(user: &User, verb: &str, rp: &ResourcePath, resource: &str) -> Status {
+    let what = match &rp.name {
+        Some(n) if rp.subresource.is_none() || verb != "create" => format!("{} \"{n}\"", rp.resource),
+        _ => rp.resource.clone(),
+    };
+    let scope = match &rp.namespace {
+        Some(ns) => format!("in the namespace \"{ns}\""),
+        None => "at the cluster scope".into(),
+    };
+    let mut s = Status::new(403, "Forbidden", format!(
+        "{what} is forbidden: User \"{}\" cannot {verb} resource \"{resource}\" in API group \"{}\" {scope}",
+        user.name, rp.group
+    ));
+    s = s.with_details(rp.name.as_deref().unwrap_or(""), &rp.resource);
+    s
+}
+
+/// Whether the path is one of the review APIs.
+pub fn is_review(rp: &ResourcePath) -> bool {
+    matches!(
+        (rp.group.as_str(), rp.resource.as_str()),
+        ("authentication.k8s.io", "tokenreviews") | ("authorization.k8s.io", "subjectaccessreviews")
+    )
+}
+
+/// `POST` a TokenReview or SubjectAccessReview.
+pub fn review(sim: &Sim, r: &Req, rp: &ResourcePath, body: &Bytes) -> Result<Response<Body>, Status> {
+    if r.method != http::Method::POST {
+        return Err(Status::method_not_allowed());
+    }
+    let mut v: Value = serde_json::from_slice(body)
+        .map_err(|e| Status::bad_request(format!("couldn't get version/kind; json parse error: {e}")))?;
+    let status = if rp.resource == "tokenreviews" {
+        let token = v["spec"]["token"].as_str().unwrap_or_default();
+        match sim.auth.as_ref().and_then(|t| t.lookup(token)) {
+            Some(u) => json!({"authenticated": true,
+                "user": {"username": u.name, "uid": u.uid, "groups": u.groups}}),
+            None => json!({"authenticated": false, "user": {}, "error": "invalid bearer token"}),
+        }
+    } else {
+        let spec = &v["spec"];
+        let groups: Vec<String> = spec["groups"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|g| g.as_str().map(str::to_string)).collect())
+            .unwrap_or_default();
+        let user = User {
+            name: spec["user"].as_str().unwrap_or_default().to_string(),
+            uid: spec["uid"].as_str().unwrap_or_default().to_string(),
+            groups,
+        };
+        let ok = if let Some(ra) = spec.get("resourceAttributes") {
+            let res = match ra["subresource"].as_str().filter(|s| !s.is_empty()) {
+                Some(s) => format!("{}/{s}", ra["resource"].as_str().unwrap_or_default()),
+                None => ra["resource"].as_str().unwrap_or_default().to_string(),
+            };
+            allowed(&user, ra["verb"].as_str().unwrap_or_default(), ra["group"].as_str().unwrap_or_default(), &res)
+        } else {
+            true
+        };
+        if ok {
+            json!({"allowed": true, "reason": "allowed by the r8s sim's rules"})
+        } else {
+            json!({"allowed": false})
+        }
+    };
+    v["status"] = status;
+    v["metadata"] = json!({"creationTimestamp": null});
+    let mut resp = json_response(StatusCode::CREATED, to_bytes(&v));
+    resp.headers_mut().insert("x-content-type-options", HeaderValue::from_static("nosniff"));
+    Ok(resp)
+}

@@ -1,0 +1,373 @@
+//! Get and list with the seeds' resource version semantics, paging,
+//! selectors and Table output.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::Arc;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use http::{Response, StatusCode, header};
+use serde_json::{Value, json};
+
+use super::resources::{RESOURCES, ResourceDef};
+use super::store::{Obj, key};
+use super::{Req, Sim, json_response, to_bytes};
+use crate::api::continue_token::{self, ContinueToken};
+use crate::api::params::{ListOptions, RvMatch, parse_rv};
+use crate::api::path::ResourcePath;
+use crate::api::selector::{FieldSelector, LabelSelector, field_value, supported_fields};
+use crate::api::status::Status;
+use crate::body::Body;
+
+/// The representation a client asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// Plain JSON objects.
+    Json,
+    /// `meta.k8s.io` Table (`v1` or `v1beta1`), with row objects as given.
+    Table(&'static str, IncludeObject),
+}
+
+/// `includeObject` of a Table request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IncludeObject {
+    /// No object in rows.
+    None,
+    /// `PartialObjectMetadata` (the default).
+    Metadata,
+    /// The whole object.
+    Object,
+}
+
+/// Picks the first supported media type in `Accept` (406 when none).
+pub fn negotiate(r: &Req) -> Result<Format, Status> {
+    let accept = r
+        .headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if accept.trim().is_empty() {
+        return Ok(Format::Json);
+    }
+    let include = match crate::api::params::query_pairs(r.query.as_deref())
+        .iter()
+        .find(|(k, _)| k == "includeObject")
+        .map(|(_, v)| v.as_str())
+    {
+        Some("None") => IncludeObject::None,
+        Some("Object") => IncludeObject::Object,
+        _ => IncludeObject::Metadata,
+    };
+    for entry in accept.split(',') {
+        let mut parts = entry.split(';').map(str::trim);
+        let mime = parts.next().unwrap_or("");
+        let params: Vec<(&str, &str)> = parts.filter_map(|p| p.split_once('=')).collect();
+        let get = |k: &str| params.iter().find(|(a, _)| *a == k).map(|(_, v)| *v);
+        if !matches!(mime, "application/json" | "application/*" | "*/*") {
+            continue;
+        }
+        match get("as") {
+            None => return Ok(Format::Json),
+            Some("Table") if get("g") == Some("meta.k8s.io") => match get("v") {
+                Some("v1") => return Ok(Format::Table("meta.k8s.io/v1", include)),
+                Some("v1beta1") => return Ok(Format::Table("meta.k8s.io/v1beta1", include)),
+                _ => continue,
+            },
+            _ => continue,
+        }
+    }
+    Err(Status::new(
+        406,
+        "NotAcceptable",
+        "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf",
+    ))
+}
+
+/// Parses the selectors of a request (400 on bad syntax or unsupported fields).
+pub fn selectors(def: &ResourceDef, opts: &ListOptions) -> Result<(LabelSelector, FieldSelector), Status> {
+    let l = LabelSelector::parse(&opts.label_selector).map_err(Status::bad_request)?;
+    let f = FieldSelector::parse(&opts.field_selector, supported_fields(def.resource))
+        .map_err(Status::bad_request)?;
+    Ok((l, f))
+}
+
+/// Whether an object passes a request's selectors.
+pub fn passes(obj: &Value, l: &LabelSelector, f: &FieldSelector) -> bool {
+    l.matches_object(obj) && f.matches(|k| field_value(obj, k))
+}
+
+/// Waits for a "not older than" revision, then 504s like the watch cache.
+async fn wait_not_older_than(sim: &Sim, rv: u64) -> Result<(), Status> {
+    if rv <= sim.store.current_rv() {
+        return Ok(());
+    }
+    if sim.store.wait_for_rv(rv, sim.config.future_rv_wait).await {
+        Ok(())
+    } else {
+        Err(Status::too_large_resource_version(rv, sim.store.current_rv()))
+    }
+}
+
+/// `GET .../{name}` (and `.../{name}/status`).
+pub async fn get(
+    sim: &Sim,
+    res: usize,
+    rp: &ResourcePath,
+    r: &Req,
+    opts: &ListOptions,
+) -> Result<Response<Body>, Status> {
+    let def = &RESOURCES[res];
+    let name = rp.name.as_deref().unwrap_or_default();
+    let format = negotiate(r)?;
+    match opts.resource_version.as_str() {
+        "" | "0" => {}
+        rv => wait_not_older_than(sim, parse_rv(rv).map_err(Status::internal)?).await?,
+    }
+    let obj = sim
+        .store
+        .get(res, &key(rp.namespace.as_deref(), name))
+        .ok_or_else(|| Status::not_found(def.resource, name))?;
+    let bytes = match format {
+        Format::Json => obj.full.clone(),
+        Format::Table(v, inc) => to_bytes(&table(def, v, inc, &obj.rv.to_string(), None, &[obj])),
+    };
+    Ok(json_response(StatusCode::OK, bytes))
+}
+
+/// Which state a list reads.
+enum ReadAt {
+    Current,
+    Exact(u64),
+    Continue(ContinueToken),
+}
+
+/// `GET` on a collection.
+pub async fn list(
+    sim: &Sim,
+    res: usize,
+    rp: &ResourcePath,
+    r: &Req,
+    opts: &ListOptions,
+) -> Result<Response<Body>, Status> {
+    let def = &RESOURCES[res];
+    opts.validate()?;
+    let format = negotiate(r)?;
+    let (lsel, fsel) = selectors(def, opts)?;
+    let rv = opts.resource_version.as_str();
+    let at = if !opts.continue_token.is_empty() {
+        if !rv.is_empty() && rv != "0" {
+            return Err(Status::bad_request(
+                "specifying resource version is not allowed when using continue",
+            ));
+        }
+        ReadAt::Continue(ContinueToken::decode(&opts.continue_token)?)
+    } else if rv.is_empty() || rv == "0" {
+        ReadAt::Current
+    } else {
+        let exact = opts.rv_match() == Some(RvMatch::Exact) || (opts.rv_match().is_none() && opts.limit > 0);
+        let n = match parse_rv(rv) {
+            Ok(n) => n,
+            Err(m) if exact => {
+                return Err(Status::bad_request(format!("invalid resource version: {m}")));
+            }
+            Err(m) => return Err(Status::internal(m)),
+        };
+        if exact {
+            if n > sim.store.current_rv() {
+                return Err(Status::internal(
+                    "etcdserver: mvcc: required revision is a future revision",
+                ));
+            }
+            ReadAt::Exact(n)
+        } else {
+            wait_not_older_than(sim, n).await?;
+            ReadAt::Current
+        }
+    };
+    let (list_rv, snapshot, start) = match at {
+        ReadAt::Current => {
+            let (rv, m) = sim.store.snapshot(res, None).expect("current is servable");
+            (rv, m, None)
+        }
+        ReadAt::Exact(n) => match sim.store.snapshot(res, Some(n)) {
+            Ok((rv, m)) => (rv, m, None),
+            Err(_) => {
+                return Err(Status::expired("The resourceVersion for the provided list is too old."));
+            }
+        },
+        ReadAt::Continue(tok) => {
+            let at = (tok.rv > 0).then_some(tok.rv as u64);
+            match sim.store.snapshot(res, at) {
+                Ok((rv, m)) => (rv, m, Some(tok.start)),
+                Err(_) => return Err(continue_token::expired(&tok)),
+            }
+        }
+    };
+    let page = paginate(&snapshot, rp.namespace.as_deref(), start, opts.limit, |o| {
+        passes(&o.value, &lsel, &fsel)
+    });
+    let cont = page.last_key.as_ref().map(|k| ContinueToken::after(list_rv as i64, k).encode());
+    let remaining = if lsel.is_empty() && fsel.is_empty() { page.remaining } else { None };
+    let bytes = match format {
+        Format::Json => list_json(def, &list_rv.to_string(), cont.as_deref(), remaining, &page.items),
+        Format::Table(v, inc) => {
+            let mut t = table(def, v, inc, &list_rv.to_string(), cont.as_deref(), &page.items);
+            if let Some(n) = remaining {
+                t["metadata"]["remainingItemCount"] = json!(n);
+            }
+            to_bytes(&t)
+        }
+    };
+    Ok(json_response(StatusCode::OK, bytes))
+}
+
+/// One page of a list.
+pub struct Page {
+    /// The items, in key order.
+    pub items: Vec<Arc<Obj>>,
+    /// Key (relative to the list prefix) of the last item, when more follow.
+    pub last_key: Option<String>,
+    /// Keys after the last item, when more follow.
+    pub remaining: Option<usize>,
+}
+
+/// Walks `map` in key order within `namespace`, from `start` (inclusive, relative
+/// key), keeping up to `limit` (≤ 0: all) matching objects.
+pub fn paginate(
+    map: &BTreeMap<String, Arc<Obj>>,
+    namespace: Option<&str>,
+    start: Option<String>,
+    limit: i64,
+    keep: impl Fn(&Obj) -> bool,
+) -> Page {
+    let prefix = namespace.map(|ns| format!("{ns}/")).unwrap_or_default();
+    let from = format!("{prefix}{}", start.unwrap_or_default());
+    let mut iter = map
+        .range::<String, _>((Bound::Included(&from), Bound::Unbounded))
+        .take_while(|(k, _)| k.starts_with(&prefix));
+    let mut items = Vec::new();
+    let mut last = None;
+    for (k, o) in iter.by_ref() {
+        if keep(o) {
+            items.push(o.clone());
+            last = Some(k.clone());
+            if limit > 0 && items.len() as i64 >= limit {
+                break;
+            }
+        }
+    }
+    let more = limit > 0 && items.len() as i64 >= limit;
+    let remaining = if more { iter.count() } else { 0 };
+    if more && remaining > 0 {
+        Page {
+            items,
+            last_key: last.map(|k| k[prefix.len()..].to_string()),
+            remaining: Some(remaining),
+        }
+    } else {
+        Page {
+            items,
+            last_key: None,
+            remaining: None,
+        }
+    }
+}
+
+/// `{"kind":"PodList",...,"items":[...]}` from pre-serialized items.
+pub fn list_json(
+    def: &ResourceDef,
+    rv: &str,
+    cont: Option<&str>,
+    remaining: Option<usize>,
+    items: &[Arc<Obj>],
+) -> Bytes {
+    let mut meta = serde_json::Map::new();
+    meta.insert("resourceVersion".into(), json!(rv));
+    if let Some(c) = cont {
+        meta.insert("continue".into(), json!(c));
+    }
+    if let Some(n) = remaining {
+        meta.insert("remainingItemCount".into(), json!(n));
+    }
+    let head = format!(
+        "{{\"kind\":\"{}List\",\"apiVersion\":\"{}\",\"metadata\":{},\"items\":[",
+        def.kind,
+        def.api_version(),
+        Value::Object(meta)
+    );
+    let size: usize = items.iter().map(|o| o.item.len() + 1).sum();
+    let mut out = BytesMut::with_capacity(head.len() + size + 2);
+    out.put_slice(head.as_bytes());
+    for (i, o) in items.iter().enumerate() {
+        if i > 0 {
+            out.put_u8(b',');
+        }
+        out.put_slice(&o.item);
+    }
+    out.put_slice(b"]}");
+    out.freeze()
+}
+
+/// A `Table` with the default columns (`Name`, `Created At`).
+pub fn table(
+    def: &ResourceDef,
+    api_version: &str,
+    include: IncludeObject,
+    rv: &str,
+    cont: Option<&str>,
+    items: &[Arc<Obj>],
+) -> Value {
+    let rows: Vec<Value> = items
+        .iter()
+        .map(|o| {
+            let m = &o.value["metadata"];
+            let mut row = json!({"cells": [m["name"], m["creationTimestamp"]]});
+            match include {
+                IncludeObject::None => {}
+                IncludeObject::Object => row["object"] = o.value.clone(),
+                IncludeObject::Metadata => {
+                    row["object"] = json!({"kind": "PartialObjectMetadata",
+                        "apiVersion": "meta.k8s.io/v1", "metadata": m});
+                }
+            }
+            row
+        })
+        .collect();
+    let mut meta = json!({"resourceVersion": rv});
+    if let Some(c) = cont {
+        meta["continue"] = json!(c);
+    }
+    let _ = def;
+    json!({
+        "kind": "Table", "apiVersion": api_version, "metadata": meta,
+        "columnDefinitions": [
+            {"name": "Name", "type": "string", "format": "name", "description": "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names", "priority": 0},
+            {"name": "Created At", "type": "date", "format": "", "description": "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.", "priority": 0}
+        ],
+        "rows": rows
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::store::{Mutation, Store};
+
+    #[test]
+    fn should_page_in_key_order_with_remaining_count() {
+        let s = Store::new(100);
+        for (ns, n) in [("a", "x"), ("a", "y"), ("a-b", "z"), ("b", "w")] {
+            let v = json!({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": n, "namespace": ns}});
+            s.mutate(1, &key(Some(ns), n), |_, _| Ok(Mutation::Put(v))).unwrap();
+        }
+        let (_, m) = s.snapshot(1, None).unwrap();
+        let p = paginate(&m, None, None, 2, |_| true);
+        let names: Vec<_> = p.items.iter().map(|o| o.value["metadata"]["name"].clone()).collect();
+        assert_eq!(names, vec![json!("z"), json!("x")], "a-b/z sorts before a/x");
+        assert_eq!(p.last_key.as_deref(), Some("a/x"));
+        assert_eq!(p.remaining, Some(2));
+        let p = paginate(&m, Some("a"), Some("x\u{0}".into()), 5, |_| true);
+        assert_eq!(p.items.len(), 1);
+        assert!(p.last_key.is_none());
+    }
+}

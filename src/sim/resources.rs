@@ -1,0 +1,163 @@
+//! What the built-in upstream serves: its resource types and discovery documents.
+
+use serde_json::{Value, json};
+
+/// One served resource type.
+#[derive(Debug)]
+pub struct ResourceDef {
+    /// API group ("" for core).
+    pub group: &'static str,
+    /// API version.
+    pub version: &'static str,
+    /// Plural resource name.
+    pub resource: &'static str,
+    /// Singular name.
+    pub singular: &'static str,
+    /// Kind.
+    pub kind: &'static str,
+    /// Namespaced or cluster-scoped.
+    pub namespaced: bool,
+    /// kubectl short names.
+    pub short_names: &'static [&'static str],
+    /// Subresources (`status`, `log`, `exec`).
+    pub subresources: &'static [&'static str],
+    /// Whether list items carry `kind`/`apiVersion` (custom resources do, built-ins do not).
+    pub items_typed: bool,
+}
+
+impl ResourceDef {
+    /// `apiVersion` of its objects.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.to_string()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+}
+
+const VERBS: [&str; 8] = [
+    "create",
+    "delete",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+    "deletecollection",
+];
+
+/// Every resource type the sim serves.
+pub static RESOURCES: &[ResourceDef] = &[
+    ResourceDef { group: "", version: "v1", resource: "pods", singular: "pod", kind: "Pod", namespaced: true, short_names: &["po"], subresources: &["status", "log", "exec"], items_typed: false },
+    ResourceDef { group: "", version: "v1", resource: "configmaps", singular: "configmap", kind: "ConfigMap", namespaced: true, short_names: &["cm"], subresources: &[], items_typed: false },
+    ResourceDef { group: "", version: "v1", resource: "secrets", singular: "secret", kind: "Secret", namespaced: true, short_names: &[], subresources: &[], items_typed: false },
+    ResourceDef { group: "", version: "v1", resource: "services", singular: "service", kind: "Service", namespaced: true, short_names: &["svc"], subresources: &["status"], items_typed: false },
+    ResourceDef { group: "", version: "v1", resource: "nodes", singular: "node", kind: "Node", namespaced: false, short_names: &["no"], subresources: &["status"], items_typed: false },
+    ResourceDef { group: "", version: "v1", resource: "namespaces", singular: "namespace", kind: "Namespace", namespaced: false, short_names: &["ns"], subresources: &["status"], items_typed: false },
+    ResourceDef { group: "", version: "v1", resource: "events", singular: "event", kind: "Event", namespaced: true, short_names: &["ev"], subresources: &[], items_typed: false },
+    ResourceDef { group: "apps", version: "v1", resource: "deployments", singular: "deployment", kind: "Deployment", namespaced: true, short_names: &["deploy"], subresources: &["status"], items_typed: false },
+    ResourceDef { group: "example.r8s.dev", version: "v1", resource: "widgets", singular: "widget", kind: "Widget", namespaced: true, short_names: &["wd"], subresources: &[], items_typed: true },
+];
+
+/// Index into [`RESOURCES`] of a group/version/resource.
+pub fn find(group: &str, version: &str, resource: &str) -> Option<usize> {
+    RESOURCES
+        .iter()
+        .position(|r| r.group == group && r.version == version && r.resource == resource)
+}
+
+/// Index of the core `namespaces` resource.
+pub fn namespaces_idx() -> usize {
+    find("", "v1", "namespaces").expect("namespaces is served")
+}
+
+/// Index of the core `pods` resource.
+pub fn pods_idx() -> usize {
+    find("", "v1", "pods").expect("pods is served")
+}
+
+fn groups() -> Vec<(&'static str, &'static str)> {
+    let mut out: Vec<(&str, &str)> = Vec::new();
+    for r in RESOURCES.iter().filter(|r| !r.group.is_empty()) {
+        if !out.contains(&(r.group, r.version)) {
+            out.push((r.group, r.version));
+        }
+    }
+    out.push(("authentication.k8s.io", "v1"));
+    out.push(("authorization.k8s.io", "v1"));
+    out
+}
+
+/// `/version`.
+pub fn version() -> Value {
+    json!({
+        "major": "1", "minor": "33", "gitVersion": "v1.33.0-r8s-sim",
+        "gitCommit": "0000000000000000000000000000000000000000", "gitTreeState": "clean",
+        "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.24", "compiler": "gc",
+        "platform": "linux/amd64"
+    })
+}
+
+/// `/api`.
+pub fn core_versions(server_address: &str) -> Value {
+    json!({"kind": "APIVersions", "versions": ["v1"],
+           "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": server_address}]})
+}
+
+fn group_json(name: &str, version: &str) -> Value {
+    let gv = json!({"groupVersion": format!("{name}/{version}"), "version": version});
+    json!({"name": name, "versions": [gv.clone()], "preferredVersion": gv})
+}
+
+/// `/apis`.
+pub fn group_list() -> Value {
+    let groups: Vec<Value> = groups().iter().map(|(g, v)| group_json(g, v)).collect();
+    json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+}
+
+/// `/apis/{group}`.
+pub fn group(name: &str) -> Option<Value> {
+    let (g, v) = groups().into_iter().find(|(g, _)| *g == name)?;
+    let mut doc = group_json(g, v);
+    doc["kind"] = json!("APIGroup");
+    doc["apiVersion"] = json!("v1");
+    Some(doc)
+}
+
+/// `/api/v1` or `/apis/{group}/{version}`.
+pub fn resource_list(group: &str, version: &str) -> Option<Value> {
+    if !groups().contains(&(group, version)) && !(group.is_empty() && version == "v1") {
+        return None;
+    }
+    let mut resources = Vec::new();
+    for r in RESOURCES.iter().filter(|r| r.group == group && r.version == version) {
+        resources.push(json!({
+            "name": r.resource, "singularName": r.singular, "namespaced": r.namespaced,
+            "kind": r.kind, "verbs": VERBS, "shortNames": r.short_names,
+        }));
+        for sub in r.subresources {
+            let verbs: &[&str] = match *sub {
+                "log" => &["get"],
+                "exec" => &["create", "get"],
+                _ => &["get", "patch", "update"],
+            };
+            let kind = match *sub {
+                "exec" => "PodExecOptions",
+                "log" => "Pod",
+                _ => r.kind,
+            };
+            resources.push(json!({"name": format!("{}/{sub}", r.resource), "singularName": "",
+                                  "namespaced": r.namespaced, "kind": kind, "verbs": verbs}));
+        }
+    }
+    match (group, version) {
+        ("authentication.k8s.io", "v1") => resources.push(json!({"name": "tokenreviews",
+            "singularName": "tokenreview", "namespaced": false, "kind": "TokenReview", "verbs": ["create"]})),
+        ("authorization.k8s.io", "v1") => resources.push(json!({"name": "subjectaccessreviews",
+            "singularName": "subjectaccessreview", "namespaced": false, "kind": "SubjectAccessReview", "verbs": ["create"]})),
+        _ => {}
+    }
+    let gv = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
+    Some(json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}))
+}

@@ -1,0 +1,181 @@
+//! Sample objects (realistic ~2 KB pods spread over namespaces and nodes) and
+//! the background churn that drives watch traffic in tests and benchmarks.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::Sim;
+use super::resources::{find, pods_idx};
+use super::store::{Mutation, key};
+use super::write::uuid;
+use crate::api::status::Status;
+
+fn now() -> String {
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
+}
+
+const TIERS: [&str; 4] = ["frontend", "backend", "cache", "batch"];
+
+/// A realistic pod: labels, two containers with env and resources, status with conditions.
+pub fn pod(ns: &str, name: &str, i: usize, nodes: usize) -> Value {
+    let node = (i % 2 == 0).then(|| format!("node-{:02}", (i / 2) % nodes.max(1)));
+    let phase = if node.is_some() { "Running" } else { "Pending" };
+    let t = now();
+    let container = |cname: &str, image: &str, port: u16| {
+        json!({
+            "name": cname, "image": image, "imagePullPolicy": "IfNotPresent",
+            "ports": [{"name": "http", "containerPort": port, "protocol": "TCP"}],
+            "env": [
+                {"name": "APP_NAME", "value": format!("app-{}", i % 20)},
+                {"name": "POD_INDEX", "value": i.to_string()},
+                {"name": "LOG_FORMAT", "value": "json"},
+                {"name": "POD_NAME", "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.name"}}}
+            ],
+            "resources": {"limits": {"cpu": "500m", "memory": "256Mi"}, "requests": {"cpu": "100m", "memory": "128Mi"}},
+            "volumeMounts": [{"name": "logs", "mountPath": "/var/log/app"}],
+            "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File"
+        })
+    };
+    let mut spec = json!({
+        "volumes": [{"name": "logs", "emptyDir": {}}],
+        "containers": [container("main", "registry.example.com/app:1.4.2", 8080),
+                       container("sidecar", "registry.example.com/proxy:2.1.0", 9090)],
+        "restartPolicy": "Always", "terminationGracePeriodSeconds": 30, "dnsPolicy": "ClusterFirst",
+        "serviceAccountName": "default", "serviceAccount": "default", "securityContext": {},
+        "schedulerName": "default-scheduler",
+        "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}],
+        "priority": 0, "enableServiceLinks": true, "preemptionPolicy": "PreemptLowerPriority"
+    });
+    let mut status = json!({"phase": phase, "qosClass": "Burstable"});
+    if let Some(n) = &node {
+        spec["nodeName"] = json!(n);
+        status = json!({
+            "phase": phase,
+            "conditions": [
+                {"type": "Initialized", "status": "True", "lastProbeTime": null, "lastTransitionTime": t},
+                {"type": "Ready", "status": "True", "lastProbeTime": null, "lastTransitionTime": t},
+                {"type": "ContainersReady", "status": "True", "lastProbeTime": null, "lastTransitionTime": t},
+                {"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": t}
+            ],
+            "hostIP": format!("10.0.{}.{}", (i / 2) % 250, 1),
+            "podIP": format!("10.244.{}.{}", (i / 250) % 250, i % 250 + 2),
+            "startTime": t, "qosClass": "Burstable"
+        });
+    }
+    json!({
+        "kind": "Pod", "apiVersion": "v1",
+        "metadata": {
+            "name": name, "namespace": ns, "uid": uuid(), "creationTimestamp": t,
+            "labels": {"app": format!("app-{}", i % 20), "tier": TIERS[i % 4],
+                       "team": format!("team-{}", i % 7), "version": format!("v{}", i % 3 + 1), "shard": (i % 16).to_string()},
+            "annotations": {"example.com/owner": "platform-team@example.com", "sim/index": i.to_string()}
+        },
+        "spec": spec,
+        "status": status
+    })
+}
+
+fn put(sim: &Sim, resource: (&str, &str, &str), ns: Option<&str>, v: Value) {
+    let res = find(resource.0, resource.1, resource.2).expect("seeded resource is served");
+    let name = v["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    let _ = sim.store.mutate(res, &key(ns, &name), |_, _| Ok(Mutation::Put(v)));
+}
+
+fn meta(name: &str, ns: Option<&str>) -> Value {
+    let mut m = json!({"name": name, "uid": uuid(), "creationTimestamp": now()});
+    if let Some(ns) = ns {
+        m["namespace"] = json!(ns);
+    }
+    m
+}
+
+/// Seeds namespaces, nodes, pods, and a few of every other type.
+pub fn seed(sim: &Sim) {
+    let cfg = &sim.config;
+    let nodes = (cfg.pods / 100).clamp(1, 50);
+    let mut namespaces: Vec<String> = vec!["default".into(), "kube-system".into()];
+    namespaces.extend((0..cfg.namespaces.max(1)).map(|i| format!("ns-{i}")));
+    for ns in &namespaces {
+        put(sim, ("", "v1", "namespaces"), None, json!({"kind": "Namespace", "apiVersion": "v1",
+            "metadata": meta(ns, None), "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}));
+        put(sim, ("", "v1", "configmaps"), Some(ns), json!({"kind": "ConfigMap", "apiVersion": "v1",
+            "metadata": meta("kube-root-ca.crt", Some(ns)), "data": {"ca.crt": "-----BEGIN CERTIFICATE-----\nsim\n-----END CERTIFICATE-----\n"}}));
+    }
+    for n in 0..nodes {
+        let name = format!("node-{n:02}");
+        put(sim, ("", "v1", "nodes"), None, json!({"kind": "Node", "apiVersion": "v1",
+            "metadata": {"name": name, "uid": uuid(), "creationTimestamp": now(), "labels": {"kubernetes.io/hostname": name}},
+            "spec": {"podCIDR": format!("10.244.{n}.0/24")},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}], "nodeInfo": {"kubeletVersion": "v1.33.0"}}}));
+    }
+    put(sim, ("", "v1", "services"), Some("default"), json!({"kind": "Service", "apiVersion": "v1",
+        "metadata": meta("kubernetes", Some("default")),
+        "spec": {"clusterIP": "10.96.0.1", "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}], "type": "ClusterIP"}}));
+    put(sim, ("", "v1", "secrets"), Some("default"), json!({"kind": "Secret", "apiVersion": "v1",
+        "metadata": meta("db-password", Some("default")), "type": "Opaque", "data": {"password": "aHVudGVyMg=="}}));
+    let user_ns = &namespaces[2..];
+    for (i, ns) in user_ns.iter().enumerate() {
+        put(sim, ("apps", "v1", "deployments"), Some(ns), json!({"kind": "Deployment", "apiVersion": "apps/v1",
+            "metadata": {"name": format!("app-{i}"), "namespace": ns, "uid": uuid(), "creationTimestamp": now(), "generation": 1},
+            "spec": {"replicas": 3, "selector": {"matchLabels": {"app": format!("app-{i}")}},
+                     "template": {"metadata": {"labels": {"app": format!("app-{i}")}}, "spec": {"containers": [{"name": "main", "image": "registry.example.com/app:1.4.2"}]}}},
+            "status": {"replicas": 3, "readyReplicas": 3}}));
+    }
+    put(sim, ("example.r8s.dev", "v1", "widgets"), Some("default"), json!({"kind": "Widget", "apiVersion": "example.r8s.dev/v1",
+        "metadata": {"name": "sprocket", "namespace": "default", "uid": uuid(), "creationTimestamp": now(), "generation": 1},
+        "spec": {"size": 3, "color": "blue"}}));
+    for i in 0..cfg.pods {
+        let ns = &user_ns[i % user_ns.len()];
+        let name = format!("pod-{i:05}");
+        put(sim, ("", "v1", "pods"), Some(ns), pod(ns, &name, i, nodes));
+    }
+}
+
+/// Writes at `config.churn` per second: mostly pod updates, sometimes a
+/// delete or a create, keeping the pod count about level.
+pub async fn churn(sim: Arc<Sim>) {
+    let period = Duration::from_secs_f64(1.0 / sim.config.churn);
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let res = pods_idx();
+    let nodes = (sim.config.pods / 100).clamp(1, 50);
+    let mut n: u64 = 0;
+    let mut next_index = sim.config.pods;
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = sim.shutdown().wait() => return,
+        }
+        n += 1;
+        let Ok((_, pods)) = sim.store.snapshot(res, None) else { continue };
+        if pods.is_empty() {
+            continue;
+        }
+        let (k, obj) = pods.iter().nth(fastrand::usize(..pods.len())).expect("in range");
+        let roll = fastrand::u8(..100);
+        let result = if roll < 5 {
+            sim.store.mutate(res, k, |cur, _| match cur {
+                Some(_) => Ok(Mutation::Delete),
+                None => Err(Status::not_found("pods", k)),
+            })
+        } else if roll < 10 {
+            let ns = obj.value["metadata"]["namespace"].as_str().unwrap_or("default").to_string();
+            let name = format!("pod-{next_index:05}");
+            let v = pod(&ns, &name, next_index, nodes);
+            next_index += 1;
+            sim.store.mutate(res, &key(Some(&ns), &name), |_, _| Ok(Mutation::Put(v)))
+        } else {
+            let mut v = obj.value.clone();
+            v["metadata"]["annotations"]["sim/churn"] = json!(n.to_string());
+            sim.store.mutate(res, k, |cur, _| match cur {
+                Some(_) => Ok(Mutation::Put(v)),
+                None => Err(Status::not_found("pods", k)),
+            })
+        };
+        if let Err(e) = result {
+            tracing::debug!(error = %e, "churn write skipped");
+        }
+    }
+}

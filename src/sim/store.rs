@@ -1,0 +1,330 @@
+//! The sim's storage: an etcd-like multi-version store with one global revision.
+//!
+//! Current objects per resource, plus a bounded history of events (the
+//! compaction window). Any state at a revision inside the window can be
+//! rebuilt by undoing newer events, which is how Exact lists and continue
+//! tokens are served; older revisions are "compacted" (410).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde_json::{Map, Value};
+use tokio::sync::{broadcast, watch};
+
+use super::resources::RESOURCES;
+use crate::api::status::Status;
+
+/// One stored object version: parsed, and serialized once at write time.
+#[derive(Debug)]
+pub struct Obj {
+    /// The object (with `kind` and `apiVersion`).
+    pub value: Value,
+    /// Its JSON, as a get or watch event carries it.
+    pub full: Bytes,
+    /// Its JSON as a list item (built-ins drop `kind`/`apiVersion` there).
+    pub item: Bytes,
+    /// Its `metadata.resourceVersion`.
+    pub rv: u64,
+}
+
+impl Obj {
+    fn new(res: usize, value: Value, rv: u64) -> Arc<Obj> {
+        let full = Bytes::from(serde_json::to_vec(&value).expect("JSON serializes"));
+        let item = if RESOURCES[res].items_typed {
+            full.clone()
+        } else {
+            let m: Map<String, Value> = value
+                .as_object()
+                .map(|m| {
+                    m.iter()
+                        .filter(|(k, _)| *k != "kind" && *k != "apiVersion")
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect()
+                })
+                .unwrap_or_default();
+            Bytes::from(serde_json::to_vec(&m).expect("JSON serializes"))
+        };
+        Arc::new(Obj { value, full, item, rv })
+    }
+}
+
+/// Watch event types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    /// Created.
+    Added,
+    /// Updated.
+    Modified,
+    /// Deleted.
+    Deleted,
+}
+
+impl EventType {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One change, as etcd's watch reports it.
+#[derive(Debug)]
+pub struct Event {
+    /// The revision of the change.
+    pub rv: u64,
+    /// Index into [`RESOURCES`].
+    pub res: usize,
+    /// What happened.
+    pub etype: EventType,
+    /// Storage key (`ns/name` or `name`).
+    pub key: String,
+    /// The object after the change (for deletes: the last state, stamped with the delete's revision).
+    pub obj: Arc<Obj>,
+    /// The object before the change.
+    pub prev: Option<Arc<Obj>>,
+}
+
+/// What a write does to the object under a key.
+pub enum Mutation {
+    /// Store this object (its `metadata.resourceVersion` is stamped by the store).
+    Put(Value),
+    /// Delete the object.
+    Delete,
+}
+
+/// A read at a revision older than the compaction window.
+#[derive(Debug)]
+pub struct TooOld {
+    /// The oldest revision still available.
+    pub oldest: u64,
+}
+
+struct State {
+    rv: u64,
+    objects: Vec<BTreeMap<String, Arc<Obj>>>,
+    history: VecDeque<Arc<Event>>,
+    history_cap: usize,
+    compacted: u64,
+}
+
+/// The store; cheap to share behind an `Arc`.
+pub struct Store {
+    state: Mutex<State>,
+    events: broadcast::Sender<Arc<Event>>,
+    rv: watch::Sender<u64>,
+}
+
+/// Storage key of an object.
+pub fn key(namespace: Option<&str>, name: &str) -> String {
+    match namespace {
+        Some(ns) => format!("{ns}/{name}"),
+        None => name.to_string(),
+    }
+}
+
+impl Store {
+    /// An empty store keeping `history` events.
+    pub fn new(history: usize) -> Self {
+        let (events, _) = broadcast::channel(16384);
+        let (rv, _) = watch::channel(1);
+        Store {
+            state: Mutex::new(State {
+                rv: 1,
+                objects: RESOURCES.iter().map(|_| BTreeMap::new()).collect(),
+                history: VecDeque::new(),
+                history_cap: history.max(1),
+                compacted: 1,
+            }),
+            events,
+            rv,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The current revision.
+    pub fn current_rv(&self) -> u64 {
+        self.lock().rv
+    }
+
+    /// The oldest revision still servable.
+    pub fn compacted(&self) -> u64 {
+        self.lock().compacted
+    }
+
+    /// The current object under `key`.
+    pub fn get(&self, res: usize, key: &str) -> Option<Arc<Obj>> {
+        self.lock().objects[res].get(key).cloned()
+    }
+
+    /// The objects of `res` at revision `at` (current when `None`), and that revision.
+    pub fn snapshot(
+        &self,
+        res: usize,
+        at: Option<u64>,
+    ) -> Result<(u64, BTreeMap<String, Arc<Obj>>), TooOld> {
+        let st = self.lock();
+        let Some(at) = at.filter(|at| *at < st.rv) else {
+            return Ok((st.rv, st.objects[res].clone()));
+        };
+        if at < st.compacted {
+            return Err(TooOld { oldest: st.compacted });
+        }
+        let mut map = st.objects[res].clone();
+        for ev in st.history.iter().rev().take_while(|e| e.rv > at) {
+            if ev.res != res {
+                continue;
+            }
+            match &ev.prev {
+                Some(p) => map.insert(ev.key.clone(), p.clone()),
+                None => map.remove(&ev.key),
+            };
+        }
+        Ok((at, map))
+    }
+
+    /// Subscribes to changes after `after`: the retained events of `res` newer
+    /// than it, and a receiver for everything that follows (no gap, no overlap).
+    pub fn watch_from(
+        &self,
+        res: usize,
+        after: u64,
+    ) -> Result<(Vec<Arc<Event>>, broadcast::Receiver<Arc<Event>>), TooOld> {
+        let st = self.lock();
+        if after < st.compacted {
+            return Err(TooOld { oldest: st.compacted });
+        }
+        let past: Vec<Arc<Event>> = st
+            .history
+            .iter()
+            .filter(|e| e.rv > after && e.res == res)
+            .cloned()
+            .collect();
+        Ok((past, self.events.subscribe()))
+    }
+
+    /// The current objects of `res` and a receiver for every later change, atomically.
+    pub fn watch_current(
+        &self,
+        res: usize,
+    ) -> (u64, BTreeMap<String, Arc<Obj>>, broadcast::Receiver<Arc<Event>>) {
+        let st = self.lock();
+        (st.rv, st.objects[res].clone(), self.events.subscribe())
+    }
+
+    /// A receiver of the current revision (to wait for one).
+    pub fn rv_watch(&self) -> watch::Receiver<u64> {
+        self.rv.subscribe()
+    }
+
+    /// Waits until the revision reaches `rv`; false on timeout.
+    pub async fn wait_for_rv(&self, rv: u64, timeout: Duration) -> bool {
+        let mut w = self.rv.subscribe();
+        tokio::time::timeout(timeout, w.wait_for(|cur| *cur >= rv))
+            .await
+            .is_ok_and(|r| r.is_ok())
+    }
+
+    /// Applies one write to the object under `key`, atomically.
+    ///
+    /// `f` sees the current object and the revision the write will get, and
+    /// decides; its `Status` error aborts the write.
+    pub fn mutate(
+        &self,
+        res: usize,
+        key: &str,
+        f: impl FnOnce(Option<&Arc<Obj>>, u64) -> Result<Mutation, Status>,
+    ) -> Result<Arc<Event>, Status> {
+        let mut st = self.lock();
+        let next = st.rv + 1;
+        let prev = st.objects[res].get(key).cloned();
+        let (etype, obj) = match f(prev.as_ref(), next)? {
+            Mutation::Put(mut value) => {
+                value["metadata"]["resourceVersion"] = Value::String(next.to_string());
+                let obj = Obj::new(res, value, next);
+                st.objects[res].insert(key.to_string(), obj.clone());
+                let t = if prev.is_some() {
+                    EventType::Modified
+                } else {
+                    EventType::Added
+                };
+                (t, obj)
+            }
+            Mutation::Delete => {
+                let Some(p) = &prev else {
+                    return Err(Status::internal("delete of a missing object"));
+                };
+                st.objects[res].remove(key);
+                let mut value = p.value.clone();
+                value["metadata"]["resourceVersion"] = Value::String(next.to_string());
+                (EventType::Deleted, Obj::new(res, value, next))
+            }
+        };
+        st.rv = next;
+        let ev = Arc::new(Event {
+            rv: next,
+            res,
+            etype,
+            key: key.to_string(),
+            obj,
+            prev,
+        });
+        st.history.push_back(ev.clone());
+        while st.history.len() > st.history_cap {
+            if let Some(old) = st.history.pop_front() {
+                st.compacted = old.rv;
+            }
+        }
+        let _ = self.events.send(ev.clone());
+        self.rv.send_replace(next);
+        Ok(ev)
+    }
+
+    /// Keys of `res` under a namespace (for cascading namespace deletes).
+    pub fn keys_in_namespace(&self, res: usize, ns: &str) -> Vec<String> {
+        let prefix = format!("{ns}/");
+        self.lock().objects[res]
+            .range(prefix.clone()..)
+            .take_while(|(k, _)| k.starts_with(&prefix))
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn put(s: &Store, name: &str, v: i64) -> u64 {
+        let obj = json!({"kind": "ConfigMap", "apiVersion": "v1",
+                         "metadata": {"name": name, "namespace": "a"}, "data": {"v": v}});
+        s.mutate(1, &key(Some("a"), name), |_, _| Ok(Mutation::Put(obj)))
+            .unwrap()
+            .rv
+    }
+
+    #[test]
+    fn should_rebuild_past_states_inside_the_window() {
+        let s = Store::new(3);
+        let r1 = put(&s, "x", 1);
+        put(&s, "x", 2);
+        put(&s, "y", 1);
+        let (at, snap) = s.snapshot(1, Some(r1)).unwrap();
+        assert_eq!(at, r1);
+        assert_eq!(snap.len(), 1);
+        assert_eq!(snap["a/x"].value["data"]["v"], 1);
+        put(&s, "z", 1);
+        assert!(s.snapshot(1, Some(r1 - 1)).is_err(), "compacted");
+        let (past, _) = s.watch_from(1, r1).unwrap();
+        assert_eq!(past.len(), 3);
+        assert!(past[0].prev.is_some());
+    }
+}

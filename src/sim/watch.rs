@@ -1,0 +1,284 @@
+//! Watch streams: initial events, replay from a revision, live events,
+//! bookmarks and timeouts, framed as kube-apiserver's JSON watch stream.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderValue, Response, StatusCode, header};
+use serde_json::{Value, json};
+use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::read::{Format, negotiate, passes, selectors, table};
+use super::resources::{RESOURCES, ResourceDef};
+use super::store::{Event, EventType, Obj};
+use super::{Req, Sim};
+use crate::api::params::{ListOptions, parse_rv};
+use crate::api::path::ResourcePath;
+use crate::api::selector::{FieldSelector, LabelSelector};
+use crate::api::status::Status;
+use crate::body::{self, Body};
+
+/// One watcher's filter.
+struct Filter {
+    namespace: Option<String>,
+    labels: LabelSelector,
+    fields: FieldSelector,
+}
+
+impl Filter {
+    fn passes(&self, o: &Obj) -> bool {
+        let ns_ok = self
+            .namespace
+            .as_deref()
+            .is_none_or(|ns| o.value["metadata"]["namespace"].as_str() == Some(ns));
+        ns_ok && passes(&o.value, &self.labels, &self.fields)
+    }
+}
+
+/// Where the stream starts.
+enum Start {
+    /// ADDED for the current state (RV unset or "0"), then live.
+    InitialEvents { end_bookmark: bool, at_least: u64 },
+    /// Live from the current revision, nothing before.
+    Now,
+    /// Every change after this revision.
+    After(u64),
+}
+
+/// `GET ...?watch=true`.
+pub fn watch(
+    sim: Arc<Sim>,
+    res: usize,
+    rp: &ResourcePath,
+    r: &Req,
+    opts: ListOptions,
+) -> Result<Response<Body>, Status> {
+    let def = &RESOURCES[res];
+    opts.validate()?;
+    let format = negotiate(r)?;
+    let (labels, fields) = selectors(def, &opts)?;
+    let rv = opts.resource_version.as_str();
+    let n = match rv {
+        "" => None,
+        v => Some(parse_rv(v).map_err(Status::internal)?),
+    };
+    let start = match (opts.send_initial_events, n) {
+        (Some(true), n) => Start::InitialEvents {
+            end_bookmark: opts.allow_watch_bookmarks,
+            at_least: n.unwrap_or(0),
+        },
+        (Some(false), None | Some(0)) => Start::Now,
+        (None, None | Some(0)) => Start::InitialEvents {
+            end_bookmark: false,
+            at_least: 0,
+        },
+        (_, Some(n)) => Start::After(n),
+    };
+    let timeout = match opts.timeout_seconds {
+        Some(t) => Duration::from_secs(t),
+        None => {
+            let min = sim.config.min_watch_timeout;
+            min + min.mul_f64(fastrand::f64())
+        }
+    };
+    let filter = Filter {
+        namespace: rp.namespace.clone(),
+        labels,
+        fields,
+    };
+    let (tx, body) = body::channel(64);
+    tokio::spawn(async move {
+        let w = Watcher {
+            sim,
+            def,
+            res,
+            filter,
+            format,
+            tx,
+            bookmarks: opts.allow_watch_bookmarks,
+        };
+        w.run(start, timeout).await;
+    });
+    let mut resp = Response::new(body);
+    *resp.status_mut() = StatusCode::OK;
+    let h = resp.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
+    Ok(resp)
+}
+
+struct Watcher {
+    sim: Arc<Sim>,
+    def: &'static ResourceDef,
+    res: usize,
+    filter: Filter,
+    format: Format,
+    tx: mpsc::Sender<Bytes>,
+    bookmarks: bool,
+}
+
+impl Watcher {
+    async fn send(&self, etype: &str, object: &[u8]) -> bool {
+        let mut line = Vec::with_capacity(object.len() + 32);
+        line.extend_from_slice(b"{\"type\":\"");
+        line.extend_from_slice(etype.as_bytes());
+        line.extend_from_slice(b"\",\"object\":");
+        line.extend_from_slice(object);
+        line.extend_from_slice(b"}\n");
+        self.tx.send(Bytes::from(line)).await.is_ok()
+    }
+
+    async fn send_obj(&self, etype: &str, obj: &Arc<Obj>) -> bool {
+        match self.format {
+            Format::Json => self.send(etype, &obj.full).await,
+            Format::Table(v, inc) => {
+                let t = table(self.def, v, inc, &obj.rv.to_string(), None, std::slice::from_ref(obj));
+                self.send(etype, &serde_json::to_vec(&t).expect("JSON serializes")).await
+            }
+        }
+    }
+
+    async fn bookmark(&self, rv: u64, initial_end: bool) -> bool {
+        let mut meta = json!({"resourceVersion": rv.to_string()});
+        if initial_end {
+            meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+        }
+        let obj = json!({"kind": self.def.kind, "apiVersion": self.def.api_version(), "metadata": meta});
+        self.send("BOOKMARK", &serde_json::to_vec(&obj).expect("JSON serializes")).await
+    }
+
+    /// The event this watcher sees for a change, per the cacher's rules: an
+    /// object leaving the filter is DELETED (its previous state, at the event's
+    /// revision), one entering it is ADDED.
+    async fn deliver(&self, ev: &Event) -> bool {
+        if ev.res != self.res {
+            return true;
+        }
+        let cur = ev.etype != EventType::Deleted && self.filter.passes(&ev.obj);
+        let old = ev.prev.as_ref().is_some_and(|p| self.filter.passes(p));
+        match (cur, old) {
+            (true, false) => self.send_obj("ADDED", &ev.obj).await,
+            (true, true) => self.send_obj("MODIFIED", &ev.obj).await,
+            (false, true) => {
+                if ev.etype == EventType::Deleted {
+                    return self.send_obj("DELETED", &ev.obj).await;
+                }
+                let prev = ev.prev.as_ref().expect("old passes");
+                let mut v = prev.value.clone();
+                v["metadata"]["resourceVersion"] = Value::String(ev.rv.to_string());
+                let o = Arc::new(Obj {
+                    full: Bytes::from(serde_json::to_vec(&v).expect("JSON serializes")),
+                    item: Bytes::new(),
+                    value: v,
+                    rv: ev.rv,
+                });
+                self.send_obj("DELETED", &o).await
+            }
+            (false, false) => true,
+        }
+    }
+
+    async fn run(self, start: Start, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        let store = &self.sim.store;
+        let (mut rx, mut sent_rv) = match start {
+            Start::After(n) => match store.watch_from(self.res, n) {
+                Ok((past, rx)) => {
+                    for ev in &past {
+                        if !self.deliver(ev).await {
+                            return;
+                        }
+                    }
+                    (rx, past.last().map_or(n, |e| e.rv))
+                }
+                Err(too_old) => {
+                    let s = Status::expired(format!(
+                        "too old resource version: {n} ({})",
+                        too_old.oldest
+                    ));
+                    self.send("ERROR", &s.to_bytes()).await;
+                    return;
+                }
+            },
+            Start::Now => {
+                let (rv, _, rx) = store.watch_current(self.res);
+                (rx, rv)
+            }
+            Start::InitialEvents {
+                end_bookmark,
+                at_least,
+            } => {
+                if at_least > store.current_rv() {
+                    let mut w = store.rv_watch();
+                    tokio::select! {
+                        _ = w.wait_for(|rv| *rv >= at_least) => {}
+                        _ = tokio::time::sleep_until(deadline) => return,
+                    }
+                }
+                let (rv, objects, rx) = store.watch_current(self.res);
+                for o in objects.values() {
+                    if self.filter.passes(o) && !self.send_obj("ADDED", o).await {
+                        return;
+                    }
+                }
+                if end_bookmark && !self.bookmark(rv, true).await {
+                    return;
+                }
+                (rx, rv)
+            }
+        };
+        let mut seen_rv = sent_rv;
+        let interval = self.sim.config.bookmark_interval;
+        let mut next_bookmark = Instant::now() + interval;
+        let mut final_bookmark_sent = false;
+        let mut tick = tokio::time::interval(Duration::from_millis(250));
+        loop {
+            tokio::select! {
+                r = rx.recv() => match r {
+                    Ok(ev) => {
+                        if ev.rv <= seen_rv {
+                            continue;
+                        }
+                        seen_rv = ev.rv;
+                        if ev.res == self.res {
+                            if !self.deliver(&ev).await {
+                                return;
+                            }
+                            sent_rv = ev.rv;
+                        }
+                    }
+                    Err(RecvError::Lagged(_)) => {
+                        let s = Status::expired(format!("too old resource version: {seen_rv} ({})", store.compacted()));
+                        self.send("ERROR", &s.to_bytes()).await;
+                        return;
+                    }
+                    Err(RecvError::Closed) => return,
+                },
+                _ = tick.tick() => {
+                    let now = Instant::now();
+                    if now >= deadline {
+                        return;
+                    }
+                    let near_end = deadline - now <= Duration::from_secs(2) && !final_bookmark_sent;
+                    if self.bookmarks && (now >= next_bookmark || near_end) {
+                        if near_end {
+                            final_bookmark_sent = true;
+                        }
+                        next_bookmark = now + interval;
+                        if seen_rv > sent_rv {
+                            if !self.bookmark(seen_rv, false).await {
+                                return;
+                            }
+                            sent_rv = seen_rv;
+                        }
+                    }
+                }
+                _ = self.tx.closed() => return,
+                _ = self.sim.shutdown().wait() => return,
+            }
+        }
+    }
+}

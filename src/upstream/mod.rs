@@ -1,0 +1,284 @@
+//! The connection to the upstream kube-apiserver(s).
+//!
+//! Credentials and TLS come from kube-rs's config loader (kubeconfig, exec
+//! plugins, rotating token files, in-cluster service account); requests go out
+//! over HTTP/1.1 (so upgrades can be relayed), to the configured servers in
+//! order, failing over on connection errors only.
+
+pub mod body;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use http::{Request, Response, Uri};
+use hyper::body::Incoming;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use kube::client::ConfigExt;
+use tower::util::BoxCloneSyncService;
+use tower::{Layer, ServiceExt};
+
+use crate::body::BoxError;
+use crate::config::UpstreamConfig;
+use crate::metrics;
+use body::{ReqBody, Shared};
+
+type Svc = BoxCloneSyncService<Request<ReqBody>, Response<Incoming>, BoxError>;
+
+/// Why the upstream could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// The kubeconfig could not be read or used.
+    #[error("kubeconfig: {0}")]
+    Kubeconfig(String),
+    /// No upstream configured and none could be inferred.
+    #[error("no upstream: pass --upstream URL or --kubeconfig PATH ({0})")]
+    NoUpstream(String),
+    /// TLS or credentials could not be set up.
+    #[error("upstream TLS/credentials: {0}")]
+    Client(#[from] kube::Error),
+    /// A server URL does not parse.
+    #[error("upstream server {0:?} is not a valid URL")]
+    BadUrl(String),
+}
+
+/// Why a request could not be passed upstream.
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    /// No configured server accepted a connection.
+    #[error("upstream {server} is unreachable: {reason}")]
+    Unreachable {
+        /// The last server tried.
+        server: String,
+        /// What failed.
+        reason: String,
+    },
+    /// The connection was made but the exchange failed.
+    #[error("upstream {server} failed: {reason}")]
+    Failed {
+        /// The server.
+        server: String,
+        /// What failed.
+        reason: String,
+    },
+}
+
+struct Server {
+    base: Uri,
+    display: String,
+}
+
+/// The upstream: servers, a connection pool, credentials.
+pub struct Upstream {
+    servers: Vec<Server>,
+    preferred: AtomicUsize,
+    /// Adds r8s's own credentials.
+    authed: Svc,
+    /// Sends as is (the client brought its own `Authorization`).
+    raw: Svc,
+    has_credentials: bool,
+}
+
+async fn kube_config(cfg: &UpstreamConfig) -> Result<kube::Config, SetupError> {
+    use kube::config::{KubeConfigOptions, Kubeconfig};
+    let opts = KubeConfigOptions {
+        context: cfg.context.clone(),
+        ..Default::default()
+    };
+    let mut config = if let Some(path) = &cfg.kubeconfig {
+        let kc = Kubeconfig::read_from(path)
+            .map_err(|e| SetupError::Kubeconfig(format!("{}: {e}", path.display())))?;
+        kube::Config::from_custom_kubeconfig(kc, &opts)
+            .await
+            .map_err(|e| SetupError::Kubeconfig(format!("{}: {e}", path.display())))?
+    } else if let Some(first) = cfg.servers.first() {
+        kube::Config::new(first.parse().map_err(|_| SetupError::BadUrl(first.clone()))?)
+    } else if cfg.context.is_some() {
+        kube::Config::from_kubeconfig(&opts)
+            .await
+            .map_err(|e| SetupError::Kubeconfig(e.to_string()))?
+    } else {
+        kube::Config::infer()
+            .await
+            .map_err(|e| SetupError::NoUpstream(e.to_string()))?
+    };
+    if let Some(ca) = &cfg.ca_file {
+        config.root_cert_file = Some(ca.clone());
+    }
+    if let Some(tf) = &cfg.token_file {
+        config.auth_info.token_file = Some(tf.display().to_string());
+        config.auth_info.token = None;
+    }
+    if cfg.insecure_skip_tls_verify {
+        config.accept_invalid_certs = true;
+    }
+    config.connect_timeout = Some(Duration::from_secs_f64(cfg.connect_timeout_seconds));
+    config.read_timeout = None;
+    Ok(config)
+}
+
+impl Upstream {
+    /// Sets up TLS, credentials and the server list from the configuration.
+    pub async fn new(cfg: &UpstreamConfig) -> Result<Self, SetupError> {
+        let config = kube_config(cfg).await?;
+        let urls: Vec<String> = if cfg.servers.is_empty() {
+            vec![config.cluster_url.to_string()]
+        } else {
+            cfg.servers.clone()
+        };
+        let mut servers = Vec::new();
+        for u in urls {
+            let base: Uri = u.parse().map_err(|_| SetupError::BadUrl(u.clone()))?;
+            servers.push(Server {
+                display: u.trim_end_matches('/').to_string(),
+                base,
+            });
+        }
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        http.set_nodelay(true);
+        http.set_connect_timeout(config.connect_timeout);
+        let https = config.rustls_https_connector_with_connector(http)?;
+        let client: Client<_, ReqBody> = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(90))
+            .build(https);
+        let raw = BoxCloneSyncService::new(client.clone().map_err(BoxError::from));
+        let auth = config.auth_layer()?;
+        let has_credentials = auth.is_some();
+        let authed = match auth {
+            Some(layer) => BoxCloneSyncService::new(layer.layer(client.map_err(BoxError::from))),
+            None => raw.clone(),
+        };
+        Ok(Upstream {
+            servers,
+            preferred: AtomicUsize::new(0),
+            authed,
+            raw,
+            has_credentials,
+        })
+    }
+
+    /// `GET /version` with r8s's own credentials: is the upstream answering?
+    pub async fn probe(self: &Arc<Self>) -> Result<(), RequestError> {
+        let (parts, ()) = Request::get("/version").body(()).expect("static request").into_parts();
+        let resp = self.send(parts, None).await?;
+        if resp.status().is_success() {
+            Ok(())
+        } else {
+            Err(RequestError::Failed {
+                server: self.servers[self.preferred.load(Ordering::Relaxed) % self.servers.len()].display.clone(),
+                reason: format!("GET /version answered {}", resp.status()),
+            })
+        }
+    }
+
+    /// Whether r8s has credentials of its own for the upstream.
+    pub fn has_credentials(&self) -> bool {
+        self.has_credentials
+    }
+
+    /// The servers, as configured.
+    pub fn server_names(&self) -> Vec<String> {
+        self.servers.iter().map(|s| s.display.clone()).collect()
+    }
+
+    fn uri(base: &Uri, path_and_query: &str) -> Result<Uri, http::Error> {
+        let prefix = base.path().trim_end_matches('/');
+        let pq = format!("{prefix}{path_and_query}");
+        Uri::builder()
+            .scheme(base.scheme_str().unwrap_or("http"))
+            .authority(base.authority().map(|a| a.as_str()).unwrap_or(""))
+            .path_and_query(pq)
+            .build()
+    }
+
+    /// Sends a request (parts from the client, body streamed) to the first
+    /// server that accepts a connection, starting with the last one that did.
+    pub async fn send(
+        self: &Arc<Self>,
+        parts: http::request::Parts,
+        body: Option<Incoming>,
+    ) -> Result<Response<Incoming>, RequestError> {
+        let shared = Shared::new(body);
+        let n = self.servers.len();
+        let first = self.preferred.load(Ordering::Relaxed) % n;
+        let svc = if parts.headers.contains_key(http::header::AUTHORIZATION) {
+            &self.raw
+        } else {
+            &self.authed
+        };
+        let pq = parts
+            .uri
+            .path_and_query()
+            .map(|p| p.as_str().to_string())
+            .unwrap_or_else(|| "/".into());
+        let mut last_err = None;
+        for i in 0..n {
+            let idx = (first + i) % n;
+            let server = &self.servers[idx];
+            let uri = Self::uri(&server.base, &pq).map_err(|e| RequestError::Failed {
+                server: server.display.clone(),
+                reason: e.to_string(),
+            })?;
+            let mut req = Request::new(shared.attempt());
+            *req.method_mut() = parts.method.clone();
+            *req.uri_mut() = uri;
+            *req.headers_mut() = parts.headers.clone();
+            match svc.clone().oneshot(req).await {
+                Ok(resp) => {
+                    self.preferred.store(idx, Ordering::Relaxed);
+                    metrics::upstream_response(resp.status().as_u16());
+                    return Ok(resp);
+                }
+                Err(e) => {
+                    let connect = is_connect_error(&*e);
+                    let reason = error_chain(&*e);
+                    tracing::warn!(server = %server.display, error = %reason, "upstream request failed");
+                    if !(connect && shared.untouched()) {
+                        metrics::upstream_response(0);
+                        return Err(RequestError::Failed {
+                            server: server.display.clone(),
+                            reason,
+                        });
+                    }
+                    last_err = Some(RequestError::Unreachable {
+                        server: server.display.clone(),
+                        reason,
+                    });
+                }
+            }
+        }
+        metrics::upstream_unreachable();
+        Err(last_err.expect("at least one server"))
+    }
+}
+
+fn is_connect_error(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if let Some(le) = err.downcast_ref::<hyper_util::client::legacy::Error>() {
+            if le.is_connect() {
+                return true;
+            }
+        }
+        cur = err.source();
+    }
+    false
+}
+
+/// An error and its causes on one line.
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let m = c.to_string();
+        if !s.contains(&m) {
+            s.push_str(": ");
+            s.push_str(&m);
+        }
+        cur = c.source();
+    }
+    s
+}
