@@ -13,7 +13,8 @@ use hyper_util::rt::TokioIo;
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
-use tokio_tungstenite::tungstenite::protocol::Role;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role};
 
 use super::resources::RESOURCES;
 use super::store::key;
@@ -158,7 +159,11 @@ async fn session(
         }
     }
     ws.send(frame(3, br#"{"metadata":{},"status":"Success"}"#)).await?;
-    ws.close(None).await?;
+    ws.close(Some(CloseFrame {
+        code: CloseCode::Normal,
+        reason: "".into(),
+    }))
+    .await?;
     while let Some(Ok(_)) = ws.next().await {}
     Ok(())
 }

@@ -15,6 +15,7 @@
 
 pub mod auth;
 pub mod exec;
+pub mod protobuf;
 pub mod read;
 pub mod resources;
 pub mod seed;
@@ -269,6 +270,11 @@ impl Sim {
             ["apis"] => resources::group_list(),
             ["apis", g] => resources::group(g).ok_or_else(Status::path_not_found)?,
             ["apis", g, v] => resources::resource_list(g, v).ok_or_else(Status::path_not_found)?,
+            // OpenAPI v3 with permissive schemas, so `kubectl apply` validates.
+            ["openapi", "v3"] => resources::openapi_index(),
+            ["openapi", "v3", rest @ ..] => {
+                resources::openapi_group(&rest.join("/")).ok_or_else(Status::path_not_found)?
+            }
             ["healthz" | "livez" | "readyz"] => {
                 return Ok(text_response(StatusCode::OK, "ok"));
             }

@@ -161,3 +161,52 @@ pub fn resource_list(group: &str, version: &str) -> Option<Value> {
     let gv = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
     Some(json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}))
 }
+
+fn gv_path(group: &str, version: &str) -> String {
+    if group.is_empty() {
+        format!("api/{version}")
+    } else {
+        format!("apis/{group}/{version}")
+    }
+}
+
+/// `/openapi/v3`: one document per group/version.
+pub fn openapi_index() -> Value {
+    let mut paths = serde_json::Map::new();
+    let mut gvs: Vec<(&str, &str)> = vec![("", "v1")];
+    gvs.extend(groups());
+    for (g, v) in gvs {
+        let p = gv_path(g, v);
+        paths.insert(p.clone(), json!({"serverRelativeURL": format!("/openapi/v3/{p}?hash=sim")}));
+    }
+    json!({"paths": paths})
+}
+
+/// `/openapi/v3/{api/v1 | apis/group/version}`: a permissive schema per kind
+/// (`x-kubernetes-preserve-unknown-fields`), enough for kubectl's validation.
+pub fn openapi_group(path: &str) -> Option<Value> {
+    let mut schemas = serde_json::Map::new();
+    let mut paths = serde_json::Map::new();
+    for r in RESOURCES.iter().filter(|r| gv_path(r.group, r.version) == path) {
+        let gvk = json!({"group": r.group, "kind": r.kind, "version": r.version});
+        let op = |verb: &str| json!({
+            "x-kubernetes-action": verb, "x-kubernetes-group-version-kind": gvk,
+            "parameters": [{"name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": true}}],
+            "responses": {"200": {"description": "OK"}}
+        });
+        let ns = if r.namespaced { "namespaces/{namespace}/" } else { "" };
+        paths.insert(format!("/{path}/{ns}{}", r.resource), json!({"post": op("post")}));
+        paths.insert(format!("/{path}/{ns}{}/{{name}}", r.resource), json!({"put": op("put"), "patch": op("patch")}));
+        let name = format!("{}.{}.{}", if r.group.is_empty() { "io.k8s.api.core" } else { r.group }, r.version, r.kind);
+        schemas.insert(name, json!({
+            "type": "object",
+            "x-kubernetes-preserve-unknown-fields": true,
+            "x-kubernetes-group-version-kind": [{"group": r.group, "kind": r.kind, "version": r.version}]
+        }));
+    }
+    if schemas.is_empty() && !openapi_index()["paths"].as_object()?.contains_key(path) {
+        return None;
+    }
+    Some(json!({"openapi": "3.0.0", "info": {"title": "r8s sim", "version": "v1"}, "paths": paths,
+                "components": {"schemas": schemas}}))
+}

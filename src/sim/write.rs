@@ -12,6 +12,24 @@ use crate::api::path::ResourcePath;
 use crate::api::status::{Cause, Status};
 use crate::body::Body;
 
+/// Decodes a write's body: JSON, or the protobuf kubectl sends for typed creates.
+fn decode_body(r: &Req, body: &Bytes) -> Result<Value, Status> {
+    let ctype = r
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json");
+    match ctype.split(';').next().unwrap_or("").trim() {
+        "application/vnd.kubernetes.protobuf" => super::protobuf::decode(body),
+        "" | "application/json" | "*/*" => parse_object(body),
+        other => Err(Status::new(
+            415,
+            "UnsupportedMediaType",
+            format!("the body of the request was in an unknown format - accepted media types include: application/json, application/vnd.kubernetes.protobuf (got {other})"),
+        )),
+    }
+}
+
 fn parse_object(body: &Bytes) -> Result<Value, Status> {
     let v: Value = serde_json::from_slice(body).map_err(|e| {
         Status::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
@@ -87,9 +105,9 @@ fn stored(code: StatusCode, bytes: Bytes) -> Response<Body> {
 }
 
 /// `POST` to a collection.
-pub fn create(sim: &Sim, res: usize, rp: &ResourcePath, _r: &Req, body: Bytes) -> Result<Response<Body>, Status> {
+pub fn create(sim: &Sim, res: usize, rp: &ResourcePath, r: &Req, body: Bytes) -> Result<Response<Body>, Status> {
     let def = &RESOURCES[res];
-    let mut v = parse_object(&body)?;
+    let mut v = decode_body(r, &body)?;
     check_type(def, &mut v)?;
     let meta = &mut v["metadata"];
     let mut name = meta["name"].as_str().unwrap_or_default().to_string();
@@ -191,10 +209,10 @@ fn precondition_rv(def: &ResourceDef, name: &str, next: &Value, cur_rv: u64) -> 
 }
 
 /// `PUT` on an object (or its `status`).
-pub fn update(sim: &Sim, res: usize, rp: &ResourcePath, _r: &Req, body: Bytes) -> Result<Response<Body>, Status> {
+pub fn update(sim: &Sim, res: usize, rp: &ResourcePath, r: &Req, body: Bytes) -> Result<Response<Body>, Status> {
     let def = &RESOURCES[res];
     let name = rp.name.clone().unwrap_or_default();
-    let mut v = parse_object(&body)?;
+    let mut v = decode_body(r, &body)?;
     check_type(def, &mut v)?;
     if let Some(n) = v["metadata"]["name"].as_str().filter(|n| *n != name) {
         return Err(Status::bad_request(format!(
