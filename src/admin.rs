@@ -29,17 +29,30 @@ impl Health {
 fn text(code: StatusCode, s: impl Into<bytes::Bytes>, ctype: &'static str) -> Response<Body> {
     let mut r = Response::new(body::full(s));
     *r.status_mut() = code;
-    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(ctype));
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(ctype));
     r
 }
 
 /// Answers one admin request.
-pub fn handle<B>(req: &Request<B>, health: &Arc<Health>, metrics: &PrometheusHandle) -> Response<Body> {
+pub fn handle<B>(
+    req: &Request<B>,
+    health: &Arc<Health>,
+    metrics: &PrometheusHandle,
+) -> Response<Body> {
     if req.method() != Method::GET && req.method() != Method::HEAD {
-        return text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n", "text/plain; charset=utf-8");
+        return text(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method not allowed\n",
+            "text/plain; charset=utf-8",
+        );
     }
     match req.uri().path() {
-        "/metrics" => text(StatusCode::OK, metrics.render(), "text/plain; version=0.0.4"),
+        "/metrics" => text(
+            StatusCode::OK,
+            metrics.render(),
+            "text/plain; version=0.0.4",
+        ),
         "/healthz" | "/livez" => text(StatusCode::OK, "ok", "text/plain; charset=utf-8"),
         "/readyz" if health.is_ready() => text(StatusCode::OK, "ok", "text/plain; charset=utf-8"),
         "/readyz" => text(
@@ -47,6 +60,10 @@ pub fn handle<B>(req: &Request<B>, health: &Arc<Health>, metrics: &PrometheusHan
             "not ready: the upstream has not answered /version yet\n",
             "text/plain; charset=utf-8",
         ),
-        _ => text(StatusCode::NOT_FOUND, "not found: try /metrics, /healthz, /livez or /readyz\n", "text/plain; charset=utf-8"),
+        _ => text(
+            StatusCode::NOT_FOUND,
+            "not found: try /metrics, /healthz, /livez or /readyz\n",
+            "text/plain; charset=utf-8",
+        ),
     }
 }

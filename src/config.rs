@@ -98,7 +98,9 @@ impl Default for UpstreamConfig {
 
 impl Default for LogConfig {
     fn default() -> Self {
-        LogConfig { level: "info".into() }
+        LogConfig {
+            level: "info".into(),
+        }
     }
 }
 
@@ -173,9 +175,9 @@ pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, Config
     fig = fig
         .merge(Env::prefixed("R8S_").split("__").ignore(&["config"]))
         .merge(Serialized::defaults(overrides));
-    let config: Config = fig.extract().map_err(|e| {
-        ConfigError(e.into_iter().map(|e| describe(&fig, e)).collect())
-    })?;
+    let config: Config = fig
+        .extract()
+        .map_err(|e| ConfigError(e.into_iter().map(|e| describe(&fig, e)).collect()))?;
     config.validate().map_err(ConfigError)?;
     Ok(config)
 }
@@ -183,11 +185,10 @@ pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, Config
 fn describe(fig: &Figment, e: figment::Error) -> String {
     use figment::error::Kind;
     let mut path = e.path.clone();
-    if let Kind::UnknownField(f, _) = &e.kind {
-        if path.last() != Some(f) {
+    if let Kind::UnknownField(f, _) = &e.kind
+        && path.last() != Some(f) {
             path.push(f.clone());
         }
-    }
     let key = path.join(".");
     let source = e
         .metadata
@@ -217,7 +218,9 @@ fn describe(fig: &Figment, e: figment::Error) -> String {
 }
 
 fn valid_version(v: &str) -> bool {
-    let Some(rest) = v.strip_prefix('v') else { return false };
+    let Some(rest) = v.strip_prefix('v') else {
+        return false;
+    };
     let digits = rest.chars().take_while(char::is_ascii_digit).count();
     if digits == 0 {
         return false;
@@ -235,7 +238,8 @@ fn valid_dns(s: &str, allow_dots: bool) -> bool {
         && s.len() <= 253
         && s.split('.').all(|l| {
             !l.is_empty()
-                && l.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && l.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
                 && !l.starts_with('-')
                 && !l.ends_with('-')
         })
@@ -275,7 +279,9 @@ impl Config {
                 ));
             }
         }
-        if !(self.upstream.connect_timeout_seconds > 0.0 && self.upstream.connect_timeout_seconds <= 600.0) {
+        if !(self.upstream.connect_timeout_seconds > 0.0
+            && self.upstream.connect_timeout_seconds <= 600.0)
+        {
             errs.push(format!(
                 "config: bad value {} for key \"upstream.connect_timeout_seconds\": expected seconds in (0, 600]",
                 self.upstream.connect_timeout_seconds
@@ -287,7 +293,10 @@ impl Config {
             }
         }
         if let Err(e) = tracing_subscriber::EnvFilter::try_new(&self.log.level) {
-            errs.push(format!("config: bad value \"{}\" for key \"log.level\": {e}", self.log.level));
+            errs.push(format!(
+                "config: bad value \"{}\" for key \"log.level\": {e}",
+                self.log.level
+            ));
         }
         if errs.is_empty() { Ok(()) } else { Err(errs) }
     }
@@ -303,6 +312,7 @@ impl Config {
 }
 
 #[cfg(test)]
+#[allow(clippy::result_large_err)] // figment::Jail's closures return figment::Error
 mod tests {
     use super::*;
     use figment::Jail;
@@ -310,10 +320,16 @@ mod tests {
     #[test]
     fn should_layer_file_env_and_flags() {
         Jail::expect_with(|jail| {
-            jail.create_file("r8s.toml", "listen = \"127.0.0.1:9000\"\n[upstream]\nservers = [\"http://a:1\"]\n")?;
+            jail.create_file(
+                "r8s.toml",
+                "listen = \"127.0.0.1:9000\"\n[upstream]\nservers = [\"http://a:1\"]\n",
+            )?;
             jail.set_env("R8S_ADMIN_LISTEN", "127.0.0.1:9001");
             jail.set_env("R8S_UPSTREAM__CONTEXT", "ctx");
-            let o = Overrides { listen: Some("127.0.0.1:9002".into()), ..Default::default() };
+            let o = Overrides {
+                listen: Some("127.0.0.1:9002".into()),
+                ..Default::default()
+            };
             let c = load(Some(Path::new("r8s.toml")), &o).map_err(|e| e.to_string())?;
             assert_eq!(c.listen.port(), 9002);
             assert_eq!(c.admin_listen.port(), 9001);
@@ -334,10 +350,20 @@ mod tests {
             let e = load(Some(Path::new("missing.toml")), &Overrides::default()).unwrap_err();
             assert!(e.to_string().contains("missing.toml"));
             jail.create_file("bad2.toml", "listen = \"nope\"\n")?;
-            let e = load(Some(Path::new("bad2.toml")), &Overrides::default()).unwrap_err().to_string();
-            assert!(e.contains("\"listen\"") && e.contains("nope") && e.contains("bad2.toml"), "{e}");
-            jail.create_file("bad3.toml", "[cache]\nresources = [\"apps/x/deployments\"]\n")?;
-            let e = load(Some(Path::new("bad3.toml")), &Overrides::default()).unwrap_err().to_string();
+            let e = load(Some(Path::new("bad2.toml")), &Overrides::default())
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("\"listen\"") && e.contains("nope") && e.contains("bad2.toml"),
+                "{e}"
+            );
+            jail.create_file(
+                "bad3.toml",
+                "[cache]\nresources = [\"apps/x/deployments\"]\n",
+            )?;
+            let e = load(Some(Path::new("bad3.toml")), &Overrides::default())
+                .unwrap_err()
+                .to_string();
             assert!(e.contains("apps/x/deployments"), "{e}");
             Ok(())
         });
@@ -345,7 +371,14 @@ mod tests {
 
     #[test]
     fn should_accept_documented_resource_forms() {
-        for r in ["pods", "v1/pods", "apps/v1/deployments", "example.r8s.dev/v1/widgets", "*", "batch/v1beta1/cronjobs"] {
+        for r in [
+            "pods",
+            "v1/pods",
+            "apps/v1/deployments",
+            "example.r8s.dev/v1/widgets",
+            "*",
+            "batch/v1beta1/cronjobs",
+        ] {
             validate_resource(r).unwrap();
         }
         for r in ["Pods", "v/pods", "a/b/c/d", "", "apps/1/x"] {

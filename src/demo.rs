@@ -54,12 +54,20 @@ pub async fn run(args: DemoArgs) -> Result<(), String> {
         .map_err(|e| format!("cannot listen on {} (--listen): {e}", args.listen))?;
     let admin = tokio::net::TcpListener::bind(args.admin_listen)
         .await
-        .map_err(|e| format!("cannot listen on {} (--admin-listen): {e}", args.admin_listen))?;
+        .map_err(|e| {
+            format!(
+                "cannot listen on {} (--admin-listen): {e}",
+                args.admin_listen
+            )
+        })?;
     let (api_addr, admin_addr) = (
         api.local_addr().map_err(|e| e.to_string())?,
         admin.local_addr().map_err(|e| e.to_string())?,
     );
-    println!("{}", instructions(api_addr, admin_addr, sim.addr, args.pods));
+    println!(
+        "{}",
+        instructions(api_addr, admin_addr, sim.addr, args.pods)
+    );
     let (trigger, signal) = shutdown::channel();
     tokio::spawn(async move {
         shutdown::os_signal().await;

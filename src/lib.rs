@@ -73,7 +73,11 @@ impl Prepared {
             upstream = ?self.upstream.server_names(),
             "r8s serving"
         );
-        tokio::spawn(probe_upstream(self.upstream.clone(), health.clone(), shutdown.clone()));
+        tokio::spawn(probe_upstream(
+            self.upstream.clone(),
+            health.clone(),
+            shutdown.clone(),
+        ));
         let h = health.clone();
         let admin = tokio::spawn(server::serve(
             listeners.admin,

@@ -28,7 +28,10 @@ fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => return fail(1, format!("cannot start the runtime: {e}")),
     };
@@ -69,12 +72,20 @@ async fn serve(args: ServeArgs) -> ExitCode {
     };
     let api = match tokio::net::TcpListener::bind(listen).await {
         Ok(l) => l,
-        Err(e) => return fail(EXIT_CONFIG, format!("cannot listen on {listen} (listen): {e}")),
+        Err(e) => {
+            return fail(
+                EXIT_CONFIG,
+                format!("cannot listen on {listen} (listen): {e}"),
+            );
+        }
     };
     let admin = match tokio::net::TcpListener::bind(admin_listen).await {
         Ok(l) => l,
         Err(e) => {
-            return fail(EXIT_CONFIG, format!("cannot listen on {admin_listen} (admin_listen): {e}"));
+            return fail(
+                EXIT_CONFIG,
+                format!("cannot listen on {admin_listen} (admin_listen): {e}"),
+            );
         }
     };
     let (trigger, signal) = shutdown::channel();
@@ -90,7 +101,12 @@ async fn run_sim(args: SimArgs) -> ExitCode {
     init_logging("info");
     let listener = match tokio::net::TcpListener::bind(args.listen).await {
         Ok(l) => l,
-        Err(e) => return fail(EXIT_CONFIG, format!("cannot listen on {} (--listen): {e}", args.listen)),
+        Err(e) => {
+            return fail(
+                EXIT_CONFIG,
+                format!("cannot listen on {} (--listen): {e}", args.listen),
+            );
+        }
     };
     let cfg = sim::SimConfig {
         pods: args.pods,

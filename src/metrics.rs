@@ -24,7 +24,10 @@ pub fn install() -> PrometheusHandle {
             let recorder = PrometheusBuilder::new()
                 .set_buckets_for_metric(
                     metrics_exporter_prometheus::Matcher::Full(REQUEST_DURATION_SECONDS.into()),
-                    &[0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0],
+                    &[
+                        0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+                        5.0, 10.0, 30.0, 60.0,
+                    ],
                 )
                 .expect("bucket list is non-empty")
                 .build_recorder();
@@ -33,8 +36,15 @@ pub fn install() -> PrometheusHandle {
                 tracing::warn!("a metrics recorder was already installed; r8s metrics go there");
             }
             metrics::describe_counter!(REQUESTS_TOTAL, "Requests answered by r8s.");
-            metrics::describe_histogram!(REQUEST_DURATION_SECONDS, metrics::Unit::Seconds, "Time to the response head.");
-            metrics::describe_counter!(UPSTREAM_REQUESTS_TOTAL, "Responses from the upstream by code.");
+            metrics::describe_histogram!(
+                REQUEST_DURATION_SECONDS,
+                metrics::Unit::Seconds,
+                "Time to the response head."
+            );
+            metrics::describe_counter!(
+                UPSTREAM_REQUESTS_TOTAL,
+                "Responses from the upstream by code."
+            );
             metrics::describe_gauge!(UPSTREAM_UP, "Whether the upstream answers.");
             handle
         })
@@ -49,7 +59,9 @@ const MAX_RESOURCE_LABELS: usize = 256;
 fn resource_label(resource: &str) -> String {
     let ok = !resource.is_empty()
         && resource.len() <= 63
-        && resource.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.' || b == b'/');
+        && resource.bytes().all(|b| {
+            b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.' || b == b'/'
+        });
     if !ok {
         return "other".into();
     }
@@ -64,7 +76,13 @@ fn resource_label(resource: &str) -> String {
 }
 
 /// Records one answered request.
-pub fn request(verb: &'static str, resource: &str, code: u16, cache: &'static str, elapsed: Duration) {
+pub fn request(
+    verb: &'static str,
+    resource: &str,
+    code: u16,
+    cache: &'static str,
+    elapsed: Duration,
+) {
     let resource = resource_label(resource);
     metrics::counter!(REQUESTS_TOTAL, "verb" => verb, "resource" => resource.clone(), "code" => code.to_string(), "cache" => cache)
         .increment(1);

@@ -54,7 +54,10 @@ where
         });
     }
     drop(listener);
-    if tokio::time::timeout(grace, graceful.shutdown()).await.is_err() {
+    if tokio::time::timeout(grace, graceful.shutdown())
+        .await
+        .is_err()
+    {
         tracing::warn!(?grace, "grace period over; dropping remaining connections");
     }
 }

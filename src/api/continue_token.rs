@@ -50,7 +50,9 @@ impl ContinueToken {
     /// Decodes a token; failures are the apiserver's 400 `BadRequest`.
     pub fn decode(token: &str) -> Result<Self, Status> {
         let bad = |m: String| {
-            Status::bad_request(format!("invalid continue token: continue key is not valid: {m}"))
+            Status::bad_request(format!(
+                "invalid continue token: continue key is not valid: {m}"
+            ))
         };
         if let Some(i) = token
             .bytes()
@@ -58,9 +60,12 @@ impl ContinueToken {
         {
             return Err(bad(format!("illegal base64 data at input byte {i}")));
         }
-        let bytes = URL_SAFE_NO_PAD
-            .decode(token)
-            .map_err(|_| bad(format!("illegal base64 data at input byte {}", token.len().saturating_sub(1))))?;
+        let bytes = URL_SAFE_NO_PAD.decode(token).map_err(|_| {
+            bad(format!(
+                "illegal base64 data at input byte {}",
+                token.len().saturating_sub(1)
+            ))
+        })?;
         let raw: Raw = serde_json::from_slice(&bytes).map_err(|e| bad(e.to_string()))?;
         if raw.v != VERSION {
             return Err(bad(format!(

@@ -188,7 +188,11 @@ mod tests {
     use super::*;
 
     fn msg(q: &str) -> String {
-        ListOptions::parse(Some(q)).unwrap().validate().unwrap_err().message
+        ListOptions::parse(Some(q))
+            .unwrap()
+            .validate()
+            .unwrap_err()
+            .message
     }
 
     #[test]

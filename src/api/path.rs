@@ -123,7 +123,10 @@ mod tests {
         let r = res("/apis/apps/v1/deployments");
         assert_eq!((r.group.as_str(), r.namespace.is_none()), ("apps", true));
         let r = res("/api/v1/namespaces/ns-1");
-        assert_eq!((r.resource.as_str(), r.name.as_deref()), ("namespaces", Some("ns-1")));
+        assert_eq!(
+            (r.resource.as_str(), r.name.as_deref()),
+            ("namespaces", Some("ns-1"))
+        );
         let r = res("/api/v1/watch/namespaces/ns-1/pods");
         assert!(r.watch_prefix);
         assert_eq!(r.verb(&http::Method::GET, false), "watch");
@@ -131,7 +134,16 @@ mod tests {
 
     #[test]
     fn should_leave_discovery_and_junk_alone() {
-        for p in ["/api", "/api/v1", "/apis", "/apis/apps/v1", "/version", "/", "//", "/api/v1//x"] {
+        for p in [
+            "/api",
+            "/api/v1",
+            "/apis",
+            "/apis/apps/v1",
+            "/version",
+            "/",
+            "//",
+            "/api/v1//x",
+        ] {
             assert_eq!(parse(p), ApiPath::Other, "{p}");
         }
     }

@@ -152,7 +152,10 @@ impl Parser {
         if negated {
             return match self.peek() {
                 Tok::Comma | Tok::End => Ok((key, LabelOp::NotExists)),
-                t => Err(format!("found '{}', expected: ',' or 'end of string'", t.literal())),
+                t => Err(format!(
+                    "found '{}', expected: ',' or 'end of string'",
+                    t.literal()
+                )),
             };
         }
         let op = match self.peek() {
@@ -170,7 +173,14 @@ impl Parser {
                     t => return Err(format!("found '{}', expected: identifier", t.literal())),
                 };
                 validate_label_value(&v)?;
-                Ok((key, if op == Tok::NotEq { LabelOp::NotEq(v) } else { LabelOp::Eq(v) }))
+                Ok((
+                    key,
+                    if op == Tok::NotEq {
+                        LabelOp::NotEq(v)
+                    } else {
+                        LabelOp::Eq(v)
+                    },
+                ))
             }
             Tok::Gt | Tok::Lt => {
                 let v = match self.next() {
@@ -178,9 +188,16 @@ impl Parser {
                     t => return Err(format!("found '{}', expected: identifier", t.literal())),
                 };
                 let n: i64 = v.parse().map_err(|_| {
-                    format!("for 'Gt', 'Lt' operators, the value must be an integer")
+                    "for 'Gt', 'Lt' operators, the value must be an integer".to_string()
                 })?;
-                Ok((key, if op == Tok::Gt { LabelOp::Gt(n) } else { LabelOp::Lt(n) }))
+                Ok((
+                    key,
+                    if op == Tok::Gt {
+                        LabelOp::Gt(n)
+                    } else {
+                        LabelOp::Lt(n)
+                    },
+                ))
             }
             Tok::In | Tok::NotIn => {
                 match self.next() {
@@ -211,7 +228,14 @@ impl Parser {
                         }
                     }
                 }
-                Ok((key, if op == Tok::In { LabelOp::In(vals) } else { LabelOp::NotIn(vals) }))
+                Ok((
+                    key,
+                    if op == Tok::In {
+                        LabelOp::In(vals)
+                    } else {
+                        LabelOp::NotIn(vals)
+                    },
+                ))
             }
             t => Err(format!(
                 "found '{}', expected: in, notin, =, ==, !=, gt, lt",
@@ -228,13 +252,22 @@ fn validate_label_key(k: &str) -> Result<(), String> {
     };
     let name_ok = !name.is_empty()
         && name.len() <= 63
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-        && name.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
-        && name.chars().last().is_some_and(|c| c.is_ascii_alphanumeric());
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        && name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphanumeric())
+        && name
+            .chars()
+            .last()
+            .is_some_and(|c| c.is_ascii_alphanumeric());
     let prefix_ok = prefix.is_none_or(|p| {
         !p.is_empty()
             && p.len() <= 253
-            && p.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "-.".contains(c))
+            && p.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "-.".contains(c))
     });
     if name_ok && prefix_ok {
         Ok(())
@@ -248,7 +281,8 @@ fn validate_label_key(k: &str) -> Result<(), String> {
 fn validate_label_value(v: &str) -> Result<(), String> {
     let ok = v.is_empty()
         || (v.len() <= 63
-            && v.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+            && v.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
             && v.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
             && v.chars().last().is_some_and(|c| c.is_ascii_alphanumeric()));
     if ok {
@@ -263,7 +297,10 @@ fn validate_label_value(v: &str) -> Result<(), String> {
 impl LabelSelector {
     /// Parses a `labelSelector`; the error is the apiserver's message.
     pub fn parse(s: &str) -> Result<Self, String> {
-        let mut p = Parser { toks: lex(s), pos: 0 };
+        let mut p = Parser {
+            toks: lex(s),
+            pos: 0,
+        };
         let mut reqs = Vec::new();
         if *p.peek() == Tok::End {
             return Ok(Self::default());
@@ -307,8 +344,12 @@ impl LabelSelector {
                 LabelOp::NotEq(want) => v != Some(want.as_str()),
                 LabelOp::In(set) => v.is_some_and(|v| set.iter().any(|s| s == v)),
                 LabelOp::NotIn(set) => v.is_none_or(|v| !set.iter().any(|s| s == v)),
-                LabelOp::Gt(n) => v.and_then(|v| v.parse::<i64>().ok()).is_some_and(|x| x > *n),
-                LabelOp::Lt(n) => v.and_then(|v| v.parse::<i64>().ok()).is_some_and(|x| x < *n),
+                LabelOp::Gt(n) => v
+                    .and_then(|v| v.parse::<i64>().ok())
+                    .is_some_and(|x| x > *n),
+                LabelOp::Lt(n) => v
+                    .and_then(|v| v.parse::<i64>().ok())
+                    .is_some_and(|x| x < *n),
             }
         })
     }
@@ -341,7 +382,9 @@ impl FieldSelector {
             } else if let Some((k, v)) = part.split_once('=') {
                 (k, true, v)
             } else {
-                return Err(format!("invalid selector: '{s}'; can't understand '{part}'"));
+                return Err(format!(
+                    "invalid selector: '{s}'; can't understand '{part}'"
+                ));
             };
             reqs.push((key.trim().to_string(), eq, unescape(val)));
         }

@@ -28,7 +28,7 @@ pub struct Status {
     /// `.message`.
     pub message: String,
     /// `.details`, if any, as a JSON object.
-    pub details: Option<Map<String, Value>>,
+    pub details: Option<Box<Map<String, Value>>>,
     /// `.metadata.continue` (only the 410 for an expired continue token sets it).
     pub continue_token: Option<String>,
     /// `Retry-After` header and `details.retryAfterSeconds`.
@@ -61,8 +61,12 @@ impl Status {
 
     /// 404 for a path nothing serves (the apiserver's bare 404).
     pub fn path_not_found() -> Self {
-        Self::new(404, "NotFound", "the server could not find the requested resource")
-            .with_details_map(Map::new())
+        Self::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        )
+        .with_details_map(Map::new())
     }
 
     /// 405 for a verb a resource does not support.
@@ -77,8 +81,12 @@ impl Status {
 
     /// 409 `AlreadyExists`.
     pub fn already_exists(resource: &str, name: &str) -> Self {
-        Self::new(409, "AlreadyExists", format!("{resource} \"{name}\" already exists"))
-            .with_details(name, resource)
+        Self::new(
+            409,
+            "AlreadyExists",
+            format!("{resource} \"{name}\" already exists"),
+        )
+        .with_details(name, resource)
     }
 
     /// 409 `Conflict` for an update with a stale `metadata.resourceVersion`.
@@ -193,7 +201,7 @@ impl Status {
 
     /// Sets `.details` to the given map.
     pub fn with_details_map(mut self, details: Map<String, Value>) -> Self {
-        self.details = Some(details);
+        self.details = Some(Box::new(details));
         self
     }
 
@@ -212,7 +220,7 @@ impl Status {
         if !self.reason.is_empty() {
             m.insert("reason".into(), json!(self.reason));
         }
-        let mut details = self.details.clone();
+        let mut details = self.details.as_deref().cloned();
         if let Some(secs) = self.retry_after {
             details
                 .get_or_insert_with(Map::new)
@@ -236,8 +244,14 @@ impl Status {
         let mut resp = Response::new(crate::body::full(self.to_bytes()));
         *resp.status_mut() = code;
         let h = resp.headers_mut();
-        h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        h.insert(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("no-cache, private"),
+        );
         if let Some(secs) = self.retry_after {
             h.insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
@@ -280,7 +294,9 @@ mod tests {
             std::str::from_utf8(&s.to_bytes()).unwrap(),
             r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"pods \"does-not-exist\" not found","reason":"NotFound","details":{"name":"does-not-exist","kind":"pods"},"code":404}"#
         );
-        let s = Status::internal("resourceVersion: Invalid value: \"-5\": strconv.ParseUint: parsing \"-5\": invalid syntax");
+        let s = Status::internal(
+            "resourceVersion: Invalid value: \"-5\": strconv.ParseUint: parsing \"-5\": invalid syntax",
+        );
         assert_eq!(
             std::str::from_utf8(&s.to_bytes()).unwrap(),
             r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"resourceVersion: Invalid value: \"-5\": strconv.ParseUint: parsing \"-5\": invalid syntax","code":500}"#

@@ -49,11 +49,22 @@ pub fn classify<B>(req: &Request<B>) -> Classified {
                 Some(s) => format!("{}/{s}", rp.resource),
                 None => rp.resource.clone(),
             };
-            let streaming = verb == "watch" || (rp.subresource.as_deref() == Some("log") && flag("follow"));
-            Classified { verb, resource, streaming }
+            let streaming =
+                verb == "watch" || (rp.subresource.as_deref() == Some("log") && flag("follow"));
+            Classified {
+                verb,
+                resource,
+                streaming,
+            }
         }
         ApiPath::Other => {
-            let first = req.uri().path().trim_start_matches('/').split('/').next().unwrap_or("");
+            let first = req
+                .uri()
+                .path()
+                .trim_start_matches('/')
+                .split('/')
+                .next()
+                .unwrap_or("");
             Classified {
                 verb: "other",
                 resource: format!("/{first}"),
@@ -69,7 +80,13 @@ impl Api {
         let start = Instant::now();
         let c = classify(&req);
         let resp = passthrough::forward(&self.upstream, req, c.streaming, &self.shutdown).await;
-        metrics::request(c.verb, &c.resource, resp.status().as_u16(), "pass", start.elapsed());
+        metrics::request(
+            c.verb,
+            &c.resource,
+            resp.status().as_u16(),
+            "pass",
+            start.elapsed(),
+        );
         resp
     }
 }
@@ -89,7 +106,10 @@ mod tests {
         assert_eq!(c("GET", "/api/v1/namespaces/a/pods").verb, "list");
         assert_eq!(c("DELETE", "/api/v1/namespaces/a/pods/p").verb, "delete");
         let l = c("GET", "/api/v1/namespaces/a/pods/p/log?follow=true");
-        assert_eq!((l.verb, l.resource.as_str(), l.streaming), ("get", "pods/log", true));
+        assert_eq!(
+            (l.verb, l.resource.as_str(), l.streaming),
+            ("get", "pods/log", true)
+        );
         assert_eq!(c("GET", "/apis/apps/v1").resource, "/apis");
     }
 }

@@ -81,8 +81,8 @@ pub async fn forward(
         Ok(r) => r,
         Err(e) => return unavailable(&e),
     };
-    if resp.status() == StatusCode::SWITCHING_PROTOCOLS {
-        if let Some(client_upgrade) = client_upgrade {
+    if resp.status() == StatusCode::SWITCHING_PROTOCOLS
+        && let Some(client_upgrade) = client_upgrade {
             let upstream_upgrade = hyper::upgrade::on(&mut resp);
             tokio::spawn(async move {
                 match tokio::try_join!(client_upgrade, upstream_upgrade) {
@@ -96,13 +96,16 @@ pub async fn forward(
                 }
             });
             let (mut parts, _) = resp.into_parts();
-            parts.headers.insert(CACHE_HEADER, HeaderValue::from_static("pass"));
+            parts
+                .headers
+                .insert(CACHE_HEADER, HeaderValue::from_static("pass"));
             return Response::from_parts(parts, crate::body::empty());
         }
-    }
     let (mut parts, body) = resp.into_parts();
     strip_hop_by_hop(&mut parts.headers, false);
-    parts.headers.insert(CACHE_HEADER, HeaderValue::from_static("pass"));
+    parts
+        .headers
+        .insert(CACHE_HEADER, HeaderValue::from_static("pass"));
     let body = body.map_err(BoxError::from);
     let body = if streaming {
         UntilShutdown {
@@ -119,7 +122,8 @@ pub async fn forward(
 /// The 503 for an upstream that cannot be reached (never a hang: connects time out).
 pub fn unavailable(e: &RequestError) -> Response<Body> {
     let mut resp = Status::unavailable(e.to_string()).into_response();
-    resp.headers_mut().insert(CACHE_HEADER, HeaderValue::from_static("pass"));
+    resp.headers_mut()
+        .insert(CACHE_HEADER, HeaderValue::from_static("pass"));
     resp
 }
 
@@ -159,10 +163,16 @@ mod tests {
     #[test]
     fn should_strip_hop_by_hop_but_keep_upgrade_handshake() {
         let mut h = HeaderMap::new();
-        h.insert(header::CONNECTION, HeaderValue::from_static("Upgrade, X-Foo"));
+        h.insert(
+            header::CONNECTION,
+            HeaderValue::from_static("Upgrade, X-Foo"),
+        );
         h.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
         h.insert("x-foo", HeaderValue::from_static("1"));
-        h.insert(header::TRANSFER_ENCODING, HeaderValue::from_static("chunked"));
+        h.insert(
+            header::TRANSFER_ENCODING,
+            HeaderValue::from_static("chunked"),
+        );
         h.insert("sec-websocket-key", HeaderValue::from_static("k"));
         assert!(is_upgrade(&h));
         let mut up = h.clone();

@@ -62,17 +62,33 @@ fn parse_csv_line(line: &str) -> Vec<String> {
 fn read_tokens(path: &Path) -> std::io::Result<HashMap<String, User>> {
     let text = std::fs::read_to_string(path)?;
     let mut map = HashMap::new();
-    for line in text.lines().filter(|l| !l.trim().is_empty() && !l.starts_with('#')) {
+    for line in text
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+    {
         let f = parse_csv_line(line);
         if f.len() < 3 {
             continue;
         }
         let mut groups: Vec<String> = f
             .get(3)
-            .map(|g| g.split(',').map(str::trim).filter(|g| !g.is_empty()).map(str::to_string).collect())
+            .map(|g| {
+                g.split(',')
+                    .map(str::trim)
+                    .filter(|g| !g.is_empty())
+                    .map(str::to_string)
+                    .collect()
+            })
             .unwrap_or_default();
         groups.push("system:authenticated".into());
-        map.insert(f[0].clone(), User { name: f[1].clone(), uid: f[2].clone(), groups });
+        map.insert(
+            f[0].clone(),
+            User {
+                name: f[1].clone(),
+                uid: f[2].clone(),
+                groups,
+            },
+        );
     }
     Ok(map)
 }
@@ -82,37 +98,51 @@ impl Tokens {
     pub fn load(path: &Path) -> std::io::Result<Self> {
         let map = read_tokens(path)?;
         let mtime = std::fs::metadata(path).and_then(|m| m.modified()).ok();
-        Ok(Tokens { path: path.to_path_buf(), state: Mutex::new((mtime, map)) })
+        Ok(Tokens {
+            path: path.to_path_buf(),
+            state: Mutex::new((mtime, map)),
+        })
     }
 
     fn lookup(&self, token: &str) -> Option<User> {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let mtime = std::fs::metadata(&self.path).and_then(|m| m.modified()).ok();
-        if mtime != st.0 {
-            if let Ok(map) = read_tokens(&self.path) {
+        let mtime = std::fs::metadata(&self.path)
+            .and_then(|m| m.modified())
+            .ok();
+        if mtime != st.0
+            && let Ok(map) = read_tokens(&self.path) {
                 *st = (mtime, map);
             }
-        }
         st.1.get(token).cloned()
     }
 
     /// Who is asking: a bearer token, or anonymous; impersonation applied for masters.
     pub fn authenticate(&self, headers: &HeaderMap) -> Result<User, Status> {
-        let user = match headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()) {
+        let user = match headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+        {
             None => User::anonymous(),
             Some(v) => {
                 let token = v.strip_prefix("Bearer ").ok_or_else(Status::unauthorized)?;
                 self.lookup(token.trim()).ok_or_else(Status::unauthorized)?
             }
         };
-        let Some(as_user) = headers.get("impersonate-user").and_then(|v| v.to_str().ok()) else {
+        let Some(as_user) = headers
+            .get("impersonate-user")
+            .and_then(|v| v.to_str().ok())
+        else {
             return Ok(user);
         };
         if !user.is_master() {
-            return Err(Status::new(403, "Forbidden", format!(
-                "users \"{as_user}\" is forbidden: User \"{}\" cannot impersonate resource \"users\" in API group \"\" at the cluster scope",
-                user.name
-            )));
+            return Err(Status::new(
+                403,
+                "Forbidden",
+                format!(
+                    "users \"{as_user}\" is forbidden: User \"{}\" cannot impersonate resource \"users\" in API group \"\" at the cluster scope",
+                    user.name
+                ),
+            ));
         }
         let mut groups: Vec<String> = headers
             .get_all("impersonate-group")
@@ -122,12 +152,24 @@ impl Tokens {
         if !groups.iter().any(|g| g == "system:authenticated") {
             groups.push("system:authenticated".into());
         }
-        let uid = headers.get("impersonate-uid").and_then(|v| v.to_str().ok()).unwrap_or_default();
-        Ok(User { name: as_user.to_string(), uid: uid.to_string(), groups })
+        let uid = headers
+            .get("impersonate-uid")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        Ok(User {
+            name: as_user.to_string(),
+            uid: uid.to_string(),
+            groups,
+        })
     }
 
     /// Authorizes `verb` on a resource path; 403 in the apiserver's words.
-    pub fn authorize(&self, user: Option<&User>, verb: &str, rp: &ResourcePath) -> Result<(), Status> {
+    pub fn authorize(
+        &self,
+        user: Option<&User>,
+        verb: &str,
+        rp: &ResourcePath,
+    ) -> Result<(), Status> {
         let anon = User::anonymous();
         let user = user.unwrap_or(&anon);
         let resource = match &rp.subresource {
@@ -153,17 +195,23 @@ pub fn allowed(user: &User, verb: &str, _group: &str, resource: &str) -> bool {
 
 fn forbidden(user: &User, verb: &str, rp: &ResourcePath, resource: &str) -> Status {
     let what = match &rp.name {
-        Some(n) if rp.subresource.is_none() || verb != "create" => format!("{} \"{n}\"", rp.resource),
+        Some(n) if rp.subresource.is_none() || verb != "create" => {
+            format!("{} \"{n}\"", rp.resource)
+        }
         _ => rp.resource.clone(),
     };
     let scope = match &rp.namespace {
         Some(ns) => format!("in the namespace \"{ns}\""),
         None => "at the cluster scope".into(),
     };
-    let mut s = Status::new(403, "Forbidden", format!(
-        "{what} is forbidden: User \"{}\" cannot {verb} resource \"{resource}\" in API group \"{}\" {scope}",
-        user.name, rp.group
-    ));
+    let mut s = Status::new(
+        403,
+        "Forbidden",
+        format!(
+            "{what} is forbidden: User \"{}\" cannot {verb} resource \"{resource}\" in API group \"{}\" {scope}",
+            user.name, rp.group
+        ),
+    );
     s = s.with_details(rp.name.as_deref().unwrap_or(""), &rp.resource);
     s
 }
@@ -172,17 +220,24 @@ fn forbidden(user: &User, verb: &str, rp: &ResourcePath, resource: &str) -> Stat
 pub fn is_review(rp: &ResourcePath) -> bool {
     matches!(
         (rp.group.as_str(), rp.resource.as_str()),
-        ("authentication.k8s.io", "tokenreviews") | ("authorization.k8s.io", "subjectaccessreviews")
+        ("authentication.k8s.io", "tokenreviews")
+            | ("authorization.k8s.io", "subjectaccessreviews")
     )
 }
 
 /// `POST` a TokenReview or SubjectAccessReview.
-pub fn review(sim: &Sim, r: &Req, rp: &ResourcePath, body: &Bytes) -> Result<Response<Body>, Status> {
+pub fn review(
+    sim: &Sim,
+    r: &Req,
+    rp: &ResourcePath,
+    body: &Bytes,
+) -> Result<Response<Body>, Status> {
     if r.method != http::Method::POST {
         return Err(Status::method_not_allowed());
     }
-    let mut v: Value = serde_json::from_slice(body)
-        .map_err(|e| Status::bad_request(format!("couldn't get version/kind; json parse error: {e}")))?;
+    let mut v: Value = serde_json::from_slice(body).map_err(|e| {
+        Status::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
+    })?;
     let status = if rp.resource == "tokenreviews" {
         let token = v["spec"]["token"].as_str().unwrap_or_default();
         match sim.auth.as_ref().and_then(|t| t.lookup(token)) {
@@ -194,7 +249,11 @@ pub fn review(sim: &Sim, r: &Req, rp: &ResourcePath, body: &Bytes) -> Result<Res
         let spec = &v["spec"];
         let groups: Vec<String> = spec["groups"]
             .as_array()
-            .map(|a| a.iter().filter_map(|g| g.as_str().map(str::to_string)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|g| g.as_str().map(str::to_string))
+                    .collect()
+            })
             .unwrap_or_default();
         let user = User {
             name: spec["user"].as_str().unwrap_or_default().to_string(),
@@ -206,7 +265,12 @@ pub fn review(sim: &Sim, r: &Req, rp: &ResourcePath, body: &Bytes) -> Result<Res
                 Some(s) => format!("{}/{s}", ra["resource"].as_str().unwrap_or_default()),
                 None => ra["resource"].as_str().unwrap_or_default().to_string(),
             };
-            allowed(&user, ra["verb"].as_str().unwrap_or_default(), ra["group"].as_str().unwrap_or_default(), &res)
+            allowed(
+                &user,
+                ra["verb"].as_str().unwrap_or_default(),
+                ra["group"].as_str().unwrap_or_default(),
+                &res,
+            )
         } else {
             true
         };
@@ -219,6 +283,9 @@ pub fn review(sim: &Sim, r: &Req, rp: &ResourcePath, body: &Bytes) -> Result<Res
     v["status"] = status;
     v["metadata"] = json!({"creationTimestamp": null});
     let mut resp = json_response(StatusCode::CREATED, to_bytes(&v));
-    resp.headers_mut().insert("x-content-type-options", HeaderValue::from_static("nosniff"));
+    resp.headers_mut().insert(
+        "x-content-type-options",
+        HeaderValue::from_static("nosniff"),
+    );
     Ok(resp)
 }

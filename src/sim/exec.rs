@@ -33,7 +33,12 @@ fn pod_exists(sim: &Sim, res: usize, rp: &ResourcePath) -> Result<String, Status
 }
 
 /// `GET pods/{name}/log`: a few lines; with `follow=true`, one more per second.
-pub fn log(sim: Arc<Sim>, res: usize, rp: &ResourcePath, r: &Req) -> Result<Response<Body>, Status> {
+pub fn log(
+    sim: Arc<Sim>,
+    res: usize,
+    rp: &ResourcePath,
+    r: &Req,
+) -> Result<Response<Body>, Status> {
     let name = pod_exists(&sim, res, rp)?;
     let q = query_pairs(r.query.as_deref());
     let follow = match q.iter().find(|(k, _)| k == "follow") {
@@ -108,10 +113,14 @@ pub fn exec(
         .filter(|(k, _)| k == "command")
         .map(|(_, v)| v.into_owned())
         .collect();
-    let stdin = q.iter().any(|(k, v)| k == "stdin" && parse_bool(v).unwrap_or(false));
+    let stdin = q
+        .iter()
+        .any(|(k, v)| k == "stdin" && parse_bool(v).unwrap_or(false));
     let on_upgrade = hyper::upgrade::on(&mut req);
     tokio::spawn(async move {
-        let Ok(upgraded) = on_upgrade.await else { return };
+        let Ok(upgraded) = on_upgrade.await else {
+            return;
+        };
         let ws = WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, None).await;
         if let Err(e) = session(ws, proto == "v5.channel.k8s.io", stdin, command).await {
             tracing::debug!(error = %e, "sim exec session ended with an error");
@@ -124,9 +133,13 @@ pub fn exec(
     h.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
     h.insert(
         header::SEC_WEBSOCKET_ACCEPT,
-        HeaderValue::from_str(&derive_accept_key(key.as_bytes())).expect("base64 is a valid header"),
+        HeaderValue::from_str(&derive_accept_key(key.as_bytes()))
+            .expect("base64 is a valid header"),
     );
-    h.insert(header::SEC_WEBSOCKET_PROTOCOL, HeaderValue::from_static(proto));
+    h.insert(
+        header::SEC_WEBSOCKET_PROTOCOL,
+        HeaderValue::from_static(proto),
+    );
     Ok(resp)
 }
 
@@ -144,7 +157,8 @@ async fn session(
     };
     let echo = stdin && command.first().map(String::as_str) == Some("cat");
     if !echo {
-        ws.send(frame(1, format!("{}\n", command.join(" ")).as_bytes())).await?;
+        ws.send(frame(1, format!("{}\n", command.join(" ")).as_bytes()))
+            .await?;
     } else {
         while let Some(msg) = ws.next().await {
             match msg? {
@@ -158,7 +172,8 @@ async fn session(
             }
         }
     }
-    ws.send(frame(3, br#"{"metadata":{},"status":"Success"}"#)).await?;
+    ws.send(frame(3, br#"{"metadata":{},"status":"Success"}"#))
+        .await?;
     ws.close(Some(CloseFrame {
         code: CloseCode::Normal,
         reason: "".into(),

@@ -237,9 +237,13 @@ impl Sim {
             ("watch", None) => watch::watch(self.clone(), res, &rp, &r, opts),
             ("get", Some("status")) => read::get(&self, res, &rp, &r, &opts).await,
             ("get", Some("log")) if def.resource == "pods" => exec::log(self.clone(), res, &rp, &r),
-            ("connect", Some("exec")) if def.resource == "pods" => {
-                exec::exec(self.clone(), res, &rp, &r, Request::from_parts(parts, incoming))
-            }
+            ("connect", Some("exec")) if def.resource == "pods" => exec::exec(
+                self.clone(),
+                res,
+                &rp,
+                &r,
+                Request::from_parts(parts, incoming),
+            ),
             ("create", None) => write::create(&self, res, &rp, &r, read_body(incoming).await?),
             ("update", None | Some("status")) => {
                 write::update(&self, res, &rp, &r, read_body(incoming).await?)
@@ -302,16 +306,24 @@ pub fn json_response(code: StatusCode, bytes: Bytes) -> Response<Body> {
     let mut resp = Response::new(body::full(bytes));
     *resp.status_mut() = code;
     let h = resp.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    h.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache, private"),
+    );
     resp
 }
 
 fn text_response(code: StatusCode, text: &'static str) -> Response<Body> {
     let mut resp = Response::new(body::full(text));
     *resp.status_mut() = code;
-    resp.headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
     resp
 }
 

@@ -72,7 +72,12 @@ struct Namespace {
 fn meta_json(m: Option<ObjectMeta>) -> Value {
     let m = m.unwrap_or_default();
     let mut v = json!({});
-    for (k, s) in [("name", m.name), ("generateName", m.generate_name), ("namespace", m.namespace), ("resourceVersion", m.resource_version)] {
+    for (k, s) in [
+        ("name", m.name),
+        ("generateName", m.generate_name),
+        ("namespace", m.namespace),
+        ("resourceVersion", m.resource_version),
+    ] {
         if !s.is_empty() {
             v[k] = json!(s);
         }
@@ -94,16 +99,22 @@ fn b64(map: BTreeMap<String, Vec<u8>>) -> BTreeMap<String, String> {
 /// Decodes a `k8s\0`-enveloped ConfigMap, Secret or Namespace into its JSON form.
 pub fn decode(body: &[u8]) -> Result<Value, Status> {
     let unsupported = |what: String| {
-        Status::new(415, "UnsupportedMediaType", format!(
-            "the body of the request was in an unknown format - accepted media types include: application/json ({what})"
-        ))
+        Status::new(
+            415,
+            "UnsupportedMediaType",
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json ({what})"
+            ),
+        )
     };
     let rest = body
         .strip_prefix(b"k8s\0")
         .ok_or_else(|| unsupported("missing the k8s protobuf envelope".into()))?;
-    let u = Unknown::decode(rest).map_err(|e| Status::bad_request(format!("unable to decode protobuf: {e}")))?;
+    let u = Unknown::decode(rest)
+        .map_err(|e| Status::bad_request(format!("unable to decode protobuf: {e}")))?;
     let tm = u.type_meta.unwrap_or_default();
-    let bad = |e: prost::DecodeError| Status::bad_request(format!("unable to decode {}: {e}", tm.kind));
+    let bad =
+        |e: prost::DecodeError| Status::bad_request(format!("unable to decode {}: {e}", tm.kind));
     let mut v = match tm.kind.as_str() {
         "ConfigMap" => {
             let c = ConfigMap::decode(u.raw.as_slice()).map_err(bad)?;
@@ -128,7 +139,11 @@ pub fn decode(body: &[u8]) -> Result<Value, Status> {
             let n = Namespace::decode(u.raw.as_slice()).map_err(bad)?;
             json!({"metadata": meta_json(n.metadata)})
         }
-        k => return Err(unsupported(format!("the sim decodes protobuf ConfigMap, Secret and Namespace only, not {k:?}"))),
+        k => {
+            return Err(unsupported(format!(
+                "the sim decodes protobuf ConfigMap, Secret and Namespace only, not {k:?}"
+            )));
+        }
     };
     v["kind"] = json!(tm.kind);
     v["apiVersion"] = json!(tm.api_version);
@@ -142,12 +157,19 @@ mod tests {
     #[test]
     fn should_decode_an_enveloped_configmap() {
         let cm = ConfigMap {
-            metadata: Some(ObjectMeta { name: "c".into(), namespace: "default".into(), ..Default::default() }),
+            metadata: Some(ObjectMeta {
+                name: "c".into(),
+                namespace: "default".into(),
+                ..Default::default()
+            }),
             data: [("a".to_string(), "b".to_string())].into(),
             binary_data: BTreeMap::new(),
         };
         let u = Unknown {
-            type_meta: Some(TypeMeta { api_version: "v1".into(), kind: "ConfigMap".into() }),
+            type_meta: Some(TypeMeta {
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+            }),
             raw: cm.encode_to_vec(),
         };
         let mut body = b"k8s\0".to_vec();

@@ -84,7 +84,10 @@ pub fn negotiate(r: &Req) -> Result<Format, Status> {
 }
 
 /// Parses the selectors of a request (400 on bad syntax or unsupported fields).
-pub fn selectors(def: &ResourceDef, opts: &ListOptions) -> Result<(LabelSelector, FieldSelector), Status> {
+pub fn selectors(
+    def: &ResourceDef,
+    opts: &ListOptions,
+) -> Result<(LabelSelector, FieldSelector), Status> {
     let l = LabelSelector::parse(&opts.label_selector).map_err(Status::bad_request)?;
     let f = FieldSelector::parse(&opts.field_selector, supported_fields(def.resource))
         .map_err(Status::bad_request)?;
@@ -104,7 +107,10 @@ async fn wait_not_older_than(sim: &Sim, rv: u64) -> Result<(), Status> {
     if sim.store.wait_for_rv(rv, sim.config.future_rv_wait).await {
         Ok(())
     } else {
-        Err(Status::too_large_resource_version(rv, sim.store.current_rv()))
+        Err(Status::too_large_resource_version(
+            rv,
+            sim.store.current_rv(),
+        ))
     }
 }
 
@@ -164,11 +170,14 @@ pub async fn list(
     } else if rv.is_empty() || rv == "0" {
         ReadAt::Current
     } else {
-        let exact = opts.rv_match() == Some(RvMatch::Exact) || (opts.rv_match().is_none() && opts.limit > 0);
+        let exact = opts.rv_match() == Some(RvMatch::Exact)
+            || (opts.rv_match().is_none() && opts.limit > 0);
         let n = match parse_rv(rv) {
             Ok(n) => n,
             Err(m) if exact => {
-                return Err(Status::bad_request(format!("invalid resource version: {m}")));
+                return Err(Status::bad_request(format!(
+                    "invalid resource version: {m}"
+                )));
             }
             Err(m) => return Err(Status::internal(m)),
         };
@@ -192,7 +201,9 @@ pub async fn list(
         ReadAt::Exact(n) => match sim.store.snapshot(res, Some(n)) {
             Ok((rv, m)) => (rv, m, None),
             Err(_) => {
-                return Err(Status::expired("The resourceVersion for the provided list is too old."));
+                return Err(Status::expired(
+                    "The resourceVersion for the provided list is too old.",
+                ));
             }
         },
         ReadAt::Continue(tok) => {
@@ -206,12 +217,32 @@ pub async fn list(
     let page = paginate(&snapshot, rp.namespace.as_deref(), start, opts.limit, |o| {
         passes(&o.value, &lsel, &fsel)
     });
-    let cont = page.last_key.as_ref().map(|k| ContinueToken::after(list_rv as i64, k).encode());
-    let remaining = if lsel.is_empty() && fsel.is_empty() { page.remaining } else { None };
+    let cont = page
+        .last_key
+        .as_ref()
+        .map(|k| ContinueToken::after(list_rv as i64, k).encode());
+    let remaining = if lsel.is_empty() && fsel.is_empty() {
+        page.remaining
+    } else {
+        None
+    };
     let bytes = match format {
-        Format::Json => list_json(def, &list_rv.to_string(), cont.as_deref(), remaining, &page.items),
+        Format::Json => list_json(
+            def,
+            &list_rv.to_string(),
+            cont.as_deref(),
+            remaining,
+            &page.items,
+        ),
         Format::Table(v, inc) => {
-            let mut t = table(def, v, inc, &list_rv.to_string(), cont.as_deref(), &page.items);
+            let mut t = table(
+                def,
+                v,
+                inc,
+                &list_rv.to_string(),
+                cont.as_deref(),
+                &page.items,
+            );
             if let Some(n) = remaining {
                 t["metadata"]["remainingItemCount"] = json!(n);
             }
@@ -358,12 +389,21 @@ mod tests {
         let s = Store::new(100);
         for (ns, n) in [("a", "x"), ("a", "y"), ("a-b", "z"), ("b", "w")] {
             let v = json!({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": n, "namespace": ns}});
-            s.mutate(1, &key(Some(ns), n), |_, _| Ok(Mutation::Put(v))).unwrap();
+            s.mutate(1, &key(Some(ns), n), |_, _| Ok(Mutation::Put(v)))
+                .unwrap();
         }
         let (_, m) = s.snapshot(1, None).unwrap();
         let p = paginate(&m, None, None, 2, |_| true);
-        let names: Vec<_> = p.items.iter().map(|o| o.value["metadata"]["name"].clone()).collect();
-        assert_eq!(names, vec![json!("z"), json!("x")], "a-b/z sorts before a/x");
+        let names: Vec<_> = p
+            .items
+            .iter()
+            .map(|o| o.value["metadata"]["name"].clone())
+            .collect();
+        assert_eq!(
+            names,
+            vec![json!("z"), json!("x")],
+            "a-b/z sorts before a/x"
+        );
         assert_eq!(p.last_key.as_deref(), Some("a/x"));
         assert_eq!(p.remaining, Some(2));
         let p = paginate(&m, Some("a"), Some("x\u{0}".into()), 5, |_| true);

@@ -49,15 +49,105 @@ const VERBS: [&str; 8] = [
 
 /// Every resource type the sim serves.
 pub static RESOURCES: &[ResourceDef] = &[
-    ResourceDef { group: "", version: "v1", resource: "pods", singular: "pod", kind: "Pod", namespaced: true, short_names: &["po"], subresources: &["status", "log", "exec"], items_typed: false },
-    ResourceDef { group: "", version: "v1", resource: "configmaps", singular: "configmap", kind: "ConfigMap", namespaced: true, short_names: &["cm"], subresources: &[], items_typed: false },
-    ResourceDef { group: "", version: "v1", resource: "secrets", singular: "secret", kind: "Secret", namespaced: true, short_names: &[], subresources: &[], items_typed: false },
-    ResourceDef { group: "", version: "v1", resource: "services", singular: "service", kind: "Service", namespaced: true, short_names: &["svc"], subresources: &["status"], items_typed: false },
-    ResourceDef { group: "", version: "v1", resource: "nodes", singular: "node", kind: "Node", namespaced: false, short_names: &["no"], subresources: &["status"], items_typed: false },
-    ResourceDef { group: "", version: "v1", resource: "namespaces", singular: "namespace", kind: "Namespace", namespaced: false, short_names: &["ns"], subresources: &["status"], items_typed: false },
-    ResourceDef { group: "", version: "v1", resource: "events", singular: "event", kind: "Event", namespaced: true, short_names: &["ev"], subresources: &[], items_typed: false },
-    ResourceDef { group: "apps", version: "v1", resource: "deployments", singular: "deployment", kind: "Deployment", namespaced: true, short_names: &["deploy"], subresources: &["status"], items_typed: false },
-    ResourceDef { group: "example.r8s.dev", version: "v1", resource: "widgets", singular: "widget", kind: "Widget", namespaced: true, short_names: &["wd"], subresources: &[], items_typed: true },
+    ResourceDef {
+        group: "",
+        version: "v1",
+        resource: "pods",
+        singular: "pod",
+        kind: "Pod",
+        namespaced: true,
+        short_names: &["po"],
+        subresources: &["status", "log", "exec"],
+        items_typed: false,
+    },
+    ResourceDef {
+        group: "",
+        version: "v1",
+        resource: "configmaps",
+        singular: "configmap",
+        kind: "ConfigMap",
+        namespaced: true,
+        short_names: &["cm"],
+        subresources: &[],
+        items_typed: false,
+    },
+    ResourceDef {
+        group: "",
+        version: "v1",
+        resource: "secrets",
+        singular: "secret",
+        kind: "Secret",
+        namespaced: true,
+        short_names: &[],
+        subresources: &[],
+        items_typed: false,
+    },
+    ResourceDef {
+        group: "",
+        version: "v1",
+        resource: "services",
+        singular: "service",
+        kind: "Service",
+        namespaced: true,
+        short_names: &["svc"],
+        subresources: &["status"],
+        items_typed: false,
+    },
+    ResourceDef {
+        group: "",
+        version: "v1",
+        resource: "nodes",
+        singular: "node",
+        kind: "Node",
+        namespaced: false,
+        short_names: &["no"],
+        subresources: &["status"],
+        items_typed: false,
+    },
+    ResourceDef {
+        group: "",
+        version: "v1",
+        resource: "namespaces",
+        singular: "namespace",
+        kind: "Namespace",
+        namespaced: false,
+        short_names: &["ns"],
+        subresources: &["status"],
+        items_typed: false,
+    },
+    ResourceDef {
+        group: "",
+        version: "v1",
+        resource: "events",
+        singular: "event",
+        kind: "Event",
+        namespaced: true,
+        short_names: &["ev"],
+        subresources: &[],
+        items_typed: false,
+    },
+    ResourceDef {
+        group: "apps",
+        version: "v1",
+        resource: "deployments",
+        singular: "deployment",
+        kind: "Deployment",
+        namespaced: true,
+        short_names: &["deploy"],
+        subresources: &["status"],
+        items_typed: false,
+    },
+    ResourceDef {
+        group: "example.r8s.dev",
+        version: "v1",
+        resource: "widgets",
+        singular: "widget",
+        kind: "Widget",
+        namespaced: true,
+        short_names: &["wd"],
+        subresources: &[],
+        items_typed: true,
+    },
 ];
 
 /// Index into [`RESOURCES`] of a group/version/resource.
@@ -127,11 +217,14 @@ pub fn group(name: &str) -> Option<Value> {
 
 /// `/api/v1` or `/apis/{group}/{version}`.
 pub fn resource_list(group: &str, version: &str) -> Option<Value> {
-    if !groups().contains(&(group, version)) && !(group.is_empty() && version == "v1") {
+    if !(groups().contains(&(group, version)) || (group.is_empty() && version == "v1")) {
         return None;
     }
     let mut resources = Vec::new();
-    for r in RESOURCES.iter().filter(|r| r.group == group && r.version == version) {
+    for r in RESOURCES
+        .iter()
+        .filter(|r| r.group == group && r.version == version)
+    {
         resources.push(json!({
             "name": r.resource, "singularName": r.singular, "namespaced": r.namespaced,
             "kind": r.kind, "verbs": VERBS, "shortNames": r.short_names,
@@ -147,8 +240,10 @@ pub fn resource_list(group: &str, version: &str) -> Option<Value> {
                 "log" => "Pod",
                 _ => r.kind,
             };
-            resources.push(json!({"name": format!("{}/{sub}", r.resource), "singularName": "",
-                                  "namespaced": r.namespaced, "kind": kind, "verbs": verbs}));
+            resources.push(
+                json!({"name": format!("{}/{sub}", r.resource), "singularName": "",
+                                  "namespaced": r.namespaced, "kind": kind, "verbs": verbs}),
+            );
         }
     }
     match (group, version) {
@@ -158,8 +253,14 @@ pub fn resource_list(group: &str, version: &str) -> Option<Value> {
             "singularName": "subjectaccessreview", "namespaced": false, "kind": "SubjectAccessReview", "verbs": ["create"]})),
         _ => {}
     }
-    let gv = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
-    Some(json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}))
+    let gv = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
+    Some(
+        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}),
+    )
 }
 
 fn gv_path(group: &str, version: &str) -> String {
@@ -177,7 +278,10 @@ pub fn openapi_index() -> Value {
     gvs.extend(groups());
     for (g, v) in gvs {
         let p = gv_path(g, v);
-        paths.insert(p.clone(), json!({"serverRelativeURL": format!("/openapi/v3/{p}?hash=sim")}));
+        paths.insert(
+            p.clone(),
+            json!({"serverRelativeURL": format!("/openapi/v3/{p}?hash=sim")}),
+        );
     }
     json!({"paths": paths})
 }
@@ -187,17 +291,41 @@ pub fn openapi_index() -> Value {
 pub fn openapi_group(path: &str) -> Option<Value> {
     let mut schemas = serde_json::Map::new();
     let mut paths = serde_json::Map::new();
-    for r in RESOURCES.iter().filter(|r| gv_path(r.group, r.version) == path) {
+    for r in RESOURCES
+        .iter()
+        .filter(|r| gv_path(r.group, r.version) == path)
+    {
         let gvk = json!({"group": r.group, "kind": r.kind, "version": r.version});
-        let op = |verb: &str| json!({
-            "x-kubernetes-action": verb, "x-kubernetes-group-version-kind": gvk,
-            "parameters": [{"name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": true}}],
-            "responses": {"200": {"description": "OK"}}
-        });
-        let ns = if r.namespaced { "namespaces/{namespace}/" } else { "" };
-        paths.insert(format!("/{path}/{ns}{}", r.resource), json!({"post": op("post")}));
-        paths.insert(format!("/{path}/{ns}{}/{{name}}", r.resource), json!({"put": op("put"), "patch": op("patch")}));
-        let name = format!("{}.{}.{}", if r.group.is_empty() { "io.k8s.api.core" } else { r.group }, r.version, r.kind);
+        let op = |verb: &str| {
+            json!({
+                "x-kubernetes-action": verb, "x-kubernetes-group-version-kind": gvk,
+                "parameters": [{"name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": true}}],
+                "responses": {"200": {"description": "OK"}}
+            })
+        };
+        let ns = if r.namespaced {
+            "namespaces/{namespace}/"
+        } else {
+            ""
+        };
+        paths.insert(
+            format!("/{path}/{ns}{}", r.resource),
+            json!({"post": op("post")}),
+        );
+        paths.insert(
+            format!("/{path}/{ns}{}/{{name}}", r.resource),
+            json!({"put": op("put"), "patch": op("patch")}),
+        );
+        let name = format!(
+            "{}.{}.{}",
+            if r.group.is_empty() {
+                "io.k8s.api.core"
+            } else {
+                r.group
+            },
+            r.version,
+            r.kind
+        );
         schemas.insert(name, json!({
             "type": "object",
             "x-kubernetes-preserve-unknown-fields": true,
@@ -207,6 +335,8 @@ pub fn openapi_group(path: &str) -> Option<Value> {
     if schemas.is_empty() && !openapi_index()["paths"].as_object()?.contains_key(path) {
         return None;
     }
-    Some(json!({"openapi": "3.0.0", "info": {"title": "r8s sim", "version": "v1"}, "paths": paths,
-                "components": {"schemas": schemas}}))
+    Some(
+        json!({"openapi": "3.0.0", "info": {"title": "r8s sim", "version": "v1"}, "paths": paths,
+                "components": {"schemas": schemas}}),
+    )
 }

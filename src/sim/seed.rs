@@ -20,7 +20,7 @@ const TIERS: [&str; 4] = ["frontend", "backend", "cache", "batch"];
 
 /// A realistic pod: labels, two containers with env and resources, status with conditions.
 pub fn pod(ns: &str, name: &str, i: usize, nodes: usize) -> Value {
-    let node = (i % 2 == 0).then(|| format!("node-{:02}", (i / 2) % nodes.max(1)));
+    let node = i.is_multiple_of(2).then(|| format!("node-{:02}", (i / 2) % nodes.max(1)));
     let phase = if node.is_some() { "Running" } else { "Pending" };
     let t = now();
     let container = |cname: &str, image: &str, port: u16| {
@@ -79,8 +79,13 @@ pub fn pod(ns: &str, name: &str, i: usize, nodes: usize) -> Value {
 
 fn put(sim: &Sim, resource: (&str, &str, &str), ns: Option<&str>, v: Value) {
     let res = find(resource.0, resource.1, resource.2).expect("seeded resource is served");
-    let name = v["metadata"]["name"].as_str().unwrap_or_default().to_string();
-    let _ = sim.store.mutate(res, &key(ns, &name), |_, _| Ok(Mutation::Put(v)));
+    let name = v["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let _ = sim
+        .store
+        .mutate(res, &key(ns, &name), |_, _| Ok(Mutation::Put(v)));
 }
 
 fn meta(name: &str, ns: Option<&str>) -> Value {
@@ -98,34 +103,69 @@ pub fn seed(sim: &Sim) {
     let mut namespaces: Vec<String> = vec!["default".into(), "kube-system".into()];
     namespaces.extend((0..cfg.namespaces.max(1)).map(|i| format!("ns-{i}")));
     for ns in &namespaces {
-        put(sim, ("", "v1", "namespaces"), None, json!({"kind": "Namespace", "apiVersion": "v1",
-            "metadata": meta(ns, None), "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}));
-        put(sim, ("", "v1", "configmaps"), Some(ns), json!({"kind": "ConfigMap", "apiVersion": "v1",
-            "metadata": meta("kube-root-ca.crt", Some(ns)), "data": {"ca.crt": "-----BEGIN CERTIFICATE-----\nsim\n-----END CERTIFICATE-----\n"}}));
+        put(
+            sim,
+            ("", "v1", "namespaces"),
+            None,
+            json!({"kind": "Namespace", "apiVersion": "v1",
+            "metadata": meta(ns, None), "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}),
+        );
+        put(
+            sim,
+            ("", "v1", "configmaps"),
+            Some(ns),
+            json!({"kind": "ConfigMap", "apiVersion": "v1",
+            "metadata": meta("kube-root-ca.crt", Some(ns)), "data": {"ca.crt": "-----BEGIN CERTIFICATE-----\nsim\n-----END CERTIFICATE-----\n"}}),
+        );
     }
     for n in 0..nodes {
         let name = format!("node-{n:02}");
-        put(sim, ("", "v1", "nodes"), None, json!({"kind": "Node", "apiVersion": "v1",
+        put(
+            sim,
+            ("", "v1", "nodes"),
+            None,
+            json!({"kind": "Node", "apiVersion": "v1",
             "metadata": {"name": name, "uid": uuid(), "creationTimestamp": now(), "labels": {"kubernetes.io/hostname": name}},
             "spec": {"podCIDR": format!("10.244.{n}.0/24")},
-            "status": {"conditions": [{"type": "Ready", "status": "True"}], "nodeInfo": {"kubeletVersion": "v1.33.0"}}}));
+            "status": {"conditions": [{"type": "Ready", "status": "True"}], "nodeInfo": {"kubeletVersion": "v1.33.0"}}}),
+        );
     }
-    put(sim, ("", "v1", "services"), Some("default"), json!({"kind": "Service", "apiVersion": "v1",
+    put(
+        sim,
+        ("", "v1", "services"),
+        Some("default"),
+        json!({"kind": "Service", "apiVersion": "v1",
         "metadata": meta("kubernetes", Some("default")),
-        "spec": {"clusterIP": "10.96.0.1", "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}], "type": "ClusterIP"}}));
-    put(sim, ("", "v1", "secrets"), Some("default"), json!({"kind": "Secret", "apiVersion": "v1",
-        "metadata": meta("db-password", Some("default")), "type": "Opaque", "data": {"password": "aHVudGVyMg=="}}));
+        "spec": {"clusterIP": "10.96.0.1", "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}], "type": "ClusterIP"}}),
+    );
+    put(
+        sim,
+        ("", "v1", "secrets"),
+        Some("default"),
+        json!({"kind": "Secret", "apiVersion": "v1",
+        "metadata": meta("db-password", Some("default")), "type": "Opaque", "data": {"password": "aHVudGVyMg=="}}),
+    );
     let user_ns = &namespaces[2..];
     for (i, ns) in user_ns.iter().enumerate() {
-        put(sim, ("apps", "v1", "deployments"), Some(ns), json!({"kind": "Deployment", "apiVersion": "apps/v1",
+        put(
+            sim,
+            ("apps", "v1", "deployments"),
+            Some(ns),
+            json!({"kind": "Deployment", "apiVersion": "apps/v1",
             "metadata": {"name": format!("app-{i}"), "namespace": ns, "uid": uuid(), "creationTimestamp": now(), "generation": 1},
             "spec": {"replicas": 3, "selector": {"matchLabels": {"app": format!("app-{i}")}},
                      "template": {"metadata": {"labels": {"app": format!("app-{i}")}}, "spec": {"containers": [{"name": "main", "image": "registry.example.com/app:1.4.2"}]}}},
-            "status": {"replicas": 3, "readyReplicas": 3}}));
+            "status": {"replicas": 3, "readyReplicas": 3}}),
+        );
     }
-    put(sim, ("example.r8s.dev", "v1", "widgets"), Some("default"), json!({"kind": "Widget", "apiVersion": "example.r8s.dev/v1",
+    put(
+        sim,
+        ("example.r8s.dev", "v1", "widgets"),
+        Some("default"),
+        json!({"kind": "Widget", "apiVersion": "example.r8s.dev/v1",
         "metadata": {"name": "sprocket", "namespace": "default", "uid": uuid(), "creationTimestamp": now(), "generation": 1},
-        "spec": {"size": 3, "color": "blue"}}));
+        "spec": {"size": 3, "color": "blue"}}),
+    );
     for i in 0..cfg.pods {
         let ns = &user_ns[i % user_ns.len()];
         let name = format!("pod-{i:05}");
@@ -149,11 +189,16 @@ pub async fn churn(sim: Arc<Sim>) {
             _ = sim.shutdown().wait() => return,
         }
         n += 1;
-        let Ok((_, pods)) = sim.store.snapshot(res, None) else { continue };
+        let Ok((_, pods)) = sim.store.snapshot(res, None) else {
+            continue;
+        };
         if pods.is_empty() {
             continue;
         }
-        let (k, obj) = pods.iter().nth(fastrand::usize(..pods.len())).expect("in range");
+        let (k, obj) = pods
+            .iter()
+            .nth(fastrand::usize(..pods.len()))
+            .expect("in range");
         let roll = fastrand::u8(..100);
         let result = if roll < 5 {
             sim.store.mutate(res, k, |cur, _| match cur {
@@ -161,11 +206,15 @@ pub async fn churn(sim: Arc<Sim>) {
                 None => Err(Status::not_found("pods", k)),
             })
         } else if roll < 10 {
-            let ns = obj.value["metadata"]["namespace"].as_str().unwrap_or("default").to_string();
+            let ns = obj.value["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or("default")
+                .to_string();
             let name = format!("pod-{next_index:05}");
             let v = pod(&ns, &name, next_index, nodes);
             next_index += 1;
-            sim.store.mutate(res, &key(Some(&ns), &name), |_, _| Ok(Mutation::Put(v)))
+            sim.store
+                .mutate(res, &key(Some(&ns), &name), |_, _| Ok(Mutation::Put(v)))
         } else {
             let mut v = obj.value.clone();
             v["metadata"]["annotations"]["sim/churn"] = json!(n.to_string());

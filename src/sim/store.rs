@@ -46,7 +46,12 @@ impl Obj {
                 .unwrap_or_default();
             Bytes::from(serde_json::to_vec(&m).expect("JSON serializes"))
         };
-        Arc::new(Obj { value, full, item, rv })
+        Arc::new(Obj {
+            value,
+            full,
+            item,
+            rv,
+        })
     }
 }
 
@@ -88,6 +93,9 @@ pub struct Event {
     /// The object before the change.
     pub prev: Option<Arc<Obj>>,
 }
+
+/// Retained events after a revision, and a receiver for the rest.
+pub type Subscription = (Vec<Arc<Event>>, broadcast::Receiver<Arc<Event>>);
 
 /// What a write does to the object under a key.
 pub enum Mutation {
@@ -175,7 +183,9 @@ impl Store {
             return Ok((st.rv, st.objects[res].clone()));
         };
         if at < st.compacted {
-            return Err(TooOld { oldest: st.compacted });
+            return Err(TooOld {
+                oldest: st.compacted,
+            });
         }
         let mut map = st.objects[res].clone();
         for ev in st.history.iter().rev().take_while(|e| e.rv > at) {
@@ -196,10 +206,12 @@ impl Store {
         &self,
         res: usize,
         after: u64,
-    ) -> Result<(Vec<Arc<Event>>, broadcast::Receiver<Arc<Event>>), TooOld> {
+    ) -> Result<Subscription, TooOld> {
         let st = self.lock();
         if after < st.compacted {
-            return Err(TooOld { oldest: st.compacted });
+            return Err(TooOld {
+                oldest: st.compacted,
+            });
         }
         let past: Vec<Arc<Event>> = st
             .history
@@ -214,7 +226,11 @@ impl Store {
     pub fn watch_current(
         &self,
         res: usize,
-    ) -> (u64, BTreeMap<String, Arc<Obj>>, broadcast::Receiver<Arc<Event>>) {
+    ) -> (
+        u64,
+        BTreeMap<String, Arc<Obj>>,
+        broadcast::Receiver<Arc<Event>>,
+    ) {
         let st = self.lock();
         (st.rv, st.objects[res].clone(), self.events.subscribe())
     }

@@ -105,8 +105,14 @@ pub fn watch(
     let mut resp = Response::new(body);
     *resp.status_mut() = StatusCode::OK;
     let h = resp.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    h.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache, private"),
+    );
     Ok(resp)
 }
 
@@ -135,8 +141,16 @@ impl Watcher {
         match self.format {
             Format::Json => self.send(etype, &obj.full).await,
             Format::Table(v, inc) => {
-                let t = table(self.def, v, inc, &obj.rv.to_string(), None, std::slice::from_ref(obj));
-                self.send(etype, &serde_json::to_vec(&t).expect("JSON serializes")).await
+                let t = table(
+                    self.def,
+                    v,
+                    inc,
+                    &obj.rv.to_string(),
+                    None,
+                    std::slice::from_ref(obj),
+                );
+                self.send(etype, &serde_json::to_vec(&t).expect("JSON serializes"))
+                    .await
             }
         }
     }
@@ -146,8 +160,13 @@ impl Watcher {
         if initial_end {
             meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
         }
-        let obj = json!({"kind": self.def.kind, "apiVersion": self.def.api_version(), "metadata": meta});
-        self.send("BOOKMARK", &serde_json::to_vec(&obj).expect("JSON serializes")).await
+        let obj =
+            json!({"kind": self.def.kind, "apiVersion": self.def.api_version(), "metadata": meta});
+        self.send(
+            "BOOKMARK",
+            &serde_json::to_vec(&obj).expect("JSON serializes"),
+        )
+        .await
     }
 
     /// The event this watcher sees for a change, per the cacher's rules: an

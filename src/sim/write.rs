@@ -25,7 +25,9 @@ fn decode_body(r: &Req, body: &Bytes) -> Result<Value, Status> {
         other => Err(Status::new(
             415,
             "UnsupportedMediaType",
-            format!("the body of the request was in an unknown format - accepted media types include: application/json, application/vnd.kubernetes.protobuf (got {other})"),
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json, application/vnd.kubernetes.protobuf (got {other})"
+            ),
         )),
     }
 }
@@ -75,18 +77,27 @@ fn valid_name(name: &str) -> bool {
         && !name.is_empty()
         && name.split('.').all(|label| {
             !label.is_empty()
-                && label.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
                 && !label.starts_with('-')
                 && !label.ends_with('-')
         })
 }
 
 fn invalid_name(def: &ResourceDef, name: &str) -> Status {
-    Status::invalid("", def.kind, name, vec![Cause {
-        reason: "FieldValueInvalid",
-        message: format!("Invalid value: \"{name}\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"),
-        field: Some("metadata.name".into()),
-    }])
+    Status::invalid(
+        "",
+        def.kind,
+        name,
+        vec![Cause {
+            reason: "FieldValueInvalid",
+            message: format!(
+                "Invalid value: \"{name}\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+            ),
+            field: Some("metadata.name".into()),
+        }],
+    )
 }
 
 fn now_rfc3339() -> String {
@@ -97,7 +108,14 @@ fn now_rfc3339() -> String {
 pub fn uuid() -> String {
     let a = fastrand::u128(..);
     let h = format!("{a:032x}");
-    format!("{}-{}-4{}-a{}-{}", &h[0..8], &h[8..12], &h[13..16], &h[17..20], &h[20..32])
+    format!(
+        "{}-{}-4{}-a{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[13..16],
+        &h[17..20],
+        &h[20..32]
+    )
 }
 
 fn stored(code: StatusCode, bytes: Bytes) -> Response<Body> {
@@ -105,7 +123,13 @@ fn stored(code: StatusCode, bytes: Bytes) -> Response<Body> {
 }
 
 /// `POST` to a collection.
-pub fn create(sim: &Sim, res: usize, rp: &ResourcePath, r: &Req, body: Bytes) -> Result<Response<Body>, Status> {
+pub fn create(
+    sim: &Sim,
+    res: usize,
+    rp: &ResourcePath,
+    r: &Req,
+    body: Bytes,
+) -> Result<Response<Body>, Status> {
     let def = &RESOURCES[res];
     let mut v = decode_body(r, &body)?;
     check_type(def, &mut v)?;
@@ -113,11 +137,16 @@ pub fn create(sim: &Sim, res: usize, rp: &ResourcePath, r: &Req, body: Bytes) ->
     let mut name = meta["name"].as_str().unwrap_or_default().to_string();
     if name.is_empty() {
         let Some(prefix) = meta["generateName"].as_str() else {
-            return Err(Status::invalid("", def.kind, "", vec![Cause {
-                reason: "FieldValueRequired",
-                message: "Required value: name or generateName is required".into(),
-                field: Some("metadata.name".into()),
-            }]));
+            return Err(Status::invalid(
+                "",
+                def.kind,
+                "",
+                vec![Cause {
+                    reason: "FieldValueRequired",
+                    message: "Required value: name or generateName is required".into(),
+                    field: Some("metadata.name".into()),
+                }],
+            ));
         };
         let suffix: String = (0..5)
             .map(|_| *fastrand::choice(b"bcdfghjklmnpqrstvwxz2456789").expect("non-empty") as char)
@@ -183,16 +212,21 @@ fn carry_over(def: &ResourceDef, cur: &Value, next: &mut Value, status_only: boo
         v["status"] = next.get("status").cloned().unwrap_or(Value::Null);
         return v;
     }
-    for f in ["uid", "creationTimestamp", "namespace", "name", "generation"] {
+    for f in [
+        "uid",
+        "creationTimestamp",
+        "namespace",
+        "name",
+        "generation",
+    ] {
         if let Some(x) = cur["metadata"].get(f) {
             next["metadata"][f] = x.clone();
         }
     }
-    if def.subresources.contains(&"status") {
-        if let Some(s) = cur.get("status") {
+    if def.subresources.contains(&"status")
+        && let Some(s) = cur.get("status") {
             next["status"] = s.clone();
         }
-    }
     if matches!(def.resource, "deployments" | "widgets") && next.get("spec") != cur.get("spec") {
         let g = cur["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
         next["metadata"]["generation"] = json!(g);
@@ -209,7 +243,13 @@ fn precondition_rv(def: &ResourceDef, name: &str, next: &Value, cur_rv: u64) -> 
 }
 
 /// `PUT` on an object (or its `status`).
-pub fn update(sim: &Sim, res: usize, rp: &ResourcePath, r: &Req, body: Bytes) -> Result<Response<Body>, Status> {
+pub fn update(
+    sim: &Sim,
+    res: usize,
+    rp: &ResourcePath,
+    r: &Req,
+    body: Bytes,
+) -> Result<Response<Body>, Status> {
     let def = &RESOURCES[res];
     let name = rp.name.clone().unwrap_or_default();
     let mut v = decode_body(r, &body)?;
@@ -224,13 +264,24 @@ pub fn update(sim: &Sim, res: usize, rp: &ResourcePath, r: &Req, body: Bytes) ->
     let ev = sim.store.mutate(res, &k, |cur, _| {
         let cur = cur.ok_or_else(|| Status::not_found(def.resource, &name))?;
         precondition_rv(def, &name, &v, cur.rv)?;
-        Ok(Mutation::Put(carry_over(def, &cur.value, &mut v, status_only)))
+        Ok(Mutation::Put(carry_over(
+            def,
+            &cur.value,
+            &mut v,
+            status_only,
+        )))
     })?;
     Ok(stored(StatusCode::OK, ev.obj.full.clone()))
 }
 
 /// `PATCH` on an object (or its `status`).
-pub fn patch(sim: &Sim, res: usize, rp: &ResourcePath, r: &Req, body: Bytes) -> Result<Response<Body>, Status> {
+pub fn patch(
+    sim: &Sim,
+    res: usize,
+    rp: &ResourcePath,
+    r: &Req,
+    body: Bytes,
+) -> Result<Response<Body>, Status> {
     let def = &RESOURCES[res];
     let name = rp.name.clone().unwrap_or_default();
     let ctype = r
@@ -244,14 +295,17 @@ pub fn patch(sim: &Sim, res: usize, rp: &ResourcePath, r: &Req, body: Bytes) -> 
         .trim()
         .to_string();
     let unsupported = || {
-        Status::new(415, "UnsupportedMediaType", format!(
-            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json"
-        ))
+        Status::new(
+            415,
+            "UnsupportedMediaType",
+            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json".to_string(),
+        )
     };
     let patch_doc: Value = match ctype.as_str() {
-        "application/json-patch+json" | "application/merge-patch+json" | "application/strategic-merge-patch+json" => {
-            serde_json::from_slice(&body).map_err(|e| Status::bad_request(format!("error decoding patch: {e}")))?
-        }
+        "application/json-patch+json"
+        | "application/merge-patch+json"
+        | "application/strategic-merge-patch+json" => serde_json::from_slice(&body)
+            .map_err(|e| Status::bad_request(format!("error decoding patch: {e}")))?,
         _ => return Err(unsupported()),
     };
     let status_only = rp.subresource.as_deref() == Some("status");
@@ -263,7 +317,11 @@ pub fn patch(sim: &Sim, res: usize, rp: &ResourcePath, r: &Req, body: Bytes) -> 
             let p: json_patch::Patch = serde_json::from_value(patch_doc)
                 .map_err(|e| Status::bad_request(format!("error decoding patch: {e}")))?;
             json_patch::patch(&mut v, &p).map_err(|e| {
-                Status::new(422, "Invalid", format!("the server rejected our request due to an error in our request: {e}"))
+                Status::new(
+                    422,
+                    "Invalid",
+                    format!("the server rejected our request due to an error in our request: {e}"),
+                )
             })?;
         } else {
             // Strategic merge patch is applied as a JSON merge patch (a sim approximation).
@@ -271,22 +329,36 @@ pub fn patch(sim: &Sim, res: usize, rp: &ResourcePath, r: &Req, body: Bytes) -> 
         }
         precondition_rv(def, &name, &v, cur.rv)?;
         check_type(def, &mut v)?;
-        Ok(Mutation::Put(carry_over(def, &cur.value, &mut v, status_only)))
+        Ok(Mutation::Put(carry_over(
+            def,
+            &cur.value,
+            &mut v,
+            status_only,
+        )))
     })?;
     Ok(stored(StatusCode::OK, ev.obj.full.clone()))
 }
 
 /// `DELETE` on an object.
-pub fn delete(sim: &Sim, res: usize, rp: &ResourcePath, _r: &Req, body: Bytes) -> Result<Response<Body>, Status> {
+pub fn delete(
+    sim: &Sim,
+    res: usize,
+    rp: &ResourcePath,
+    _r: &Req,
+    body: Bytes,
+) -> Result<Response<Body>, Status> {
     let def = &RESOURCES[res];
     let name = rp.name.clone().unwrap_or_default();
     let opts: Value = if body.is_empty() {
         json!({})
     } else {
-        serde_json::from_slice(&body).map_err(|e| Status::bad_request(format!("error decoding DeleteOptions: {e}")))?
+        serde_json::from_slice(&body)
+            .map_err(|e| Status::bad_request(format!("error decoding DeleteOptions: {e}")))?
     };
     let k = key(rp.namespace.as_deref(), &name);
-    let pre_rv = opts["preconditions"]["resourceVersion"].as_str().map(str::to_string);
+    let pre_rv = opts["preconditions"]["resourceVersion"]
+        .as_str()
+        .map(str::to_string);
     let pre_uid = opts["preconditions"]["uid"].as_str().map(str::to_string);
     if def.resource == "namespaces" && sim.store.get(res, &k).is_some() {
         for (i, d) in RESOURCES.iter().enumerate().filter(|(_, d)| d.namespaced) {
@@ -306,11 +378,10 @@ pub fn delete(sim: &Sim, res: usize, rp: &ResourcePath, _r: &Req, body: Bytes) -
                 def.kind
             )).with_details(&name, def.kind)
         };
-        if let Some(p) = &pre_rv {
-            if *p != cur.rv.to_string() {
+        if let Some(p) = &pre_rv
+            && *p != cur.rv.to_string() {
                 return Err(conflict("ResourceVersion", p, &cur.rv.to_string()));
             }
-        }
         if let Some(p) = &pre_uid {
             let uid = cur.value["metadata"]["uid"].as_str().unwrap_or_default();
             if p != uid {

@@ -25,7 +25,10 @@ pub struct Shared {
 impl Shared {
     /// Wraps a client's request body (`None`: an empty body).
     pub fn new(body: Option<Incoming>) -> Self {
-        let hint = body.as_ref().map(|b| b.size_hint()).unwrap_or_else(|| SizeHint::with_exact(0));
+        let hint = body
+            .as_ref()
+            .map(|b| b.size_hint())
+            .unwrap_or_else(|| SizeHint::with_exact(0));
         let empty = body.as_ref().is_none_or(|b| b.is_end_stream());
         Shared {
             slot: Arc::new(Mutex::new(body)),
@@ -81,6 +84,6 @@ impl HttpBody for ReqBody {
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.shared.hint.clone()
+        self.shared.hint
     }
 }

@@ -94,7 +94,11 @@ async fn kube_config(cfg: &UpstreamConfig) -> Result<kube::Config, SetupError> {
             .await
             .map_err(|e| SetupError::Kubeconfig(format!("{}: {e}", path.display())))?
     } else if let Some(first) = cfg.servers.first() {
-        kube::Config::new(first.parse().map_err(|_| SetupError::BadUrl(first.clone()))?)
+        kube::Config::new(
+            first
+                .parse()
+                .map_err(|_| SetupError::BadUrl(first.clone()))?,
+        )
     } else if cfg.context.is_some() {
         kube::Config::from_kubeconfig(&opts)
             .await
@@ -162,13 +166,18 @@ impl Upstream {
 
     /// `GET /version` with r8s's own credentials: is the upstream answering?
     pub async fn probe(self: &Arc<Self>) -> Result<(), RequestError> {
-        let (parts, ()) = Request::get("/version").body(()).expect("static request").into_parts();
+        let (parts, ()) = Request::get("/version")
+            .body(())
+            .expect("static request")
+            .into_parts();
         let resp = self.send(parts, None).await?;
         if resp.status().is_success() {
             Ok(())
         } else {
             Err(RequestError::Failed {
-                server: self.servers[self.preferred.load(Ordering::Relaxed) % self.servers.len()].display.clone(),
+                server: self.servers[self.preferred.load(Ordering::Relaxed) % self.servers.len()]
+                    .display
+                    .clone(),
                 reason: format!("GET /version answered {}", resp.status()),
             })
         }
@@ -258,11 +267,10 @@ impl Upstream {
 fn is_connect_error(e: &(dyn std::error::Error + 'static)) -> bool {
     let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(err) = cur {
-        if let Some(le) = err.downcast_ref::<hyper_util::client::legacy::Error>() {
-            if le.is_connect() {
+        if let Some(le) = err.downcast_ref::<hyper_util::client::legacy::Error>()
+            && le.is_connect() {
                 return true;
             }
-        }
         cur = err.source();
     }
     false
