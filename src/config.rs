@@ -186,9 +186,10 @@ fn describe(fig: &Figment, e: figment::Error) -> String {
     use figment::error::Kind;
     let mut path = e.path.clone();
     if let Kind::UnknownField(f, _) = &e.kind
-        && path.last() != Some(f) {
-            path.push(f.clone());
-        }
+        && path.last() != Some(f)
+    {
+        path.push(f.clone());
+    }
     let key = path.join(".");
     let source = e
         .metadata

@@ -82,25 +82,26 @@ pub async fn forward(
         Err(e) => return unavailable(&e),
     };
     if resp.status() == StatusCode::SWITCHING_PROTOCOLS
-        && let Some(client_upgrade) = client_upgrade {
-            let upstream_upgrade = hyper::upgrade::on(&mut resp);
-            tokio::spawn(async move {
-                match tokio::try_join!(client_upgrade, upstream_upgrade) {
-                    Ok((c, u)) => {
-                        let (mut c, mut u) = (TokioIo::new(c), TokioIo::new(u));
-                        if let Err(e) = tokio::io::copy_bidirectional(&mut c, &mut u).await {
-                            tracing::debug!(error = %e, "upgraded connection ended");
-                        }
+        && let Some(client_upgrade) = client_upgrade
+    {
+        let upstream_upgrade = hyper::upgrade::on(&mut resp);
+        tokio::spawn(async move {
+            match tokio::try_join!(client_upgrade, upstream_upgrade) {
+                Ok((c, u)) => {
+                    let (mut c, mut u) = (TokioIo::new(c), TokioIo::new(u));
+                    if let Err(e) = tokio::io::copy_bidirectional(&mut c, &mut u).await {
+                        tracing::debug!(error = %e, "upgraded connection ended");
                     }
-                    Err(e) => tracing::warn!(error = %e, "upgrade failed"),
                 }
-            });
-            let (mut parts, _) = resp.into_parts();
-            parts
-                .headers
-                .insert(CACHE_HEADER, HeaderValue::from_static("pass"));
-            return Response::from_parts(parts, crate::body::empty());
-        }
+                Err(e) => tracing::warn!(error = %e, "upgrade failed"),
+            }
+        });
+        let (mut parts, _) = resp.into_parts();
+        parts
+            .headers
+            .insert(CACHE_HEADER, HeaderValue::from_static("pass"));
+        return Response::from_parts(parts, crate::body::empty());
+    }
     let (mut parts, body) = resp.into_parts();
     strip_hop_by_hop(&mut parts.headers, false);
     parts

@@ -110,9 +110,10 @@ impl Tokens {
             .and_then(|m| m.modified())
             .ok();
         if mtime != st.0
-            && let Ok(map) = read_tokens(&self.path) {
-                *st = (mtime, map);
-            }
+            && let Ok(map) = read_tokens(&self.path)
+        {
+            *st = (mtime, map);
+        }
         st.1.get(token).cloned()
     }
 

@@ -20,7 +20,9 @@ const TIERS: [&str; 4] = ["frontend", "backend", "cache", "batch"];
 
 /// A realistic pod: labels, two containers with env and resources, status with conditions.
 pub fn pod(ns: &str, name: &str, i: usize, nodes: usize) -> Value {
-    let node = i.is_multiple_of(2).then(|| format!("node-{:02}", (i / 2) % nodes.max(1)));
+    let node = i
+        .is_multiple_of(2)
+        .then(|| format!("node-{:02}", (i / 2) % nodes.max(1)));
     let phase = if node.is_some() { "Running" } else { "Pending" };
     let t = now();
     let container = |cname: &str, image: &str, port: u16| {

@@ -202,11 +202,7 @@ impl Store {
 
     /// Subscribes to changes after `after`: the retained events of `res` newer
     /// than it, and a receiver for everything that follows (no gap, no overlap).
-    pub fn watch_from(
-        &self,
-        res: usize,
-        after: u64,
-    ) -> Result<Subscription, TooOld> {
+    pub fn watch_from(&self, res: usize, after: u64) -> Result<Subscription, TooOld> {
         let st = self.lock();
         if after < st.compacted {
             return Err(TooOld {

@@ -224,9 +224,10 @@ fn carry_over(def: &ResourceDef, cur: &Value, next: &mut Value, status_only: boo
         }
     }
     if def.subresources.contains(&"status")
-        && let Some(s) = cur.get("status") {
-            next["status"] = s.clone();
-        }
+        && let Some(s) = cur.get("status")
+    {
+        next["status"] = s.clone();
+    }
     if matches!(def.resource, "deployments" | "widgets") && next.get("spec") != cur.get("spec") {
         let g = cur["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
         next["metadata"]["generation"] = json!(g);

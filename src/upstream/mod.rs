@@ -268,9 +268,10 @@ fn is_connect_error(e: &(dyn std::error::Error + 'static)) -> bool {
     let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(err) = cur {
         if let Some(le) = err.downcast_ref::<hyper_util::client::legacy::Error>()
-            && le.is_connect() {
-                return true;
-            }
+            && le.is_connect()
+        {
+            return true;
+        }
         cur = err.source();
     }
     false
