@@ -1,0 +1,335 @@
+//! The differential conformance suite: one table of requests, each sent
+//! straight to a sim and through r8s to an identically seeded sim. Every case
+//! states what kube-apiserver answers (status, reason, message; from
+//! `shared/reference/`), and the two answers must be identical once random
+//! uids and timestamps are masked.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use r8s::api::continue_token::ContinueToken;
+use serde_json::Value;
+
+/// What a case expects beyond "identical on both paths".
+#[derive(Clone, Copy)]
+enum Want {
+    /// HTTP status only.
+    Status(u16),
+    /// A `Status` failure with this code, reason and a message containing the text.
+    Failure(u16, &'static str, &'static str),
+    /// A 200 list of this kind with exactly this many items.
+    Items(&'static str, usize),
+    /// A 200 watch stream whose event types are these, in order.
+    Events(&'static [&'static str]),
+}
+
+struct Case {
+    name: &'static str,
+    method: &'static str,
+    path: String,
+    headers: Vec<(&'static str, &'static str)>,
+    body: Option<String>,
+    want: Want,
+}
+
+fn case(name: &'static str, method: &'static str, path: impl Into<String>, want: Want) -> Case {
+    Case {
+        name,
+        method,
+        path: path.into(),
+        headers: vec![],
+        body: None,
+        want,
+    }
+}
+
+impl Case {
+    fn header(mut self, k: &'static str, v: &'static str) -> Self {
+        self.headers.push((k, v));
+        self
+    }
+    fn body(mut self, b: impl Into<String>) -> Self {
+        self.body = Some(b.into());
+        self
+    }
+}
+
+/// Masks what differs between two identically seeded sims (uids, timestamps,
+/// the server address) so the rest can be compared exactly.
+fn normalize(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            m.remove("serverAddressByClientCIDRs");
+            for (k, x) in m.iter_mut() {
+                if matches!(
+                    k.as_str(),
+                    "uid" | "creationTimestamp" | "lastTransitionTime" | "startTime"
+                ) {
+                    *x = Value::String("<masked>".into());
+                } else {
+                    normalize(x);
+                }
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(normalize),
+        Value::String(s) if s.len() == 20 && s.ends_with('Z') && s.as_bytes()[10] == b'T' => {
+            *s = "<time>".into();
+        }
+        _ => {}
+    }
+}
+
+/// A comparable view of a response: status, content type, and the body as
+/// normalized JSON documents (one per line for watch streams).
+fn view(r: &Resp) -> (u16, String, Vec<Value>) {
+    let ctype = r
+        .headers
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
+    let text = r.text();
+    let docs = if text.trim().is_empty() {
+        vec![]
+    } else if text.trim_start().starts_with('{') {
+        match serde_json::from_str::<Value>(&text) {
+            Ok(v) => vec![v],
+            Err(_) => text
+                .lines()
+                .filter(|l| !l.trim().is_empty())
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect(),
+        }
+    } else {
+        vec![Value::String(text)]
+    };
+    let docs = docs
+        .into_iter()
+        .map(|mut d| {
+            normalize(&mut d);
+            d
+        })
+        .collect();
+    (r.status.as_u16(), ctype, docs)
+}
+
+fn check(c: &Case, r: &Resp) {
+    let (status, _, docs) = view(r);
+    let ctx = format!(
+        "case {:?}: {} {}\n  got {status}: {}",
+        c.name,
+        c.method,
+        c.path,
+        r.text().chars().take(600).collect::<String>()
+    );
+    match c.want {
+        Want::Status(s) => assert_eq!(status, s, "{ctx}"),
+        Want::Failure(code, reason, msg) => {
+            assert_eq!(status, code, "{ctx}");
+            let s = &docs[0];
+            assert_eq!(s["kind"], "Status", "{ctx}");
+            assert_eq!(s["status"], "Failure", "{ctx}");
+            assert_eq!(s["code"], code, "{ctx}");
+            assert_eq!(
+                s.get("reason").and_then(Value::as_str).unwrap_or(""),
+                reason,
+                "{ctx}"
+            );
+            assert!(s["message"].as_str().unwrap().contains(msg), "{ctx}");
+        }
+        Want::Items(kind, n) => {
+            assert_eq!(status, 200, "{ctx}");
+            assert_eq!(docs[0]["kind"], kind, "{ctx}");
+            assert_eq!(docs[0]["items"].as_array().map(Vec::len), Some(n), "{ctx}");
+        }
+        Want::Events(types) => {
+            assert_eq!(status, 200, "{ctx}");
+            let got: Vec<&str> = docs
+                .iter()
+                .map(|d| d["type"].as_str().unwrap_or("?"))
+                .collect();
+            assert_eq!(got, types, "{ctx}");
+        }
+    }
+}
+
+fn cases(cur: u64, oldest_watchable: u64) -> Vec<Case> {
+    use Want::*;
+    let tok = |rv: i64, start: &str| ContinueToken::after(rv, start).encode();
+    let cur_i = cur as i64;
+    let pods = "/api/v1/namespaces/ns-1/pods";
+    let table = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
+    let cm = |name: &str| {
+        format!(
+            r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}"}},"data":{{"a":"1"}}}}"#
+        )
+    };
+    vec![
+        // Discovery.
+        case("version", "GET", "/version", Status(200)),
+        case("core versions", "GET", "/api", Status(200)),
+        case("core resources", "GET", "/api/v1", Status(200)),
+        case("groups", "GET", "/apis", Status(200)),
+        case("apps resources", "GET", "/apis/apps/v1", Status(200)),
+        case("custom group resources", "GET", "/apis/example.r8s.dev/v1", Status(200)),
+        case("unknown group", "GET", "/apis/nope.example/v1", Failure(404, "NotFound", "could not find")),
+        case("openapi v2 absent", "GET", "/openapi/v2", Status(404)),
+        case("unknown resource", "GET", "/api/v1/bogus", Failure(404, "NotFound", "could not find")),
+        // Lists: resource versions, paging, validation.
+        case("list namespace", "GET", pods, Items("PodList", 13)),
+        case("list all RV=0", "GET", "/api/v1/pods?resourceVersion=0", Items("PodList", 40)),
+        case("list limit=2", "GET", format!("{pods}?limit=2"), Items("PodList", 2)),
+        case("list limit=-5 means all", "GET", format!("{pods}?limit=-5"), Items("PodList", 13)),
+        case("limit=abc", "GET", format!("{pods}?limit=abc"), Failure(400, "BadRequest", "strconv.ParseInt: parsing \"abc\": invalid syntax")),
+        case("rvMatch without RV", "GET", format!("{pods}?resourceVersionMatch=NotOlderThan"), Failure(422, "Invalid", "resourceVersionMatch is forbidden unless resourceVersion is provided")),
+        case("Exact without RV", "GET", format!("{pods}?resourceVersionMatch=Exact&limit=5"), Failure(422, "Invalid", "resourceVersionMatch is forbidden unless resourceVersion is provided")),
+        case("rvMatch Bogus", "GET", format!("{pods}?resourceVersion=10&resourceVersionMatch=Bogus"), Failure(422, "Invalid", "Unsupported value: \"Bogus\": supported values: \"Exact\", \"NotOlderThan\", \"\"")),
+        case("Exact at RV=0", "GET", format!("{pods}?resourceVersion=0&resourceVersionMatch=Exact&limit=2"), Failure(422, "Invalid", "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"")),
+        case("RV=abc list", "GET", format!("{pods}?resourceVersion=abc"), Failure(500, "", "strconv.ParseUint: parsing \"abc\": invalid syntax")),
+        case("RV=abc limit", "GET", format!("{pods}?resourceVersion=abc&limit=5"), Failure(400, "BadRequest", "invalid resource version: resourceVersion: Invalid value: \"abc\"")),
+        case("Exact current with limit", "GET", format!("{pods}?resourceVersion={cur}&resourceVersionMatch=Exact&limit=2"), Items("PodList", 2)),
+        case("Exact current no limit", "GET", format!("{pods}?resourceVersion={cur}&resourceVersionMatch=Exact"), Items("PodList", 13)),
+        case("Exact compacted", "GET", format!("{pods}?resourceVersion=1&resourceVersionMatch=Exact&limit=2"), Failure(410, "Expired", "The resourceVersion for the provided list is too old.")),
+        case("limit with compacted RV", "GET", format!("{pods}?resourceVersion=1&limit=2"), Failure(410, "Expired", "too old")),
+        case("Exact future", "GET", format!("{pods}?resourceVersion={}&resourceVersionMatch=Exact&limit=1", cur + 1000), Failure(500, "", "required revision is a future revision")),
+        case("not older than future", "GET", format!("/api/v1/pods?resourceVersion={}", cur + 1000), Failure(504, "Timeout", "Too large resource version")),
+        case("NotOlderThan future", "GET", format!("{pods}?resourceVersion={}&resourceVersionMatch=NotOlderThan", cur + 1000), Failure(504, "Timeout", "Too large resource version")),
+        case("not older than current", "GET", format!("{pods}?resourceVersion={cur}"), Items("PodList", 13)),
+        case("NotOlderThan with limit", "GET", format!("{pods}?resourceVersion={cur}&resourceVersionMatch=NotOlderThan&limit=3"), Items("PodList", 3)),
+        // Continue tokens.
+        case("continue garbage", "GET", format!("{pods}?limit=5&continue=garbage!!"), Failure(400, "BadRequest", "illegal base64 data at input byte 7")),
+        case("continue valid", "GET", format!("{pods}?limit=5&continue={}", tok(cur_i, "pod-00010")), Items("PodList", 5)),
+        case("continue + RV=0", "GET", format!("{pods}?limit=2&resourceVersion=0&continue={}", tok(cur_i, "pod-00010")), Items("PodList", 2)),
+        case("continue + RV", "GET", format!("{pods}?limit=2&resourceVersion={cur}&continue={}", tok(cur_i, "pod-00010")), Failure(400, "BadRequest", "specifying resource version is not allowed when using continue")),
+        case("continue + rvMatch", "GET", format!("{pods}?limit=2&resourceVersion={cur}&resourceVersionMatch=Exact&continue={}", tok(cur_i, "pod-00010")), Failure(422, "Invalid", "resourceVersionMatch is forbidden when continue is provided")),
+        case("continue without limit", "GET", format!("{pods}?continue={}", tok(cur_i, "pod-00010")), Items("PodList", 9)),
+        case("continue expired", "GET", format!("{pods}?limit=5&continue={}", tok(1, "pod-00010")), Failure(410, "Expired", "The provided continue parameter is too old")),
+        case("continue inconsistent (rv -1)", "GET", format!("{pods}?limit=5&continue={}", tok(-1, "pod-00010")), Items("PodList", 5)),
+        case("continue v0", "GET", format!("{pods}?limit=5&continue=eyJ2IjoibWV0YS5rOHMuaW8vdjAiLCJydiI6MTU4MjEsInN0YXJ0IjoicG9kLTAwMTAyXHUwMDAwIn0"), Failure(400, "BadRequest", "server does not recognize this encoded version \"meta.k8s.io/v0\"")),
+        case("continue escaping prefix", "GET", format!("{pods}?limit=5&continue=eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6MTU4MjEsInN0YXJ0IjoiLi4vbnMtMy9wb2QtMDAxMDMifQ"), Failure(400, "BadRequest", "continue key is not valid: ../ns-3/pod-00103")),
+        case("sendInitialEvents on list", "GET", format!("{pods}?sendInitialEvents=true"), Failure(422, "Invalid", "sendInitialEvents is forbidden for list")),
+        // Selectors.
+        case("label selector", "GET", "/api/v1/pods?labelSelector=app%3Dapp-1", Items("PodList", 2)),
+        case("label set selector", "GET", "/api/v1/pods?labelSelector=tier%20in%20(batch,cache)", Items("PodList", 20)),
+        case("label exists/not", "GET", "/api/v1/pods?labelSelector=!nope,app", Items("PodList", 40)),
+        case("label selector malformed", "GET", "/api/v1/pods?labelSelector=app%20in%20(a", Failure(400, "BadRequest", "unable to parse requirement: found '', expected: ',' or ')'")),
+        case("field nodeName", "GET", "/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-00", Items("PodList", 20)),
+        case("field unscheduled", "GET", "/api/v1/pods?fieldSelector=spec.nodeName%3D", Items("PodList", 20)),
+        case("field name", "GET", "/api/v1/pods?fieldSelector=metadata.name%3Dpod-00007", Items("PodList", 1)),
+        case("field phase", "GET", "/api/v1/pods?fieldSelector=status.phase%3DPending", Items("PodList", 20)),
+        case("field unsupported", "GET", "/api/v1/pods?fieldSelector=spec.containers.name%3Dmain", Failure(400, "BadRequest", "field label not supported: spec.containers.name")),
+        case("field malformed", "GET", "/api/v1/pods?fieldSelector=spec.nodeName%20in%20(a)", Failure(400, "BadRequest", "invalid selector: 'spec.nodeName in (a)'")),
+        case("selector paging has no remainingItemCount", "GET", "/api/v1/pods?labelSelector=tier%3Dbatch&limit=2", Items("PodList", 2)),
+        case("missing namespace lists empty", "GET", "/api/v1/namespaces/nope/pods?resourceVersion=0", Items("PodList", 0)),
+        case("cluster-scoped list", "GET", "/api/v1/nodes", Items("NodeList", 1)),
+        case("cluster-scoped under namespace", "GET", "/api/v1/namespaces/ns-0/nodes", Failure(404, "NotFound", "could not find")),
+        case("deployments", "GET", "/apis/apps/v1/deployments", Items("DeploymentList", 3)),
+        case("widgets", "GET", "/apis/example.r8s.dev/v1/widgets", Items("WidgetList", 1)),
+        // Content negotiation.
+        case("table list", "GET", format!("{pods}?limit=2"), Status(200)).header("accept", table),
+        case("table v1beta1", "GET", "/api/v1/namespaces/ns-1/pods/pod-00001", Status(200)).header("accept", "application/json;as=Table;v=v1beta1;g=meta.k8s.io"),
+        case("not acceptable", "GET", pods, Failure(406, "NotAcceptable", "only the following media types are accepted")).header("accept", "text/html"),
+        case("pretty for curl", "GET", "/api/v1/namespaces/ns-1/pods/pod-00001", Status(200)).header("user-agent", "curl/8.0"),
+        // Get.
+        case("get pod", "GET", "/api/v1/namespaces/ns-1/pods/pod-00001", Status(200)),
+        case("get missing", "GET", "/api/v1/namespaces/ns-1/pods/does-not-exist", Failure(404, "NotFound", "pods \"does-not-exist\" not found")),
+        case("get missing RV=0", "GET", "/api/v1/namespaces/ns-1/pods/does-not-exist?resourceVersion=0", Failure(404, "NotFound", "pods \"does-not-exist\" not found")),
+        case("get future RV", "GET", format!("/api/v1/namespaces/ns-1/pods/pod-00001?resourceVersion={}", cur + 1000), Failure(504, "Timeout", "Too large resource version")),
+        case("get namespace", "GET", "/api/v1/namespaces/ns-1", Status(200)),
+        case("get pod status", "GET", "/api/v1/namespaces/ns-1/pods/pod-00001/status", Status(200)),
+        // Watch.
+        case("watch RV=0 one object", "GET", "/api/v1/namespaces/ns-1/pods?watch=1&resourceVersion=0&fieldSelector=metadata.name%3Dpod-00001&timeoutSeconds=1", Events(&["ADDED"])),
+        case("watch too old", "GET", "/api/v1/pods?watch=1&resourceVersion=1", Events(&["ERROR"])),
+        case("watch just outside window", "GET", format!("/api/v1/pods?watch=1&resourceVersion={}", oldest_watchable - 1), Events(&["ERROR"])),
+        case("watch from current, idle", "GET", format!("{pods}?watch=1&resourceVersion={cur}&timeoutSeconds=1"), Events(&[])),
+        case("watch RV=-5", "GET", "/api/v1/pods?watch=1&resourceVersion=-5", Failure(500, "", "strconv.ParseUint: parsing \"-5\": invalid syntax")),
+        case("watch RV=abc", "GET", "/api/v1/pods?watch=1&resourceVersion=abc", Failure(500, "", "parsing \"abc\"")),
+        case("watch rvMatch without sendInitialEvents", "GET", format!("{pods}?watch=1&resourceVersion=0&resourceVersionMatch=NotOlderThan"), Failure(422, "Invalid", "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided")),
+        case("watch sendInitialEvents without rvMatch", "GET", format!("{pods}?watch=1&sendInitialEvents=true"), Failure(422, "Invalid", "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan")),
+        case("streaming list", "GET", "/api/v1/namespaces/ns-1/pods?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&fieldSelector=metadata.name%3Dpod-00001&timeoutSeconds=1", Events(&["ADDED", "BOOKMARK"])),
+        case("table watch", "GET", "/api/v1/namespaces/ns-1/pods?watch=1&fieldSelector=metadata.name%3Dpod-00004&timeoutSeconds=1", Events(&["ADDED"])).header("accept", table),
+        // Writes (same sequence on both sims).
+        case("create", "POST", "/api/v1/namespaces/default/configmaps", Status(201)).body(cm("c1")),
+        case("create again", "POST", "/api/v1/namespaces/default/configmaps", Failure(409, "AlreadyExists", "configmaps \"c1\" already exists")).body(cm("c1")),
+        case("create invalid name", "POST", "/api/v1/namespaces/default/configmaps", Failure(422, "Invalid", "a lowercase RFC 1123 subdomain")).body(cm("Bad_Name")),
+        case("create in missing namespace", "POST", "/api/v1/namespaces/nope/configmaps", Failure(404, "NotFound", "namespaces \"nope\" not found")).body(cm("c2")),
+        case("create malformed", "POST", "/api/v1/namespaces/default/configmaps", Failure(400, "BadRequest", "json parse error")).body("{nope"),
+        case("update stale RV", "PUT", "/api/v1/namespaces/default/configmaps/c1", Failure(409, "Conflict", "the object has been modified")).body(r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c1","resourceVersion":"1"},"data":{"a":"2"}}"#),
+        case("update unconditional", "PUT", "/api/v1/namespaces/default/configmaps/c1", Status(200)).body(r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c1"},"data":{"a":"2"}}"#),
+        case("update missing", "PUT", "/api/v1/namespaces/default/configmaps/nope", Failure(404, "NotFound", "configmaps \"nope\" not found")).body(r#"{"metadata":{"name":"nope"}}"#),
+        case("merge patch", "PATCH", "/api/v1/namespaces/default/configmaps/c1", Status(200)).header("content-type", "application/merge-patch+json").body(r#"{"data":{"b":"3"}}"#),
+        case("json patch", "PATCH", "/api/v1/namespaces/default/configmaps/c1", Status(200)).header("content-type", "application/json-patch+json").body(r#"[{"op":"add","path":"/data/c","value":"4"}]"#),
+        case("patch unsupported type", "PATCH", "/api/v1/namespaces/default/configmaps/c1", Failure(415, "UnsupportedMediaType", "unknown format")).header("content-type", "text/plain").body("x"),
+        case("delete stale precondition", "DELETE", "/api/v1/namespaces/default/configmaps/c1", Failure(409, "Conflict", "the ResourceVersion in the precondition (1) does not match")).body(r#"{"preconditions":{"resourceVersion":"1"}}"#),
+        case("delete", "DELETE", "/api/v1/namespaces/default/configmaps/c1", Status(200)),
+        case("delete again", "DELETE", "/api/v1/namespaces/default/configmaps/c1", Failure(404, "NotFound", "configmaps \"c1\" not found")),
+        case("watch sees the writes", "GET", format!("/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={cur}&timeoutSeconds=1"), Events(&["ADDED", "MODIFIED", "MODIFIED", "MODIFIED", "DELETED"])),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn should_answer_identically_straight_and_through_r8s() {
+    let mut cfg = sim_config();
+    cfg.history = 30;
+    let direct = start_sim(cfg.clone()).await;
+    let behind = start_sim(cfg).await;
+    let r8s = start_r8s(vec![behind.url()]).await;
+    let cur = direct.sim.store.current_rv();
+    assert_eq!(
+        cur,
+        behind.sim.store.current_rv(),
+        "identically seeded sims"
+    );
+    let oldest = direct.sim.store.compacted();
+    assert!(
+        oldest > 1,
+        "the compaction window must have moved for the 410 cases"
+    );
+    let all = cases(cur, oldest);
+    assert!(all.len() >= 60, "at least 60 cases, have {}", all.len());
+    let limit = Duration::from_secs(5);
+    for c in &all {
+        let a = send(
+            c.method,
+            &format!("{}{}", direct.url(), c.path),
+            &c.headers,
+            c.body.as_deref(),
+            limit,
+        )
+        .await;
+        let b = send(
+            c.method,
+            &format!("{}{}", r8s.url(), c.path),
+            &c.headers,
+            c.body.as_deref(),
+            limit,
+        )
+        .await;
+        check(c, &a);
+        assert_eq!(
+            view(&a),
+            view(&b),
+            "case {:?}: straight vs through r8s differ",
+            c.name
+        );
+        assert_eq!(
+            b.headers.get("x-r8s-cache").map(|v| v.to_str().unwrap()),
+            Some("pass"),
+            "case {:?}",
+            c.name
+        );
+        assert!(a.headers.get("x-r8s-cache").is_none());
+        for h in ["content-type", "cache-control", "retry-after"] {
+            assert_eq!(
+                a.headers.get(h),
+                b.headers.get(h),
+                "case {:?}: header {h}",
+                c.name
+            );
+        }
+    }
+    r8s.stop().await;
+    direct.stop().await;
+    behind.stop().await;
+}
