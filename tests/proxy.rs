@@ -1,0 +1,289 @@
+//! Pass-through behaviour: event-by-event streaming, failover, 503s, bad
+//! input, admin endpoints, and a real kube-rs reflector through r8s.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use common::*;
+use http_body_util::{BodyExt, Full};
+use r8s::sim::store::{Mutation, key};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+fn touch_pod(sim: &r8s::sim::SimHandle, name: &str, n: u32) {
+    let res = r8s::sim::resources::pods_idx();
+    let k = key(Some("ns-0"), name);
+    let mut v = sim.sim.store.get(res, &k).unwrap().value.clone();
+    v["metadata"]["annotations"]["test/n"] = serde_json::json!(n.to_string());
+    sim.sim
+        .store
+        .mutate(res, &k, |_, _| Ok(Mutation::Put(v)))
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn should_relay_each_watch_event_before_the_next_exists() {
+    let sim = start_sim(sim_config()).await;
+    let r8s = start_r8s(vec![sim.url()]).await;
+    let rv = sim.sim.store.current_rv();
+    let url = format!(
+        "{}/api/v1/namespaces/ns-0/pods?watch=1&resourceVersion={rv}",
+        r8s.url()
+    );
+    let req = http::Request::get(url)
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let resp = client().request(req).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.headers()["x-r8s-cache"], "pass");
+    let mut body = resp.into_body();
+    let written = Instant::now();
+    touch_pod(&sim, "pod-00000", 1);
+    let frame = tokio::time::timeout(Duration::from_secs(2), body.frame())
+        .await
+        .expect("the first event arrives while the upstream has sent nothing after it")
+        .unwrap()
+        .unwrap();
+    let first = frame.into_data().unwrap();
+    let elapsed = written.elapsed();
+    let ev: serde_json::Value = serde_json::from_slice(&first).unwrap();
+    assert_eq!(ev["type"], "MODIFIED");
+    assert_eq!(
+        ev["object"]["metadata"]["resourceVersion"],
+        (rv + 1).to_string()
+    );
+    // Only now does the upstream produce a second event.
+    touch_pod(&sim, "pod-00000", 2);
+    let second = tokio::time::timeout(Duration::from_secs(2), body.frame())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let ev: serde_json::Value = serde_json::from_slice(&second.into_data().unwrap()).unwrap();
+    assert_eq!(
+        ev["object"]["metadata"]["resourceVersion"],
+        (rv + 2).to_string()
+    );
+    eprintln!("first event relayed {elapsed:?} after the write");
+    r8s.stop().await;
+    sim.stop().await;
+}
+
+async fn closed_port() -> u16 {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    l.local_addr().unwrap().port()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn should_answer_503_naming_an_unreachable_upstream() {
+    let port = closed_port().await;
+    let r8s = start_r8s(vec![format!("http://127.0.0.1:{port}")]).await;
+    let start = Instant::now();
+    let r = get(&format!("{}/api/v1/pods", r8s.url())).await;
+    assert!(start.elapsed() < Duration::from_secs(5), "never a hang");
+    assert_eq!(r.status, 503);
+    let s = r.json();
+    assert_eq!(s["kind"], "Status");
+    assert_eq!(s["reason"], "ServiceUnavailable");
+    assert!(
+        s["message"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("127.0.0.1:{port}")),
+        "{s}"
+    );
+    let ready = get(&format!("{}/readyz", r8s.admin_url())).await;
+    assert_eq!(
+        ready.status, 503,
+        "not ready while the upstream is unreachable"
+    );
+    r8s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn should_fail_over_to_the_next_server_on_connection_errors() {
+    let sim = start_sim(sim_config()).await;
+    let port = closed_port().await;
+    let r8s = start_r8s(vec![format!("http://127.0.0.1:{port}"), sim.url()]).await;
+    let r = get(&format!(
+        "{}/api/v1/namespaces/ns-0/pods/pod-00000",
+        r8s.url()
+    ))
+    .await;
+    assert_eq!(r.status, 200);
+    let body =
+        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"failover"},"data":{"k":"v"}}"#;
+    let r = send(
+        "POST",
+        &format!("{}/api/v1/namespaces/default/configmaps", r8s.url()),
+        &[("content-type", "application/json")],
+        Some(body),
+        Duration::from_secs(10),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    let stored = get(&format!(
+        "{}/api/v1/namespaces/default/configmaps/failover",
+        sim.url()
+    ))
+    .await;
+    assert_eq!(
+        stored.json()["data"]["k"],
+        "v",
+        "the body reached the second server whole"
+    );
+    r8s.stop().await;
+    sim.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn should_survive_malformed_requests() {
+    let sim = start_sim(sim_config()).await;
+    let r8s = start_r8s(vec![sim.url()]).await;
+    let long = "a".repeat(8000);
+    let paths = [
+        "/api/v1/namespaces//pods".to_string(),
+        "/api/v1/%ZZ/%00".to_string(),
+        "/apis/a/b/c/d/e/f/g/h/i".to_string(),
+        "/api/v1/pods?watch=%zz&limit=%".to_string(),
+        "/api/v1/pods?labelSelector=((((&fieldSelector=,,,=".to_string(),
+        "/api/v1/pods?resourceVersion=99999999999999999999999".to_string(),
+        "/api/v1/pods?timeoutSeconds=-1&watch=maybe".to_string(),
+        format!("/api/v1/namespaces/{long}/pods"),
+        "/api/v1/namespaces/ns-0/pods/pod-00000/exec?command=cat".to_string(),
+        "/../../etc/passwd".to_string(),
+    ];
+    for p in &paths {
+        for base in [sim.url(), r8s.url()] {
+            let r = send(
+                "GET",
+                &format!("{base}{p}"),
+                &[("accept", "application/json;as=Bogus")],
+                None,
+                Duration::from_secs(5),
+            )
+            .await;
+            assert!(r.status.as_u16() >= 200, "{p}");
+            if r.status.as_u16() >= 400 && p.starts_with("/api") {
+                assert_eq!(r.json()["kind"], "Status", "{p}: {}", r.text());
+            }
+        }
+    }
+    // Raw garbage on the socket: hyper answers 400; r8s keeps serving.
+    for junk in [
+        "GET /\x7f\x01 HTTP/1.1\r\n\r\n",
+        "BREW / HTCPCP/1.0\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost: x\r\nContent-Length: nope\r\n\r\n",
+    ] {
+        let mut s = tokio::net::TcpStream::connect(r8s.addr).await.unwrap();
+        s.write_all(junk.as_bytes()).await.unwrap();
+        let mut buf = vec![0u8; 256];
+        let _ = tokio::time::timeout(Duration::from_secs(2), s.read(&mut buf)).await;
+    }
+    for bad_header in [
+        ("content-type", "x/y;;;=="),
+        ("authorization", "Bearer"),
+        ("upgrade", "nonsense"),
+    ] {
+        let _ = send(
+            "GET",
+            &format!("{}/api/v1/pods?limit=1", r8s.url()),
+            &[bad_header],
+            None,
+            Duration::from_secs(5),
+        )
+        .await;
+    }
+    let v = get(&format!("{}/version", r8s.url())).await;
+    assert_eq!(v.status, 200, "still serving after the junk");
+    r8s.stop().await;
+    sim.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn should_export_health_and_request_metrics() {
+    let sim = start_sim(sim_config()).await;
+    let r8s = start_r8s(vec![sim.url()]).await;
+    assert_eq!(
+        get(&format!("{}/healthz", r8s.admin_url())).await.status,
+        200
+    );
+    assert_eq!(get(&format!("{}/livez", r8s.admin_url())).await.status, 200);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while get(&format!("{}/readyz", r8s.admin_url())).await.status != 200 {
+        assert!(
+            Instant::now() < deadline,
+            "ready once the upstream answered /version"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let _ = get(&format!("{}/api/v1/namespaces/ns-0/pods", r8s.url())).await;
+    let m = get(&format!("{}/metrics", r8s.admin_url())).await.text();
+    assert!(
+        m.contains(r#"r8s_requests_total{verb="list",resource="pods",code="200",cache="pass"}"#),
+        "{m}"
+    );
+    assert!(
+        m.contains(
+            r#"r8s_request_duration_seconds_bucket{verb="list",resource="pods",cache="pass",le="#
+        ),
+        "{m}"
+    );
+    assert!(
+        m.contains(r#"r8s_upstream_requests_total{code="200"}"#),
+        "{m}"
+    );
+    assert!(m.contains("r8s_upstream_up 1"), "{m}");
+    r8s.stop().await;
+    sim.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn should_feed_a_kube_rs_reflector_through_r8s() {
+    use futures_util::StreamExt;
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::runtime::{WatchStreamExt, reflector, watcher};
+
+    let sim = start_sim(sim_config()).await;
+    let r8s = start_r8s(vec![sim.url()]).await;
+    let client = kube::Client::try_from(kube::Config::new(r8s.url().parse().unwrap())).unwrap();
+    let api: kube::Api<Pod> = kube::Api::namespaced(client, "ns-0");
+    let (reader, writer) = reflector::store();
+    let stream = reflector(writer, watcher(api, watcher::Config::default())).applied_objects();
+    let task = tokio::spawn(async move {
+        let mut s = std::pin::pin!(stream);
+        while let Some(ev) = s.next().await {
+            ev.expect("watch through r8s works");
+        }
+    });
+    tokio::time::timeout(Duration::from_secs(10), reader.wait_until_ready())
+        .await
+        .unwrap()
+        .unwrap();
+    let want = 14; // pods 0, 3, ..., 39 in ns-0
+    assert_eq!(reader.state().len(), want);
+    touch_pod(&sim, "pod-00003", 7);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let seen = reader.state().iter().any(|p| {
+            p.metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get("test/n"))
+                .map(String::as_str)
+                == Some("7")
+        });
+        if seen {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the reflector saw the change through r8s"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    task.abort();
+    r8s.stop().await;
+    sim.stop().await;
+}
