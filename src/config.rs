@@ -178,7 +178,19 @@ pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, Config
     let config: Config = fig
         .extract()
         .map_err(|e| ConfigError(e.into_iter().map(|e| describe(&fig, e)).collect()))?;
-    config.validate().map_err(ConfigError)?;
+    config.validate().map_err(|errs| {
+        ConfigError(
+            errs.into_iter()
+                .map(|(key, msg)| match fig.find_metadata(key) {
+                    Some(m) => match &m.source {
+                        Some(src) => format!("{msg} (from {} {src})", m.name),
+                        None => format!("{msg} (from {})", m.name),
+                    },
+                    None => msg,
+                })
+                .collect(),
+        )
+    })?;
     Ok(config)
 }
 
@@ -267,36 +279,39 @@ pub fn validate_resource(entry: &str) -> Result<(), String> {
 }
 
 impl Config {
-    /// Checks what types alone cannot; every problem, not just the first.
-    pub fn validate(&self) -> Result<(), Vec<String>> {
+    /// Checks what types alone cannot; every problem (key, message), not just the first.
+    pub fn validate(&self) -> Result<(), Vec<(&'static str, String)>> {
         let mut errs = Vec::new();
         for s in &self.upstream.servers {
             let ok = s.parse::<http::Uri>().is_ok_and(|u| {
                 matches!(u.scheme_str(), Some("http" | "https")) && u.host().is_some()
             });
             if !ok {
-                errs.push(format!(
+                errs.push(("upstream.servers", format!(
                     "config: bad value \"{s}\" for key \"upstream.servers\": expected an http:// or https:// URL with a host"
-                ));
+                )));
             }
         }
         if !(self.upstream.connect_timeout_seconds > 0.0
             && self.upstream.connect_timeout_seconds <= 600.0)
         {
-            errs.push(format!(
+            errs.push(("upstream.connect_timeout_seconds", format!(
                 "config: bad value {} for key \"upstream.connect_timeout_seconds\": expected seconds in (0, 600]",
                 self.upstream.connect_timeout_seconds
-            ));
+            )));
         }
         for r in &self.cache.resources {
             if let Err(e) = validate_resource(r) {
-                errs.push(e);
+                errs.push(("cache.resources", e));
             }
         }
         if let Err(e) = tracing_subscriber::EnvFilter::try_new(&self.log.level) {
-            errs.push(format!(
-                "config: bad value \"{}\" for key \"log.level\": {e}",
-                self.log.level
+            errs.push((
+                "log.level",
+                format!(
+                    "config: bad value \"{}\" for key \"log.level\": {e}",
+                    self.log.level
+                ),
             ));
         }
         if errs.is_empty() { Ok(()) } else { Err(errs) }

@@ -17,7 +17,7 @@ Try (each command works as printed):
   kubectl --server http://{api} get pods -A
   kubectl --server http://{api} get pods -n ns-0 -w
   curl -s 'http://{api}/api/v1/pods?resourceVersion=0' | head -c 400; echo
-  curl -sN 'http://{api}/api/v1/namespaces/ns-0/pods?watch=1&timeoutSeconds=10' | cut -c1-150
+  curl -sN 'http://{api}/api/v1/namespaces/ns-0/pods?watch=1&timeoutSeconds=5' | cut -c1-150
   curl -si 'http://{api}/api/v1/namespaces/ns-0/pods?limit=1' | grep -i x-r8s-cache
   curl -s http://{admin}/metrics | grep ^r8s_
 

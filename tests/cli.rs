@@ -1,0 +1,300 @@
+//! The `r8s` binary as an operator meets it: exit codes and messages for bad
+//! configuration, `config check`, SIGTERM draining, and the demo's commands.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+const BIN: &str = env!("CARGO_BIN_EXE_r8s");
+
+fn run(args: &[&str]) -> (i32, String, String) {
+    let o = Command::new(BIN)
+        .args(args)
+        .env_remove("R8S_CONFIG")
+        .output()
+        .unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+fn tmp(name: &str, content: &str) -> String {
+    let dir = std::env::temp_dir().join(format!("r8s-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, content).unwrap();
+    p.display().to_string()
+}
+
+#[test]
+fn should_exit_2_naming_the_problem_on_bad_configuration() {
+    let cases: Vec<(Vec<String>, Vec<&str>)> = vec![
+        (
+            vec![
+                "serve".into(),
+                "--config".into(),
+                "/nonexistent/r8s.toml".into(),
+            ],
+            vec!["/nonexistent/r8s.toml"],
+        ),
+        (
+            vec![
+                "serve".into(),
+                "--config".into(),
+                tmp("unknown.toml", "upstrem = 1\n"),
+            ],
+            vec!["unknown key \"upstrem\"", "unknown.toml"],
+        ),
+        (
+            vec![
+                "serve".into(),
+                "--config".into(),
+                tmp("badval.toml", "listen = \"nope\"\n"),
+            ],
+            vec!["\"listen\"", "nope", "badval.toml"],
+        ),
+        (
+            vec!["serve".into(), "--listen".into(), "not-an-address".into()],
+            vec!["listen", "not-an-address"],
+        ),
+        (
+            vec![
+                "serve".into(),
+                "--kubeconfig".into(),
+                "/nonexistent/kubeconfig".into(),
+            ],
+            vec!["kubeconfig", "/nonexistent/kubeconfig"],
+        ),
+        (
+            vec!["serve".into(), "--upstream".into(), "ftp://x".into()],
+            vec!["upstream.servers", "ftp://x"],
+        ),
+        (
+            vec![
+                "serve".into(),
+                "--cache".into(),
+                "apps/x/deployments".into(),
+            ],
+            vec!["cache.resources", "apps/x/deployments"],
+        ),
+        (
+            vec![
+                "config".into(),
+                "check".into(),
+                "--config".into(),
+                tmp("badcache.toml", "[cache]\nresources = [\"Pods\"]\n"),
+            ],
+            vec!["cache.resources", "Pods", "badcache.toml"],
+        ),
+    ];
+    for (args, needles) in cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (code, _, err) = run(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+        for n in needles {
+            assert!(err.contains(n), "{args:?}: {err:?} should mention {n:?}");
+        }
+    }
+}
+
+#[test]
+fn should_check_and_print_the_effective_configuration() {
+    let (code, out, err) = run(&[
+        "config",
+        "check",
+        "--config",
+        "config/r8s.toml",
+        "--listen",
+        "127.0.0.1:9999",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("listen = \"127.0.0.1:9999\""), "{out}");
+    assert!(out.contains("[upstream]"), "{out}");
+    let (code, out, _) = run(&["--version"]);
+    assert_eq!(code, 0);
+    assert!(out.starts_with("r8s "));
+    let (code, out, _) = run(&["serve", "--help"]);
+    assert_eq!(code, 0);
+    for flag in [
+        "--config",
+        "--listen",
+        "--admin-listen",
+        "--upstream",
+        "--kubeconfig",
+        "--cache",
+    ] {
+        assert!(out.contains(flag), "{flag} is explained: {out}");
+    }
+    let (_, out, _) = run(&["sim", "--help"]);
+    for flag in [
+        "--listen",
+        "--pods",
+        "--namespaces",
+        "--churn",
+        "--history",
+        "--tokens",
+    ] {
+        assert!(out.contains(flag), "{flag} is explained: {out}");
+    }
+}
+
+/// Reads stderr lines until one contains `needle`; returns it.
+fn wait_line(r: &mut impl BufRead, needle: &str) -> String {
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(
+            r.read_line(&mut line).unwrap() > 0,
+            "process ended before printing {needle:?}"
+        );
+        if line.contains(needle) {
+            return line;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn should_drain_and_exit_0_on_sigterm() {
+    let mut cfg = sim_config();
+    cfg.future_rv_wait = Duration::from_secs(2);
+    let sim = start_sim(cfg).await;
+    let mut child = Command::new(BIN)
+        .args([
+            "serve",
+            "--upstream",
+            &sim.url(),
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+        ])
+        .env("RUST_LOG", "info")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let line = wait_line(&mut err, "r8s serving");
+    let api = line
+        .split("api=")
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string();
+    let base = format!("http://{api}");
+    assert_eq!(get(&format!("{base}/version")).await.status, 200);
+
+    // A watch and a slow request (the sim waits 2 s before its 504) in flight.
+    let rv = sim.sim.store.current_rv();
+    let (wu, su) = (
+        format!("{base}/api/v1/pods?watch=1&resourceVersion={rv}"),
+        format!("{base}/api/v1/pods?resourceVersion={}", rv + 100),
+    );
+    let watch =
+        tokio::spawn(async move { send("GET", &wu, &[], None, Duration::from_secs(20)).await });
+    let slow =
+        tokio::spawn(async move { send("GET", &su, &[], None, Duration::from_secs(20)).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let t0 = Instant::now();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+
+    let w = watch.await.unwrap();
+    assert_eq!(w.status, 200);
+    assert!(
+        t0.elapsed() < Duration::from_secs(3),
+        "the watch is closed promptly at shutdown"
+    );
+    let s = slow.await.unwrap();
+    assert_eq!(
+        s.status, 504,
+        "the in-flight request finished with the upstream's answer"
+    );
+    let status = tokio::task::spawn_blocking(move || child.wait().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+    assert!(t0.elapsed() < Duration::from_secs(10));
+    sim.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn should_run_the_demo_and_every_printed_command_works() {
+    let mut child = Command::new(BIN)
+        .args([
+            "demo",
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+            "--pods",
+            "30",
+            "--churn",
+            "5",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut commands = Vec::new();
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(
+            out.read_line(&mut line).unwrap() > 0,
+            "demo output ended early"
+        );
+        let t = line.trim();
+        if let Some(c) = t.strip_prefix("Straight to the upstream, for comparison: ") {
+            commands.push(c.to_string());
+        } else if t.starts_with("kubectl ") || t.starts_with("curl ") {
+            commands.push(t.to_string());
+        }
+        if t.starts_with("Stop with") {
+            break;
+        }
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "comes up in seconds"
+    );
+    assert!(commands.len() >= 6, "{commands:?}");
+    let home = std::env::temp_dir().join(format!("r8s-demo-{}", std::process::id()));
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(home.join("kubeconfig"), "apiVersion: v1\nkind: Config\n").unwrap();
+    for c in &commands {
+        let o = tokio::process::Command::new("timeout")
+            .args(["8", "sh", "-c", c])
+            .env("HOME", &home)
+            .env("KUBECONFIG", home.join("kubeconfig"))
+            .output()
+            .await
+            .unwrap();
+        let code = o.status.code().unwrap_or(-1);
+        let stdout = String::from_utf8_lossy(&o.stdout);
+        let watching = c.contains(" -w");
+        assert!(
+            code == 0 || (watching && code == 124),
+            "{c}: exit {code}\n{stdout}\n{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(!stdout.trim().is_empty(), "{c} printed nothing");
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
