@@ -287,3 +287,85 @@ async fn should_feed_a_kube_rs_reflector_through_r8s() {
     r8s.stop().await;
     sim.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn should_use_kubeconfig_credentials_and_forward_client_tokens_unchanged() {
+    let dir = std::env::temp_dir().join(format!("r8s-kc-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let tokens = dir.join("tokens.csv");
+    std::fs::write(
+        &tokens,
+        "admin-token,admin,1,\"system:masters\"\nalice-token,alice,2,\"\"\n",
+    )
+    .unwrap();
+    let mut cfg = sim_config();
+    cfg.tokens = Some(tokens);
+    let sim = start_sim(cfg).await;
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(&kubeconfig, format!(
+        "apiVersion: v1\nkind: Config\ncurrent-context: sim\nclusters:\n- name: sim\n  cluster:\n    server: {}\n\
+         users:\n- name: admin\n  user:\n    token: admin-token\ncontexts:\n- name: sim\n  context:\n    cluster: sim\n    user: admin\n",
+        sim.url()
+    )).unwrap();
+    let mut config = r8s::config::Config::default();
+    config.upstream.kubeconfig = Some(kubeconfig);
+    let prepared = r8s::prepare(config).await.unwrap();
+    let api = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let admin = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", api.local_addr().unwrap());
+    let (trigger, signal) = r8s::shutdown::channel();
+    let task = tokio::spawn(prepared.run(r8s::Listeners { api, admin }, signal));
+
+    // No client credentials: r8s's own (admin, from the kubeconfig) are used.
+    let r = get(&format!("{base}/api/v1/namespaces/default/secrets")).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    // A client's own token is forwarded unchanged, and the upstream decides.
+    let r = send(
+        "GET",
+        &format!("{base}/api/v1/namespaces/default/secrets"),
+        &[("authorization", "Bearer alice-token")],
+        None,
+        Duration::from_secs(5),
+    )
+    .await;
+    assert_eq!(r.status, 403, "{}", r.text());
+    assert_eq!(
+        r.json()["message"],
+        "secrets is forbidden: User \"alice\" cannot list resource \"secrets\" in API group \"\" in the namespace \"default\""
+    );
+    let r = send(
+        "GET",
+        &format!("{base}/api/v1/pods"),
+        &[("authorization", "Bearer wrong")],
+        None,
+        Duration::from_secs(5),
+    )
+    .await;
+    assert_eq!(r.status, 401);
+    assert_eq!(r.json()["reason"], "Unauthorized");
+    trigger.fire();
+    let _ = task.await;
+    sim.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn should_accept_http2_from_clients() {
+    let sim = start_sim(sim_config()).await;
+    let r8s = start_r8s(vec![sim.url()]).await;
+    let o = tokio::process::Command::new("curl")
+        .args([
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_version} %{http_code}",
+            "--http2-prior-knowledge",
+        ])
+        .arg(format!("{}/api/v1/namespaces/ns-0/pods?limit=1", r8s.url()))
+        .output()
+        .await
+        .expect("curl is on the PATH");
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "2 200");
+    r8s.stop().await;
+    sim.stop().await;
+}
