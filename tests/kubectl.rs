@@ -147,21 +147,7 @@ async fn should_behave_like_the_sim_for_writes() {
     )
     .await);
     assert_eq!(a.replace("cm-via", "X"), b.replace("cm-direct", "X"));
-    let stored = ok(&kubectl(
-        &direct,
-        &[
-            "get",
-            "configmap",
-            "cm-via",
-            "-n",
-            "default",
-            "-o",
-            "jsonpath={.data.k}",
-        ],
-        None,
-        T,
-    )
-    .await);
+    let stored = configmap_value(&direct, "cm-via").await;
     assert_eq!(stored, "v", "the create through r8s reached the upstream");
 
     let dir = tempdir();
@@ -230,21 +216,7 @@ async fn should_behave_like_the_sim_for_writes() {
     )
     .await);
     assert_eq!(a.replace("cm-via", "X"), b.replace("cm-direct", "X"));
-    let v = ok(&kubectl(
-        &direct,
-        &[
-            "get",
-            "configmap",
-            "cm-via",
-            "-n",
-            "default",
-            "-o",
-            "jsonpath={.data.k}",
-        ],
-        None,
-        T,
-    )
-    .await);
+    let v = configmap_value(&direct, "cm-via").await;
     assert_eq!(v, "patched");
 
     let a = ok(&kubectl(
@@ -305,6 +277,20 @@ async fn should_print_changes_with_get_watch_while_churning() {
     assert!(via.lines().next().unwrap().starts_with("NAME"));
     r8s.stop().await;
     sim.stop().await;
+}
+
+/// `data.k` of a configmap in `default`, read straight from the sim.
+async fn configmap_value(server: &str, name: &str) -> String {
+    let args = [
+        "get",
+        "configmap",
+        name,
+        "-n",
+        "default",
+        "-o",
+        "jsonpath={.data.k}",
+    ];
+    ok(&kubectl(server, &args, None, T).await)
 }
 
 fn tempdir() -> std::path::PathBuf {

@@ -6,3 +6,23 @@ pub mod params;
 pub mod path;
 pub mod selector;
 pub mod status;
+
+use http::{HeaderValue, Response, StatusCode, header};
+
+use crate::body::Body;
+
+/// A JSON response with kube-apiserver's headers (`Content-Type`, `Cache-Control`).
+pub fn json_response(code: StatusCode, body: Body) -> Response<Body> {
+    let mut resp = Response::new(body);
+    *resp.status_mut() = code;
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    h.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache, private"),
+    );
+    resp
+}

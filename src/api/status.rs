@@ -241,17 +241,8 @@ impl Status {
     /// A complete HTTP response carrying this status.
     pub fn into_response(self) -> Response<crate::body::Body> {
         let code = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let mut resp = Response::new(crate::body::full(self.to_bytes()));
-        *resp.status_mut() = code;
+        let mut resp = super::json_response(code, crate::body::full(self.to_bytes()));
         let h = resp.headers_mut();
-        h.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        );
-        h.insert(
-            header::CACHE_CONTROL,
-            HeaderValue::from_static("no-cache, private"),
-        );
         if let Some(secs) = self.retry_after {
             h.insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }

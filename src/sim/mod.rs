@@ -303,18 +303,7 @@ pub fn to_bytes(v: &Value) -> Bytes {
 
 /// A JSON response with the apiserver's headers.
 pub fn json_response(code: StatusCode, bytes: Bytes) -> Response<Body> {
-    let mut resp = Response::new(body::full(bytes));
-    *resp.status_mut() = code;
-    let h = resp.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    h.insert(
-        header::CACHE_CONTROL,
-        HeaderValue::from_static("no-cache, private"),
-    );
-    resp
+    crate::api::json_response(code, body::full(bytes))
 }
 
 fn text_response(code: StatusCode, text: &'static str) -> Response<Body> {
