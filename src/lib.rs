@@ -19,6 +19,7 @@
 pub mod admin;
 pub mod api;
 pub mod body;
+pub mod cache;
 pub mod cli;
 pub mod config;
 pub mod demo;

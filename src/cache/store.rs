@@ -1,0 +1,230 @@
+//! One resource's cache: immutable versions of its objects, one writer (the
+//! reflector), many readers.
+//!
+//! Each applied change yields a new [`Version`] sharing structure with the
+//! previous one (`imbl::OrdMap`, a persistent B-tree), so readers take an
+//! `Arc` of a consistent version and never block or see a half-applied
+//! change. Recent versions are retained for Exact reads and pagination.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use imbl::OrdMap;
+use tokio::sync::watch;
+
+use super::object::CachedObject;
+
+/// Objects by key, ordered as the apiserver lists them (`namespace/name`).
+pub type Objects = OrdMap<Arc<str>, Arc<CachedObject>>;
+
+/// A consistent state of the resource at one resource version.
+#[derive(Debug, Clone)]
+pub struct Version {
+    /// The upstream resource version this state is at.
+    pub rv: u64,
+    /// The objects.
+    pub objects: Objects,
+    /// Bytes of the objects (accounting).
+    pub bytes: usize,
+}
+
+/// A change to apply, as the reflector sees it.
+#[derive(Debug)]
+pub enum Change {
+    /// Added or modified.
+    Put(Arc<CachedObject>),
+    /// Deleted (the key) at `rv`.
+    Delete(Arc<str>, u64),
+    /// Nothing changed but the resource version moved (a bookmark).
+    Progress(u64),
+    /// The whole state replaced (a relist), at `rv`.
+    Replace(Objects, u64),
+}
+
+struct State {
+    current: Arc<Version>,
+    retained: VecDeque<(Instant, Arc<Version>)>,
+    synced: bool,
+}
+
+/// The cache of one resource.
+pub struct Store {
+    state: RwLock<State>,
+    rv: watch::Sender<u64>,
+    retention: Duration,
+    max_retained: usize,
+}
+
+impl Store {
+    /// An empty, unsynced store retaining versions for `retention` (at most `max_retained`).
+    pub fn new(retention: Duration, max_retained: usize) -> Self {
+        let (rv, _) = watch::channel(0);
+        Store {
+            state: RwLock::new(State {
+                current: Arc::new(Version {
+                    rv: 0,
+                    objects: OrdMap::new(),
+                    bytes: 0,
+                }),
+                retained: VecDeque::new(),
+                synced: false,
+            }),
+            rv,
+            retention,
+            max_retained: max_retained.max(1),
+        }
+    }
+
+    /// The current version.
+    pub fn current(&self) -> Arc<Version> {
+        self.state
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .current
+            .clone()
+    }
+
+    /// Whether the initial list has been applied.
+    pub fn synced(&self) -> bool {
+        self.state.read().unwrap_or_else(|p| p.into_inner()).synced
+    }
+
+    /// The retained version at exactly `rv`, if any.
+    pub fn at(&self, rv: u64) -> Option<Arc<Version>> {
+        let st = self.state.read().unwrap_or_else(|p| p.into_inner());
+        if st.current.rv == rv {
+            return Some(st.current.clone());
+        }
+        // Versions are retained in rv order; a version covers [its rv, next rv).
+        let idx = st.retained.partition_point(|(_, v)| v.rv <= rv);
+        if idx == 0 {
+            return None;
+        }
+        let (_, v) = &st.retained[idx - 1];
+        let next_rv = st.retained.get(idx).map_or(st.current.rv, |(_, n)| n.rv);
+        (v.rv <= rv && rv < next_rv).then(|| v.clone())
+    }
+
+    /// Waits until the cache is at `rv` or newer; false on timeout.
+    pub async fn wait_for(&self, rv: u64, timeout: Duration) -> bool {
+        let mut w = self.rv.subscribe();
+        tokio::time::timeout(timeout, w.wait_for(|cur| *cur >= rv))
+            .await
+            .is_ok_and(|r| r.is_ok())
+    }
+
+    /// Applies changes as one new version (the reflector is the only caller).
+    pub fn apply(&self, changes: Vec<Change>) -> Arc<Version> {
+        let mut st = self.state.write().unwrap_or_else(|p| p.into_inner());
+        let mut v = (*st.current).clone();
+        for c in changes {
+            match c {
+                Change::Put(o) => {
+                    v.rv = v.rv.max(o.rv);
+                    v.bytes += o.size();
+                    if let Some(old) = v.objects.insert(o.key.clone(), o) {
+                        v.bytes -= old.size();
+                    }
+                }
+                Change::Delete(k, rv) => {
+                    v.rv = v.rv.max(rv);
+                    if let Some(old) = v.objects.remove(&k) {
+                        v.bytes -= old.size();
+                    }
+                }
+                Change::Progress(rv) => v.rv = v.rv.max(rv),
+                Change::Replace(objects, rv) => {
+                    v.bytes = objects.values().map(|o| o.size()).sum();
+                    v.objects = objects;
+                    v.rv = rv;
+                }
+            }
+        }
+        let v = Arc::new(v);
+        let now = Instant::now();
+        if st.current.rv != v.rv {
+            let prev = std::mem::replace(&mut st.current, v.clone());
+            if st.synced {
+                st.retained.push_back((now, prev));
+            }
+        } else {
+            st.current = v.clone();
+        }
+        while st.retained.len() > self.max_retained
+            || st
+                .retained
+                .front()
+                .is_some_and(|(t, _)| now.duration_since(*t) > self.retention)
+        {
+            st.retained.pop_front();
+        }
+        st.synced = true;
+        drop(st);
+        self.rv.send_replace(v.rv);
+        v
+    }
+
+    /// Marks the store unsynced (the reflector lost the upstream and must relist).
+    pub fn set_unsynced(&self) {
+        self.state.write().unwrap_or_else(|p| p.into_inner()).synced = false;
+    }
+
+    /// Number of retained versions (accounting).
+    pub fn retained(&self) -> usize {
+        self.state
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .retained
+            .len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::object::TypeInfo;
+    use bytes::Bytes;
+
+    fn obj(name: &str, rv: u64) -> Arc<CachedObject> {
+        let t = TypeInfo {
+            kind: "ConfigMap".into(),
+            api_version: "v1".into(),
+            resource: "configmaps".into(),
+            items_typed: false,
+        };
+        let json = format!(
+            r#"{{"metadata":{{"name":"{name}","namespace":"a","resourceVersion":"{rv}"}}}}"#
+        );
+        Arc::new(t.parse(Bytes::from(json)).unwrap())
+    }
+
+    #[test]
+    fn should_keep_versions_consistent_and_retained() {
+        let s = Store::new(Duration::from_secs(60), 100);
+        assert!(!s.synced());
+        s.apply(vec![Change::Replace(OrdMap::new(), 10)]);
+        s.apply(vec![Change::Put(obj("x", 11))]);
+        let v12 = s.apply(vec![Change::Put(obj("y", 12))]);
+        s.apply(vec![Change::Delete(Arc::from("a/x"), 13)]);
+        assert!(s.synced());
+        assert_eq!(s.current().objects.len(), 1);
+        assert_eq!(
+            v12.objects.len(),
+            2,
+            "an old version is unaffected by later changes"
+        );
+        assert_eq!(s.at(11).unwrap().objects.len(), 1);
+        assert_eq!(s.at(12).unwrap().rv, 12);
+        assert_eq!(s.at(13).unwrap().rv, 13);
+        assert!(s.at(9).is_none());
+        let item = s.current().objects.values().next().unwrap().clone();
+        let mut out = bytes::BytesMut::new();
+        item.write_item(&mut out);
+        assert!(out.starts_with(b"{\"metadata\""), "{out:?}");
+        assert!(
+            item.json
+                .starts_with(b"{\"kind\":\"ConfigMap\",\"apiVersion\":\"v1\",\"metadata\"")
+        );
+    }
+}
