@@ -175,7 +175,7 @@ impl TypeInfo {
         ObjectError,
     > {
         let p: Probe =
-            serde_json::from_slice(&json).map_err(|e| ObjectError::Malformed(e.to_string()))?;
+            serde_json::from_slice(json).map_err(|e| ObjectError::Malformed(e.to_string()))?;
         let name = p
             .metadata
             .name
