@@ -24,6 +24,8 @@ pub struct Config {
     pub upstream: UpstreamConfig,
     /// What to cache.
     pub cache: CacheConfig,
+    /// Cached reads at the edges.
+    pub read: ReadConfig,
     /// Logging.
     pub log: LogConfig,
 }
@@ -52,12 +54,64 @@ pub struct UpstreamConfig {
     pub connect_timeout_seconds: f64,
 }
 
-/// What r8s caches (used from the cache issue on; validated now).
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+/// What r8s caches and how.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct CacheConfig {
     /// Resources: `pods`, `v1/pods`, `apps/v1/deployments`, `example.r8s.dev/v1/widgets`, or `*`.
     pub resources: Vec<String>,
+    /// Resources `*` leaves out.
+    pub exclude: Vec<String>,
+    /// Items per upstream LIST page during (re)lists.
+    pub page_size: usize,
+    /// Seconds recent versions are kept for Exact reads and pagination.
+    pub snapshot_retention_seconds: u64,
+    /// At most this many retained versions per resource (bounds memory under churn).
+    pub max_retained_versions: usize,
+    /// Seconds a "not older than" read waits for the cache to catch up.
+    pub wait_for_resource_version_seconds: f64,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        CacheConfig {
+            resources: Vec::new(),
+            exclude: vec!["secrets".into(), "events".into()],
+            page_size: 500,
+            snapshot_retention_seconds: 75,
+            max_retained_versions: 10_000,
+            wait_for_resource_version_seconds: 3.0,
+        }
+    }
+}
+
+/// How cached reads behave at the edges.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ReadConfig {
+    /// A read newer than the cache after the wait: `pass` (ask the upstream) or
+    /// `504` (answer `Too large resource version` like kube-apiserver).
+    pub on_too_new: OnTooNew,
+}
+
+/// What to do with a read the cache is too old for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum OnTooNew {
+    /// Pass it through to the upstream.
+    #[default]
+    #[serde(rename = "pass")]
+    Pass,
+    /// Answer 504 with `Retry-After: 1`.
+    #[serde(rename = "504")]
+    Timeout,
+}
+
+impl Default for ReadConfig {
+    fn default() -> Self {
+        ReadConfig {
+            on_too_new: OnTooNew::Pass,
+        }
+    }
 }
 
 /// Logging.
@@ -76,6 +130,7 @@ impl Default for Config {
             shutdown_grace_seconds: 30,
             upstream: UpstreamConfig::default(),
             cache: CacheConfig::default(),
+            read: ReadConfig::default(),
             log: LogConfig::default(),
         }
     }

@@ -18,6 +18,7 @@ Try (each command works as printed):
   kubectl --server http://{api} get pods -n ns-0 -w
   curl -s 'http://{api}/api/v1/pods?resourceVersion=0' | head -c 400; echo
   curl -sN 'http://{api}/api/v1/namespaces/ns-0/pods?watch=1&timeoutSeconds=5' | cut -c1-150
+  curl -si 'http://{api}/api/v1/namespaces/ns-0/pods?resourceVersion=0&limit=1' | grep -i x-r8s-cache
   curl -si 'http://{api}/api/v1/namespaces/ns-0/pods?limit=1' | grep -i x-r8s-cache
   curl -s http://{admin}/metrics | grep ^r8s_
 
@@ -48,6 +49,14 @@ pub async fn run(args: DemoArgs) -> Result<(), String> {
         ..Config::default()
     };
     config.upstream.servers = vec![sim.url()];
+    config.cache.resources = [
+        "pods",
+        "v1/configmaps",
+        "apps/v1/deployments",
+        "example.r8s.dev/v1/widgets",
+    ]
+    .map(String::from)
+    .to_vec();
     let prepared = prepare(config).await.map_err(|e| e.to_string())?;
     let api = tokio::net::TcpListener::bind(args.listen)
         .await

@@ -53,12 +53,47 @@ pub struct Listeners {
 pub struct Prepared {
     config: Config,
     upstream: Arc<Upstream>,
+    caches: cache::Caches,
 }
 
-/// Checks the configuration against the world: kubeconfig, CA, credentials.
-pub async fn prepare(config: Config) -> Result<Prepared, upstream::SetupError> {
+/// Why r8s could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum PrepareError {
+    /// Credentials, TLS or the server list.
+    #[error(transparent)]
+    Upstream(#[from] upstream::SetupError),
+    /// `cache.resources` against the upstream's discovery.
+    #[error(transparent)]
+    Discovery(#[from] upstream::discovery::DiscoveryError),
+}
+
+/// Checks the configuration against the world: kubeconfig, CA, credentials,
+/// and (when caching) the upstream's discovery for every `cache.resources` entry.
+pub async fn prepare(config: Config) -> Result<Prepared, PrepareError> {
     let upstream = Arc::new(Upstream::new(&config.upstream).await?);
-    Ok(Prepared { config, upstream })
+    let resolved =
+        upstream::discovery::resolve(&upstream, &config.cache.resources, &config.cache.exclude)
+            .await?;
+    let mut caches = cache::Caches::new();
+    for r in resolved {
+        let store = Arc::new(cache::store::Store::new(
+            Duration::from_secs(config.cache.snapshot_retention_seconds),
+            config.cache.max_retained_versions,
+        ));
+        let key = (r.group.clone(), r.version.clone(), r.resource.clone());
+        let rc = cache::ResourceCache {
+            list_kind: format!("{}List", r.kind),
+            label: r.label(),
+            resource: r,
+            store,
+        };
+        caches.insert(key, Arc::new(rc));
+    }
+    Ok(Prepared {
+        config,
+        upstream,
+        caches,
+    })
 }
 
 impl Prepared {
@@ -74,9 +109,22 @@ impl Prepared {
             upstream = ?self.upstream.server_names(),
             "r8s serving"
         );
+        for c in self.caches.values() {
+            let r = upstream::reflector::Reflector::new(
+                self.upstream.clone(),
+                c.resource.clone(),
+                c.store.clone(),
+                upstream::reflector::ReflectorConfig {
+                    page_size: self.config.cache.page_size,
+                },
+            );
+            tokio::spawn(r.run(shutdown.clone()));
+        }
+        let stores: Vec<_> = self.caches.values().map(|c| c.store.clone()).collect();
         tokio::spawn(probe_upstream(
             self.upstream.clone(),
             health.clone(),
+            stores,
             shutdown.clone(),
         ));
         let h = health.clone();
@@ -91,6 +139,11 @@ impl Prepared {
         ));
         let api = Arc::new(serve::Api {
             upstream: self.upstream.clone(),
+            caches: self.caches,
+            policy: serve::read::ReadPolicy {
+                wait: Duration::from_secs_f64(self.config.cache.wait_for_resource_version_seconds),
+                on_too_new: self.config.read.on_too_new,
+            },
             shutdown: shutdown.clone(),
         });
         server::serve(
@@ -105,11 +158,18 @@ impl Prepared {
     }
 }
 
-/// Keeps readiness and `r8s_upstream_up` current: `/version` every few seconds.
-async fn probe_upstream(upstream: Arc<Upstream>, health: Arc<Health>, shutdown: Signal) {
+/// Keeps readiness and `r8s_upstream_up` current: `/version` every few
+/// seconds; with caches, ready once every cache has synced.
+async fn probe_upstream(
+    upstream: Arc<Upstream>,
+    health: Arc<Health>,
+    stores: Vec<Arc<cache::store::Store>>,
+    shutdown: Signal,
+) {
     let mut logged = false;
     loop {
         match upstream.probe().await {
+            Ok(()) if !stores.iter().all(|s| s.synced()) => health.set_ready(false),
             Ok(()) => {
                 if !health.is_ready() {
                     tracing::info!("upstream answered /version; ready");
@@ -125,9 +185,9 @@ async fn probe_upstream(upstream: Arc<Upstream>, health: Arc<Health>, shutdown: 
                 }
             }
         }
-        let wait = if health.is_ready() { 10 } else { 1 };
+        let wait = if health.is_ready() { 10_000 } else { 200 };
         tokio::select! {
-            _ = tokio::time::sleep(Duration::from_secs(wait)) => {}
+            _ = tokio::time::sleep(Duration::from_millis(wait)) => {}
             _ = shutdown.wait() => return,
         }
     }

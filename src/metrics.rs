@@ -103,3 +103,68 @@ pub fn upstream_unreachable() {
     metrics::counter!(UPSTREAM_REQUESTS_TOTAL, "code" => "0").increment(1);
     metrics::gauge!(UPSTREAM_UP).set(0.0);
 }
+
+/// Objects in a resource's cache.
+pub const CACHE_OBJECTS: &str = "r8s_cache_objects";
+/// Bytes a resource's cache holds (current objects; retained versions share them).
+pub const CACHE_BYTES: &str = "r8s_cache_bytes";
+/// The resource version a cache is at.
+pub const CACHE_RESOURCE_VERSION: &str = "r8s_cache_resource_version";
+/// 1 once a cache has synced (and while it stays usable), else 0.
+pub const CACHE_SYNCED: &str = "r8s_cache_synced";
+/// Relists by reason (`expired`, `malformed`, `watch_failed`).
+pub const RELISTS_TOTAL: &str = "r8s_reflector_relists_total";
+/// Watch streams restarted after ending cleanly.
+pub const WATCH_RESTARTS_TOTAL: &str = "r8s_reflector_watch_restarts_total";
+/// Upstream watch events by type.
+pub const REFLECTOR_EVENTS_TOTAL: &str = "r8s_reflector_events_total";
+/// Cached-resource requests by result (`hit`, or `pass` with its reason).
+pub const CACHE_REQUESTS_TOTAL: &str = "r8s_cache_requests_total";
+
+/// Records a cache's size and version after a change.
+pub fn cache_state(resource: &str, v: &crate::cache::store::Version, synced: bool) {
+    let r = resource.to_string();
+    metrics::gauge!(CACHE_OBJECTS, "resource" => r.clone()).set(v.objects.len() as f64);
+    metrics::gauge!(CACHE_BYTES, "resource" => r.clone()).set(v.bytes as f64);
+    metrics::gauge!(CACHE_RESOURCE_VERSION, "resource" => r.clone()).set(v.rv as f64);
+    metrics::gauge!(CACHE_SYNCED, "resource" => r).set(if synced { 1.0 } else { 0.0 });
+}
+
+/// Records whether a cache is usable.
+pub fn cache_synced(resource: &str, synced: bool) {
+    metrics::gauge!(CACHE_SYNCED, "resource" => resource.to_string()).set(if synced {
+        1.0
+    } else {
+        0.0
+    });
+}
+
+/// Records a relist.
+pub fn relist(resource: &str, reason: &'static str) {
+    metrics::counter!(RELISTS_TOTAL, "resource" => resource.to_string(), "reason" => reason)
+        .increment(1);
+}
+
+/// Records a watch restart.
+pub fn watch_restart(resource: &str) {
+    metrics::counter!(WATCH_RESTARTS_TOTAL, "resource" => resource.to_string()).increment(1);
+}
+
+/// Records an upstream watch event.
+pub fn reflector_event(resource: &str, kind: &str) {
+    let t = match kind {
+        "ADDED" => "ADDED",
+        "MODIFIED" => "MODIFIED",
+        "DELETED" => "DELETED",
+        "BOOKMARK" => "BOOKMARK",
+        "ERROR" => "ERROR",
+        _ => "other",
+    };
+    metrics::counter!(REFLECTOR_EVENTS_TOTAL, "resource" => resource.to_string(), "type" => t)
+        .increment(1);
+}
+
+/// Records a request for a cached resource: `hit`, or the reason it passed through.
+pub fn cache_request(resource: &str, verb: &'static str, result: &'static str) {
+    metrics::counter!(CACHE_REQUESTS_TOTAL, "resource" => resource.to_string(), "verb" => verb, "result" => result).increment(1);
+}

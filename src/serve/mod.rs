@@ -2,6 +2,7 @@
 //! upstream for now; from the cache from the cache issue on) and records it.
 
 pub mod passthrough;
+pub mod read;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -20,6 +21,10 @@ use crate::upstream::Upstream;
 pub struct Api {
     /// The upstream.
     pub upstream: Arc<Upstream>,
+    /// The caches, by group/version/resource.
+    pub caches: crate::cache::Caches,
+    /// How cached reads behave.
+    pub policy: read::ReadPolicy,
     /// Ends streams at shutdown.
     pub shutdown: Signal,
 }
@@ -79,6 +84,27 @@ impl Api {
     pub async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Response<Body> {
         let start = Instant::now();
         let c = classify(&req);
+        if let ApiPath::Resource(rp) = path::parse(req.uri().path()) {
+            let key = (rp.group.clone(), rp.version.clone(), rp.resource.clone());
+            if let Some(cache) = self.caches.get(&key) {
+                match read::decide(cache, &req, &rp, c.verb, &self.policy).await {
+                    read::Decision::Hit(resp) => {
+                        metrics::cache_request(&cache.label, c.verb, "hit");
+                        metrics::request(
+                            c.verb,
+                            &c.resource,
+                            resp.status().as_u16(),
+                            "hit",
+                            start.elapsed(),
+                        );
+                        return resp;
+                    }
+                    read::Decision::Pass(reason) => {
+                        metrics::cache_request(&cache.label, c.verb, reason)
+                    }
+                }
+            }
+        }
         let resp = passthrough::forward(&self.upstream, req, c.streaming, &self.shutdown).await;
         metrics::request(
             c.verb,

@@ -6,6 +6,8 @@
 //! order, failing over on connection errors only.
 
 pub mod body;
+pub mod discovery;
+pub mod reflector;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

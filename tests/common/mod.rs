@@ -55,8 +55,25 @@ impl R8s {
 }
 
 pub async fn start_r8s(upstreams: Vec<String>) -> R8s {
+    start_r8s_caching(upstreams, &[]).await
+}
+
+/// The resources the cache tests cache.
+pub const CACHED: &[&str] = &[
+    "pods",
+    "v1/configmaps",
+    "apps/v1/deployments",
+    "example.r8s.dev/v1/widgets",
+    "v1/nodes",
+    "v1/namespaces",
+];
+
+/// r8s caching `resources`, ready (every cache synced) when this returns.
+pub async fn start_r8s_caching(upstreams: Vec<String>, resources: &[&str]) -> R8s {
     let mut config = Config::default();
     config.upstream.servers = upstreams;
+    config.cache.resources = resources.iter().map(|s| s.to_string()).collect();
+    config.cache.wait_for_resource_version_seconds = 0.2;
     config.upstream.connect_timeout_seconds = 2.0;
     config.shutdown_grace_seconds = 5;
     let prepared = r8s::prepare(config).await.unwrap();

@@ -1,0 +1,249 @@
+//! Resolves `cache.resources` entries against the upstream's discovery:
+//! group, version, kind, scope, and whether list and watch are supported.
+
+use std::sync::Arc;
+
+use http::Request;
+use http_body_util::BodyExt;
+use serde_json::Value;
+
+use super::Upstream;
+
+/// A resource r8s will cache.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    /// API group ("" for core).
+    pub group: String,
+    /// API version.
+    pub version: String,
+    /// Plural resource name.
+    pub resource: String,
+    /// Kind of its objects.
+    pub kind: String,
+    /// Namespaced or cluster-scoped.
+    pub namespaced: bool,
+}
+
+impl Resolved {
+    /// `apiVersion` of its objects.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// The collection path (`/api/v1/pods`, `/apis/apps/v1/deployments`).
+    pub fn path(&self) -> String {
+        if self.group.is_empty() {
+            format!("/api/{}/{}", self.version, self.resource)
+        } else {
+            format!("/apis/{}/{}/{}", self.group, self.version, self.resource)
+        }
+    }
+
+    /// `group/version/resource`, for logs and metric labels.
+    pub fn label(&self) -> String {
+        if self.group.is_empty() {
+            format!("{}/{}", self.version, self.resource)
+        } else {
+            format!("{}/{}/{}", self.group, self.version, self.resource)
+        }
+    }
+}
+
+/// Why the configured resources could not be resolved.
+#[derive(Debug, thiserror::Error)]
+pub enum DiscoveryError {
+    /// The upstream did not answer discovery.
+    #[error("discovery: GET {path}: {reason}")]
+    Upstream {
+        /// The path.
+        path: String,
+        /// What failed.
+        reason: String,
+    },
+    /// A configured entry names nothing the upstream serves.
+    #[error("cache.resources: {entry:?} is not served by the upstream")]
+    NotServed {
+        /// The entry.
+        entry: String,
+    },
+    /// A configured entry cannot be list-watched.
+    #[error("cache.resources: {entry:?} does not support list and watch (verbs: {verbs})")]
+    NoListWatch {
+        /// The entry.
+        entry: String,
+        /// Its verbs.
+        verbs: String,
+    },
+}
+
+async fn get_json(upstream: &Arc<Upstream>, path: &str) -> Result<Value, DiscoveryError> {
+    let err = |reason: String| DiscoveryError::Upstream {
+        path: path.to_string(),
+        reason,
+    };
+    let (parts, ()) = Request::get(path)
+        .header("accept", "application/json")
+        .body(())
+        .map_err(|e| err(e.to_string()))?
+        .into_parts();
+    let resp = upstream
+        .send(parts, None)
+        .await
+        .map_err(|e| err(e.to_string()))?;
+    let status = resp.status();
+    let body = resp
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| err(e.to_string()))?
+        .to_bytes();
+    if !status.is_success() {
+        return Err(err(format!("HTTP {status}")));
+    }
+    serde_json::from_slice(&body).map_err(|e| err(e.to_string()))
+}
+
+/// Resource lists of every served group/version: (group, version, resources).
+async fn all_lists(
+    upstream: &Arc<Upstream>,
+) -> Result<Vec<(String, String, Vec<Value>)>, DiscoveryError> {
+    let mut out = Vec::new();
+    let core = get_json(upstream, "/api/v1").await?;
+    out.push((
+        String::new(),
+        "v1".to_string(),
+        core["resources"].as_array().cloned().unwrap_or_default(),
+    ));
+    let groups = get_json(upstream, "/apis").await?;
+    for g in groups["groups"].as_array().cloned().unwrap_or_default() {
+        let name = g["name"].as_str().unwrap_or_default().to_string();
+        let preferred = g["preferredVersion"]["version"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        for v in g["versions"].as_array().cloned().unwrap_or_default() {
+            let version = v["version"].as_str().unwrap_or_default().to_string();
+            if version != preferred {
+                continue;
+            }
+            let list = get_json(upstream, &format!("/apis/{name}/{version}")).await?;
+            out.push((
+                name.clone(),
+                version,
+                list["resources"].as_array().cloned().unwrap_or_default(),
+            ));
+        }
+    }
+    Ok(out)
+}
+
+fn verbs(r: &Value) -> Vec<String> {
+    r["verbs"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn resolved(group: &str, version: &str, r: &Value) -> Resolved {
+    Resolved {
+        group: group.to_string(),
+        version: version.to_string(),
+        resource: r["name"].as_str().unwrap_or_default().to_string(),
+        kind: r["kind"].as_str().unwrap_or_default().to_string(),
+        namespaced: r["namespaced"].as_bool().unwrap_or(false),
+    }
+}
+
+/// Resolves the entries (`pods`, `v1/pods`, `apps/v1/deployments`, `*`).
+pub async fn resolve(
+    upstream: &Arc<Upstream>,
+    entries: &[String],
+    exclude: &[String],
+) -> Result<Vec<Resolved>, DiscoveryError> {
+    if entries.is_empty() {
+        return Ok(Vec::new());
+    }
+    let lists = all_lists(upstream).await?;
+    let mut out: Vec<Resolved> = Vec::new();
+    let mut push = |r: Resolved| {
+        if !out.contains(&r) {
+            out.push(r);
+        }
+    };
+    for entry in entries {
+        if entry == "*" {
+            for (g, v, rs) in &lists {
+                for r in rs {
+                    let name = r["name"].as_str().unwrap_or_default();
+                    let vs = verbs(r);
+                    if name.contains('/')
+                        || exclude.iter().any(|e| e == name)
+                        || !(vs.iter().any(|v| v == "list") && vs.iter().any(|v| v == "watch"))
+                    {
+                        continue;
+                    }
+                    push(resolved(g, v, r));
+                }
+            }
+            continue;
+        }
+        let parts: Vec<&str> = entry.split('/').collect();
+        let (group, version, resource) = match parts.as_slice() {
+            [r] => (None, None, *r),
+            [v, r] => (Some(""), Some(*v), *r),
+            [g, v, r] => (Some(*g), Some(*v), *r),
+            _ => {
+                return Err(DiscoveryError::NotServed {
+                    entry: entry.clone(),
+                });
+            }
+        };
+        let mut found = None;
+        if let (Some(g), Some(v)) = (group, version) {
+            let path = if g.is_empty() {
+                format!("/api/{v}")
+            } else {
+                format!("/apis/{g}/{v}")
+            };
+            let list = get_json(upstream, &path)
+                .await
+                .map_err(|_| DiscoveryError::NotServed {
+                    entry: entry.clone(),
+                })?;
+            if let Some(r) = list["resources"]
+                .as_array()
+                .and_then(|a| a.iter().find(|r| r["name"] == resource))
+            {
+                found = Some((g.to_string(), v.to_string(), r.clone()));
+            }
+        } else {
+            found = lists.iter().find_map(|(g, v, rs)| {
+                rs.iter()
+                    .find(|r| r["name"] == resource)
+                    .map(|r| (g.clone(), v.clone(), r.clone()))
+            });
+        }
+        let Some((g, v, r)) = found else {
+            return Err(DiscoveryError::NotServed {
+                entry: entry.clone(),
+            });
+        };
+        let vs = verbs(&r);
+        if !(vs.iter().any(|v| v == "list") && vs.iter().any(|v| v == "watch")) {
+            return Err(DiscoveryError::NoListWatch {
+                entry: entry.clone(),
+                verbs: vs.join(","),
+            });
+        }
+        push(resolved(&g, &v, &r));
+    }
+    Ok(out)
+}
