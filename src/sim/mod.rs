@@ -88,6 +88,10 @@ pub struct Sim {
     auth: Option<auth::Tokens>,
     counts: Mutex<HashMap<String, u64>>,
     shutdown: Signal,
+    /// Bumped to end every open watch (a test hook: an upstream restart).
+    watch_epoch: tokio::sync::watch::Sender<u64>,
+    /// While set, new watches are refused with 503 (an upstream that is down).
+    refuse_watches: std::sync::atomic::AtomicBool,
 }
 
 /// A started sim: its address, state, and how to stop it.
@@ -127,6 +131,8 @@ pub async fn start(config: SimConfig, listener: TcpListener) -> std::io::Result<
         auth: tokens,
         counts: Mutex::new(HashMap::new()),
         shutdown: signal.clone(),
+        watch_epoch: tokio::sync::watch::channel(0).0,
+        refuse_watches: std::sync::atomic::AtomicBool::new(false),
     });
     seed::seed(&sim);
     if config.churn > 0.0 {
@@ -172,6 +178,31 @@ impl Sim {
     fn bump(&self, verb: &str, resource: &str) {
         let mut c = self.counts.lock().unwrap_or_else(|p| p.into_inner());
         *c.entry(format!("{verb} {resource}")).or_default() += 1;
+    }
+
+    /// Ends every open watch; with `refuse`, new watches get 503 until
+    /// [`Sim::accept_watches`] (simulates an upstream restart or outage).
+    pub fn interrupt_watches(&self, refuse: bool) {
+        self.refuse_watches
+            .store(refuse, std::sync::atomic::Ordering::SeqCst);
+        self.watch_epoch.send_modify(|e| *e += 1);
+    }
+
+    /// Accepts watches again after [`Sim::interrupt_watches`].
+    pub fn accept_watches(&self) {
+        self.refuse_watches
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// A receiver that changes when watches are interrupted.
+    pub fn watch_epoch(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.watch_epoch.subscribe()
+    }
+
+    /// Whether new watches are refused.
+    pub fn refusing_watches(&self) -> bool {
+        self.refuse_watches
+            .load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Whether the sim is shutting down (streams end).

@@ -58,6 +58,9 @@ pub fn watch(
 ) -> Result<Response<Body>, Status> {
     let def = &RESOURCES[res];
     opts.validate()?;
+    if sim.refusing_watches() {
+        return Err(Status::unavailable("watches are refused (sim outage)"));
+    }
     let format = negotiate(r)?;
     let (labels, fields) = selectors(def, &opts)?;
     let rv = opts.resource_version.as_str();
@@ -244,6 +247,8 @@ impl Watcher {
         let mut next_bookmark = Instant::now() + interval;
         let mut final_bookmark_sent = false;
         let mut tick = tokio::time::interval(Duration::from_millis(250));
+        let mut epoch = self.sim.watch_epoch();
+        epoch.mark_unchanged();
         loop {
             tokio::select! {
                 r = rx.recv() => match r {
@@ -287,6 +292,7 @@ impl Watcher {
                 }
                 _ = self.tx.closed() => return,
                 _ = self.sim.shutdown().wait() => return,
+                _ = epoch.changed() => return,
             }
         }
     }

@@ -82,12 +82,20 @@ pub async fn start_r8s_caching(upstreams: Vec<String>, resources: &[&str]) -> R8
     let (addr, admin_addr) = (api.local_addr().unwrap(), admin.local_addr().unwrap());
     let (trigger, signal) = shutdown::channel();
     let task = tokio::spawn(prepared.run(r8s::Listeners { api, admin }, signal));
-    R8s {
+    let r = R8s {
         addr,
         admin: admin_addr,
         trigger,
         task,
+    };
+    if !resources.is_empty() {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while get(&format!("{}/readyz", r.admin_url())).await.status != StatusCode::OK {
+            assert!(Instant::now() < deadline, "caches did not sync");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
+    r
 }
 
 /// A response, read whole.

@@ -1,0 +1,164 @@
+//! The cache under churn and across relists: every list served from cache is
+//! exactly the upstream's state at the list's resourceVersion.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use r8s::sim::store::{Mutation, key};
+use serde_json::Value;
+
+fn items(v: &Value) -> Vec<Value> {
+    v["items"].as_array().cloned().unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn should_serve_only_consistent_snapshots_under_churn() {
+    let mut cfg = sim_config();
+    cfg.pods = 300;
+    cfg.churn = 500.0;
+    cfg.history = 200_000;
+    let sim = start_sim(cfg).await;
+    let r8s = start_r8s_caching(vec![sim.url()], &["pods"]).await;
+    let scopes = [
+        "/api/v1/pods",
+        "/api/v1/namespaces/ns-0/pods",
+        "/api/v1/namespaces/ns-1/pods",
+        "/api/v1/namespaces/ns-2/pods",
+    ];
+    let selectors = [
+        "",
+        "&labelSelector=tier%3Dbackend",
+        "&labelSelector=team%20in%20(team-1,team-2)",
+        "&fieldSelector=spec.nodeName%3Dnode-01",
+        "&labelSelector=!nope&fieldSelector=status.phase%3DPending",
+    ];
+    let start_rv = sim.sim.store.current_rv();
+    let mut tasks = Vec::new();
+    for worker in 0..4 {
+        let (r8s_url, sim_url, admin) = (r8s.url(), sim.url(), r8s.admin_url());
+        tasks.push(tokio::spawn(async move {
+            let mut rvs = Vec::new();
+            for i in 0..500 {
+                let n = worker * 500 + i;
+                let path = format!(
+                    "{}?resourceVersion=0{}",
+                    scopes[n % scopes.len()],
+                    selectors[(n / 4) % selectors.len()]
+                );
+                let got = get(&format!("{r8s_url}{path}")).await;
+                assert_eq!(got.status, 200, "{path}");
+                if got.headers["x-r8s-cache"] != "hit" {
+                    let m = get(&format!("{admin}/metrics")).await.text();
+                    let m: Vec<&str> = m
+                        .lines()
+                        .filter(|l| {
+                            l.contains("cache_requests")
+                                || l.contains("relist")
+                                || l.contains("synced")
+                        })
+                        .collect();
+                    panic!("{path} passed through: {m:#?}");
+                }
+                let got = got.json();
+                let rv = got["metadata"]["resourceVersion"]
+                    .as_str()
+                    .unwrap()
+                    .to_string();
+                let truth = get(&format!("{sim_url}{path}").replace(
+                    "resourceVersion=0",
+                    &format!("resourceVersion={rv}&resourceVersionMatch=Exact"),
+                ))
+                .await;
+                assert_eq!(truth.status, 200, "{}", truth.text());
+                let truth = truth.json();
+                assert_eq!(
+                    truth["metadata"]["resourceVersion"],
+                    got["metadata"]["resourceVersion"]
+                );
+                assert_eq!(
+                    items(&got),
+                    items(&truth),
+                    "{path} at {rv}: the cache's list is the upstream's state at that version"
+                );
+                rvs.push(rv.parse::<u64>().unwrap());
+            }
+            rvs
+        }));
+    }
+    let mut max_rv = 0;
+    for t in tasks {
+        max_rv = max_rv.max(t.await.unwrap().into_iter().max().unwrap());
+    }
+    assert!(
+        max_rv > start_rv + 100,
+        "the lists saw the churn ({start_rv} → {max_rv})"
+    );
+    r8s.stop().await;
+    sim.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn should_relist_after_410_and_converge_with_deletes() {
+    let mut cfg = sim_config();
+    cfg.pods = 60;
+    cfg.history = 10;
+    let sim = start_sim(cfg).await;
+    let r8s = start_r8s_caching(vec![sim.url()], &["pods"]).await;
+    let res = r8s::sim::resources::pods_idx();
+    // The upstream drops its watches and refuses new ones while it changes
+    // more than its history keeps: r8s's resume point is compacted away.
+    sim.sim.interrupt_watches(true);
+    for i in 0..10 {
+        let k = key(
+            Some(["ns-0", "ns-1", "ns-2"][i % 3]),
+            &format!("pod-{:05}", i),
+        );
+        sim.sim
+            .store
+            .mutate(res, &k, |_, _| Ok(Mutation::Delete))
+            .unwrap();
+    }
+    for i in 10..20 {
+        let k = key(
+            Some(["ns-0", "ns-1", "ns-2"][i % 3]),
+            &format!("pod-{:05}", i),
+        );
+        let mut v = sim.sim.store.get(res, &k).unwrap().value.clone();
+        v["metadata"]["labels"]["relisted"] = "yes".into();
+        sim.sim
+            .store
+            .mutate(res, &k, |_, _| Ok(Mutation::Put(v)))
+            .unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    sim.sim.accept_watches();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let cached = get(&format!("{}/api/v1/pods?resourceVersion=0", r8s.url()))
+            .await
+            .json();
+        let truth = get(&format!("{}/api/v1/pods", sim.url())).await.json();
+        if items(&cached) == items(&truth) {
+            assert_eq!(
+                items(&cached).len(),
+                50,
+                "the deletes are gone from the cache"
+            );
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the cache converged after the relist"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let m = get(&format!("{}/metrics", r8s.admin_url())).await.text();
+    assert!(
+        m.contains(r#"r8s_reflector_relists_total{resource="v1/pods",reason="expired"}"#),
+        "{m}"
+    );
+    r8s.stop().await;
+    sim.stop().await;
+}
