@@ -21,6 +21,7 @@ pub mod api;
 pub mod body;
 pub mod cache;
 pub mod cli;
+pub mod codec;
 pub mod config;
 pub mod demo;
 pub mod metrics;

@@ -1,7 +1,7 @@
 //! Metric names (one place) and the typed calls that record them.
 
 use std::collections::HashSet;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{OnceLock, RwLock};
 use std::time::Duration;
 
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
@@ -53,7 +53,7 @@ pub fn install() -> PrometheusHandle {
 
 /// Resource label values seen so far; past the cap, new ones become `other`
 /// (paths are client input, and labels must stay bounded).
-static RESOURCE_LABELS: Mutex<Option<HashSet<String>>> = Mutex::new(None);
+static RESOURCE_LABELS: RwLock<Option<HashSet<String>>> = RwLock::new(None);
 const MAX_RESOURCE_LABELS: usize = 256;
 
 fn resource_label(resource: &str) -> String {
@@ -65,7 +65,15 @@ fn resource_label(resource: &str) -> String {
     if !ok {
         return "other".into();
     }
-    let mut guard = RESOURCE_LABELS.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(set) = RESOURCE_LABELS
+        .read()
+        .unwrap_or_else(|p| p.into_inner())
+        .as_ref()
+        && set.contains(resource)
+    {
+        return resource.to_string();
+    }
+    let mut guard = RESOURCE_LABELS.write().unwrap_or_else(|p| p.into_inner());
     let set = guard.get_or_insert_with(HashSet::new);
     if set.contains(resource) || set.len() < MAX_RESOURCE_LABELS {
         set.insert(resource.to_string());
@@ -164,7 +172,21 @@ pub fn reflector_event(resource: &str, kind: &str) {
         .increment(1);
 }
 
-/// Records a request for a cached resource: `hit`, or the reason it passed through.
+/// `r8s_cache_requests_total` handles by (resource, verb, result).
+static CACHE_HANDLES: OnceLock<
+    dashmap::DashMap<(String, &'static str, &'static str), metrics::Counter>,
+> = OnceLock::new();
+
+/// Records a request for a cached resource: `hit`, or the reason it passed
+/// through. `resource` is a configured cache's label (a bounded set).
 pub fn cache_request(resource: &str, verb: &'static str, result: &'static str) {
-    metrics::counter!(CACHE_REQUESTS_TOTAL, "resource" => resource.to_string(), "verb" => verb, "result" => result).increment(1);
+    let map = CACHE_HANDLES.get_or_init(dashmap::DashMap::new);
+    let key = (resource.to_string(), verb, result);
+    if let Some(c) = map.get(&key) {
+        c.increment(1);
+        return;
+    }
+    let c = metrics::counter!(CACHE_REQUESTS_TOTAL, "resource" => resource.to_string(), "verb" => verb, "result" => result);
+    c.increment(1);
+    map.insert(key, c);
 }

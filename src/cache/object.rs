@@ -1,5 +1,9 @@
-//! One cached object: the upstream's bytes, plus the metadata needed to key,
-//! filter and order it, parsed once when it arrives. No JSON tree is kept.
+//! One cached object: the upstream's bytes, plus what is needed to key,
+//! filter and order it, parsed in one pass when it arrives.
+//!
+//! Memory is the point: the JSON is stored once, in one exact-size buffer,
+//! and labels and selectable fields are spans into it (one small allocation
+//! per object), so the cache costs little more than the bytes it serves.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -7,7 +11,23 @@ use std::sync::Arc;
 use bytes::Bytes;
 use serde::Deserialize;
 
-use crate::api::selector::{FieldSelector, LabelSelector};
+use crate::api::selector::{FieldSelector, LabelSelector, supported_fields};
+
+/// Where a label or field value lives in the object's JSON.
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    /// `LABEL`, or the index of the field in `supported_fields(resource)`.
+    what: u8,
+    key_at: u32,
+    key_len: u16,
+    val_at: u32,
+    val_len: u16,
+}
+
+const LABEL: u8 = u8::MAX;
+
+/// A label or field value kept as its own string: (what, key, value).
+type Owned = (u8, Box<str>, Box<str>);
 
 /// A cached object.
 #[derive(Debug)]
@@ -18,15 +38,17 @@ pub struct CachedObject {
     pub ns_len: usize,
     /// `metadata.resourceVersion`.
     pub rv: u64,
-    /// `metadata.labels`.
-    pub labels: Box<[(Box<str>, Box<str>)]>,
-    /// Values of the selectable fields this resource supports (beyond metadata).
-    pub fields: Box<[(&'static str, Box<str>)]>,
     /// The object's JSON with `kind` and `apiVersion` (as a get or watch event carries it).
     pub json: Bytes,
-    /// Byte offset in `json` where the list-item form starts after `{`
+    /// Byte offset in `json` where the list-item form continues after `{`
     /// (skips `"kind":..,"apiVersion":..,` for built-ins; 1 when nothing to skip).
     pub item_skip: usize,
+    /// Labels and selectable field values, as spans into `json`.
+    spans: Box<[Span]>,
+    /// Values that could not be spans (JSON escapes, booleans): rare.
+    owned: Box<[Owned]>,
+    /// The resource's selectable fields (index space of `Span::what`).
+    field_names: &'static [&'static str],
 }
 
 impl CachedObject {
@@ -48,36 +70,68 @@ impl CachedObject {
         }
     }
 
+    fn text(&self, at: u32, len: u16) -> &str {
+        let b = &self.json[at as usize..at as usize + len as usize];
+        std::str::from_utf8(b).unwrap_or("")
+    }
+
+    /// The value of label `k`.
+    pub fn label(&self, k: &str) -> Option<&str> {
+        self.spans
+            .iter()
+            .filter(|s| s.what == LABEL)
+            .find(|s| self.text(s.key_at, s.key_len) == k)
+            .map(|s| self.text(s.val_at, s.val_len))
+            .or_else(|| {
+                self.owned
+                    .iter()
+                    .find(|(w, key, _)| *w == LABEL && &**key == k)
+                    .map(|(_, _, v)| &**v)
+            })
+    }
+
+    /// The value of a selectable field (`spec.nodeName`, ...); "" when absent.
+    pub fn field(&self, name: &str) -> &str {
+        match name {
+            "metadata.name" => return self.name(),
+            "metadata.namespace" => return self.namespace(),
+            _ => {}
+        }
+        let Some(idx) = self.field_names.iter().position(|f| *f == name) else {
+            return "";
+        };
+        let idx = idx as u8;
+        if let Some(s) = self.spans.iter().find(|s| s.what == idx) {
+            return self.text(s.val_at, s.val_len);
+        }
+        if let Some((_, _, v)) = self.owned.iter().find(|(w, _, _)| *w == idx) {
+            return v;
+        }
+        if matches!(name, "spec.hostNetwork" | "spec.unschedulable") {
+            "false"
+        } else {
+            ""
+        }
+    }
+
     /// Bytes this object holds (for memory accounting).
     pub fn size(&self) -> usize {
         self.json.len()
             + self.key.len()
+            + 16
+            + self.spans.len() * std::mem::size_of::<Span>()
             + self
-                .labels
+                .owned
                 .iter()
-                .map(|(k, v)| k.len() + v.len() + 32)
+                .map(|(_, k, v)| k.len() + v.len() + 40)
                 .sum::<usize>()
-            + self.fields.iter().map(|(_, v)| v.len() + 24).sum::<usize>()
             + std::mem::size_of::<Self>()
+            + 16
     }
 
     /// Whether the object passes a request's selectors.
     pub fn matches(&self, labels: &LabelSelector, fields: &FieldSelector) -> bool {
-        labels.matches(|k| {
-            self.labels
-                .iter()
-                .find(|(lk, _)| &**lk == k)
-                .map(|(_, v)| &**v)
-        }) && fields.matches(|f| match f {
-            "metadata.name" => self.name().to_string(),
-            "metadata.namespace" => self.namespace().to_string(),
-            f => self
-                .fields
-                .iter()
-                .find(|(k, _)| *k == f)
-                .map(|(_, v)| v.to_string())
-                .unwrap_or_default(),
-        })
+        labels.matches(|k| self.label(k)) && fields.matches(|f| self.field(f).to_string())
     }
 
     /// Writes the list-item form (built-ins drop `kind`/`apiVersion`, as the apiserver does).
@@ -86,6 +140,10 @@ impl CachedObject {
         out.extend_from_slice(&self.json[self.item_skip..]);
     }
 }
+
+/// A string borrowed from the input when it has no escapes.
+#[derive(Deserialize, PartialEq, Eq, PartialOrd, Ord)]
+struct BStr<'a>(#[serde(borrow)] Cow<'a, str>);
 
 #[derive(Deserialize)]
 struct Meta<'a> {
@@ -96,25 +154,122 @@ struct Meta<'a> {
     #[serde(borrow, default, rename = "resourceVersion")]
     resource_version: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
-    labels: Option<std::collections::BTreeMap<Cow<'a, str>, Cow<'a, str>>>,
+    labels: Option<std::collections::BTreeMap<BStr<'a>, BStr<'a>>>,
+}
+
+/// Value of one selectable field, as serde found it.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Scalar<'a> {
+    Str(#[serde(borrow)] Cow<'a, str>),
+    Bool(bool),
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct SpecProbe<'a> {
+    #[serde(borrow, default)]
+    node_name: Option<Scalar<'a>>,
+    #[serde(borrow, default)]
+    restart_policy: Option<Scalar<'a>>,
+    #[serde(borrow, default)]
+    scheduler_name: Option<Scalar<'a>>,
+    #[serde(borrow, default)]
+    service_account_name: Option<Scalar<'a>>,
+    #[serde(borrow, default)]
+    host_network: Option<Scalar<'a>>,
+    #[serde(borrow, default)]
+    unschedulable: Option<Scalar<'a>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct StatusProbe<'a> {
+    #[serde(borrow, default)]
+    phase: Option<Scalar<'a>>,
+    #[serde(borrow, default, rename = "podIP")]
+    pod_ip: Option<Scalar<'a>>,
+    #[serde(borrow, default)]
+    nominated_node_name: Option<Scalar<'a>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct InvolvedProbe<'a> {
+    #[serde(borrow, default)]
+    kind: Option<Scalar<'a>>,
+    #[serde(borrow, default)]
+    namespace: Option<Scalar<'a>>,
+    #[serde(borrow, default)]
+    name: Option<Scalar<'a>>,
+    #[serde(borrow, default)]
+    uid: Option<Scalar<'a>>,
+    #[serde(borrow, default)]
+    api_version: Option<Scalar<'a>>,
+    #[serde(borrow, default)]
+    resource_version: Option<Scalar<'a>>,
+    #[serde(borrow, default)]
+    field_path: Option<Scalar<'a>>,
+}
+
+#[derive(Deserialize, Default)]
+struct SourceProbe<'a> {
+    #[serde(borrow, default)]
+    component: Option<Scalar<'a>>,
 }
 
 #[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct Probe<'a> {
     #[serde(borrow, default)]
     kind: Option<Cow<'a, str>>,
     #[serde(borrow)]
     metadata: Meta<'a>,
     #[serde(borrow, default)]
-    spec: Option<&'a serde_json::value::RawValue>,
+    spec: Option<SpecProbe<'a>>,
     #[serde(borrow, default)]
-    status: Option<&'a serde_json::value::RawValue>,
+    status: Option<StatusProbe<'a>>,
     #[serde(borrow, default, rename = "type")]
-    type_: Option<Cow<'a, str>>,
+    type_: Option<Scalar<'a>>,
     #[serde(borrow, default)]
-    reason: Option<Cow<'a, str>>,
-    #[serde(borrow, default, rename = "involvedObject")]
-    involved_object: Option<&'a serde_json::value::RawValue>,
+    reason: Option<Scalar<'a>>,
+    #[serde(borrow, default)]
+    involved_object: Option<InvolvedProbe<'a>>,
+    #[serde(borrow, default)]
+    reporting_component: Option<Scalar<'a>>,
+    #[serde(borrow, default)]
+    source: Option<SourceProbe<'a>>,
+}
+
+impl<'a> Probe<'a> {
+    fn field(&self, name: &str) -> Option<&Scalar<'a>> {
+        let spec = self.spec.as_ref();
+        let status = self.status.as_ref();
+        let inv = self.involved_object.as_ref();
+        match name {
+            "spec.nodeName" => spec?.node_name.as_ref(),
+            "spec.restartPolicy" => spec?.restart_policy.as_ref(),
+            "spec.schedulerName" => spec?.scheduler_name.as_ref(),
+            "spec.serviceAccountName" => spec?.service_account_name.as_ref(),
+            "spec.hostNetwork" => spec?.host_network.as_ref(),
+            "spec.unschedulable" => spec?.unschedulable.as_ref(),
+            "status.phase" => status?.phase.as_ref(),
+            "status.podIP" => status?.pod_ip.as_ref(),
+            "status.nominatedNodeName" => status?.nominated_node_name.as_ref(),
+            "type" => self.type_.as_ref(),
+            "reason" => self.reason.as_ref(),
+            "reportingComponent" => self.reporting_component.as_ref(),
+            "source" => self.source.as_ref()?.component.as_ref(),
+            "involvedObject.kind" => inv?.kind.as_ref(),
+            "involvedObject.namespace" => inv?.namespace.as_ref(),
+            "involvedObject.name" => inv?.name.as_ref(),
+            "involvedObject.uid" => inv?.uid.as_ref(),
+            "involvedObject.apiVersion" => inv?.api_version.as_ref(),
+            "involvedObject.resourceVersion" => inv?.resource_version.as_ref(),
+            "involvedObject.fieldPath" => inv?.field_path.as_ref(),
+            _ => None,
+        }
+    }
 }
 
 /// Why an upstream object could not be cached.
@@ -126,16 +281,6 @@ pub enum ObjectError {
     /// `metadata.resourceVersion` is not a decimal integer.
     #[error("resourceVersion {0:?} is not a decimal integer")]
     BadResourceVersion(String),
-}
-
-fn field_of(raw: Option<&serde_json::value::RawValue>, path: &str) -> Option<String> {
-    let v: serde_json::Value = serde_json::from_str(raw?.get()).ok()?;
-    match v.pointer(path)? {
-        serde_json::Value::String(s) => Some(s.clone()),
-        serde_json::Value::Bool(b) => Some(b.to_string()),
-        serde_json::Value::Number(n) => Some(n.to_string()),
-        _ => None,
-    }
 }
 
 /// What the cache needs to know about a resource to parse its objects.
@@ -153,29 +298,11 @@ pub struct TypeInfo {
 }
 
 impl TypeInfo {
-    /// Parses an upstream object (`json` may lack `kind`/`apiVersion`, as list items do).
-    pub fn parse(&self, json: Bytes) -> Result<CachedObject, ObjectError> {
-        let (key, ns_len, rv, labels, fields, has_kind) = self.probe(&json)?;
-        self.finish(json, key, ns_len, rv, labels, fields, has_kind)
-    }
-
-    #[allow(clippy::type_complexity)]
-    fn probe(
-        &self,
-        json: &[u8],
-    ) -> Result<
-        (
-            Arc<str>,
-            usize,
-            u64,
-            Box<[(Box<str>, Box<str>)]>,
-            Vec<(&'static str, Box<str>)>,
-            bool,
-        ),
-        ObjectError,
-    > {
+    /// Parses an upstream object (`src` may lack `kind`/`apiVersion`, as list
+    /// items do) into a cached object owning an exact-size copy of its JSON.
+    pub fn parse(&self, src: &[u8]) -> Result<CachedObject, ObjectError> {
         let p: Probe =
-            serde_json::from_slice(json).map_err(|e| ObjectError::Malformed(e.to_string()))?;
+            serde_json::from_slice(src).map_err(|e| ObjectError::Malformed(e.to_string()))?;
         let name = p
             .metadata
             .name
@@ -192,81 +319,140 @@ impl TypeInfo {
         } else {
             Arc::from(format!("{ns}/{name}"))
         };
-        let labels = p
-            .metadata
-            .labels
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(k, v)| (Box::from(&*k), Box::from(&*v)))
-            .collect();
-        let mut fields: Vec<(&'static str, Box<str>)> = Vec::new();
-        for f in crate::api::selector::supported_fields(&self.resource) {
-            let v = match *f {
-                "metadata.name" | "metadata.namespace" => continue,
-                "type" => p.type_.as_deref().map(str::to_string),
-                "reason" => p.reason.as_deref().map(str::to_string),
-                f if f.starts_with("spec.") => {
-                    field_of(p.spec, &format!("/{}", f[5..].replace('.', "/")))
-                }
-                f if f.starts_with("status.") => {
-                    field_of(p.status, &format!("/{}", f[7..].replace('.', "/")))
-                }
-                f if f.starts_with("involvedObject.") => field_of(
-                    p.involved_object,
-                    &format!("/{}", f[15..].replace('.', "/")),
-                ),
-                _ => None,
-            };
-            let v = v.unwrap_or_else(|| {
-                if matches!(*f, "spec.hostNetwork" | "spec.unschedulable") {
-                    "false".into()
-                } else {
-                    String::new()
-                }
-            });
-            fields.push((f, v.into_boxed_str()));
-        }
-        let has_kind = p.kind.is_some();
-        let ns_len = ns.len();
-        Ok((key, ns_len, rv, labels, fields, has_kind))
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn finish(
-        &self,
-        json: Bytes,
-        key: Arc<str>,
-        ns_len: usize,
-        rv: u64,
-        labels: Box<[(Box<str>, Box<str>)]>,
-        fields: Vec<(&'static str, Box<str>)>,
-        has_kind: bool,
-    ) -> Result<CachedObject, ObjectError> {
         let prefix = format!(
             "{{\"kind\":\"{}\",\"apiVersion\":\"{}\",",
             self.kind, self.api_version
         );
-        let json = if !has_kind {
-            let mut full = Vec::with_capacity(json.len() + prefix.len());
+        let add_prefix = p.kind.is_none() && src.len() > 1;
+        // Offsets of borrowed strings shift by what is prepended.
+        let shift = if add_prefix { prefix.len() - 1 } else { 0 };
+        let base = src.as_ptr() as usize;
+        let span_of = |s: &str| -> Option<(u32, u16)> {
+            let at = (s.as_ptr() as usize).checked_sub(base)?;
+            (at + s.len() <= src.len() && s.len() <= u16::MAX as usize)
+                .then(|| ((at + shift) as u32, s.len() as u16))
+        };
+        let mut spans = Vec::new();
+        let mut owned = Vec::new();
+        let mut record = |what: u8, k: &Cow<str>, v: &str, v_borrowed: bool| {
+            let ks = if let Cow::Borrowed(k) = k {
+                span_of(k)
+            } else {
+                None
+            };
+            let vs = if v_borrowed { span_of(v) } else { None };
+            match (ks, vs) {
+                (Some((ka, kl)), Some((va, vl))) => spans.push(Span {
+                    what,
+                    key_at: ka,
+                    key_len: kl,
+                    val_at: va,
+                    val_len: vl,
+                }),
+                (None, Some((va, vl))) if what != LABEL => spans.push(Span {
+                    what,
+                    key_at: 0,
+                    key_len: 0,
+                    val_at: va,
+                    val_len: vl,
+                }),
+                _ => owned.push((what, Box::from(&**k), Box::from(v))),
+            }
+        };
+        for (BStr(k), BStr(v)) in p.metadata.labels.iter().flatten() {
+            record(LABEL, k, v, matches!(v, Cow::Borrowed(_)));
+        }
+        let field_names = supported_fields(&self.resource);
+        for (i, f) in field_names.iter().enumerate() {
+            match p.field(f) {
+                Some(Scalar::Str(Cow::Borrowed(s))) if !s.is_empty() => {
+                    record(i as u8, &Cow::Borrowed(""), s, true)
+                }
+                Some(Scalar::Str(Cow::Owned(s))) if !s.is_empty() => {
+                    record(i as u8, &Cow::Owned(String::new()), s, false)
+                }
+                Some(Scalar::Bool(b)) => record(
+                    i as u8,
+                    &Cow::Owned(String::new()),
+                    if *b { "true" } else { "false" },
+                    false,
+                ),
+                _ => {}
+            }
+        }
+        let ns_len = ns.len();
+        let has_kind = !add_prefix;
+        drop(p);
+        let json = if add_prefix {
+            let mut full = Vec::with_capacity(src.len() + prefix.len() - 1);
             full.extend_from_slice(prefix.as_bytes());
-            full.extend_from_slice(&json[1..]);
+            full.extend_from_slice(&src[1..]);
             Bytes::from(full)
         } else {
-            json
+            Bytes::copy_from_slice(src)
         };
-        let item_skip = if !self.items_typed && json.starts_with(prefix.as_bytes()) {
+        let item_skip = if !self.items_typed && (!has_kind || json.starts_with(prefix.as_bytes())) {
             prefix.len()
         } else {
             1
         };
         Ok(CachedObject {
-            ns_len,
             key,
+            ns_len,
             rv,
-            labels,
-            fields: fields.into_boxed_slice(),
             json,
             item_skip,
+            spans: spans.into_boxed_slice(),
+            owned: owned.into_boxed_slice(),
+            field_names,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn should_find_labels_and_fields_in_the_stored_bytes() {
+        let t = TypeInfo {
+            kind: "Pod".into(),
+            api_version: "v1".into(),
+            resource: "pods".into(),
+            items_typed: false,
+        };
+        let src = br#"{"metadata":{"name":"p","namespace":"ns","resourceVersion":"7","labels":{"app":"web","esc\u0041":"x"}},"spec":{"nodeName":"n1","hostNetwork":true},"status":{"phase":"Running"}}"#;
+        let o = t.parse(src).unwrap();
+        assert_eq!((o.namespace(), o.name(), o.rv), ("ns", "p", 7));
+        assert_eq!(o.label("app"), Some("web"));
+        assert_eq!(
+            o.label("escA"),
+            Some("x"),
+            "escaped keys fall back to owned strings"
+        );
+        assert_eq!(
+            o.owned.len(),
+            2,
+            "only the escaped label and the boolean are owned"
+        );
+        assert_eq!(o.spans.len(), 3, "the rest are spans into the JSON");
+        assert_eq!(o.label("nope"), None);
+        assert_eq!(o.field("spec.nodeName"), "n1");
+        assert_eq!(o.field("spec.hostNetwork"), "true");
+        assert_eq!(o.field("status.phase"), "Running");
+        assert_eq!(o.field("status.podIP"), "");
+        assert!(
+            o.json
+                .starts_with(br#"{"kind":"Pod","apiVersion":"v1","metadata""#)
+        );
+        let mut out = bytes::BytesMut::new();
+        o.write_item(&mut out);
+        assert_eq!(&out[..], &src[..]);
+        let sel = FieldSelector::parse(
+            "spec.nodeName=n1,metadata.namespace=ns",
+            supported_fields("pods"),
+        )
+        .unwrap();
+        assert!(o.matches(&LabelSelector::parse("app in (web)").unwrap(), &sel));
     }
 }

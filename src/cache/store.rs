@@ -184,7 +184,6 @@ impl Store {
 mod tests {
     use super::*;
     use crate::cache::object::TypeInfo;
-    use bytes::Bytes;
 
     fn obj(name: &str, rv: u64) -> Arc<CachedObject> {
         let t = TypeInfo {
@@ -196,7 +195,7 @@ mod tests {
         let json = format!(
             r#"{{"metadata":{{"name":"{name}","namespace":"a","resourceVersion":"{rv}"}}}}"#
         );
-        Arc::new(t.parse(Bytes::from(json)).unwrap())
+        Arc::new(t.parse(json.as_bytes()).unwrap())
     }
 
     #[test]

@@ -42,12 +42,17 @@ pub struct Classified {
 
 /// Classifies a request from its method, path and query alone.
 pub fn classify<B>(req: &Request<B>) -> Classified {
+    classify_parsed(req, &path::parse(req.uri().path()))
+}
+
+/// [`classify`] for a path already parsed.
+pub fn classify_parsed<B>(req: &Request<B>, parsed: &ApiPath) -> Classified {
     let q = query_pairs(req.uri().query());
     let flag = |name: &str| {
         q.iter()
             .any(|(k, v)| k == name && parse_bool(v).unwrap_or(false))
     };
-    match path::parse(req.uri().path()) {
+    match parsed {
         ApiPath::Resource(rp) => {
             let verb = rp.verb(req.method(), flag("watch"));
             let resource = match &rp.subresource {
@@ -83,11 +88,12 @@ impl Api {
     /// Answers one API request.
     pub async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Response<Body> {
         let start = Instant::now();
-        let c = classify(&req);
-        if let ApiPath::Resource(rp) = path::parse(req.uri().path()) {
+        let parsed = path::parse(req.uri().path());
+        let c = classify_parsed(&req, &parsed);
+        if let ApiPath::Resource(rp) = &parsed {
             let key = (rp.group.clone(), rp.version.clone(), rp.resource.clone());
             if let Some(cache) = self.caches.get(&key) {
-                match read::decide(cache, &req, &rp, c.verb, &self.policy).await {
+                match read::decide(cache, &req, rp, c.verb, &self.policy).await {
                     read::Decision::Hit(resp) => {
                         metrics::cache_request(&cache.label, c.verb, "hit");
                         metrics::request(

@@ -20,6 +20,7 @@ use crate::body::{self, Body};
 use crate::cache::ResourceCache;
 use crate::cache::store::Version;
 use crate::cache::token::Token;
+use crate::codec::json::ListBody;
 use crate::config::OnTooNew;
 
 /// How cached reads behave.
@@ -94,10 +95,10 @@ pub async fn decide<B>(
         list(cache, rp, &opts, policy).await
     };
     match result {
-        Ok(bytes) => Decision::Hit(respond(StatusCode::OK, bytes, pretty)),
+        Ok(payload) => Decision::Hit(respond(StatusCode::OK, payload, pretty)),
         Err(Outcome::Status(s)) => {
             let code = StatusCode::from_u16(s.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-            Decision::Hit(respond(code, s.to_bytes(), pretty))
+            Decision::Hit(respond(code, Payload::Bytes(s.to_bytes()), pretty))
         }
         Err(Outcome::Pass(reason)) => Decision::Pass(reason),
     }
@@ -108,7 +109,26 @@ enum Outcome {
     Pass(&'static str),
 }
 
-fn respond(code: StatusCode, bytes: Bytes, pretty: bool) -> Response<Body> {
+/// What a hit sends: one object's bytes, or a streamed list.
+enum Payload {
+    Bytes(Bytes),
+    List(ListBody),
+}
+
+fn respond(code: StatusCode, payload: Payload, pretty: bool) -> Response<Body> {
+    let bytes = match payload {
+        Payload::List(list) if !pretty => {
+            let mut resp =
+                crate::api::json_response(code, http_body_util::BodyExt::boxed_unsync(list));
+            resp.headers_mut().insert(
+                super::passthrough::CACHE_HEADER,
+                HeaderValue::from_static("hit"),
+            );
+            return resp;
+        }
+        Payload::List(list) => list.collect(),
+        Payload::Bytes(b) => b,
+    };
     let bytes = if pretty {
         match serde_json::from_slice::<serde_json::Value>(&bytes) {
             Ok(v) => {
@@ -156,7 +176,7 @@ async fn get(
     rp: &ResourcePath,
     opts: &ListOptions,
     policy: &ReadPolicy,
-) -> Result<Bytes, Outcome> {
+) -> Result<Payload, Outcome> {
     let version = match opts.resource_version.as_str() {
         "" => return Err(Outcome::Pass("most_recent")),
         "0" => cache.store.current(),
@@ -171,7 +191,7 @@ async fn get(
         None => name.to_string(),
     };
     match version.objects.get(key.as_str()) {
-        Some(o) => Ok(o.json.clone()),
+        Some(o) => Ok(Payload::Bytes(o.json.clone())),
         None => Err(Outcome::Status(Status::not_found(
             &cache.resource.resource,
             name,
@@ -184,7 +204,7 @@ async fn list(
     rp: &ResourcePath,
     opts: &ListOptions,
     policy: &ReadPolicy,
-) -> Result<Bytes, Outcome> {
+) -> Result<Payload, Outcome> {
     let labels =
         LabelSelector::parse(&opts.label_selector).map_err(|_| Outcome::Pass("invalid"))?;
     let fields = FieldSelector::parse(
@@ -260,7 +280,7 @@ fn assemble(
     limit: i64,
     labels: &LabelSelector,
     fields: &FieldSelector,
-) -> Bytes {
+) -> Payload {
     let prefix = namespace.map(|ns| format!("{ns}/")).unwrap_or_default();
     let from: Arc<str> = Arc::from(format!("{prefix}{}", start.unwrap_or_default()));
     let mut iter = version
@@ -268,13 +288,6 @@ fn assemble(
         .range((Bound::Included(from), Bound::Unbounded))
         .take_while(|(k, _)| k.starts_with(&prefix));
     let filtered = !(labels.is_empty() && fields.is_empty());
-    let mut out = BytesMut::with_capacity(
-        if limit > 0 {
-            limit as usize * 2048
-        } else {
-            version.bytes.min(1 << 26)
-        } + 256,
-    );
     let head = format!(
         "{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{{\"resourceVersion\":\"{}\"",
         cache.list_kind,
@@ -293,6 +306,7 @@ fn assemble(
             break;
         }
     }
+    let mut out = BytesMut::with_capacity(head.len() + 256);
     out.put_slice(head.as_bytes());
     if let Some(last) = last {
         let remaining = iter.count();
@@ -307,12 +321,8 @@ fn assemble(
         }
     }
     out.put_slice(b"},\"items\":[");
-    for (i, o) in picked.iter().enumerate() {
-        if i > 0 {
-            out.put_u8(b',');
-        }
-        o.write_item(&mut out);
-    }
-    out.put_slice(b"]}");
-    out.freeze()
+    Payload::List(ListBody::new(
+        out.freeze(),
+        picked.into_iter().cloned().collect(),
+    ))
 }

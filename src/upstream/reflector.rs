@@ -100,12 +100,6 @@ struct RvOnly<'a> {
     metadata: ListMeta<'a>,
 }
 
-/// A sub-slice of `whole` for a `&str` that points into it (zero-copy).
-fn slice_of(whole: &Bytes, part: &str) -> Bytes {
-    let start = part.as_ptr() as usize - whole.as_ptr() as usize;
-    whole.slice(start..start + part.len())
-}
-
 impl Reflector {
     /// A reflector for `resource` feeding `store`.
     pub fn new(
@@ -158,6 +152,9 @@ impl Reflector {
     async fn list(&mut self) -> Result<(Objects, u64), StepError> {
         let mut objects = OrdMap::new();
         let mut cont = String::new();
+        // One page buffer reused for every page: objects are copied out at
+        // their exact size, so no page-sized garbage is left behind.
+        let mut scratch: Vec<u8> = Vec::new();
         let mut first = true;
         loop {
             let mut q = format!("limit={}", self.config.page_size);
@@ -165,16 +162,19 @@ impl Reflector {
                 q.push_str("&continue=");
                 q.extend(form_urlencoded::byte_serialize(cont.as_bytes()));
             }
-            let body = self
-                .get(&q)
-                .await?
-                .into_body()
-                .collect()
-                .await
-                .map_err(|e| StepError::Failed(e.to_string()))?
-                .to_bytes();
+            let mut resp = self.get(&q).await?.into_body();
+            scratch.clear();
+            while let Some(frame) = resp.frame().await {
+                if let Ok(data) = frame
+                    .map_err(|e| StepError::Failed(e.to_string()))?
+                    .into_data()
+                {
+                    scratch.extend_from_slice(&data);
+                }
+            }
+            let body = &scratch[..];
             let page: ListPage =
-                serde_json::from_slice(&body).map_err(|e| StepError::Malformed(e.to_string()))?;
+                serde_json::from_slice(body).map_err(|e| StepError::Malformed(e.to_string()))?;
             if first {
                 self.info.items_typed = page
                     .items
@@ -185,7 +185,7 @@ impl Reflector {
             for item in &page.items {
                 let o = self
                     .info
-                    .parse(slice_of(&body, item.get()))
+                    .parse(item.get().as_bytes())
                     .map_err(|e| match e {
                         ObjectError::BadResourceVersion(_) => StepError::Uncacheable(e),
                         e => StepError::Malformed(e.to_string()),
@@ -238,12 +238,10 @@ impl Reflector {
             serde_json::from_slice(line).map_err(|e| StepError::Malformed(e.to_string()))?;
         metrics::reflector_event(&self.label, &ev.kind);
         let parse = |raw: &RawValue| {
-            self.info
-                .parse(slice_of(line, raw.get()))
-                .map_err(|e| match e {
-                    ObjectError::BadResourceVersion(_) => StepError::Uncacheable(e),
-                    e => StepError::Malformed(e.to_string()),
-                })
+            self.info.parse(raw.get().as_bytes()).map_err(|e| match e {
+                ObjectError::BadResourceVersion(_) => StepError::Uncacheable(e),
+                e => StepError::Malformed(e.to_string()),
+            })
         };
         let change =
             match &*ev.kind {
