@@ -162,3 +162,48 @@ async fn should_relist_after_410_and_converge_with_deletes() {
     r8s.stop().await;
     sim.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn should_gzip_large_cached_lists_for_clients_that_accept_it() {
+    use std::io::Read;
+    let mut cfg = sim_config();
+    cfg.pods = 200;
+    let sim = start_sim(cfg).await;
+    let r8s = start_r8s_caching(vec![sim.url()], &["pods"]).await;
+    let url = format!("{}/api/v1/pods?resourceVersion=0", r8s.url());
+    let plain = get(&url).await;
+    assert!(plain.body.len() > 128 * 1024);
+    assert!(plain.headers.get("content-encoding").is_none());
+    let gz = send(
+        "GET",
+        &url,
+        &[("accept-encoding", "gzip")],
+        None,
+        Duration::from_secs(10),
+    )
+    .await;
+    assert_eq!(gz.headers["content-encoding"], "gzip");
+    assert_eq!(gz.headers["x-r8s-cache"], "hit");
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(&gz.body[..])
+        .read_to_end(&mut out)
+        .unwrap();
+    assert_eq!(out, plain.body.to_vec());
+    let small = send(
+        "GET",
+        &format!(
+            "{}/api/v1/namespaces/ns-0/pods/pod-00000?resourceVersion=0",
+            r8s.url()
+        ),
+        &[("accept-encoding", "gzip")],
+        None,
+        Duration::from_secs(10),
+    )
+    .await;
+    assert!(
+        small.headers.get("content-encoding").is_none(),
+        "small responses are not compressed"
+    );
+    r8s.stop().await;
+    sim.stop().await;
+}

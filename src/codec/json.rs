@@ -37,6 +37,17 @@ impl ListBody {
         }
     }
 
+    /// About how many bytes the whole list is (to decide on compression).
+    pub fn estimated_len(&self) -> usize {
+        self.head.as_ref().map_or(0, Bytes::len)
+            + self
+                .items
+                .as_slice()
+                .iter()
+                .map(|o| o.json.len() + 1)
+                .sum::<usize>()
+    }
+
     /// The next chunk, or `None` at the end.
     pub fn next_chunk(&mut self) -> Option<Bytes> {
         if self.done {
@@ -92,5 +103,117 @@ impl HttpBody for ListBody {
 
     fn size_hint(&self) -> SizeHint {
         SizeHint::default()
+    }
+}
+
+/// Responses at least this large are gzipped for clients that accept it
+/// (kube-apiserver's threshold).
+pub const GZIP_MIN: usize = 128 * 1024;
+
+/// A [`ListBody`] gzipped chunk by chunk.
+pub struct GzipListBody {
+    list: Option<ListBody>,
+    enc: Option<flate2::write::GzEncoder<Vec<u8>>>,
+}
+
+impl GzipListBody {
+    /// Compresses `list` as it streams.
+    pub fn new(list: ListBody) -> Self {
+        GzipListBody {
+            list: Some(list),
+            enc: Some(flate2::write::GzEncoder::new(
+                Vec::new(),
+                flate2::Compression::fast(),
+            )),
+        }
+    }
+}
+
+impl HttpBody for GzipListBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        use std::io::Write;
+        let this = &mut *self;
+        loop {
+            let Some(enc) = this.enc.as_mut() else {
+                return Poll::Ready(None);
+            };
+            match this.list.as_mut().and_then(ListBody::next_chunk) {
+                Some(chunk) => {
+                    if let Err(e) = enc.write_all(&chunk) {
+                        return Poll::Ready(Some(Err(e.into())));
+                    }
+                    let out = std::mem::take(enc.get_mut());
+                    if !out.is_empty() {
+                        return Poll::Ready(Some(Ok(Frame::data(Bytes::from(out)))));
+                    }
+                }
+                None => {
+                    this.list = None;
+                    let enc = this.enc.take().expect("checked above");
+                    return Poll::Ready(Some(
+                        enc.finish()
+                            .map(|v| Frame::data(Bytes::from(v)))
+                            .map_err(Into::into),
+                    ));
+                }
+            }
+        }
+    }
+}
+
+/// Gzips a whole buffer.
+pub fn gzip(bytes: &[u8]) -> Bytes {
+    use std::io::Write;
+    let mut enc = flate2::write::GzEncoder::new(
+        Vec::with_capacity(bytes.len() / 4),
+        flate2::Compression::fast(),
+    );
+    let _ = enc.write_all(bytes);
+    Bytes::from(enc.finish().unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::object::TypeInfo;
+    use std::io::Read;
+
+    #[test]
+    fn should_stream_and_gzip_the_same_list() {
+        let t = TypeInfo {
+            kind: "ConfigMap".into(),
+            api_version: "v1".into(),
+            resource: "configmaps".into(),
+            items_typed: false,
+        };
+        let items: Vec<Arc<CachedObject>> = (0..2000)
+            .map(|i| {
+                let j = format!(r#"{{"metadata":{{"name":"c{i:05}","namespace":"a","resourceVersion":"{i}"}},"data":{{"k":"{}"}}}}"#, "v".repeat(100));
+                Arc::new(t.parse(j.as_bytes()).unwrap())
+            })
+            .collect();
+        let head = Bytes::from_static(br#"{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"9"},"items":["#);
+        let plain = ListBody::new(head.clone(), items.clone()).collect();
+        let v: serde_json::Value = serde_json::from_slice(&plain).unwrap();
+        assert_eq!(v["items"].as_array().unwrap().len(), 2000);
+        let mut gz = GzipListBody::new(ListBody::new(head, items));
+        let mut compressed = Vec::new();
+        let waker = std::task::Waker::noop();
+        let mut cx = Context::from_waker(waker);
+        while let Poll::Ready(Some(Ok(f))) = Pin::new(&mut gz).poll_frame(&mut cx) {
+            compressed.extend_from_slice(&f.into_data().unwrap());
+        }
+        let mut out = Vec::new();
+        flate2::read::GzDecoder::new(&compressed[..])
+            .read_to_end(&mut out)
+            .unwrap();
+        assert_eq!(out, plain.to_vec());
+        assert!(compressed.len() < plain.len() / 4);
     }
 }

@@ -20,7 +20,7 @@ use crate::body::{self, Body};
 use crate::cache::ResourceCache;
 use crate::cache::store::Version;
 use crate::cache::token::Token;
-use crate::codec::json::ListBody;
+use crate::codec::json::{GZIP_MIN, GzipListBody, ListBody, gzip as gzip_bytes};
 use crate::config::OnTooNew;
 
 /// How cached reads behave.
@@ -89,16 +89,17 @@ pub async fn decide<B>(
         return Decision::Pass("invalid");
     }
     let pretty = wants_pretty(req.headers(), req.uri().query());
+    let gzip = accepts_gzip(req.headers());
     let result = if verb == "get" {
         get(cache, rp, &opts, policy).await
     } else {
         list(cache, rp, &opts, policy).await
     };
     match result {
-        Ok(payload) => Decision::Hit(respond(StatusCode::OK, payload, pretty)),
+        Ok(payload) => Decision::Hit(respond(StatusCode::OK, payload, pretty, gzip)),
         Err(Outcome::Status(s)) => {
             let code = StatusCode::from_u16(s.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-            Decision::Hit(respond(code, Payload::Bytes(s.to_bytes()), pretty))
+            Decision::Hit(respond(code, Payload::Bytes(s.to_bytes()), pretty, false))
         }
         Err(Outcome::Pass(reason)) => Decision::Pass(reason),
     }
@@ -115,16 +116,43 @@ enum Payload {
     List(ListBody),
 }
 
-fn respond(code: StatusCode, payload: Payload, pretty: bool) -> Response<Body> {
+fn accepts_gzip(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT_ENCODING)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|e| {
+            let mut p = e.split(';').map(str::trim);
+            p.next() == Some("gzip") && p.all(|q| q != "q=0")
+        })
+}
+
+fn hit(code: StatusCode, body: Body, gzipped: bool) -> Response<Body> {
+    let mut resp = crate::api::json_response(code, body);
+    let h = resp.headers_mut();
+    h.insert(
+        super::passthrough::CACHE_HEADER,
+        HeaderValue::from_static("hit"),
+    );
+    if gzipped {
+        h.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+        h.insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
+    }
+    resp
+}
+
+/// The response for a hit: lists stream (gzipped when large and accepted);
+/// pretty-printing (curl) materializes, off the fast path.
+fn respond(code: StatusCode, payload: Payload, pretty: bool, gzip: bool) -> Response<Body> {
+    use http_body_util::BodyExt;
     let bytes = match payload {
         Payload::List(list) if !pretty => {
-            let mut resp =
-                crate::api::json_response(code, http_body_util::BodyExt::boxed_unsync(list));
-            resp.headers_mut().insert(
-                super::passthrough::CACHE_HEADER,
-                HeaderValue::from_static("hit"),
-            );
-            return resp;
+            return if gzip && list.estimated_len() >= GZIP_MIN {
+                hit(code, GzipListBody::new(list).boxed_unsync(), true)
+            } else {
+                hit(code, list.boxed_unsync(), false)
+            };
         }
         Payload::List(list) => list.collect(),
         Payload::Bytes(b) => b,
@@ -141,12 +169,10 @@ fn respond(code: StatusCode, payload: Payload, pretty: bool) -> Response<Body> {
     } else {
         bytes
     };
-    let mut resp = crate::api::json_response(code, body::full(bytes));
-    resp.headers_mut().insert(
-        super::passthrough::CACHE_HEADER,
-        HeaderValue::from_static("hit"),
-    );
-    resp
+    if gzip && bytes.len() >= GZIP_MIN {
+        return hit(code, body::full(gzip_bytes(&bytes)), true);
+    }
+    hit(code, body::full(bytes), false)
 }
 
 /// The version a "not older than N" read may use, after waiting for it.
