@@ -70,6 +70,10 @@ pub struct CacheConfig {
     pub max_retained_versions: usize,
     /// Seconds a "not older than" read waits for the cache to catch up.
     pub wait_for_resource_version_seconds: f64,
+    /// Bytes one resource's cache may hold before it is evicted and passed through (0: no limit).
+    pub max_bytes_per_resource: u64,
+    /// Bytes all caches together may hold (0: no limit).
+    pub max_bytes_total: u64,
 }
 
 impl Default for CacheConfig {
@@ -81,6 +85,8 @@ impl Default for CacheConfig {
             snapshot_retention_seconds: 75,
             max_retained_versions: 10_000,
             wait_for_resource_version_seconds: 3.0,
+            max_bytes_per_resource: 2 << 30,
+            max_bytes_total: 8 << 30,
         }
     }
 }

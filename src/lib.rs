@@ -76,10 +76,15 @@ pub async fn prepare(config: Config) -> Result<Prepared, PrepareError> {
         upstream::discovery::resolve(&upstream, &config.cache.resources, &config.cache.exclude)
             .await?;
     let mut caches = cache::Caches::new();
+    let budget = Arc::new(cache::store::Budget::new(
+        config.cache.max_bytes_per_resource as usize,
+        config.cache.max_bytes_total as usize,
+    ));
     for r in resolved {
         let store = Arc::new(cache::store::Store::new(
             Duration::from_secs(config.cache.snapshot_retention_seconds),
             config.cache.max_retained_versions,
+            budget.clone(),
         ));
         let key = (r.group.clone(), r.version.clone(), r.resource.clone());
         let rc = cache::ResourceCache {
@@ -170,7 +175,10 @@ async fn probe_upstream(
     let mut logged = false;
     loop {
         match upstream.probe().await {
-            Ok(()) if !stores.iter().all(|s| s.synced()) => health.set_ready(false),
+            // An evicted (over budget) cache passes through: it does not hold readiness back.
+            Ok(()) if !stores.iter().all(|s| s.synced() || s.is_over_budget()) => {
+                health.set_ready(false)
+            }
             Ok(()) => {
                 if !health.is_ready() {
                     tracing::info!("upstream answered /version; ready");

@@ -190,3 +190,15 @@ pub fn cache_request(resource: &str, verb: &'static str, result: &'static str) {
     c.increment(1);
     map.insert(key, c);
 }
+
+/// 1 while a resource's cache is evicted for exceeding its byte budget.
+pub const CACHE_OVER_BUDGET: &str = "r8s_cache_over_budget";
+
+/// Records whether a cache is over its byte budget.
+pub fn over_budget(resource: &str, over: bool) {
+    metrics::gauge!(CACHE_OVER_BUDGET, "resource" => resource.to_string()).set(if over {
+        1.0
+    } else {
+        0.0
+    });
+}

@@ -7,6 +7,7 @@
 //! change. Recent versions are retained for Exact reads and pagination.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
@@ -42,6 +43,33 @@ pub enum Change {
     Replace(Objects, u64),
 }
 
+/// Byte budgets, shared by every store: a cache over either stops being
+/// served (its requests pass through) instead of growing without bound.
+#[derive(Debug)]
+pub struct Budget {
+    total: AtomicUsize,
+    /// Bytes one resource's cache may hold (0: no limit).
+    pub max_per_resource: usize,
+    /// Bytes all caches together may hold (0: no limit).
+    pub max_total: usize,
+}
+
+impl Budget {
+    /// Budgets of these sizes (0: no limit).
+    pub fn new(max_per_resource: usize, max_total: usize) -> Self {
+        Budget {
+            total: AtomicUsize::new(0),
+            max_per_resource,
+            max_total,
+        }
+    }
+
+    /// Bytes held by all caches.
+    pub fn total(&self) -> usize {
+        self.total.load(Ordering::Relaxed)
+    }
+}
+
 struct State {
     current: Arc<Version>,
     retained: VecDeque<(Instant, Arc<Version>)>,
@@ -54,11 +82,14 @@ pub struct Store {
     rv: watch::Sender<u64>,
     retention: Duration,
     max_retained: usize,
+    budget: Arc<Budget>,
+    over_budget: AtomicBool,
 }
 
 impl Store {
-    /// An empty, unsynced store retaining versions for `retention` (at most `max_retained`).
-    pub fn new(retention: Duration, max_retained: usize) -> Self {
+    /// An empty, unsynced store retaining versions for `retention` (at most
+    /// `max_retained`), counting its bytes against `budget`.
+    pub fn new(retention: Duration, max_retained: usize, budget: Arc<Budget>) -> Self {
         let (rv, _) = watch::channel(0);
         Store {
             state: RwLock::new(State {
@@ -73,7 +104,37 @@ impl Store {
             rv,
             retention,
             max_retained: max_retained.max(1),
+            budget,
+            over_budget: AtomicBool::new(false),
         }
+    }
+
+    /// Whether this cache exceeds its budget or pushes the total over.
+    pub fn exceeds_budget(&self) -> bool {
+        let bytes = self.current().bytes;
+        let b = &self.budget;
+        (b.max_per_resource > 0 && bytes > b.max_per_resource)
+            || (b.max_total > 0 && b.total() > b.max_total)
+    }
+
+    /// Drops every object and stops serving (requests pass through) until a
+    /// relist fits the budget again.
+    pub fn evict_over_budget(&self) {
+        self.over_budget.store(true, Ordering::Relaxed);
+        self.apply(vec![Change::Replace(OrdMap::new(), self.current().rv)]);
+        let mut st = self.state.write().unwrap_or_else(|p| p.into_inner());
+        st.retained.clear();
+        st.synced = false;
+    }
+
+    /// Serving again after a relist that fits the budget.
+    pub fn clear_over_budget(&self) {
+        self.over_budget.store(false, Ordering::Relaxed);
+    }
+
+    /// Whether the cache was evicted for its budget (and not yet refilled).
+    pub fn is_over_budget(&self) -> bool {
+        self.over_budget.load(Ordering::Relaxed)
     }
 
     /// The current version.
@@ -141,6 +202,16 @@ impl Store {
                 }
             }
         }
+        let old_bytes = st.current.bytes;
+        if v.bytes >= old_bytes {
+            self.budget
+                .total
+                .fetch_add(v.bytes - old_bytes, Ordering::Relaxed);
+        } else {
+            self.budget
+                .total
+                .fetch_sub(old_bytes - v.bytes, Ordering::Relaxed);
+        }
         let v = Arc::new(v);
         let now = Instant::now();
         if st.current.rv != v.rv {
@@ -200,7 +271,7 @@ mod tests {
 
     #[test]
     fn should_keep_versions_consistent_and_retained() {
-        let s = Store::new(Duration::from_secs(60), 100);
+        let s = Store::new(Duration::from_secs(60), 100, Arc::new(Budget::new(0, 0)));
         assert!(!s.synced());
         s.apply(vec![Change::Replace(OrdMap::new(), 10)]);
         s.apply(vec![Change::Put(obj("x", 11))]);

@@ -76,6 +76,9 @@ pub async fn decide<B>(
     if !matches!(verb, "get" | "list") || rp.subresource.is_some() {
         return Decision::Pass(if verb == "watch" { "watch" } else { "verb" });
     }
+    if cache.store.is_over_budget() {
+        return Decision::Pass("over_budget");
+    }
     if !cache.store.synced() {
         return Decision::Pass("not_synced");
     }

@@ -32,6 +32,8 @@ enum State {
     Watch(u64),
     /// The resource cannot be cached (its resource versions are not integers).
     Uncacheable,
+    /// Over its byte budget: evicted; relist after a pause.
+    OverBudget,
 }
 
 /// Why a list or watch step failed, and what follows.
@@ -279,6 +281,11 @@ impl Reflector {
         let v = self.store.apply(vec![change]);
         metrics::cache_state(&self.label, &v, true);
         self.last_rv = v.rv.max(rv);
+        if self.store.exceeds_budget() {
+            return Err(StepError::Failed(
+                "the cache grew over its byte budget".into(),
+            ));
+        }
         Ok(self.last_rv)
     }
 
@@ -290,11 +297,35 @@ impl Reflector {
             if shutdown.fired() {
                 return;
             }
+            if !matches!(state, State::OverBudget | State::Uncacheable)
+                && self.store.exceeds_budget()
+            {
+                tracing::warn!(
+                    resource = %self.label,
+                    bytes = self.store.current().bytes,
+                    "cache over its byte budget (cache.max_bytes_*); evicted, its requests pass through; retrying in 60 s"
+                );
+                self.store.evict_over_budget();
+                metrics::cache_synced(&self.label, false);
+                metrics::over_budget(&self.label, true);
+                state = State::OverBudget;
+            }
             let result = match state {
                 State::Uncacheable => return,
+                State::OverBudget => {
+                    tokio::select! {
+                        _ = tokio::time::sleep(Duration::from_secs(60)) => {}
+                        _ = shutdown.wait() => return,
+                    }
+                    Ok(State::List)
+                }
                 State::List => match self.list().await {
                     Ok((objects, rv)) => {
                         let v = self.store.apply(vec![Change::Replace(objects, rv)]);
+                        if !self.store.exceeds_budget() {
+                            self.store.clear_over_budget();
+                            metrics::over_budget(&self.label, false);
+                        }
                         metrics::cache_state(&self.label, &v, true);
                         tracing::info!(resource = %self.label, objects = v.objects.len(), rv, "cache synced");
                         self.last_rv = rv;

@@ -73,6 +73,12 @@ pub async fn start_r8s_caching(upstreams: Vec<String>, resources: &[&str]) -> R8
     let mut config = Config::default();
     config.upstream.servers = upstreams;
     config.cache.resources = resources.iter().map(|s| s.to_string()).collect();
+    start_r8s_config(config).await
+}
+
+/// r8s with this configuration (test defaults for timeouts), ready when it returns.
+pub async fn start_r8s_config(mut config: Config) -> R8s {
+    let resources = config.cache.resources.clone();
     config.cache.wait_for_resource_version_seconds = 0.2;
     config.upstream.connect_timeout_seconds = 2.0;
     config.shutdown_grace_seconds = 5;
