@@ -176,9 +176,7 @@ async fn probe_upstream(
     loop {
         match upstream.probe().await {
             // An evicted (over budget) cache passes through: it does not hold readiness back.
-            Ok(()) if !stores.iter().all(|s| s.synced() || s.is_over_budget()) => {
-                health.set_ready(false)
-            }
+            Ok(()) if !stores.iter().all(|s| s.settled()) => health.set_ready(false),
             Ok(()) => {
                 if !health.is_ready() {
                     tracing::info!("upstream answered /version; ready");

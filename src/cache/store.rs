@@ -84,6 +84,7 @@ pub struct Store {
     max_retained: usize,
     budget: Arc<Budget>,
     over_budget: AtomicBool,
+    uncacheable: AtomicBool,
 }
 
 impl Store {
@@ -106,7 +107,24 @@ impl Store {
             max_retained: max_retained.max(1),
             budget,
             over_budget: AtomicBool::new(false),
+            uncacheable: AtomicBool::new(false),
         }
+    }
+
+    /// Marks the resource as not cacheable (its resource versions are not integers).
+    pub fn set_uncacheable(&self) {
+        self.uncacheable.store(true, Ordering::Relaxed);
+        self.set_unsynced();
+    }
+
+    /// Whether the resource cannot be cached; its requests pass through.
+    pub fn is_uncacheable(&self) -> bool {
+        self.uncacheable.load(Ordering::Relaxed)
+    }
+
+    /// Whether the cache has settled: synced, or passing through for good reason.
+    pub fn settled(&self) -> bool {
+        self.synced() || self.is_over_budget() || self.is_uncacheable()
     }
 
     /// Whether this cache exceeds its budget or pushes the total over.

@@ -79,6 +79,9 @@ pub async fn decide<B>(
     if cache.store.is_over_budget() {
         return Decision::Pass("over_budget");
     }
+    if cache.store.is_uncacheable() {
+        return Decision::Pass("not_cacheable");
+    }
     if !cache.store.synced() {
         return Decision::Pass("not_synced");
     }

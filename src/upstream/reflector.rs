@@ -357,7 +357,7 @@ impl Reflector {
                 }
                 Err(StepError::Uncacheable(e)) => {
                     tracing::warn!(resource = %self.label, error = %e, "not cacheable; its requests pass through");
-                    self.store.set_unsynced();
+                    self.store.set_uncacheable();
                     metrics::cache_synced(&self.label, false);
                     State::Uncacheable
                 }

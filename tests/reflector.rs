@@ -1,0 +1,196 @@
+//! The reflector against a scripted fake apiserver: resources whose versions
+//! are not integers pass through; malformed watch data makes it relist and
+//! never serve a half-applied state; discovery resolves `*` and rejects
+//! unknown entries at startup.
+
+mod common;
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use common::*;
+use http_body_util::Full;
+use hyper_util::rt::TokioIo;
+
+#[derive(Default)]
+struct Script {
+    cm_lists: AtomicUsize,
+    cm_watches: AtomicUsize,
+}
+
+fn json(s: &str) -> http::Response<Full<Bytes>> {
+    let mut r = http::Response::new(Full::new(Bytes::from(s.to_string())));
+    r.headers_mut()
+        .insert("content-type", "application/json".parse().unwrap());
+    r
+}
+
+async fn fake_apiserver(script: Arc<Script>) -> String {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", l.local_addr().unwrap());
+    tokio::spawn(async move {
+        loop {
+            let (s, _) = l.accept().await.unwrap();
+            let script = script.clone();
+            tokio::spawn(async move {
+                let svc = hyper::service::service_fn(
+                    move |req: http::Request<hyper::body::Incoming>| {
+                        let script = script.clone();
+                        async move {
+                            let q = req.uri().query().unwrap_or("").to_string();
+                            let r = match req.uri().path() {
+                                "/version" => json(
+                                    r#"{"major":"1","minor":"33","gitVersion":"v1.33.0-fake"}"#,
+                                ),
+                                "/api/v1" => json(
+                                    r#"{"kind":"APIResourceList","groupVersion":"v1","resources":[
+                                {"name":"pods","namespaced":true,"kind":"Pod","verbs":["get","list","watch"]},
+                                {"name":"configmaps","namespaced":true,"kind":"ConfigMap","verbs":["get","list","watch"]},
+                                {"name":"bindings","namespaced":true,"kind":"Binding","verbs":["create"]}]}"#,
+                                ),
+                                "/apis" => json(r#"{"kind":"APIGroupList","groups":[]}"#),
+                                "/api/v1/pods" => json(
+                                    r#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"abc"},"items":[{"metadata":{"name":"p","namespace":"a","resourceVersion":"abc"}}]}"#,
+                                ),
+                                "/api/v1/configmaps" if q.contains("watch=") => {
+                                    if script.cm_watches.fetch_add(1, Ordering::SeqCst) == 0 {
+                                        // A good event, then garbage: the reflector must relist.
+                                        json(
+                                            "{\"type\":\"MODIFIED\",\"object\":{\"kind\":\"ConfigMap\",\"apiVersion\":\"v1\",\"metadata\":{\"name\":\"c\",\"namespace\":\"a\",\"resourceVersion\":\"6\"},\"data\":{\"v\":\"2\"}}}\n{\"type\":\"MODIFIED\",\"object\":{\"metadata\":\n",
+                                        )
+                                    } else {
+                                        tokio::time::sleep(Duration::from_secs(30)).await;
+                                        json("")
+                                    }
+                                }
+                                "/api/v1/configmaps" => {
+                                    let n = script.cm_lists.fetch_add(1, Ordering::SeqCst);
+                                    let (rv, v) = if n == 0 { ("5", "1") } else { ("7", "3") };
+                                    json(&format!(
+                                        r#"{{"kind":"ConfigMapList","apiVersion":"v1","metadata":{{"resourceVersion":"{rv}"}},"items":[{{"metadata":{{"name":"c","namespace":"a","resourceVersion":"{rv}"}},"data":{{"v":"{v}"}}}}]}}"#
+                                    ))
+                                }
+                                "/api/v1/namespaces/a/pods/p" => json(
+                                    r#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p","namespace":"a","resourceVersion":"abc"}}"#,
+                                ),
+                                _ => {
+                                    let mut r = json(
+                                        r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"not found","reason":"NotFound","code":404}"#,
+                                    );
+                                    *r.status_mut() = http::StatusCode::NOT_FOUND;
+                                    r
+                                }
+                            };
+                            Ok::<_, Infallible>(r)
+                        }
+                    },
+                );
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(s), svc)
+                    .await;
+            });
+        }
+    });
+    url
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn should_pass_through_uncacheable_resources_and_relist_on_malformed_data() {
+    let script = Arc::new(Script::default());
+    let up = fake_apiserver(script.clone()).await;
+    let mut config = r8s::config::Config::default();
+    config.upstream.servers = vec![up];
+    config.cache.resources = vec!["pods".into(), "v1/configmaps".into()];
+    let r8s = start_r8s_config(config).await;
+
+    let p = get(&format!(
+        "{}/api/v1/namespaces/a/pods/p?resourceVersion=0",
+        r8s.url()
+    ))
+    .await;
+    assert_eq!(p.status, 200);
+    assert_eq!(
+        p.headers["x-r8s-cache"], "pass",
+        "resourceVersion \"abc\" is not cacheable"
+    );
+
+    // The malformed line made the reflector relist; the cache holds the relisted state.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let c = get(&format!(
+            "{}/api/v1/namespaces/a/configmaps?resourceVersion=0",
+            r8s.url()
+        ))
+        .await;
+        if c.headers["x-r8s-cache"] == "hit" && c.json()["metadata"]["resourceVersion"] == "7" {
+            assert_eq!(c.json()["items"][0]["data"]["v"], "3");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "relisted after malformed data: {}",
+            c.text()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(script.cm_lists.load(Ordering::SeqCst) >= 2);
+    let m = get(&format!("{}/metrics", r8s.admin_url())).await.text();
+    assert!(
+        m.contains(r#"r8s_reflector_relists_total{resource="v1/configmaps",reason="malformed"}"#),
+        "{m}"
+    );
+    r8s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn should_resolve_star_and_reject_unknown_entries_at_startup() {
+    let sim = start_sim(sim_config()).await;
+    let up = std::sync::Arc::new(
+        r8s::upstream::Upstream::new(&r8s::config::UpstreamConfig {
+            servers: vec![sim.url()],
+            ..Default::default()
+        })
+        .await
+        .unwrap(),
+    );
+    let all =
+        r8s::upstream::discovery::resolve(&up, &["*".into()], &["secrets".into(), "events".into()])
+            .await
+            .unwrap();
+    let labels: Vec<String> = all.iter().map(|r| r.label()).collect();
+    for want in [
+        "v1/pods",
+        "v1/configmaps",
+        "apps/v1/deployments",
+        "example.r8s.dev/v1/widgets",
+        "v1/nodes",
+    ] {
+        assert!(labels.contains(&want.to_string()), "{want} in {labels:?}");
+    }
+    assert!(
+        !labels.iter().any(|l| l.ends_with("/secrets")
+            || l.ends_with("/events")
+            || l.contains("tokenreviews")),
+        "{labels:?}"
+    );
+    let e = r8s::upstream::discovery::resolve(&up, &["apps/v1/nopes".into()], &[])
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("apps/v1/nopes"), "{e}");
+    let mut config = r8s::config::Config::default();
+    config.upstream.servers = vec![sim.url()];
+    config.cache.resources = vec!["nopes".into()];
+    let err = r8s::prepare(config)
+        .await
+        .err()
+        .expect("unknown resource is a startup error");
+    assert!(
+        err.to_string()
+            .contains("\"nopes\" is not served by the upstream"),
+        "{err}"
+    );
+    sim.stop().await;
+}
