@@ -23,4 +23,13 @@ async fn should_report_the_upstream_down() {
         "{m}"
     );
     r8s.stop().await;
+
+    // And back up: a reachable upstream sets the gauge to 1.
+    let sim = start_sim(sim_config()).await;
+    let r8s = start_r8s(vec![sim.url()]).await;
+    assert_eq!(get(&format!("{}/api/v1/pods", r8s.url())).await.status, 200);
+    let m = get(&format!("{}/metrics", r8s.admin_url())).await.text();
+    assert!(m.contains("r8s_upstream_up 1"), "{m}");
+    r8s.stop().await;
+    sim.stop().await;
 }
