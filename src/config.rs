@@ -64,6 +64,8 @@ pub struct CacheConfig {
     pub exclude: Vec<String>,
     /// Items per upstream LIST page during (re)lists.
     pub page_size: usize,
+    /// (Re)list with streaming lists (`sendInitialEvents`) where the upstream serves them.
+    pub streaming_lists: bool,
     /// Seconds recent versions are kept for Exact reads and pagination.
     pub snapshot_retention_seconds: u64,
     /// At most this many retained versions per resource (bounds memory under churn).
@@ -82,6 +84,7 @@ impl Default for CacheConfig {
             resources: Vec::new(),
             exclude: vec!["secrets".into(), "events".into()],
             page_size: 500,
+            streaming_lists: true,
             snapshot_retention_seconds: 75,
             max_retained_versions: 10_000,
             wait_for_resource_version_seconds: 3.0,

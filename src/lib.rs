@@ -122,6 +122,7 @@ impl Prepared {
                 c.store.clone(),
                 upstream::reflector::ReflectorConfig {
                     page_size: self.config.cache.page_size,
+                    streaming_lists: self.config.cache.streaming_lists,
                 },
             );
             tokio::spawn(r.run(shutdown.clone()));

@@ -207,3 +207,40 @@ async fn should_gzip_large_cached_lists_for_clients_that_accept_it() {
     r8s.stop().await;
     sim.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn should_sync_with_a_streaming_list_sparing_the_upstream_a_list() {
+    let sim = start_sim(sim_config()).await;
+    let r8s = start_r8s_caching(vec![sim.url()], &["pods"]).await;
+    assert_eq!(
+        sim.sim.count("list", "pods"),
+        0,
+        "no LIST reached the upstream"
+    );
+    assert_eq!(
+        sim.sim.count("watch", "pods"),
+        1,
+        "one streaming list, then the same stream as a watch"
+    );
+    let cached = get(&format!("{}/api/v1/pods?resourceVersion=0", r8s.url())).await;
+    assert_eq!(cached.headers["x-r8s-cache"], "hit");
+    assert_eq!(
+        items(&cached.json()),
+        items(&get(&format!("{}/api/v1/pods", sim.url())).await.json())
+    );
+    r8s.stop().await;
+
+    let lists_before = sim.sim.count("list", "pods");
+    let mut config = r8s::config::Config::default();
+    config.upstream.servers = vec![sim.url()];
+    config.cache.resources = vec!["pods".into()];
+    config.cache.streaming_lists = false;
+    let paged = start_r8s_config(config).await;
+    assert_eq!(
+        sim.sim.count("list", "pods") - lists_before,
+        1,
+        "streaming lists off: one paged LIST"
+    );
+    paged.stop().await;
+    sim.stop().await;
+}

@@ -55,6 +55,14 @@ async fn fake_apiserver(script: Arc<Script>) -> String {
                                 "/api/v1/pods" => json(
                                     r#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"abc"},"items":[{"metadata":{"name":"p","namespace":"a","resourceVersion":"abc"}}]}"#,
                                 ),
+                                // Like kube-apiserver 1.21: resourceVersionMatch on a watch is a 422.
+                                _ if q.contains("sendInitialEvents") => {
+                                    let mut r = json(
+                                        r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch","reason":"Invalid","code":422}"#,
+                                    );
+                                    *r.status_mut() = http::StatusCode::UNPROCESSABLE_ENTITY;
+                                    r
+                                }
                                 "/api/v1/configmaps" if q.contains("watch=") => {
                                     if script.cm_watches.fetch_add(1, Ordering::SeqCst) == 0 {
                                         // A good event, then garbage: the reflector must relist.

@@ -51,6 +51,29 @@ enum StepError {
     /// Transport or status failure; back off and retry the same step.
     #[error("{0}")]
     Failed(String),
+    /// The cache grew over its byte budget; evict it.
+    #[error("over the byte budget")]
+    OverBudget,
+    /// The upstream rejects or ignores streaming lists; use paged LISTs.
+    #[error("streaming lists unsupported: {0}")]
+    StreamingUnsupported(String),
+}
+
+/// How long the initial phase of a streaming list may go without an event
+/// before the upstream is taken to ignore `sendInitialEvents`.
+const INITIAL_EVENTS_QUIET: Duration = Duration::from_secs(10);
+
+#[derive(Deserialize)]
+struct BookmarkMeta {
+    #[serde(default, rename = "resourceVersion")]
+    resource_version: Option<String>,
+    #[serde(default)]
+    annotations: Option<std::collections::HashMap<String, String>>,
+}
+
+#[derive(Deserialize)]
+struct Bookmark {
+    metadata: BookmarkMeta,
 }
 
 /// Tunables.
@@ -58,6 +81,8 @@ enum StepError {
 pub struct ReflectorConfig {
     /// Items per LIST page.
     pub page_size: usize,
+    /// Try streaming lists (`sendInitialEvents`) before paged LISTs.
+    pub streaming_lists: bool,
 }
 
 /// Keeps `store` equal to the upstream's state of `resource`.
@@ -70,6 +95,8 @@ pub struct Reflector {
     label: String,
     /// The newest resource version applied (where a failed watch resumes).
     last_rv: u64,
+    /// Whether to try a streaming list next (cleared when the upstream refuses them).
+    streaming: bool,
 }
 
 #[derive(Deserialize)]
@@ -102,6 +129,12 @@ struct RvOnly<'a> {
     metadata: ListMeta<'a>,
 }
 
+/// Whether a group is one of Kubernetes' own (no dot, or `*.k8s.io` but not
+/// the `*.x-k8s.io` groups of SIG projects' CRDs).
+fn is_builtin_group(g: &str) -> bool {
+    g.is_empty() || !g.contains('.') || (g.ends_with(".k8s.io") && !g.ends_with(".x-k8s.io"))
+}
+
 impl Reflector {
     /// A reflector for `resource` feeding `store`.
     pub fn new(
@@ -114,9 +147,12 @@ impl Reflector {
             kind: resource.kind.clone(),
             api_version: resource.api_version(),
             resource: resource.resource.clone(),
-            items_typed: false,
+            // Built-in types' list items carry no kind; custom resources'
+            // do. A paged LIST confirms it from the first page.
+            items_typed: !is_builtin_group(&resource.group),
         };
         let label = resource.label();
+        let streaming = config.streaming_lists;
         Reflector {
             upstream,
             resource,
@@ -125,6 +161,7 @@ impl Reflector {
             config,
             label,
             last_rv: 0,
+            streaming,
         }
     }
 
@@ -206,19 +243,78 @@ impl Reflector {
     }
 
     /// One watch stream from `rv`; returns the last version seen when it ends cleanly.
-    async fn watch(&mut self, mut rv: u64, shutdown: &Signal) -> Result<u64, StepError> {
+    async fn watch(&mut self, rv: u64, shutdown: &Signal) -> Result<u64, StepError> {
         let timeout = 240 + fastrand::u64(..120);
         let q = format!(
             "watch=1&allowWatchBookmarks=true&resourceVersion={rv}&timeoutSeconds={timeout}"
         );
-        let mut body = self.get(&q).await?.into_body();
+        let body = self.get(&q).await?.into_body();
+        self.read_stream(body, rv, None, shutdown).await
+    }
+
+    /// A streaming list (`sendInitialEvents=true`, Kubernetes 1.32+): the
+    /// state as ADDED events up to a bookmark marked `initial-events-end`,
+    /// applied at once, then the same stream goes on as a watch. The upstream
+    /// is spared the LIST's memory.
+    async fn stream_list(&mut self, shutdown: &Signal) -> Result<u64, StepError> {
+        let timeout = 240 + fastrand::u64(..120);
+        let q = format!(
+            "watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds={timeout}"
+        );
+        let uri = format!("{}?{q}", self.resource.path());
+        let (parts, ()) = Request::get(uri)
+            .header("accept", "application/json")
+            .body(())
+            .map_err(|e| StepError::Failed(e.to_string()))?
+            .into_parts();
+        let resp = self
+            .upstream
+            .send(parts, None)
+            .await
+            .map_err(|e| StepError::Failed(e.to_string()))?;
+        match resp.status() {
+            StatusCode::OK => {}
+            s if s.is_client_error()
+                && s != StatusCode::GONE
+                && s != StatusCode::TOO_MANY_REQUESTS =>
+            {
+                return Err(StepError::StreamingUnsupported(format!("HTTP {s}")));
+            }
+            s => return Err(StepError::Failed(format!("streaming list: HTTP {s}"))),
+        }
+        self.read_stream(resp.into_body(), 0, Some(OrdMap::new()), shutdown)
+            .await
+    }
+
+    /// Reads watch events line by line from `body`. With `initial`, ADDED
+    /// events first build a new state, replaced at once at the end bookmark.
+    async fn read_stream(
+        &mut self,
+        mut body: Incoming,
+        mut rv: u64,
+        mut initial: Option<Objects>,
+        shutdown: &Signal,
+    ) -> Result<u64, StepError> {
         let mut buf = BytesMut::new();
+        // An upstream that ignores sendInitialEvents never sends the end bookmark.
+        let mut quiet = Box::pin(tokio::time::sleep(INITIAL_EVENTS_QUIET));
         loop {
             let frame = tokio::select! {
                 f = body.frame() => f,
                 _ = shutdown.wait() => return Ok(rv),
+                _ = &mut quiet, if initial.is_some() => {
+                    return Err(StepError::StreamingUnsupported("no initial-events-end bookmark".into()));
+                }
             };
-            let Some(frame) = frame else { return Ok(rv) };
+            let Some(frame) = frame else {
+                return if initial.is_some() {
+                    Err(StepError::StreamingUnsupported(
+                        "stream ended before the initial-events-end bookmark".into(),
+                    ))
+                } else {
+                    Ok(rv)
+                };
+            };
             let frame = frame.map_err(|e| StepError::Failed(e.to_string()))?;
             let Ok(data) = frame.into_data() else {
                 continue;
@@ -230,8 +326,76 @@ impl Reflector {
                 if line.iter().all(u8::is_ascii_whitespace) {
                     continue;
                 }
-                rv = self.apply_event(&line, rv)?;
+                let Some(objects) = initial.as_mut() else {
+                    rv = self.apply_event(&line, rv)?;
+                    continue;
+                };
+                quiet
+                    .as_mut()
+                    .reset(tokio::time::Instant::now() + INITIAL_EVENTS_QUIET);
+                if let Some(end) = self.initial_event(&line, objects)? {
+                    let objects = initial.take().expect("in the initial phase");
+                    let v = self.store.apply(vec![Change::Replace(objects, end)]);
+                    metrics::cache_state(&self.label, &v, true);
+                    tracing::info!(resource = %self.label, objects = v.objects.len(), rv = end, "cache synced (streaming list)");
+                    self.last_rv = end;
+                    rv = end;
+                    if self.store.exceeds_budget() {
+                        return Err(StepError::OverBudget);
+                    }
+                }
             }
+        }
+    }
+
+    /// One event of a streaming list's initial phase; `Some(rv)` at its end.
+    fn initial_event(
+        &mut self,
+        line: &Bytes,
+        objects: &mut Objects,
+    ) -> Result<Option<u64>, StepError> {
+        let ev: WatchEvent =
+            serde_json::from_slice(line).map_err(|e| StepError::Malformed(e.to_string()))?;
+        match &*ev.kind {
+            "ADDED" => {
+                let o = self
+                    .info
+                    .parse(ev.object.get().as_bytes())
+                    .map_err(|e| match e {
+                        ObjectError::BadResourceVersion(_) => StepError::Uncacheable(e),
+                        e => StepError::Malformed(e.to_string()),
+                    })?;
+                objects.insert(o.key.clone(), Arc::new(o));
+                Ok(None)
+            }
+            "BOOKMARK" => {
+                let b: Bookmark = serde_json::from_str(ev.object.get())
+                    .map_err(|e| StepError::Malformed(e.to_string()))?;
+                let s = b.metadata.resource_version.as_deref().unwrap_or("");
+                let rv: u64 = s
+                    .parse()
+                    .map_err(|_| StepError::Malformed(format!("bookmark resourceVersion {s:?}")))?;
+                let end = b
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get("k8s.io/initial-events-end"))
+                    .map(String::as_str)
+                    == Some("true");
+                Ok(end.then_some(rv))
+            }
+            "ERROR" => {
+                let s: serde_json::Value =
+                    serde_json::from_str(ev.object.get()).unwrap_or_default();
+                Err(if s["code"] == 410 {
+                    StepError::Expired
+                } else {
+                    StepError::Failed(format!("watch ERROR event: {}", s["message"]))
+                })
+            }
+            other => Err(StepError::StreamingUnsupported(format!(
+                "{other} event before the initial-events-end bookmark"
+            ))),
         }
     }
 
@@ -319,6 +483,17 @@ impl Reflector {
                     }
                     Ok(State::List)
                 }
+                State::List if self.streaming => match self.stream_list(&shutdown).await {
+                    Ok(last) => {
+                        if !self.store.exceeds_budget() {
+                            self.store.clear_over_budget();
+                            metrics::over_budget(&self.label, false);
+                        }
+                        metrics::watch_restart(&self.label);
+                        Ok(State::Watch(last))
+                    }
+                    Err(e) => Err(e),
+                },
                 State::List => match self.list().await {
                     Ok((objects, rv)) => {
                         let v = self.store.apply(vec![Change::Replace(objects, rv)]);
@@ -345,6 +520,13 @@ impl Reflector {
                 Ok(next) => {
                     backoff = Duration::from_millis(200);
                     next
+                }
+                // Evicted at the top of the loop, before anything else is served.
+                Err(StepError::OverBudget) => State::List,
+                Err(StepError::StreamingUnsupported(why)) => {
+                    tracing::info!(resource = %self.label, %why, "upstream does not serve streaming lists; using paged LISTs");
+                    self.streaming = false;
+                    State::List
                 }
                 Err(StepError::Expired) => {
                     metrics::relist(&self.label, "expired");
