@@ -56,7 +56,8 @@ pub fn install() -> PrometheusHandle {
 static RESOURCE_LABELS: RwLock<Option<HashSet<String>>> = RwLock::new(None);
 const MAX_RESOURCE_LABELS: usize = 256;
 
-fn resource_label(resource: &str) -> String {
+/// A resource label, bounded: past 256 distinct values new ones become `other`.
+pub fn resource_label(resource: &str) -> String {
     let ok = !resource.is_empty()
         && resource.len() <= 63
         && resource.bytes().all(|b| {

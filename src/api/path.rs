@@ -40,6 +40,11 @@ impl ResourcePath {
         }
     }
 
+    /// `group/version/resource` (`v1/pods` for the core group), as cache labels are.
+    pub fn label(&self) -> String {
+        format!("{}/{}", self.api_version(), self.resource)
+    }
+
     /// The verb kube-apiserver's RequestInfo would give this request.
     pub fn verb(&self, method: &http::Method, watch_param: bool) -> &'static str {
         use http::Method;

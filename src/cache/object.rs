@@ -114,6 +114,51 @@ impl CachedObject {
         }
     }
 
+    /// This object's last state as seen at resource version `rv` (a delete
+    /// found by a relist): same bytes, `metadata.resourceVersion` rewritten.
+    pub fn at_version(&self, rv: u64) -> CachedObject {
+        let old = format!("\"resourceVersion\":\"{}\"", self.rv);
+        let new = format!("\"resourceVersion\":\"{rv}\"");
+        let text = String::from_utf8_lossy(&self.json);
+        let json = match text.find(&old) {
+            Some(at) => {
+                let mut s = String::with_capacity(text.len() + 8);
+                s.push_str(&text[..at]);
+                s.push_str(&new);
+                s.push_str(&text[at + old.len()..]);
+                Bytes::from(s)
+            }
+            None => self.json.clone(),
+        };
+        let shift = json.len() as i64 - self.json.len() as i64;
+        let at = text.find(&old).unwrap_or(usize::MAX) as i64;
+        let moved = |p: u32| {
+            if (p as i64) > at {
+                (p as i64 + shift) as u32
+            } else {
+                p
+            }
+        };
+        CachedObject {
+            key: self.key.clone(),
+            ns_len: self.ns_len,
+            rv,
+            json,
+            item_skip: self.item_skip,
+            spans: self
+                .spans
+                .iter()
+                .map(|s| Span {
+                    key_at: moved(s.key_at),
+                    val_at: moved(s.val_at),
+                    ..*s
+                })
+                .collect(),
+            owned: self.owned.clone(),
+            field_names: self.field_names,
+        }
+    }
+
     /// Bytes this object holds (for memory accounting).
     pub fn size(&self) -> usize {
         self.json.len()

@@ -16,6 +16,9 @@ use tokio::sync::watch;
 
 use super::object::CachedObject;
 
+/// Events kept per resource (enough for 5 minutes at 100 writes/s).
+pub const DEFAULT_HISTORY: usize = 30_000;
+
 /// Objects by key, ordered as the apiserver lists them (`namespace/name`).
 pub type Objects = OrdMap<Arc<str>, Arc<CachedObject>>;
 
@@ -35,8 +38,8 @@ pub struct Version {
 pub enum Change {
     /// Added or modified.
     Put(Arc<CachedObject>),
-    /// Deleted (the key) at `rv`.
-    Delete(Arc<str>, u64),
+    /// Deleted: the object's last state, at the delete's resource version.
+    Delete(Arc<CachedObject>),
     /// Nothing changed but the resource version moved (a bookmark).
     Progress(u64),
     /// The whole state replaced (a relist), at `rv`.
@@ -70,10 +73,75 @@ impl Budget {
     }
 }
 
+/// What a watcher would have seen happen to one object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventKind {
+    /// Created (or entered the cache on a relist).
+    Added,
+    /// Updated.
+    Modified,
+    /// Deleted (or gone on a relist).
+    Deleted,
+}
+
+/// One change to the cache, for watchers: the object after it (for deletes,
+/// its last state stamped with the delete's version) and before it.
+#[derive(Debug, Clone)]
+pub struct Event {
+    /// Its place in the event history: the object's resource version, or for
+    /// the events of a relist, the relist's (they happened by then, in an
+    /// unknown order), so a watcher resuming after any earlier event gets them.
+    pub rv: u64,
+    /// What happened.
+    pub kind: EventKind,
+    /// The object after the change.
+    pub object: Arc<CachedObject>,
+    /// The object before it.
+    pub prev: Option<Arc<CachedObject>>,
+}
+
+/// The events that turn `old` into `new` (a relist at `rv`): objects new or
+/// changed (ordered by their resource versions), then those gone (their last
+/// state, stamped `rv`). All are placed at `rv` in the history, so no watcher
+/// misses one, deletes included.
+pub fn diff(old: &Objects, new: &Objects, rv: u64) -> Vec<Event> {
+    let mut out: Vec<Event> = Vec::new();
+    for (k, o) in new.iter() {
+        match old.get(k) {
+            None => out.push(Event {
+                rv,
+                kind: EventKind::Added,
+                object: o.clone(),
+                prev: None,
+            }),
+            Some(p) if p.rv != o.rv => out.push(Event {
+                rv,
+                kind: EventKind::Modified,
+                object: o.clone(),
+                prev: Some(p.clone()),
+            }),
+            Some(_) => {}
+        }
+    }
+    out.sort_by_key(|e| e.object.rv);
+    for (k, p) in old.iter() {
+        if !new.contains_key(k) {
+            out.push(Event {
+                rv,
+                kind: EventKind::Deleted,
+                object: Arc::new(p.at_version(rv)),
+                prev: Some(p.clone()),
+            });
+        }
+    }
+    out
+}
+
 struct State {
     current: Arc<Version>,
     retained: VecDeque<(Instant, Arc<Version>)>,
     synced: bool,
+    history: VecDeque<Event>,
 }
 
 /// The cache of one resource.
@@ -82,6 +150,7 @@ pub struct Store {
     rv: watch::Sender<u64>,
     retention: Duration,
     max_retained: usize,
+    max_history: usize,
     budget: Arc<Budget>,
     over_budget: AtomicBool,
     uncacheable: AtomicBool,
@@ -101,10 +170,12 @@ impl Store {
                 }),
                 retained: VecDeque::new(),
                 synced: false,
+                history: VecDeque::new(),
             }),
             rv,
             retention,
             max_retained: max_retained.max(1),
+            max_history: DEFAULT_HISTORY,
             budget,
             over_budget: AtomicBool::new(false),
             uncacheable: AtomicBool::new(false),
@@ -197,23 +268,45 @@ impl Store {
     pub fn apply(&self, changes: Vec<Change>) -> Arc<Version> {
         let mut st = self.state.write().unwrap_or_else(|p| p.into_inner());
         let mut v = (*st.current).clone();
+        let mut events = Vec::new();
         for c in changes {
             match c {
                 Change::Put(o) => {
                     v.rv = v.rv.max(o.rv);
                     v.bytes += o.size();
-                    if let Some(old) = v.objects.insert(o.key.clone(), o) {
+                    let prev = v.objects.insert(o.key.clone(), o.clone());
+                    if let Some(old) = &prev {
                         v.bytes -= old.size();
                     }
+                    let kind = if prev.is_some() {
+                        EventKind::Modified
+                    } else {
+                        EventKind::Added
+                    };
+                    events.push(Event {
+                        rv: o.rv,
+                        kind,
+                        object: o,
+                        prev,
+                    });
                 }
-                Change::Delete(k, rv) => {
-                    v.rv = v.rv.max(rv);
-                    if let Some(old) = v.objects.remove(&k) {
+                Change::Delete(o) => {
+                    v.rv = v.rv.max(o.rv);
+                    if let Some(old) = v.objects.remove(&o.key) {
                         v.bytes -= old.size();
+                        events.push(Event {
+                            rv: o.rv,
+                            kind: EventKind::Deleted,
+                            object: o,
+                            prev: Some(old),
+                        });
                     }
                 }
                 Change::Progress(rv) => v.rv = v.rv.max(rv),
                 Change::Replace(objects, rv) => {
+                    if st.synced {
+                        events.extend(diff(&v.objects, &objects, rv));
+                    }
                     v.bytes = objects.values().map(|o| o.size()).sum();
                     v.objects = objects;
                     v.rv = rv;
@@ -249,9 +342,24 @@ impl Store {
             st.retained.pop_front();
         }
         st.synced = true;
+        st.history.extend(events);
+        while st.history.len() > self.max_history {
+            st.history.pop_front();
+        }
         drop(st);
         self.rv.send_replace(v.rv);
         v
+    }
+
+    /// The recorded events with a resource version above `rv`, oldest first;
+    /// `None` when `rv` is older than the history keeps.
+    pub fn events_after(&self, rv: u64) -> Option<Vec<Event>> {
+        let st = self.state.read().unwrap_or_else(|p| p.into_inner());
+        let oldest = st.history.front().map(|e| e.rv);
+        if oldest.is_some_and(|o| rv + 1 < o) {
+            return None;
+        }
+        Some(st.history.iter().filter(|e| e.rv > rv).cloned().collect())
     }
 
     /// Marks the store unsynced (the reflector lost the upstream and must relist).
@@ -266,6 +374,13 @@ impl Store {
             .unwrap_or_else(|p| p.into_inner())
             .retained
             .len()
+    }
+}
+
+#[cfg(test)]
+impl Event {
+    fn events_after_is_placed_at(&self, rv: u64) -> bool {
+        self.rv == rv && self.object.rv == rv
     }
 }
 
@@ -294,7 +409,7 @@ mod tests {
         s.apply(vec![Change::Replace(OrdMap::new(), 10)]);
         s.apply(vec![Change::Put(obj("x", 11))]);
         let v12 = s.apply(vec![Change::Put(obj("y", 12))]);
-        s.apply(vec![Change::Delete(Arc::from("a/x"), 13)]);
+        s.apply(vec![Change::Delete(obj("x", 13))]);
         assert!(s.synced());
         assert_eq!(s.current().objects.len(), 1);
         assert_eq!(
@@ -306,6 +421,40 @@ mod tests {
         assert_eq!(s.at(12).unwrap().rv, 12);
         assert_eq!(s.at(13).unwrap().rv, 13);
         assert!(s.at(9).is_none());
+        let kinds: Vec<EventKind> = s.events_after(10).unwrap().iter().map(|e| e.kind).collect();
+        assert_eq!(
+            kinds,
+            [EventKind::Added, EventKind::Added, EventKind::Deleted]
+        );
+        // A relist at 20 where y changed, z appeared and nothing else is left.
+        let mut relisted = OrdMap::new();
+        for o in [obj("y", 15), obj("z", 14)] {
+            relisted.insert(o.key.clone(), o);
+        }
+        s.apply(vec![Change::Put(obj("w", 16))]);
+        s.apply(vec![Change::Replace(relisted, 20)]);
+        let after: Vec<(EventKind, String, u64)> = s
+            .events_after(16)
+            .unwrap()
+            .iter()
+            .map(|e| (e.kind, e.object.name().to_string(), e.object.rv))
+            .collect();
+        assert_eq!(
+            after,
+            [
+                (EventKind::Added, "z".to_string(), 14),
+                (EventKind::Modified, "y".to_string(), 15),
+                (EventKind::Deleted, "w".to_string(), 20),
+            ],
+            "a relist becomes the events a watcher would have seen, deletes included"
+        );
+        let gone = s.events_after(16).unwrap().pop().unwrap();
+        assert!(
+            std::str::from_utf8(&gone.object.json)
+                .unwrap()
+                .contains(r#""resourceVersion":"20""#)
+        );
+        assert!(gone.events_after_is_placed_at(20));
         let item = s.current().objects.values().next().unwrap().clone();
         let mut out = bytes::BytesMut::new();
         item.write_item(&mut out);

@@ -417,7 +417,7 @@ impl Reflector {
                 }
                 "DELETED" => {
                     let o = parse(ev.object)?;
-                    Change::Delete(o.key.clone(), o.rv)
+                    Change::Delete(Arc::new(o))
                 }
                 "BOOKMARK" => {
                     let m: RvOnly = serde_json::from_str(ev.object.get())
