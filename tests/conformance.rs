@@ -158,6 +158,28 @@ fn check(c: &Case, r: &Resp) {
     }
 }
 
+/// Sends a case straight to the sim and through r8s.
+async fn both(direct: &str, via: &str, c: &Case) -> (Resp, Resp) {
+    let limit = Duration::from_secs(5);
+    let a = send(
+        c.method,
+        &format!("{direct}{}", c.path),
+        &c.headers,
+        c.body.as_deref(),
+        limit,
+    )
+    .await;
+    let b = send(
+        c.method,
+        &format!("{via}{}", c.path),
+        &c.headers,
+        c.body.as_deref(),
+        limit,
+    )
+    .await;
+    (a, b)
+}
+
 fn cases(cur: u64, oldest_watchable: u64) -> Vec<Case> {
     use Want::*;
     let tok = |rv: i64, start: &str| ContinueToken::after(rv, start).encode();
@@ -362,25 +384,9 @@ async fn should_answer_identically_from_the_cache() {
         "at least 80 get/list table cases, have {generated}"
     );
     all.extend(cases(cur, direct.sim.store.compacted()));
-    let limit = Duration::from_secs(5);
     let mut hits = 0;
     for c in &all {
-        let a = send(
-            c.method,
-            &format!("{}{}", direct.url(), c.path),
-            &c.headers,
-            c.body.as_deref(),
-            limit,
-        )
-        .await;
-        let b = send(
-            c.method,
-            &format!("{}{}", r8s.url(), c.path),
-            &c.headers,
-            c.body.as_deref(),
-            limit,
-        )
-        .await;
+        let (a, b) = both(&direct.url(), &r8s.url(), c).await;
         check(c, &a);
         assert_eq!(
             view(&a),
@@ -443,24 +449,8 @@ async fn should_answer_identically_straight_and_through_r8s() {
     );
     let all = cases(cur, oldest);
     assert!(all.len() >= 60, "at least 60 cases, have {}", all.len());
-    let limit = Duration::from_secs(5);
     for c in &all {
-        let a = send(
-            c.method,
-            &format!("{}{}", direct.url(), c.path),
-            &c.headers,
-            c.body.as_deref(),
-            limit,
-        )
-        .await;
-        let b = send(
-            c.method,
-            &format!("{}{}", r8s.url(), c.path),
-            &c.headers,
-            c.body.as_deref(),
-            limit,
-        )
-        .await;
+        let (a, b) = both(&direct.url(), &r8s.url(), c).await;
         check(c, &a);
         assert_eq!(
             view(&a),

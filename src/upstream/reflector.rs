@@ -165,18 +165,23 @@ impl Reflector {
         }
     }
 
-    async fn get(&self, query: &str) -> Result<http::Response<Incoming>, StepError> {
+    /// `GET {collection}?{query}` with r8s's credentials, any status.
+    async fn request(&self, query: &str) -> Result<http::Response<Incoming>, StepError> {
         let uri = format!("{}?{query}", self.resource.path());
         let (parts, ()) = Request::get(uri)
             .header("accept", "application/json")
             .body(())
             .map_err(|e| StepError::Failed(e.to_string()))?
             .into_parts();
-        let resp = self
-            .upstream
+        self.upstream
             .send(parts, None)
             .await
-            .map_err(|e| StepError::Failed(e.to_string()))?;
+            .map_err(|e| StepError::Failed(e.to_string()))
+    }
+
+    /// A list or watch request: 200, or the error its status means.
+    async fn get(&self, query: &str) -> Result<http::Response<Incoming>, StepError> {
+        let resp = self.request(query).await?;
         match resp.status() {
             StatusCode::OK => Ok(resp),
             StatusCode::GONE => Err(StepError::Expired),
@@ -261,17 +266,7 @@ impl Reflector {
         let q = format!(
             "watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds={timeout}"
         );
-        let uri = format!("{}?{q}", self.resource.path());
-        let (parts, ()) = Request::get(uri)
-            .header("accept", "application/json")
-            .body(())
-            .map_err(|e| StepError::Failed(e.to_string()))?
-            .into_parts();
-        let resp = self
-            .upstream
-            .send(parts, None)
-            .await
-            .map_err(|e| StepError::Failed(e.to_string()))?;
+        let resp = self.request(&q).await?;
         match resp.status() {
             StatusCode::OK => {}
             s if s.is_client_error()
