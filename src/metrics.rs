@@ -115,7 +115,7 @@ pub fn upstream_unreachable() {
 
 /// Objects in a resource's cache.
 pub const CACHE_OBJECTS: &str = "r8s_cache_objects";
-/// Bytes a resource's cache holds (current objects; retained versions share them).
+/// Bytes a resource's cache holds: objects, and older versions its history and retained versions keep.
 pub const CACHE_BYTES: &str = "r8s_cache_bytes";
 /// The resource version a cache is at.
 pub const CACHE_RESOURCE_VERSION: &str = "r8s_cache_resource_version";
@@ -130,11 +130,12 @@ pub const REFLECTOR_EVENTS_TOTAL: &str = "r8s_reflector_events_total";
 /// Cached-resource requests by result (`hit`, or `pass` with its reason).
 pub const CACHE_REQUESTS_TOTAL: &str = "r8s_cache_requests_total";
 
-/// Records a cache's size and version after a change.
-pub fn cache_state(resource: &str, v: &crate::cache::store::Version, synced: bool) {
+/// Records a cache's size and version after a change (`bytes`: objects and
+/// the older versions its history keeps alive).
+pub fn cache_state(resource: &str, v: &crate::cache::store::Version, bytes: usize, synced: bool) {
     let r = resource.to_string();
     metrics::gauge!(CACHE_OBJECTS, "resource" => r.clone()).set(v.objects.len() as f64);
-    metrics::gauge!(CACHE_BYTES, "resource" => r.clone()).set(v.bytes as f64);
+    metrics::gauge!(CACHE_BYTES, "resource" => r.clone()).set(bytes as f64);
     metrics::gauge!(CACHE_RESOURCE_VERSION, "resource" => r.clone()).set(v.rv as f64);
     metrics::gauge!(CACHE_SYNCED, "resource" => r).set(if synced { 1.0 } else { 0.0 });
 }

@@ -142,6 +142,8 @@ struct State {
     retained: VecDeque<(Instant, Arc<Version>)>,
     synced: bool,
     history: VecDeque<Event>,
+    /// Bytes of object versions only the history (and retained versions) keep alive.
+    history_bytes: usize,
 }
 
 /// The cache of one resource.
@@ -171,6 +173,7 @@ impl Store {
                 retained: VecDeque::new(),
                 synced: false,
                 history: VecDeque::new(),
+                history_bytes: 0,
             }),
             rv,
             retention,
@@ -200,7 +203,7 @@ impl Store {
 
     /// Whether this cache exceeds its budget or pushes the total over.
     pub fn exceeds_budget(&self) -> bool {
-        let bytes = self.current().bytes;
+        let bytes = self.bytes();
         let b = &self.budget;
         (b.max_per_resource > 0 && bytes > b.max_per_resource)
             || (b.max_total > 0 && b.total() > b.max_total)
@@ -214,6 +217,11 @@ impl Store {
         let mut st = self.state.write().unwrap_or_else(|p| p.into_inner());
         st.retained.clear();
         st.synced = false;
+        let held = std::mem::take(&mut st.history_bytes);
+        st.history.clear();
+        self.budget
+            .total
+            .fetch_sub(held.min(self.budget.total()), Ordering::Relaxed);
     }
 
     /// Serving again after a relist that fits the budget.
@@ -233,6 +241,13 @@ impl Store {
             .unwrap_or_else(|p| p.into_inner())
             .current
             .clone()
+    }
+
+    /// Bytes this cache holds: current objects, plus the older object versions
+    /// its event history (and so its retained versions) keeps alive.
+    pub fn bytes(&self) -> usize {
+        let st = self.state.read().unwrap_or_else(|p| p.into_inner());
+        st.current.bytes + st.history_bytes
     }
 
     /// Whether the initial list has been applied.
@@ -342,9 +357,25 @@ impl Store {
             st.retained.pop_front();
         }
         st.synced = true;
-        st.history.extend(events);
+        let mut held: isize = 0;
+        for e in events {
+            held += e.held_bytes() as isize;
+            st.history.push_back(e);
+        }
         while st.history.len() > self.max_history {
-            st.history.pop_front();
+            if let Some(e) = st.history.pop_front() {
+                held -= e.held_bytes() as isize;
+            }
+        }
+        st.history_bytes = (st.history_bytes as isize + held).max(0) as usize;
+        if held >= 0 {
+            self.budget
+                .total
+                .fetch_add(held as usize, Ordering::Relaxed);
+        } else {
+            self.budget
+                .total
+                .fetch_sub((-held) as usize, Ordering::Relaxed);
         }
         drop(st);
         self.rv.send_replace(v.rv);
@@ -374,6 +405,20 @@ impl Store {
             .unwrap_or_else(|p| p.into_inner())
             .retained
             .len()
+    }
+}
+
+impl Event {
+    /// Bytes of object versions this event alone keeps alive: the version it
+    /// displaced, and for a delete the final state too (current objects are
+    /// counted with the version that holds them).
+    fn held_bytes(&self) -> usize {
+        let prev = self.prev.as_ref().map_or(0, |p| p.size());
+        if self.kind == EventKind::Deleted {
+            prev + self.object.size()
+        } else {
+            prev
+        }
     }
 }
 
@@ -422,6 +467,12 @@ mod tests {
         assert_eq!(s.at(13).unwrap().rv, 13);
         assert!(s.at(9).is_none());
         let kinds: Vec<EventKind> = s.events_after(10).unwrap().iter().map(|e| e.kind).collect();
+        let x = obj("x", 11).size();
+        assert_eq!(
+            s.bytes(),
+            s.current().bytes + 2 * x,
+            "the deleted x is held by its event (last state and displaced version)"
+        );
         assert_eq!(
             kinds,
             [EventKind::Added, EventKind::Added, EventKind::Deleted]

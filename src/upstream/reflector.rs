@@ -331,7 +331,7 @@ impl Reflector {
                 if let Some(end) = self.initial_event(&line, objects)? {
                     let objects = initial.take().expect("in the initial phase");
                     let v = self.store.apply(vec![Change::Replace(objects, end)]);
-                    metrics::cache_state(&self.label, &v, true);
+                    metrics::cache_state(&self.label, &v, self.store.bytes(), true);
                     tracing::info!(resource = %self.label, objects = v.objects.len(), rv = end, "cache synced (streaming list)");
                     self.last_rv = end;
                     rv = end;
@@ -438,7 +438,7 @@ impl Reflector {
                 }
             };
         let v = self.store.apply(vec![change]);
-        metrics::cache_state(&self.label, &v, true);
+        metrics::cache_state(&self.label, &v, self.store.bytes(), true);
         self.last_rv = v.rv.max(rv);
         if self.store.exceeds_budget() {
             return Err(StepError::Failed(
@@ -496,7 +496,7 @@ impl Reflector {
                             self.store.clear_over_budget();
                             metrics::over_budget(&self.label, false);
                         }
-                        metrics::cache_state(&self.label, &v, true);
+                        metrics::cache_state(&self.label, &v, self.store.bytes(), true);
                         tracing::info!(resource = %self.label, objects = v.objects.len(), rv, "cache synced");
                         self.last_rv = rv;
                         Ok(State::Watch(rv))
