@@ -54,13 +54,13 @@ async fn should_behave_like_the_sim_for_reads() {
     let a = kubectl_for(
         &via,
         &["logs", "-f", "pod-00000", "-n", "ns-0", "-c", "main"],
-        Duration::from_millis(2500),
+        Duration::from_millis(3500),
     )
     .await;
     let b = kubectl_for(
         &direct,
         &["logs", "-f", "pod-00000", "-n", "ns-0", "-c", "main"],
-        Duration::from_millis(2500),
+        Duration::from_millis(3500),
     )
     .await;
     assert!(
