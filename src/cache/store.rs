@@ -86,7 +86,7 @@ pub enum EventKind {
 
 /// One change to the cache, for watchers: the object after it (for deletes,
 /// its last state stamped with the delete's version) and before it.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Event {
     /// Its place in the event history: the object's resource version, or for
     /// the events of a relist, the relist's (they happened by then, in an
@@ -98,6 +98,42 @@ pub struct Event {
     pub object: Arc<CachedObject>,
     /// The object before it.
     pub prev: Option<Arc<CachedObject>>,
+    /// The JSON watch-stream line, serialized once for every watcher.
+    line: std::sync::OnceLock<bytes::Bytes>,
+}
+
+impl Event {
+    fn new(
+        rv: u64,
+        kind: EventKind,
+        object: Arc<CachedObject>,
+        prev: Option<Arc<CachedObject>>,
+    ) -> Self {
+        Event {
+            rv,
+            kind,
+            object,
+            prev,
+            line: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// `{"type":"MODIFIED","object":{...}}\n`, built on first use and shared.
+    pub fn line(&self) -> &bytes::Bytes {
+        self.line
+            .get_or_init(|| crate::codec::json::watch_line(self.kind.as_str(), &self.object.json))
+    }
+}
+
+impl EventKind {
+    /// The watch event type.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::Added => "ADDED",
+            EventKind::Modified => "MODIFIED",
+            EventKind::Deleted => "DELETED",
+        }
+    }
 }
 
 /// The events that turn `old` into `new` (a relist at `rv`): objects new or
@@ -108,30 +144,25 @@ pub fn diff(old: &Objects, new: &Objects, rv: u64) -> Vec<Event> {
     let mut out: Vec<Event> = Vec::new();
     for (k, o) in new.iter() {
         match old.get(k) {
-            None => out.push(Event {
+            None => out.push(Event::new(rv, EventKind::Added, o.clone(), None)),
+            Some(p) if p.rv != o.rv => out.push(Event::new(
                 rv,
-                kind: EventKind::Added,
-                object: o.clone(),
-                prev: None,
-            }),
-            Some(p) if p.rv != o.rv => out.push(Event {
-                rv,
-                kind: EventKind::Modified,
-                object: o.clone(),
-                prev: Some(p.clone()),
-            }),
+                EventKind::Modified,
+                o.clone(),
+                Some(p.clone()),
+            )),
             Some(_) => {}
         }
     }
     out.sort_by_key(|e| e.object.rv);
     for (k, p) in old.iter() {
         if !new.contains_key(k) {
-            out.push(Event {
+            out.push(Event::new(
                 rv,
-                kind: EventKind::Deleted,
-                object: Arc::new(p.at_version(rv)),
-                prev: Some(p.clone()),
-            });
+                EventKind::Deleted,
+                Arc::new(p.at_version(rv)),
+                Some(p.clone()),
+            ));
         }
     }
     out
@@ -141,7 +172,9 @@ struct State {
     current: Arc<Version>,
     retained: VecDeque<(Instant, Arc<Version>)>,
     synced: bool,
-    history: VecDeque<Event>,
+    history: VecDeque<Arc<Event>>,
+    /// The history holds every event with a resource version above this.
+    history_from: u64,
     /// Bytes of object versions only the history (and retained versions) keep alive.
     history_bytes: usize,
 }
@@ -173,6 +206,7 @@ impl Store {
                 retained: VecDeque::new(),
                 synced: false,
                 history: VecDeque::new(),
+                history_from: 0,
                 history_bytes: 0,
             }),
             rv,
@@ -219,6 +253,7 @@ impl Store {
         st.synced = false;
         let held = std::mem::take(&mut st.history_bytes);
         st.history.clear();
+        st.history_from = st.current.rv;
         self.budget
             .total
             .fetch_sub(held.min(self.budget.total()), Ordering::Relaxed);
@@ -298,29 +333,22 @@ impl Store {
                     } else {
                         EventKind::Added
                     };
-                    events.push(Event {
-                        rv: o.rv,
-                        kind,
-                        object: o,
-                        prev,
-                    });
+                    events.push(Event::new(o.rv, kind, o, prev));
                 }
                 Change::Delete(o) => {
                     v.rv = v.rv.max(o.rv);
                     if let Some(old) = v.objects.remove(&o.key) {
                         v.bytes -= old.size();
-                        events.push(Event {
-                            rv: o.rv,
-                            kind: EventKind::Deleted,
-                            object: o,
-                            prev: Some(old),
-                        });
+                        events.push(Event::new(o.rv, EventKind::Deleted, o, Some(old)));
                     }
                 }
                 Change::Progress(rv) => v.rv = v.rv.max(rv),
                 Change::Replace(objects, rv) => {
                     if st.synced {
                         events.extend(diff(&v.objects, &objects, rv));
+                    } else {
+                        // A first sync: the history starts complete from here.
+                        st.history_from = rv;
                     }
                     v.bytes = objects.values().map(|o| o.size()).sum();
                     v.objects = objects;
@@ -360,11 +388,12 @@ impl Store {
         let mut held: isize = 0;
         for e in events {
             held += e.held_bytes() as isize;
-            st.history.push_back(e);
+            st.history.push_back(Arc::new(e));
         }
         while st.history.len() > self.max_history {
             if let Some(e) = st.history.pop_front() {
                 held -= e.held_bytes() as isize;
+                st.history_from = st.history_from.max(e.rv);
             }
         }
         st.history_bytes = (st.history_bytes as isize + held).max(0) as usize;
@@ -384,13 +413,33 @@ impl Store {
 
     /// The recorded events with a resource version above `rv`, oldest first;
     /// `None` when `rv` is older than the history keeps.
-    pub fn events_after(&self, rv: u64) -> Option<Vec<Event>> {
+    pub fn events_after(&self, rv: u64) -> Option<Vec<Arc<Event>>> {
+        self.read_after(rv).map(|(events, _)| events)
+    }
+
+    /// The events after `rv` and the version they bring a reader up to (all
+    /// changes up to it are in them): `None` when `rv` is older than the history.
+    pub fn read_after(&self, rv: u64) -> Option<(Vec<Arc<Event>>, u64)> {
         let st = self.state.read().unwrap_or_else(|p| p.into_inner());
-        let oldest = st.history.front().map(|e| e.rv);
-        if oldest.is_some_and(|o| rv + 1 < o) {
+        if rv < st.history_from {
             return None;
         }
-        Some(st.history.iter().filter(|e| e.rv > rv).cloned().collect())
+        let from = st.history.partition_point(|e| e.rv <= rv);
+        let events: Vec<Arc<Event>> = st.history.range(from..).cloned().collect();
+        Some((events, st.current.rv.max(rv)))
+    }
+
+    /// The oldest resource version a watch can resume from.
+    pub fn history_from(&self) -> u64 {
+        self.state
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .history_from
+    }
+
+    /// A receiver that changes whenever the cache's version does.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.rv.subscribe()
     }
 
     /// Marks the store unsynced (the reflector lost the upstream and must relist).

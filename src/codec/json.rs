@@ -106,6 +106,18 @@ impl HttpBody for ListBody {
     }
 }
 
+/// One JSON watch-stream line: `{"type":T,"object":OBJ}` and a newline, as
+/// kube-apiserver frames watch events.
+pub fn watch_line(kind: &str, object: &[u8]) -> Bytes {
+    let mut out = BytesMut::with_capacity(object.len() + kind.len() + 24);
+    out.extend_from_slice(b"{\"type\":\"");
+    out.extend_from_slice(kind.as_bytes());
+    out.extend_from_slice(b"\",\"object\":");
+    out.extend_from_slice(object);
+    out.extend_from_slice(b"}\n");
+    out.freeze()
+}
+
 /// Responses at least this large are gzipped for clients that accept it
 /// (kube-apiserver's threshold).
 pub const GZIP_MIN: usize = 128 * 1024;
