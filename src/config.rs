@@ -26,6 +26,8 @@ pub struct Config {
     pub cache: CacheConfig,
     /// Cached reads at the edges.
     pub read: ReadConfig,
+    /// Cached watches.
+    pub watch: WatchConfig,
     /// Logging.
     pub log: LogConfig,
 }
@@ -103,6 +105,41 @@ pub struct ReadConfig {
     pub on_too_new: OnTooNew,
 }
 
+/// Cached watches.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WatchConfig {
+    /// Seconds between bookmarks sent to clients that allow them.
+    pub bookmark_interval_seconds: u64,
+    /// Watches without `timeoutSeconds` end after a random time in [this, 2×this] seconds.
+    pub min_timeout_seconds: u64,
+    /// A watch from a version older than the history: `pass` (the upstream may
+    /// still have it) or `410` (kube-apiserver's ERROR event).
+    pub on_too_old: OnTooOld,
+}
+
+impl Default for WatchConfig {
+    fn default() -> Self {
+        WatchConfig {
+            bookmark_interval_seconds: 60,
+            min_timeout_seconds: 1800,
+            on_too_old: OnTooOld::Pass,
+        }
+    }
+}
+
+/// What to do with a watch older than the history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum OnTooOld {
+    /// Pass it through to the upstream.
+    #[default]
+    #[serde(rename = "pass")]
+    Pass,
+    /// Answer 200 with one `ERROR` event carrying a 410 `Expired` Status.
+    #[serde(rename = "410")]
+    Gone,
+}
+
 /// What to do with a read the cache is too old for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub enum OnTooNew {
@@ -140,6 +177,7 @@ impl Default for Config {
             upstream: UpstreamConfig::default(),
             cache: CacheConfig::default(),
             read: ReadConfig::default(),
+            watch: WatchConfig::default(),
             log: LogConfig::default(),
         }
     }

@@ -151,6 +151,13 @@ impl Prepared {
                 wait: Duration::from_secs_f64(self.config.cache.wait_for_resource_version_seconds),
                 on_too_new: self.config.read.on_too_new,
             },
+            watch_policy: serve::watch::WatchPolicy {
+                bookmark_interval: Duration::from_secs(
+                    self.config.watch.bookmark_interval_seconds.max(1),
+                ),
+                min_timeout: Duration::from_secs(self.config.watch.min_timeout_seconds.max(1)),
+                on_too_old: self.config.watch.on_too_old,
+            },
             shutdown: shutdown.clone(),
         });
         server::serve(

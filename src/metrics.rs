@@ -204,3 +204,11 @@ pub fn over_budget(resource: &str, over: bool) {
         0.0
     });
 }
+
+/// Watches served from a resource's cache right now.
+pub const WATCHERS: &str = "r8s_watchers";
+
+/// A cached watch started (+1) or ended (-1).
+pub fn watchers(resource: &str, delta: i64) {
+    metrics::gauge!(WATCHERS, "resource" => resource.to_string()).increment(delta as f64);
+}

@@ -3,6 +3,7 @@
 
 pub mod passthrough;
 pub mod read;
+pub mod watch;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -25,6 +26,8 @@ pub struct Api {
     pub caches: crate::cache::Caches,
     /// How cached reads behave.
     pub policy: read::ReadPolicy,
+    /// How cached watches behave.
+    pub watch_policy: watch::WatchPolicy,
     /// Ends streams at shutdown.
     pub shutdown: Signal,
 }
@@ -93,7 +96,12 @@ impl Api {
         if let ApiPath::Resource(rp) = &parsed {
             let key = (rp.group.clone(), rp.version.clone(), rp.resource.clone());
             if let Some(cache) = self.caches.get(&key) {
-                match read::decide(cache, &req, rp, c.verb, &self.policy).await {
+                let decision = if c.verb == "watch" && rp.subresource.is_none() {
+                    watch::decide(cache, &req, rp, &self.watch_policy, &self.shutdown)
+                } else {
+                    read::decide(cache, &req, rp, c.verb, &self.policy).await
+                };
+                match decision {
                     read::Decision::Hit(resp) => {
                         metrics::cache_request(&cache.label, c.verb, "hit");
                         metrics::request(

@@ -65,6 +65,21 @@ fn wants_pretty(headers: &HeaderMap, query: Option<&str>) -> bool {
         .is_some_and(|ua| ua.starts_with("curl/"))
 }
 
+/// Why a cache cannot serve this client now, if it cannot.
+pub fn unservable(cache: &ResourceCache, headers: &HeaderMap) -> Option<&'static str> {
+    if cache.store.is_over_budget() {
+        Some("over_budget")
+    } else if cache.store.is_uncacheable() {
+        Some("not_cacheable")
+    } else if !cache.store.synced() {
+        Some("not_synced")
+    } else if !accepts_json(headers) {
+        Some("media_type")
+    } else {
+        None
+    }
+}
+
 /// Tries to answer `req` from `cache`.
 pub async fn decide<B>(
     cache: &ResourceCache,
@@ -74,19 +89,10 @@ pub async fn decide<B>(
     policy: &ReadPolicy,
 ) -> Decision {
     if !matches!(verb, "get" | "list") || rp.subresource.is_some() {
-        return Decision::Pass(if verb == "watch" { "watch" } else { "verb" });
+        return Decision::Pass("verb");
     }
-    if cache.store.is_over_budget() {
-        return Decision::Pass("over_budget");
-    }
-    if cache.store.is_uncacheable() {
-        return Decision::Pass("not_cacheable");
-    }
-    if !cache.store.synced() {
-        return Decision::Pass("not_synced");
-    }
-    if !accepts_json(req.headers()) {
-        return Decision::Pass("media_type");
+    if let Some(reason) = unservable(cache, req.headers()) {
+        return Decision::Pass(reason);
     }
     let Ok(opts) = ListOptions::parse(req.uri().query()) else {
         return Decision::Pass("invalid");
