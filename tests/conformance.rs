@@ -158,6 +158,11 @@ fn check(c: &Case, r: &Resp) {
     }
 }
 
+/// Whether a body is pretty-printed (kube-apiserver indents for curl).
+fn indented(r: &Resp) -> bool {
+    r.body.starts_with(b"{\n")
+}
+
 /// Sends a case straight to the sim and through r8s.
 async fn both(direct: &str, via: &str, c: &Case) -> (Resp, Resp) {
     let limit = Duration::from_secs(5);
@@ -257,6 +262,10 @@ fn cases(cur: u64, oldest_watchable: u64) -> Vec<Case> {
         case("table v1beta1", "GET", "/api/v1/namespaces/ns-1/pods/pod-00001", Status(200)).header("accept", "application/json;as=Table;v=v1beta1;g=meta.k8s.io"),
         case("not acceptable", "GET", pods, Failure(406, "NotAcceptable", "only the following media types are accepted")).header("accept", "text/html"),
         case("pretty for curl", "GET", "/api/v1/namespaces/ns-1/pods/pod-00001", Status(200)).header("user-agent", "curl/8.0"),
+        case("pretty for curl, any version", "GET", "/api/v1/namespaces/ns-1/pods/pod-00001?resourceVersion=0", Status(200)).header("user-agent", "curl/8.0"),
+        case("pretty list for curl, any version", "GET", format!("{pods}?resourceVersion=0&limit=2"), Status(200)).header("user-agent", "curl/8.0"),
+        case("pretty=false for curl", "GET", format!("{pods}?resourceVersion=0&pretty=false"), Status(200)).header("user-agent", "curl/8.0"),
+        case("pretty=true", "GET", format!("{pods}?resourceVersion=0&pretty=true"), Status(200)),
         // Get.
         case("get pod", "GET", "/api/v1/namespaces/ns-1/pods/pod-00001", Status(200)),
         case("get missing", "GET", "/api/v1/namespaces/ns-1/pods/does-not-exist", Failure(404, "NotFound", "pods \"does-not-exist\" not found")),
@@ -387,6 +396,15 @@ async fn should_answer_identically_from_the_cache() {
     let mut hits = 0;
     for c in &all {
         let (a, b) = both(&direct.url(), &r8s.url(), c).await;
+        assert_eq!(indented(&a), indented(&b), "case {:?}: formatting", c.name);
+        if c.name.starts_with("pretty") {
+            assert_eq!(
+                indented(&a),
+                !c.name.contains("pretty=false"),
+                "case {:?}",
+                c.name
+            );
+        }
         check(c, &a);
         assert_eq!(
             view(&a),
@@ -451,6 +469,15 @@ async fn should_answer_identically_straight_and_through_r8s() {
     assert!(all.len() >= 60, "at least 60 cases, have {}", all.len());
     for c in &all {
         let (a, b) = both(&direct.url(), &r8s.url(), c).await;
+        assert_eq!(indented(&a), indented(&b), "case {:?}: formatting", c.name);
+        if c.name.starts_with("pretty") {
+            assert_eq!(
+                indented(&a),
+                !c.name.contains("pretty=false"),
+                "case {:?}",
+                c.name
+            );
+        }
         check(c, &a);
         assert_eq!(
             view(&a),

@@ -65,6 +65,18 @@ pub fn parse_rv(v: &str) -> Result<u64, String> {
     })
 }
 
+/// kube-apiserver pretty-prints JSON for `curl` user agents unless `pretty=false`
+/// (and for anyone with `pretty=true`); watch streams never are.
+pub fn pretty(param: Option<bool>, watch: bool, headers: &http::HeaderMap) -> bool {
+    param.unwrap_or_else(|| {
+        !watch
+            && headers
+                .get(http::header::USER_AGENT)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|ua| ua.starts_with("curl/"))
+    })
+}
+
 /// The first value of each parameter, in the order of the query string.
 pub fn query_pairs(query: Option<&str>) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = Vec::new();

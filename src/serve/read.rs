@@ -12,7 +12,7 @@ use std::time::Duration;
 use bytes::{BufMut, Bytes, BytesMut};
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, header};
 
-use crate::api::params::{ListOptions, RvMatch, parse_bool, query_pairs};
+use crate::api::params::{ListOptions, RvMatch};
 use crate::api::path::ResourcePath;
 use crate::api::selector::{FieldSelector, LabelSelector, supported_fields};
 use crate::api::status::Status;
@@ -55,16 +55,6 @@ fn accepts_json(headers: &HeaderMap) -> bool {
     params_ok && matches!(mime, "application/json" | "*/*" | "application/*")
 }
 
-fn wants_pretty(headers: &HeaderMap, query: Option<&str>) -> bool {
-    if let Some((_, v)) = query_pairs(query).into_iter().find(|(k, _)| k == "pretty") {
-        return parse_bool(&v).unwrap_or(false);
-    }
-    headers
-        .get(header::USER_AGENT)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|ua| ua.starts_with("curl/"))
-}
-
 /// Why a cache cannot serve this client now, if it cannot.
 pub fn unservable(cache: &ResourceCache, headers: &HeaderMap) -> Option<&'static str> {
     if cache.store.is_over_budget() {
@@ -100,7 +90,7 @@ pub async fn decide<B>(
     if opts.validate().is_err() {
         return Decision::Pass("invalid");
     }
-    let pretty = wants_pretty(req.headers(), req.uri().query());
+    let pretty = crate::api::params::pretty(opts.pretty, false, req.headers());
     let gzip = accepts_gzip(req.headers());
     let result = if verb == "get" {
         get(cache, rp, &opts, policy).await

@@ -347,21 +347,10 @@ fn text_response(code: StatusCode, text: &'static str) -> Response<Body> {
     resp
 }
 
-/// kube-apiserver pretty-prints for `curl` user agents unless `pretty=false`.
+/// Whether this request's JSON answer is pretty-printed (apiserver rules).
 fn wants_pretty<B>(req: &Request<B>) -> bool {
-    let q = crate::api::params::query_pairs(req.uri().query());
-    if let Some((_, v)) = q.iter().find(|(k, _)| k == "pretty") {
-        return crate::api::params::parse_bool(v).unwrap_or(false);
-    }
-    let is_watch = q
-        .iter()
-        .any(|(k, v)| k == "watch" && crate::api::params::parse_bool(v).unwrap_or(false));
-    !is_watch
-        && req
-            .headers()
-            .get(header::USER_AGENT)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|ua| ua.starts_with("curl/"))
+    let opts = ListOptions::parse(req.uri().query()).unwrap_or_default();
+    crate::api::params::pretty(opts.pretty, opts.watch, req.headers())
 }
 
 async fn prettify(resp: Response<Body>) -> Response<Body> {
