@@ -18,8 +18,8 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Address of `/metrics`, `/healthz`, `/livez`, `/readyz`.
     pub admin_listen: SocketAddr,
-    /// How long in-flight requests may take to finish after SIGTERM, in seconds.
-    pub shutdown_grace_seconds: u64,
+    /// What happens on SIGTERM.
+    pub shutdown: ShutdownConfig,
     /// The upstream kube-apiserver(s).
     pub upstream: UpstreamConfig,
     /// What to cache.
@@ -116,6 +116,12 @@ pub struct WatchConfig {
     /// A watch from a version older than the history: `pass` (the upstream may
     /// still have it) or `410` (kube-apiserver's ERROR event).
     pub on_too_old: OnTooOld,
+    /// Events each resource's watch log keeps (resumable watches reach back this far).
+    pub history_events: usize,
+    /// Bytes each resource's watch log may keep alive.
+    pub history_bytes: u64,
+    /// Cached watches open at once (all resources); more get 429 with `Retry-After`.
+    pub max_watchers: usize,
 }
 
 impl Default for WatchConfig {
@@ -124,6 +130,29 @@ impl Default for WatchConfig {
             bookmark_interval_seconds: 60,
             min_timeout_seconds: 1800,
             on_too_old: OnTooOld::Pass,
+            history_events: crate::cache::store::DEFAULT_HISTORY_EVENTS,
+            history_bytes: crate::cache::store::DEFAULT_HISTORY_BYTES as u64,
+            max_watchers: 100_000,
+        }
+    }
+}
+
+/// Shutdown on SIGTERM.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ShutdownConfig {
+    /// How long in-flight requests may take to finish, in seconds.
+    pub grace_seconds: u64,
+    /// Cached watches get a final bookmark and close at random points over
+    /// this many seconds, so clients do not reconnect all at once.
+    pub watch_drain_seconds: f64,
+}
+
+impl Default for ShutdownConfig {
+    fn default() -> Self {
+        ShutdownConfig {
+            grace_seconds: 30,
+            watch_drain_seconds: 5.0,
         }
     }
 }
@@ -173,7 +202,7 @@ impl Default for Config {
         Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 8001)),
             admin_listen: SocketAddr::from(([127, 0, 0, 1], 8081)),
-            shutdown_grace_seconds: 30,
+            shutdown: ShutdownConfig::default(),
             upstream: UpstreamConfig::default(),
             cache: CacheConfig::default(),
             read: ReadConfig::default(),

@@ -81,15 +81,21 @@ pub async fn prepare(config: Config) -> Result<Prepared, PrepareError> {
         config.cache.max_bytes_total as usize,
     ));
     for r in resolved {
-        let store = Arc::new(cache::store::Store::new(
+        let store = Arc::new(cache::store::Store::with_history(
             Duration::from_secs(config.cache.snapshot_retention_seconds),
             config.cache.max_retained_versions,
             budget.clone(),
+            cache::store::HistoryBounds {
+                events: config.watch.history_events,
+                bytes: config.watch.history_bytes as usize,
+            },
+            r.group.is_empty() && r.resource == "pods",
         ));
         let key = (r.group.clone(), r.version.clone(), r.resource.clone());
         let rc = cache::ResourceCache {
             list_kind: format!("{}List", r.kind),
             label: r.label(),
+            watch_metrics: Default::default(),
             resource: r,
             store,
         };
@@ -108,7 +114,8 @@ impl Prepared {
     pub async fn run(self, listeners: Listeners, shutdown: Signal) {
         let metrics = metrics::install();
         let health = Arc::new(Health::default());
-        let grace = Duration::from_secs(self.config.shutdown_grace_seconds);
+        let grace = Duration::from_secs(self.config.shutdown.grace_seconds);
+        tokio::spawn(metrics_upkeep(metrics.clone(), shutdown.clone()));
         tracing::info!(
             api = %listeners.api.local_addr().map(|a| a.to_string()).unwrap_or_default(),
             admin = %listeners.admin.local_addr().map(|a| a.to_string()).unwrap_or_default(),
@@ -157,6 +164,9 @@ impl Prepared {
                 ),
                 min_timeout: Duration::from_secs(self.config.watch.min_timeout_seconds.max(1)),
                 on_too_old: self.config.watch.on_too_old,
+                drain: Duration::from_secs_f64(self.config.shutdown.watch_drain_seconds.max(0.0)),
+                max_watchers: self.config.watch.max_watchers,
+                active: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
             },
             shutdown: shutdown.clone(),
         });
@@ -169,6 +179,18 @@ impl Prepared {
         .await;
         let _ = admin.await;
         tracing::info!("r8s stopped");
+    }
+}
+
+/// Folds recorded histogram samples into their buckets every few seconds, so
+/// memory stays flat however rarely `/metrics` is scraped.
+async fn metrics_upkeep(handle: metrics_exporter_prometheus::PrometheusHandle, shutdown: Signal) {
+    let mut tick = tokio::time::interval(Duration::from_secs(5));
+    loop {
+        tokio::select! {
+            _ = tick.tick() => handle.run_upkeep(),
+            _ = shutdown.wait() => return,
+        }
     }
 }
 

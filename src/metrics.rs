@@ -30,6 +30,19 @@ pub fn install() -> PrometheusHandle {
                     ],
                 )
                 .expect("bucket list is non-empty")
+                .set_buckets_for_metric(
+                    metrics_exporter_prometheus::Matcher::Full(WATCH_EVENT_DELIVERY_SECONDS.into()),
+                    &[
+                        0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                        0.25, 0.5, 1.0, 5.0, 30.0,
+                    ],
+                )
+                .expect("bucket list is non-empty")
+                .set_buckets_for_metric(
+                    metrics_exporter_prometheus::Matcher::Full(WATCH_LAG_EVENTS.into()),
+                    &[0.0, 1.0, 10.0, 100.0, 1000.0, 10000.0, 100000.0],
+                )
+                .expect("bucket list is non-empty")
                 .build_recorder();
             let handle = recorder.handle();
             if metrics::set_global_recorder(recorder).is_err() {
@@ -211,4 +224,106 @@ pub const WATCHERS: &str = "r8s_watchers";
 /// A cached watch started (+1) or ended (-1).
 pub fn watchers(resource: &str, delta: i64) {
     metrics::gauge!(WATCHERS, "resource" => resource.to_string()).increment(delta as f64);
+}
+
+/// Watch events written to clients by resource and type (BOOKMARK included).
+pub const WATCH_EVENTS_SENT_TOTAL: &str = "r8s_watch_events_sent_total";
+/// From an upstream event's arrival at r8s to its hand-off to a client's
+/// connection (sampled: 1 in 16 events, every watcher that gets it).
+pub const WATCH_EVENT_DELIVERY_SECONDS: &str = "r8s_watch_event_delivery_seconds";
+/// Events a watcher's cursor is behind the log's head (sampled once per watcher per second).
+pub const WATCH_LAG_EVENTS: &str = "r8s_watch_lag_events";
+/// Cached watches ended, by reason (`timeout`, `client`, `too_old`, `shutdown`).
+pub const WATCH_TERMINATED_TOTAL: &str = "r8s_watch_terminated_total";
+/// Events in a resource's watch log.
+pub const WATCH_LOG_EVENTS: &str = "r8s_watch_log_events";
+/// Bytes a resource's watch log keeps alive.
+pub const WATCH_LOG_BYTES: &str = "r8s_watch_log_bytes";
+/// Watches answered 429 because `watch.max_watchers` were open.
+pub const WATCH_REJECTED_TOTAL: &str = "r8s_watch_rejected_total";
+
+/// Why a cached watch ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatchEnd {
+    /// Its timeout passed.
+    Timeout,
+    /// The client went away.
+    Client,
+    /// The log's tail passed its cursor.
+    TooOld,
+    /// r8s is shutting down (drained).
+    Shutdown,
+}
+
+impl WatchEnd {
+    fn as_str(self) -> &'static str {
+        match self {
+            WatchEnd::Timeout => "timeout",
+            WatchEnd::Client => "client",
+            WatchEnd::TooOld => "too_old",
+            WatchEnd::Shutdown => "shutdown",
+        }
+    }
+}
+
+/// One resource's watch metric handles, resolved once (the per-event path
+/// only touches atomics).
+pub struct WatchMetrics {
+    /// By event type: ADDED, MODIFIED, DELETED, BOOKMARK.
+    sent: [metrics::Counter; 4],
+    /// Delivery latency.
+    pub delivery: metrics::Histogram,
+    /// Cursor lag.
+    pub lag: metrics::Histogram,
+    watchers: metrics::Gauge,
+    resource: String,
+}
+
+impl WatchMetrics {
+    /// Handles for `resource` (call after [`install`]).
+    pub fn new(resource: &str) -> Self {
+        let r = resource.to_string();
+        let sent = ["ADDED", "MODIFIED", "DELETED", "BOOKMARK"].map(
+            |t| metrics::counter!(WATCH_EVENTS_SENT_TOTAL, "resource" => r.clone(), "type" => t),
+        );
+        WatchMetrics {
+            sent,
+            delivery: metrics::histogram!(WATCH_EVENT_DELIVERY_SECONDS, "resource" => r.clone()),
+            lag: metrics::histogram!(WATCH_LAG_EVENTS),
+            watchers: metrics::gauge!(WATCHERS, "resource" => r.clone()),
+            resource: r,
+        }
+    }
+
+    /// Counts events sent, by type index (0 ADDED, 1 MODIFIED, 2 DELETED, 3 BOOKMARK).
+    pub fn sent(&self, counts: &[u64; 4]) {
+        for (c, n) in self.sent.iter().zip(counts) {
+            if *n > 0 {
+                c.increment(*n);
+            }
+        }
+    }
+
+    /// A watcher started.
+    pub fn started(&self) {
+        self.watchers.increment(1.0);
+    }
+
+    /// A watcher ended.
+    pub fn ended(&self, why: WatchEnd) {
+        self.watchers.decrement(1.0);
+        metrics::counter!(WATCH_TERMINATED_TOTAL, "resource" => self.resource.clone(), "reason" => why.as_str())
+            .increment(1);
+    }
+}
+
+/// Records the size of a resource's watch log.
+pub fn watch_log(resource: &str, events: usize, bytes: usize) {
+    metrics::gauge!(WATCH_LOG_EVENTS, "resource" => resource.to_string()).set(events as f64);
+    metrics::gauge!(WATCH_LOG_BYTES, "resource" => resource.to_string()).set(bytes as f64);
+}
+
+/// Records a watch refused for `watch.max_watchers`.
+pub fn watch_rejected() {
+    metrics::counter!(WATCH_REJECTED_TOTAL).increment(1);
 }

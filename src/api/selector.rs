@@ -413,6 +413,11 @@ impl FieldSelector {
     pub fn matches(&self, field: impl Fn(&str) -> String) -> bool {
         self.reqs.iter().all(|(k, eq, v)| (field(k) == *v) == *eq)
     }
+
+    /// [`FieldSelector::matches`] over borrowed values (the cache's hot path).
+    pub fn matches_str<'a>(&self, field: impl Fn(&str) -> &'a str) -> bool {
+        self.reqs.iter().all(|(k, eq, v)| (field(k) == v) == *eq)
+    }
 }
 
 fn split_unescaped(s: &str, sep: char) -> Vec<String> {

@@ -172,6 +172,20 @@ impl Status {
         s
     }
 
+    /// 429 `TooManyRequests` with `Retry-After: 1`, kube-apiserver's overload answer.
+    pub fn too_many_requests() -> Self {
+        let mut d = Map::new();
+        d.insert("retryAfterSeconds".into(), json!(1));
+        let mut s = Self::new(
+            429,
+            "TooManyRequests",
+            "Too many requests, please try again later.",
+        )
+        .with_details_map(d);
+        s.retry_after = Some(1);
+        s
+    }
+
     /// 503 `ServiceUnavailable`.
     pub fn unavailable(message: impl Into<String>) -> Self {
         Self::new(503, "ServiceUnavailable", message)

@@ -2,7 +2,9 @@
 //!
 //! - [`object`]: a cached object (upstream bytes + parsed metadata).
 //! - [`store`]: immutable versions, one writer, lock-free readers.
+//! - [`history`]: the event log watchers read, indexed by trigger.
 
+pub mod history;
 pub mod object;
 pub mod store;
 pub mod token;
@@ -22,6 +24,17 @@ pub struct ResourceCache {
     pub list_kind: String,
     /// `group/version/resource`, for metric labels.
     pub label: String,
+    /// Its watch metric handles, resolved on first use (after the recorder is installed).
+    pub watch_metrics: std::sync::OnceLock<Arc<crate::metrics::WatchMetrics>>,
+}
+
+impl ResourceCache {
+    /// The watch metric handles of this resource.
+    pub fn watch_metrics(&self) -> Arc<crate::metrics::WatchMetrics> {
+        self.watch_metrics
+            .get_or_init(|| Arc::new(crate::metrics::WatchMetrics::new(&self.label)))
+            .clone()
+    }
 }
 
 /// The caches by (group, version, resource): built at startup, then read-only.

@@ -176,7 +176,7 @@ impl CachedObject {
 
     /// Whether the object passes a request's selectors.
     pub fn matches(&self, labels: &LabelSelector, fields: &FieldSelector) -> bool {
-        labels.matches(|k| self.label(k)) && fields.matches(|f| self.field(f).to_string())
+        labels.matches(|k| self.label(k)) && fields.matches_str(|f| self.field(f))
     }
 
     /// Writes the list-item form (built-ins drop `kind`/`apiVersion`, as the apiserver does).

@@ -6,18 +6,22 @@
 //! `Arc` of a consistent version and never block or see a half-applied
 //! change. Recent versions are retained for Exact reads and pagination.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use imbl::OrdMap;
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 
+use super::history::{Batch, Cursor, History, Trigger};
+pub use super::history::{Event, EventKind, diff};
 use super::object::CachedObject;
 
-/// Events kept per resource (enough for 5 minutes at 100 writes/s).
-pub const DEFAULT_HISTORY: usize = 30_000;
+/// Events kept per resource by default (5 minutes at 100 writes/s).
+pub const DEFAULT_HISTORY_EVENTS: usize = 30_000;
+/// Bytes the event log may keep alive per resource by default.
+pub const DEFAULT_HISTORY_BYTES: usize = 512 << 20;
 
 /// Objects by key, ordered as the apiserver lists them (`namespace/name`).
 pub type Objects = OrdMap<Arc<str>, Arc<CachedObject>>;
@@ -73,110 +77,61 @@ impl Budget {
     }
 }
 
-/// What a watcher would have seen happen to one object.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EventKind {
-    /// Created (or entered the cache on a relist).
-    Added,
-    /// Updated.
-    Modified,
-    /// Deleted (or gone on a relist).
-    Deleted,
-}
-
-/// One change to the cache, for watchers: the object after it (for deletes,
-/// its last state stamped with the delete's version) and before it.
-#[derive(Debug)]
-pub struct Event {
-    /// Its place in the event history: the object's resource version, or for
-    /// the events of a relist, the relist's (they happened by then, in an
-    /// unknown order), so a watcher resuming after any earlier event gets them.
-    pub rv: u64,
-    /// What happened.
-    pub kind: EventKind,
-    /// The object after the change.
-    pub object: Arc<CachedObject>,
-    /// The object before it.
-    pub prev: Option<Arc<CachedObject>>,
-    /// The JSON watch-stream line, serialized once for every watcher.
-    line: std::sync::OnceLock<bytes::Bytes>,
-}
-
-impl Event {
-    fn new(
-        rv: u64,
-        kind: EventKind,
-        object: Arc<CachedObject>,
-        prev: Option<Arc<CachedObject>>,
-    ) -> Self {
-        Event {
-            rv,
-            kind,
-            object,
-            prev,
-            line: std::sync::OnceLock::new(),
-        }
-    }
-
-    /// `{"type":"MODIFIED","object":{...}}\n`, built on first use and shared.
-    pub fn line(&self) -> &bytes::Bytes {
-        self.line
-            .get_or_init(|| crate::codec::json::watch_line(self.kind.as_str(), &self.object.json))
-    }
-}
-
-impl EventKind {
-    /// The watch event type.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EventKind::Added => "ADDED",
-            EventKind::Modified => "MODIFIED",
-            EventKind::Deleted => "DELETED",
-        }
-    }
-}
-
-/// The events that turn `old` into `new` (a relist at `rv`): objects new or
-/// changed (ordered by their resource versions), then those gone (their last
-/// state, stamped `rv`). All are placed at `rv` in the history, so no watcher
-/// misses one, deletes included.
-pub fn diff(old: &Objects, new: &Objects, rv: u64) -> Vec<Event> {
-    let mut out: Vec<Event> = Vec::new();
-    for (k, o) in new.iter() {
-        match old.get(k) {
-            None => out.push(Event::new(rv, EventKind::Added, o.clone(), None)),
-            Some(p) if p.rv != o.rv => out.push(Event::new(
-                rv,
-                EventKind::Modified,
-                o.clone(),
-                Some(p.clone()),
-            )),
-            Some(_) => {}
-        }
-    }
-    out.sort_by_key(|e| e.object.rv);
-    for (k, p) in old.iter() {
-        if !new.contains_key(k) {
-            out.push(Event::new(
-                rv,
-                EventKind::Deleted,
-                Arc::new(p.at_version(rv)),
-                Some(p.clone()),
-            ));
-        }
-    }
-    out
-}
-
 struct State {
     current: Arc<Version>,
     retained: VecDeque<(Instant, Arc<Version>)>,
     synced: bool,
-    history: VecDeque<Arc<Event>>,
-    /// The history holds every event with a resource version above this.
-    history_from: u64,
-    /// Bytes of object versions only the history (and retained versions) keep alive.
-    history_bytes: usize,
+    history: History,
+}
+
+/// How big a store's event log may grow.
+#[derive(Debug, Clone, Copy)]
+pub struct HistoryBounds {
+    /// Events kept.
+    pub events: usize,
+    /// Bytes the log may keep alive (0: no limit but `events`).
+    pub bytes: usize,
+}
+
+impl Default for HistoryBounds {
+    fn default() -> Self {
+        HistoryBounds {
+            events: DEFAULT_HISTORY_EVENTS,
+            bytes: DEFAULT_HISTORY_BYTES,
+        }
+    }
+}
+
+/// Wakes the watchers waiting on a trigger (indexed watchers): each event
+/// wakes only those it concerns.
+#[derive(Default)]
+struct Wakers {
+    by_trigger: Mutex<HashMap<Trigger, Vec<Arc<Notify>>>>,
+}
+
+/// An indexed watcher's registration; unregisters when dropped.
+pub struct TriggerGuard<'a> {
+    store: &'a Store,
+    trigger: Trigger,
+    /// Woken (with a stored permit, so no wake-up is lost) by each event on the trigger.
+    pub notify: Arc<Notify>,
+}
+
+impl Drop for TriggerGuard<'_> {
+    fn drop(&mut self) {
+        let mut m = self
+            .store
+            .wakers
+            .by_trigger
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(v) = m.get_mut(&self.trigger) {
+            v.retain(|n| !Arc::ptr_eq(n, &self.notify));
+            if v.is_empty() {
+                m.remove(&self.trigger);
+            }
+        }
+    }
 }
 
 /// The cache of one resource.
@@ -185,7 +140,8 @@ pub struct Store {
     rv: watch::Sender<u64>,
     retention: Duration,
     max_retained: usize,
-    max_history: usize,
+    wakers: Wakers,
+    pods: bool,
     budget: Arc<Budget>,
     over_budget: AtomicBool,
     uncacheable: AtomicBool,
@@ -195,6 +151,24 @@ impl Store {
     /// An empty, unsynced store retaining versions for `retention` (at most
     /// `max_retained`), counting its bytes against `budget`.
     pub fn new(retention: Duration, max_retained: usize, budget: Arc<Budget>) -> Self {
+        Self::with_history(
+            retention,
+            max_retained,
+            budget,
+            HistoryBounds::default(),
+            false,
+        )
+    }
+
+    /// [`Store::new`] with an event log of these bounds; `pods` indexes
+    /// events by `spec.nodeName` too.
+    pub fn with_history(
+        retention: Duration,
+        max_retained: usize,
+        budget: Arc<Budget>,
+        bounds: HistoryBounds,
+        pods: bool,
+    ) -> Self {
         let (rv, _) = watch::channel(0);
         Store {
             state: RwLock::new(State {
@@ -205,14 +179,13 @@ impl Store {
                 }),
                 retained: VecDeque::new(),
                 synced: false,
-                history: VecDeque::new(),
-                history_from: 0,
-                history_bytes: 0,
+                history: History::new(bounds.events, bounds.bytes),
             }),
             rv,
             retention,
             max_retained: max_retained.max(1),
-            max_history: DEFAULT_HISTORY,
+            wakers: Wakers::default(),
+            pods,
             budget,
             over_budget: AtomicBool::new(false),
             uncacheable: AtomicBool::new(false),
@@ -251,9 +224,8 @@ impl Store {
         let mut st = self.state.write().unwrap_or_else(|p| p.into_inner());
         st.retained.clear();
         st.synced = false;
-        let held = std::mem::take(&mut st.history_bytes);
-        st.history.clear();
-        st.history_from = st.current.rv;
+        let rv = st.current.rv;
+        let held = st.history.restart_at(rv);
         self.budget
             .total
             .fetch_sub(held.min(self.budget.total()), Ordering::Relaxed);
@@ -282,7 +254,7 @@ impl Store {
     /// its event history (and so its retained versions) keeps alive.
     pub fn bytes(&self) -> usize {
         let st = self.state.read().unwrap_or_else(|p| p.into_inner());
-        st.current.bytes + st.history_bytes
+        st.current.bytes + st.history.bytes()
     }
 
     /// Whether the initial list has been applied.
@@ -348,7 +320,10 @@ impl Store {
                         events.extend(diff(&v.objects, &objects, rv));
                     } else {
                         // A first sync: the history starts complete from here.
-                        st.history_from = rv;
+                        let held = st.history.restart_at(rv);
+                        self.budget
+                            .total
+                            .fetch_sub(held.min(self.budget.total()), Ordering::Relaxed);
                     }
                     v.bytes = objects.values().map(|o| o.size()).sum();
                     v.objects = objects;
@@ -385,48 +360,68 @@ impl Store {
             st.retained.pop_front();
         }
         st.synced = true;
-        let mut held: isize = 0;
-        for e in events {
-            held += e.held_bytes() as isize;
-            st.history.push_back(Arc::new(e));
-        }
-        while st.history.len() > self.max_history {
-            if let Some(e) = st.history.pop_front() {
-                held -= e.held_bytes() as isize;
-                st.history_from = st.history_from.max(e.rv);
-            }
-        }
-        st.history_bytes = (st.history_bytes as isize + held).max(0) as usize;
+        let (held, touched) = st.history.append(events, self.pods);
         if held >= 0 {
             self.budget
                 .total
                 .fetch_add(held as usize, Ordering::Relaxed);
         } else {
-            self.budget
-                .total
-                .fetch_sub((-held) as usize, Ordering::Relaxed);
+            self.budget.total.fetch_sub(
+                ((-held) as usize).min(self.budget.total()),
+                Ordering::Relaxed,
+            );
         }
         drop(st);
         self.rv.send_replace(v.rv);
+        if !touched.is_empty() {
+            let m = self
+                .wakers
+                .by_trigger
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            for t in &touched {
+                for n in m.get(t).into_iter().flatten() {
+                    n.notify_one();
+                }
+            }
+        }
         v
     }
 
     /// The recorded events with a resource version above `rv`, oldest first;
     /// `None` when `rv` is older than the history keeps.
     pub fn events_after(&self, rv: u64) -> Option<Vec<Arc<Event>>> {
-        self.read_after(rv).map(|(events, _)| events)
+        let st = self.state.read().unwrap_or_else(|p| p.into_inner());
+        let c = st.history.cursor_after(rv)?;
+        st.history.read(c, None, usize::MAX).map(|b| b.events)
     }
 
-    /// The events after `rv` and the version they bring a reader up to (all
-    /// changes up to it are in them): `None` when `rv` is older than the history.
-    pub fn read_after(&self, rv: u64) -> Option<(Vec<Arc<Event>>, u64)> {
+    /// A watcher's cursor after `rv`; `None` when the log no longer has
+    /// every event after it.
+    pub fn cursor_after(&self, rv: u64) -> Option<Cursor> {
         let st = self.state.read().unwrap_or_else(|p| p.into_inner());
-        if rv < st.history_from {
-            return None;
-        }
-        let from = st.history.partition_point(|e| e.rv <= rv);
-        let events: Vec<Arc<Event>> = st.history.range(from..).cloned().collect();
-        Some((events, st.current.rv.max(rv)))
+        st.history.cursor_after(rv)
+    }
+
+    /// The current version and the cursor right after it, atomically (the
+    /// start of a watch that first sends the state).
+    pub fn snapshot_with_cursor(&self) -> (Arc<Version>, Cursor) {
+        let st = self.state.read().unwrap_or_else(|p| p.into_inner());
+        (st.current.clone(), st.history.end())
+    }
+
+    /// Up to `max` events from `cursor` (only those concerning `trigger` if
+    /// given) and the resource version a caught-up reader is at; `None` when
+    /// the log's tail has passed the cursor.
+    pub fn read(
+        &self,
+        cursor: Cursor,
+        trigger: Option<Trigger>,
+        max: usize,
+    ) -> Option<(Batch, u64)> {
+        let st = self.state.read().unwrap_or_else(|p| p.into_inner());
+        let b = st.history.read(cursor, trigger, max)?;
+        Some((b, st.current.rv))
     }
 
     /// The oldest resource version a watch can resume from.
@@ -434,7 +429,42 @@ impl Store {
         self.state
             .read()
             .unwrap_or_else(|p| p.into_inner())
-            .history_from
+            .history
+            .from()
+    }
+
+    /// Whether the log still holds everything from `cursor` on.
+    pub fn holds(&self, cursor: Cursor) -> bool {
+        let st = self.state.read().unwrap_or_else(|p| p.into_inner());
+        st.history.read(cursor, None, 0).is_some()
+    }
+
+    /// Events and bytes in the event log (for metrics).
+    pub fn history_size(&self) -> (usize, usize) {
+        let st = self.state.read().unwrap_or_else(|p| p.into_inner());
+        (st.history.len(), st.history.bytes())
+    }
+
+    /// Registers an indexed watcher: it is woken by the events on `trigger` only.
+    pub fn register(&self, trigger: Trigger) -> TriggerGuard<'_> {
+        let notify = Arc::new(Notify::new());
+        self.wakers
+            .by_trigger
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(trigger)
+            .or_default()
+            .push(notify.clone());
+        TriggerGuard {
+            store: self,
+            trigger,
+            notify,
+        }
+    }
+
+    /// Whether this store indexes pods' `spec.nodeName`.
+    pub fn indexes_nodes(&self) -> bool {
+        self.pods
     }
 
     /// A receiver that changes whenever the cache's version does.
@@ -454,27 +484,6 @@ impl Store {
             .unwrap_or_else(|p| p.into_inner())
             .retained
             .len()
-    }
-}
-
-impl Event {
-    /// Bytes of object versions this event alone keeps alive: the version it
-    /// displaced, and for a delete the final state too (current objects are
-    /// counted with the version that holds them).
-    fn held_bytes(&self) -> usize {
-        let prev = self.prev.as_ref().map_or(0, |p| p.size());
-        if self.kind == EventKind::Deleted {
-            prev + self.object.size()
-        } else {
-            prev
-        }
-    }
-}
-
-#[cfg(test)]
-impl Event {
-    fn events_after_is_placed_at(&self, rv: u64) -> bool {
-        self.rv == rv && self.object.rv == rv
     }
 }
 
@@ -517,10 +526,10 @@ mod tests {
         assert!(s.at(9).is_none());
         let kinds: Vec<EventKind> = s.events_after(10).unwrap().iter().map(|e| e.kind).collect();
         let x = obj("x", 11).size();
-        assert_eq!(
-            s.bytes(),
-            s.current().bytes + 2 * x,
-            "the deleted x is held by its event (last state and displaced version)"
+        let held = s.bytes() - s.current().bytes;
+        assert!(
+            held >= 2 * x + 3 * x,
+            "the deleted x is held by its event (last state and displaced version), and three lines: {held}"
         );
         assert_eq!(
             kinds,
@@ -554,7 +563,7 @@ mod tests {
                 .unwrap()
                 .contains(r#""resourceVersion":"20""#)
         );
-        assert!(gone.events_after_is_placed_at(20));
+        assert_eq!((gone.rv, gone.object.rv), (20, 20), "placed at the relist");
         let item = s.current().objects.values().next().unwrap().clone();
         let mut out = bytes::BytesMut::new();
         item.write_item(&mut out);

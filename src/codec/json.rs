@@ -190,6 +190,38 @@ pub fn gzip(bytes: &[u8]) -> Bytes {
     Bytes::from(enc.finish().unwrap_or_default())
 }
 
+/// The `BOOKMARK` that ends a streaming list's initial events, as current
+/// kube-apiserver sends it: annotated `k8s.io/initial-events-end: "true"` and
+/// `k8s.io/initial-events-list-blueprint`, the base64 of an empty list of the
+/// watched kind in the response's encoding (client-go builds its list from it).
+pub fn initial_events_end(kind: &str, api_version: &str, rv: u64) -> Bytes {
+    use base64::Engine;
+    let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+    // Built-in kinds are encoded from typed Go structs, custom ones from maps
+    // (sorted keys, an empty `items` array).
+    let builtin = !group.contains('.') || group.ends_with(".k8s.io");
+    let blueprint = if builtin {
+        format!(
+            r#"{{"kind":"{kind}List","apiVersion":"{api_version}","metadata":{{}},"items":null}}"#
+        )
+    } else {
+        format!(r#"{{"apiVersion":"{api_version}","items":[],"kind":"{kind}List"}}"#)
+    } + "\n";
+    let b64 = base64::engine::general_purpose::STANDARD.encode(blueprint);
+    let obj = format!(
+        r#"{{"kind":"{kind}","apiVersion":"{api_version}","metadata":{{"resourceVersion":"{rv}","annotations":{{"k8s.io/initial-events-end":"true","k8s.io/initial-events-list-blueprint":"{b64}"}}}}}}"#
+    );
+    watch_line("BOOKMARK", obj.as_bytes())
+}
+
+/// A periodic `BOOKMARK`: the watched kind with only its resource version.
+pub fn bookmark(kind: &str, api_version: &str, rv: u64) -> Bytes {
+    let obj = format!(
+        r#"{{"kind":"{kind}","apiVersion":"{api_version}","metadata":{{"resourceVersion":"{rv}"}}}}"#
+    );
+    watch_line("BOOKMARK", obj.as_bytes())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -227,5 +259,39 @@ mod tests {
             .unwrap();
         assert_eq!(out, plain.to_vec());
         assert!(compressed.len() < plain.len() / 4);
+    }
+
+    #[test]
+    fn should_end_initial_events_with_the_apiservers_list_blueprint() {
+        use base64::Engine;
+        let line = super::initial_events_end("Pod", "v1", 42);
+        let v: serde_json::Value = serde_json::from_slice(&line).unwrap();
+        assert_eq!(v["type"], "BOOKMARK");
+        let a = &v["object"]["metadata"]["annotations"];
+        assert_eq!(a["k8s.io/initial-events-end"], "true");
+        assert_eq!(v["object"]["metadata"]["resourceVersion"], "42");
+        let raw = base64::engine::general_purpose::STANDARD
+            .decode(a["k8s.io/initial-events-list-blueprint"].as_str().unwrap())
+            .unwrap();
+        let list: serde_json::Value = serde_json::from_slice(&raw).unwrap();
+        assert_eq!(list["kind"], "PodList");
+        assert_eq!(list["apiVersion"], "v1");
+        assert!(
+            list["items"].is_null(),
+            "an empty typed list, as Go encodes it"
+        );
+        let crd = super::initial_events_end("Widget", "example.r8s.dev/v1", 7);
+        let v: serde_json::Value = serde_json::from_slice(&crd).unwrap();
+        let raw = base64::engine::general_purpose::STANDARD
+            .decode(
+                v["object"]["metadata"]["annotations"]["k8s.io/initial-events-list-blueprint"]
+                    .as_str()
+                    .unwrap(),
+            )
+            .unwrap();
+        assert_eq!(
+            std::str::from_utf8(&raw).unwrap(),
+            "{\"apiVersion\":\"example.r8s.dev/v1\",\"items\":[],\"kind\":\"WidgetList\"}\n"
+        );
     }
 }

@@ -1,13 +1,19 @@
 //! Watches served from the cache: one upstream watch per resource fanned out.
 //!
-//! A watcher is a cursor into the resource's event history plus its filter.
-//! It reads the events after its cursor (shared `Arc`s, each serialized once
-//! for everyone), writes those it matches at its own pace through a small
-//! bounded channel, and lags without costing anyone else: the history is the
-//! only queue. When the history's tail passes its cursor it is ended, as
-//! `watch.on_too_old` says.
+//! A watcher is a cursor into the resource's event log plus its filter. It
+//! reads the events after its cursor (shared `Arc`s, each serialized once for
+//! everyone) in bounded batches and writes those it matches at its own pace
+//! through a small bounded channel: the log is the only queue. Slow-consumer
+//! policy: a watcher that cannot write lags (its lag is a metric) and holds at
+//! most one batch and one channel's worth of frames; only when the log's tail
+//! passes its cursor is it ended, as `watch.on_too_old` says.
+//!
+//! Watchers whose filter pins an indexed field (pods' `spec.nodeName`,
+//! `metadata.name`, the namespace) register on that trigger and are woken and
+//! fed only by the events concerning it; the others wake on every change.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -22,11 +28,23 @@ use crate::api::selector::{FieldSelector, LabelSelector, supported_fields};
 use crate::api::status::Status;
 use crate::body;
 use crate::cache::ResourceCache;
+use crate::cache::history::{Cursor, Event, EventKind, Trigger};
 use crate::cache::object::CachedObject;
-use crate::cache::store::{Event, EventKind};
-use crate::codec::json::watch_line;
+use crate::codec::json::{bookmark, initial_events_end, watch_line};
 use crate::config::OnTooOld;
+use crate::metrics::{WatchEnd, WatchMetrics};
 use crate::shutdown::Signal;
+
+/// Events a watcher takes from the log per read: bounds what a stalled watcher holds.
+const BATCH: usize = 256;
+/// Frames buffered between a watcher and its connection.
+const CHANNEL: usize = 16;
+/// One event in this many is timed for the delivery histogram.
+const SAMPLE_EVERY: u64 = 16;
+/// How often a watcher blocked on a slow client checks whether the log's tail passed it.
+const STALL_CHECK: Duration = Duration::from_millis(500);
+/// Bookmarks go out this long before the server ends a watch (kube-apiserver's margin).
+const FINAL_BOOKMARK_MARGIN: Duration = Duration::from_secs(2);
 
 /// How cached watches behave.
 #[derive(Debug, Clone)]
@@ -37,6 +55,12 @@ pub struct WatchPolicy {
     pub min_timeout: Duration,
     /// A resume point older than the history: pass through, or the apiserver's 410.
     pub on_too_old: OnTooOld,
+    /// On shutdown, watches close at random points over this span.
+    pub drain: Duration,
+    /// Open cached watches beyond which new ones get 429.
+    pub max_watchers: usize,
+    /// Cached watches open now (all resources).
+    pub active: Arc<AtomicUsize>,
 }
 
 struct Filter {
@@ -55,6 +79,21 @@ impl Filter {
             .as_deref()
             .is_none_or(|ns| o.namespace() == ns)
             && o.matches(&self.labels, &self.fields)
+    }
+
+    /// The indexed value this filter pins, if any: only events concerning it
+    /// can pass (or leave) the filter.
+    fn trigger(&self, nodes_indexed: bool) -> Option<Trigger> {
+        if nodes_indexed && let Some(n) = self.fields.exact("spec.nodeName") {
+            return Some(Trigger::node(n));
+        }
+        if let Some(n) = self.fields.exact("metadata.name") {
+            return Some(Trigger::name(n));
+        }
+        self.namespace
+            .as_deref()
+            .or_else(|| self.fields.exact("metadata.namespace"))
+            .map(Trigger::namespace)
     }
 }
 
@@ -110,45 +149,45 @@ pub fn decide<B>(
         (Some(false), 0) => Start::After(cache.store.current().rv),
         (_, n) => Start::After(n),
     };
-    let mut error = None;
-    if let Start::After(n) = start {
-        let from = cache.store.history_from();
-        if n < from {
-            match policy.on_too_old {
-                OnTooOld::Pass => return Decision::Pass("too_old"),
-                OnTooOld::Gone => {
-                    error = Some(Status::expired(format!(
-                        "too old resource version: {n} ({from})"
-                    )))
-                }
-            }
-        }
+    if let Start::After(n) = start
+        && n < cache.store.history_from()
+        && policy.on_too_old == OnTooOld::Pass
+    {
+        return Decision::Pass("too_old");
     }
+    if policy.active.fetch_add(1, Ordering::AcqRel) >= policy.max_watchers {
+        policy.active.fetch_sub(1, Ordering::AcqRel);
+        crate::metrics::watch_rejected();
+        let mut resp = Status::too_many_requests().into_response();
+        resp.headers_mut().insert(
+            super::passthrough::CACHE_HEADER,
+            HeaderValue::from_static("hit"),
+        );
+        return Decision::Hit(resp);
+    }
+    let active = ActiveGuard(policy.active.clone());
     let timeout = match opts.timeout_seconds {
         Some(t) => Duration::from_secs(t),
         None => policy.min_timeout + policy.min_timeout.mul_f64(fastrand::f64()),
     };
-    let (tx, body) = body::channel(16);
-    if let Some(s) = error {
-        let line = watch_line("ERROR", &s.to_bytes());
-        tokio::spawn(async move {
-            let _ = tx.send(line).await;
-        });
-    } else {
-        let w = Watcher {
-            cache: cache.clone(),
-            filter: Filter {
-                namespace: rp.namespace.clone(),
-                labels,
-                fields,
-            },
-            tx,
-            bookmarks: opts.allow_watch_bookmarks,
-            bookmark_interval: policy.bookmark_interval,
-            shutdown: shutdown.clone(),
-        };
-        tokio::spawn(w.run(start, timeout));
-    }
+    let (tx, body) = body::channel(CHANNEL);
+    let filter = Filter {
+        namespace: rp.namespace.clone(),
+        labels,
+        fields,
+    };
+    let w = Watcher {
+        trigger: filter.trigger(cache.store.indexes_nodes()),
+        metrics: cache.watch_metrics(),
+        cache: cache.clone(),
+        filter,
+        tx,
+        bookmarks: opts.allow_watch_bookmarks,
+        policy: policy.clone(),
+        shutdown: shutdown.clone(),
+        counts: [0; 4],
+    };
+    tokio::spawn(w.run(start, timeout, active));
     let mut resp = crate::api::json_response(StatusCode::OK, body);
     resp.headers_mut().insert(
         super::passthrough::CACHE_HEADER,
@@ -157,70 +196,168 @@ pub fn decide<B>(
     Decision::Hit(resp)
 }
 
+/// Releases a slot of `watch.max_watchers` when the watcher ends.
+struct ActiveGuard(Arc<AtomicUsize>);
+
+impl Drop for ActiveGuard {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 struct Watcher {
     cache: Arc<ResourceCache>,
     filter: Filter,
+    trigger: Option<Trigger>,
     tx: mpsc::Sender<Bytes>,
     bookmarks: bool,
-    bookmark_interval: Duration,
+    policy: WatchPolicy,
     shutdown: Signal,
+    metrics: Arc<WatchMetrics>,
+    /// Events sent since the last flush to the metrics, by type.
+    counts: [u64; 4],
+}
+
+/// Where a watcher is.
+struct Progress {
+    /// The next event to read.
+    cursor: Cursor,
+    /// Every change up to this version has been read (the bookmark RV).
+    rv: u64,
+    /// The version of the last event or bookmark the client got.
+    sent: u64,
+    /// The watch ends here.
+    deadline: Instant,
+    /// Set on shutdown: the watch closes here, after a final bookmark.
+    drain_at: Option<Instant>,
+}
+
+impl Progress {
+    fn stop_at(&self) -> Instant {
+        self.drain_at
+            .map_or(self.deadline, |d| d.min(self.deadline))
+    }
+}
+
+fn type_index(t: EventKind) -> usize {
+    match t {
+        EventKind::Added => 0,
+        EventKind::Modified => 1,
+        EventKind::Deleted => 2,
+    }
 }
 
 impl Watcher {
-    fn bookmark(&self, rv: u64, initial_end: bool) -> Bytes {
-        let r = &self.cache.resource;
-        let annotations = if initial_end {
-            r#","annotations":{"k8s.io/initial-events-end":"true"}"#
-        } else {
-            ""
-        };
-        let obj = format!(
-            r#"{{"kind":"{}","apiVersion":"{}","metadata":{{"resourceVersion":"{rv}"{annotations}}}}}"#,
-            r.kind,
-            r.api_version()
-        );
-        watch_line("BOOKMARK", obj.as_bytes())
-    }
-
     /// The line this watcher sends for an event, per kube-apiserver's cacher:
     /// an object entering the filter is ADDED, one leaving it is DELETED (its
-    /// previous state at the event's version). Unfiltered watchers share the
-    /// event's own line.
-    fn line_for(&self, ev: &Event) -> Option<Bytes> {
+    /// previous state at the event's version). All are encoded once per event.
+    fn line_for<'e>(&self, ev: &'e Event) -> Option<(&'e Bytes, EventKind)> {
         if self.filter.everything() {
-            return Some(ev.line().clone());
+            return Some((ev.line(), ev.kind));
         }
         let cur = ev.kind != EventKind::Deleted && self.filter.passes(&ev.object);
         let old = ev.prev.as_ref().is_some_and(|p| self.filter.passes(p));
         match (cur, old) {
-            (true, true) => Some(ev.line().clone()),
-            (true, false) if ev.kind == EventKind::Added => Some(ev.line().clone()),
-            (true, false) => Some(watch_line("ADDED", &ev.object.json)),
-            (false, true) if ev.kind == EventKind::Deleted => Some(ev.line().clone()),
-            (false, true) => {
-                let prev = ev.prev.as_ref().expect("old passes");
-                Some(watch_line("DELETED", &prev.at_version(ev.rv).json))
-            }
+            (true, true) => Some((ev.line(), ev.kind)),
+            (true, false) => Some((ev.line_as_added(), EventKind::Added)),
+            (false, true) => ev.line_as_deleted().map(|l| (l, EventKind::Deleted)),
             (false, false) => None,
         }
     }
 
-    async fn send(&self, line: Bytes) -> bool {
-        self.tx.send(line).await.is_ok()
+    fn bookmark_line(&self, rv: u64) -> Bytes {
+        let r = &self.cache.resource;
+        bookmark(&r.kind, &r.api_version(), rv)
     }
 
-    async fn run(self, start: Start, timeout: Duration) {
-        crate::metrics::watchers(&self.cache.label, 1);
-        self.serve(start, timeout).await;
-        crate::metrics::watchers(&self.cache.label, -1);
+    async fn run(mut self, start: Start, timeout: Duration, active: ActiveGuard) {
+        self.metrics.started();
+        let end = self.serve(start, timeout).await;
+        self.flush_counts();
+        self.metrics.ended(end);
+        drop(active);
     }
 
-    async fn serve(&self, start: Start, timeout: Duration) {
-        let deadline = Instant::now() + timeout;
-        let store = &self.cache.store;
+    fn flush_counts(&mut self) {
+        self.metrics.sent(&self.counts);
+        self.counts = [0; 4];
+    }
+
+    /// Hands a frame to the connection. A client that does not read makes
+    /// this wait, never anyone else; it gives up when the watch must end or
+    /// the log's tail passes `resume` (the events after it are gone).
+    async fn send(&self, line: Bytes, p: &mut Progress, resume: Cursor) -> Result<(), WatchEnd> {
+        let line = match self.tx.try_send(line) {
+            Ok(()) => return Ok(()),
+            Err(mpsc::error::TrySendError::Closed(_)) => return Err(WatchEnd::Client),
+            Err(mpsc::error::TrySendError::Full(line)) => line,
+        };
+        loop {
+            tokio::select! {
+                permit = self.tx.reserve() => {
+                    let Ok(permit) = permit else { return Err(WatchEnd::Client) };
+                    permit.send(line);
+                    return Ok(());
+                }
+                _ = tokio::time::sleep(STALL_CHECK) => {
+                    if !self.cache.store.holds(resume) {
+                        return Err(WatchEnd::TooOld);
+                    }
+                }
+                _ = tokio::time::sleep_until(p.stop_at()) => {
+                    return Err(if p.drain_at.is_some() { WatchEnd::Shutdown } else { WatchEnd::Timeout });
+                }
+                _ = self.shutdown.wait(), if p.drain_at.is_none() => {
+                    p.drain_at = Some(self.drain_point());
+                }
+            }
+        }
+    }
+
+    fn drain_point(&self) -> Instant {
+        Instant::now() + self.policy.drain.mul_f64(fastrand::f64())
+    }
+
+    /// Ends a watcher the log's tail passed: the apiserver's ERROR 410, or
+    /// (pass-through mode) a clean end, so the client resumes from its last
+    /// version through r8s, which passes it to the upstream.
+    async fn too_old(&self, p: &mut Progress) -> WatchEnd {
+        if self.policy.on_too_old == OnTooOld::Gone {
+            let s = Status::expired(format!(
+                "too old resource version: {} ({})",
+                p.sent,
+                self.cache.store.history_from()
+            ));
+            let line = watch_line("ERROR", &s.to_bytes());
+            // Waits for room (the client may be stalled) until the watch would end anyway.
+            tokio::select! {
+                _ = self.tx.send(line) => {}
+                _ = tokio::time::sleep_until(p.stop_at()) => {}
+            }
+        }
+        WatchEnd::TooOld
+    }
+
+    async fn serve(&mut self, start: Start, timeout: Duration) -> WatchEnd {
+        let store = self.cache.store.clone();
         let mut rx = store.subscribe();
-        let mut cursor = match start {
-            Start::After(n) => n,
+        let guard = self.trigger.map(|t| store.register(t));
+        let mut p = Progress {
+            cursor: 0,
+            rv: 0,
+            sent: 0,
+            deadline: Instant::now() + timeout,
+            drain_at: None,
+        };
+        match start {
+            Start::After(n) => {
+                p.rv = n;
+                p.sent = n;
+                match store.cursor_after(n) {
+                    Some(c) => p.cursor = c,
+                    None => return self.too_old(&mut p).await,
+                }
+            }
             Start::Initial {
                 at_least,
                 end_bookmark,
@@ -228,12 +365,13 @@ impl Watcher {
                 if store.current().rv < at_least {
                     tokio::select! {
                         _ = rx.wait_for(|rv| *rv >= at_least) => {}
-                        _ = tokio::time::sleep_until(deadline) => return,
-                        _ = self.shutdown.wait() => return,
+                        _ = tokio::time::sleep_until(p.deadline) => return WatchEnd::Timeout,
+                        _ = self.shutdown.wait() => return WatchEnd::Shutdown,
                     }
                 }
                 rx.borrow_and_update();
-                let v = store.current();
+                let (v, c) = store.snapshot_with_cursor();
+                p.cursor = c;
                 let prefix = self
                     .filter
                     .namespace
@@ -246,62 +384,138 @@ impl Watcher {
                     .range(from..)
                     .take_while(|(k, _)| k.starts_with(&prefix))
                 {
-                    if self.filter.passes(o) && !self.send(watch_line("ADDED", &o.json)).await {
-                        return;
-                    }
-                }
-                if end_bookmark && !self.send(self.bookmark(v.rv, true)).await {
-                    return;
-                }
-                v.rv
-            }
-        };
-        let mut sent = cursor;
-        let mut next_bookmark = Instant::now() + self.bookmark_interval;
-        let mut final_bookmark = false;
-        let mut tick = tokio::time::interval(Duration::from_millis(250));
-        loop {
-            rx.borrow_and_update();
-            let Some((events, caught_up)) = store.read_after(cursor) else {
-                // The history's tail passed this watcher: end it as the apiserver would.
-                let s = Status::expired(format!(
-                    "too old resource version: {cursor} ({})",
-                    store.history_from()
-                ));
-                let _ = self.send(watch_line("ERROR", &s.to_bytes())).await;
-                return;
-            };
-            for ev in &events {
-                if let Some(line) = self.line_for(ev) {
-                    if !self.send(line).await {
-                        return;
-                    }
-                    sent = ev.rv;
-                }
-            }
-            cursor = caught_up;
-            tokio::select! {
-                r = rx.changed() => if r.is_err() { return },
-                _ = tick.tick() => {
-                    let now = Instant::now();
-                    if now >= deadline {
-                        return;
-                    }
-                    let near_end = !final_bookmark && deadline - now <= Duration::from_secs(2);
-                    if self.bookmarks && (now >= next_bookmark || near_end) {
-                        final_bookmark |= near_end;
-                        next_bookmark = now + self.bookmark_interval;
-                        if cursor > sent {
-                            if !self.send(self.bookmark(cursor, false)).await {
-                                return;
-                            }
-                            sent = cursor;
+                    if self.filter.passes(o) {
+                        if let Err(e) = self.send(watch_line("ADDED", &o.json), &mut p, c).await {
+                            return self.ended(e, &mut p).await;
                         }
+                        self.counts[0] += 1;
                     }
                 }
-                _ = self.tx.closed() => return,
-                _ = self.shutdown.wait() => return,
+                if end_bookmark {
+                    let r = &self.cache.resource;
+                    let line = initial_events_end(&r.kind, &r.api_version(), v.rv);
+                    if let Err(e) = self.send(line, &mut p, c).await {
+                        return self.ended(e, &mut p).await;
+                    }
+                    self.counts[3] += 1;
+                }
+                p.rv = v.rv;
+                p.sent = v.rv;
+                self.flush_counts();
             }
+        }
+        let interval = self.policy.bookmark_interval;
+        let mut next_bookmark = Instant::now() + interval;
+        let mut final_bookmark = false;
+        let mut next_lag_sample = Instant::now();
+        loop {
+            if let Err(e) = self.catch_up(&mut p, &mut next_lag_sample).await {
+                return self.ended(e, &mut p).await;
+            }
+            let now = Instant::now();
+            if now >= p.deadline {
+                return WatchEnd::Timeout;
+            }
+            if p.drain_at.is_some_and(|d| now >= d) {
+                if self.bookmarks {
+                    // Unconditionally: the client resumes from it elsewhere.
+                    let line = self.bookmark_line(p.rv);
+                    let _ = tokio::time::timeout(Duration::from_secs(1), self.tx.send(line)).await;
+                    self.counts[3] += 1;
+                }
+                return WatchEnd::Shutdown;
+            }
+            if self.bookmarks {
+                let near_end = !final_bookmark && p.deadline - now <= FINAL_BOOKMARK_MARGIN;
+                if now >= next_bookmark || near_end {
+                    final_bookmark |= near_end;
+                    next_bookmark = now + interval;
+                    if p.rv > p.sent {
+                        let (line, c) = (self.bookmark_line(p.rv), p.cursor);
+                        if let Err(e) = self.send(line, &mut p, c).await {
+                            return self.ended(e, &mut p).await;
+                        }
+                        self.counts[3] += 1;
+                        p.sent = p.rv;
+                    }
+                }
+            }
+            self.flush_counts();
+            let mut wake_at = p.stop_at();
+            if self.bookmarks {
+                wake_at = wake_at.min(next_bookmark);
+                if !final_bookmark {
+                    wake_at = wake_at.min(p.deadline - FINAL_BOOKMARK_MARGIN);
+                }
+            }
+            let woken = async {
+                match &guard {
+                    Some(g) => {
+                        g.notify.notified().await;
+                        true
+                    }
+                    None => rx.changed().await.is_ok(),
+                }
+            };
+            tokio::select! {
+                alive = woken => if !alive { return WatchEnd::Shutdown },
+                _ = tokio::time::sleep_until(wake_at) => {}
+                _ = self.tx.closed() => return WatchEnd::Client,
+                _ = self.shutdown.wait(), if p.drain_at.is_none() => {
+                    p.drain_at = Some(self.drain_point());
+                }
+            }
+        }
+    }
+
+    /// Sends everything the log holds for this watcher after its cursor.
+    async fn catch_up(
+        &mut self,
+        p: &mut Progress,
+        next_lag_sample: &mut Instant,
+    ) -> Result<(), WatchEnd> {
+        let store = self.cache.store.clone();
+        let mut first = true;
+        loop {
+            let Some((batch, current)) = store.read(p.cursor, self.trigger, BATCH) else {
+                return Err(WatchEnd::TooOld);
+            };
+            if first {
+                first = false;
+                let now = Instant::now();
+                if now >= *next_lag_sample {
+                    *next_lag_sample = now + Duration::from_secs(1);
+                    self.metrics
+                        .lag
+                        .record((batch.behind + batch.events.len() as u64) as f64);
+                }
+            }
+            for ev in &batch.events {
+                if let Some((line, kind)) = self.line_for(ev) {
+                    self.send(line.clone(), p, batch.next).await?;
+                    self.counts[type_index(kind)] += 1;
+                    p.sent = ev.rv;
+                    if ev.seq % SAMPLE_EVERY == 0 {
+                        self.metrics
+                            .delivery
+                            .record(ev.arrived.elapsed().as_secs_f64());
+                    }
+                }
+                p.rv = p.rv.max(ev.rv);
+            }
+            p.cursor = batch.next;
+            if batch.caught_up {
+                p.rv = p.rv.max(current);
+                return Ok(());
+            }
+        }
+    }
+
+    /// Finishes a watch that could not go on.
+    async fn ended(&self, why: WatchEnd, p: &mut Progress) -> WatchEnd {
+        match why {
+            WatchEnd::TooOld => self.too_old(p).await,
+            other => other,
         }
     }
 }

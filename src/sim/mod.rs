@@ -92,6 +92,8 @@ pub struct Sim {
     watch_epoch: tokio::sync::watch::Sender<u64>,
     /// While set, new watches are refused with 503 (an upstream that is down).
     refuse_watches: std::sync::atomic::AtomicBool,
+    /// While set, the background churn writes nothing.
+    churn_paused: std::sync::atomic::AtomicBool,
 }
 
 /// A started sim: its address, state, and how to stop it.
@@ -133,6 +135,7 @@ pub async fn start(config: SimConfig, listener: TcpListener) -> std::io::Result<
         shutdown: signal.clone(),
         watch_epoch: tokio::sync::watch::channel(0).0,
         refuse_watches: std::sync::atomic::AtomicBool::new(false),
+        churn_paused: std::sync::atomic::AtomicBool::new(false),
     });
     seed::seed(&sim);
     if config.churn > 0.0 {
@@ -186,6 +189,24 @@ impl Sim {
         self.refuse_watches
             .store(refuse, std::sync::atomic::Ordering::SeqCst);
         self.watch_epoch.send_modify(|e| *e += 1);
+    }
+
+    /// Ends every open watch and makes resuming from before now answer 410,
+    /// so watch clients (r8s's reflectors) must relist.
+    pub fn expire_watches(&self) {
+        self.store.expire_watches();
+        self.interrupt_watches(false);
+    }
+
+    /// Pauses (or resumes) the background churn.
+    pub fn pause_churn(&self, paused: bool) {
+        self.churn_paused
+            .store(paused, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Whether the churn is paused.
+    pub fn churn_paused(&self) -> bool {
+        self.churn_paused.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Accepts watches again after [`Sim::interrupt_watches`].

@@ -190,6 +190,9 @@ pub async fn churn(sim: Arc<Sim>) {
             _ = tick.tick() => {}
             _ = sim.shutdown().wait() => return,
         }
+        if sim.churn_paused() {
+            continue;
+        }
         n += 1;
         let Ok((_, pods)) = sim.store.snapshot(res, None) else {
             continue;

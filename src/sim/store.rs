@@ -118,6 +118,8 @@ struct State {
     history: VecDeque<Arc<Event>>,
     history_cap: usize,
     compacted: u64,
+    /// Watches must resume after this (a test hook: the apiserver's watch cache lost its window).
+    watch_floor: u64,
 }
 
 /// The store; cheap to share behind an `Arc`.
@@ -147,6 +149,7 @@ impl Store {
                 history: VecDeque::new(),
                 history_cap: history.max(1),
                 compacted: 1,
+                watch_floor: 0,
             }),
             events,
             rv,
@@ -204,10 +207,9 @@ impl Store {
     /// than it, and a receiver for everything that follows (no gap, no overlap).
     pub fn watch_from(&self, res: usize, after: u64) -> Result<Subscription, TooOld> {
         let st = self.lock();
-        if after < st.compacted {
-            return Err(TooOld {
-                oldest: st.compacted,
-            });
+        let oldest = st.compacted.max(st.watch_floor);
+        if after < oldest {
+            return Err(TooOld { oldest });
         }
         let past: Vec<Arc<Event>> = st
             .history
@@ -216,6 +218,13 @@ impl Store {
             .cloned()
             .collect();
         Ok((past, self.events.subscribe()))
+    }
+
+    /// From now on, watches resuming from before the current revision get 410
+    /// (reads are unaffected): forces watch clients to relist.
+    pub fn expire_watches(&self) {
+        let mut st = self.lock();
+        st.watch_floor = st.rv;
     }
 
     /// The current objects of `res` and a receiver for every later change, atomically.

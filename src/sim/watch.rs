@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Response, StatusCode};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -130,6 +130,10 @@ impl Watcher {
         self.tx.send(Bytes::from(line)).await.is_ok()
     }
 
+    async fn send_line(&self, line: Bytes) -> bool {
+        self.tx.send(line).await.is_ok()
+    }
+
     async fn send_obj(&self, etype: &str, obj: &Arc<Obj>) -> bool {
         match self.format {
             Format::Json => self.send(etype, &obj.full).await,
@@ -149,17 +153,13 @@ impl Watcher {
     }
 
     async fn bookmark(&self, rv: u64, initial_end: bool) -> bool {
-        let mut meta = json!({"resourceVersion": rv.to_string()});
-        if initial_end {
-            meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
-        }
-        let obj =
-            json!({"kind": self.def.kind, "apiVersion": self.def.api_version(), "metadata": meta});
-        self.send(
-            "BOOKMARK",
-            &serde_json::to_vec(&obj).expect("JSON serializes"),
-        )
-        .await
+        let (kind, av) = (&self.def.kind, self.def.api_version());
+        let line = if initial_end {
+            crate::codec::json::initial_events_end(kind, &av, rv)
+        } else {
+            crate::codec::json::bookmark(kind, &av, rv)
+        };
+        self.send_line(line).await
     }
 
     /// The event this watcher sees for a change, per the cacher's rules: an

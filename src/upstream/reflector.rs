@@ -136,6 +136,13 @@ fn is_builtin_group(g: &str) -> bool {
 }
 
 impl Reflector {
+    /// Publishes the cache's size, version and event log after a change.
+    fn record(&self, v: &crate::cache::store::Version) {
+        metrics::cache_state(&self.label, v, self.store.bytes(), true);
+        let (events, bytes) = self.store.history_size();
+        metrics::watch_log(&self.label, events, bytes);
+    }
+
     /// A reflector for `resource` feeding `store`.
     pub fn new(
         upstream: Arc<Upstream>,
@@ -331,7 +338,7 @@ impl Reflector {
                 if let Some(end) = self.initial_event(&line, objects)? {
                     let objects = initial.take().expect("in the initial phase");
                     let v = self.store.apply(vec![Change::Replace(objects, end)]);
-                    metrics::cache_state(&self.label, &v, self.store.bytes(), true);
+                    self.record(&v);
                     tracing::info!(resource = %self.label, objects = v.objects.len(), rv = end, "cache synced (streaming list)");
                     self.last_rv = end;
                     rv = end;
@@ -438,7 +445,7 @@ impl Reflector {
                 }
             };
         let v = self.store.apply(vec![change]);
-        metrics::cache_state(&self.label, &v, self.store.bytes(), true);
+        self.record(&v);
         self.last_rv = v.rv.max(rv);
         if self.store.exceeds_budget() {
             return Err(StepError::Failed(
@@ -496,7 +503,7 @@ impl Reflector {
                             self.store.clear_over_budget();
                             metrics::over_budget(&self.label, false);
                         }
-                        metrics::cache_state(&self.label, &v, self.store.bytes(), true);
+                        self.record(&v);
                         tracing::info!(resource = %self.label, objects = v.objects.len(), rv, "cache synced");
                         self.last_rv = rv;
                         Ok(State::Watch(rv))

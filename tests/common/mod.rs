@@ -81,7 +81,7 @@ pub async fn start_r8s_config(mut config: Config) -> R8s {
     let resources = config.cache.resources.clone();
     config.cache.wait_for_resource_version_seconds = 0.2;
     config.upstream.connect_timeout_seconds = 2.0;
-    config.shutdown_grace_seconds = 5;
+    config.shutdown.grace_seconds = 5;
     let prepared = r8s::prepare(config).await.unwrap();
     let api = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let admin = TcpListener::bind("127.0.0.1:0").await.unwrap();
