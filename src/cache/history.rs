@@ -146,7 +146,9 @@ impl Event {
     }
 
     /// This change as the `DELETED` of an object leaving a watcher's filter:
-    /// its previous state at this event's version.
+    /// its previous state at the version of the change (for a relist's
+    /// events, the object's own version, so the relist's events stay in
+    /// version order).
     pub fn line_as_deleted(&self) -> Option<&Bytes> {
         if self.kind == EventKind::Deleted {
             return Some(&self.line);
@@ -154,7 +156,7 @@ impl Event {
         let prev = self.prev.as_ref()?;
         Some(self.as_deleted.get_or_init(|| {
             count_encoding();
-            watch_line("DELETED", &prev.at_version(self.rv).json)
+            watch_line("DELETED", &prev.at_version(self.object.rv).json)
         }))
     }
 

@@ -353,6 +353,16 @@ impl Watcher {
             Start::After(n) => {
                 p.rv = n;
                 p.sent = n;
+                // A version the cache has not reached yet (the client listed
+                // elsewhere): wait for it, as the apiserver does, so that no
+                // event up to it is sent.
+                if store.current().rv < n {
+                    tokio::select! {
+                        _ = rx.wait_for(|rv| *rv >= n) => {}
+                        _ = tokio::time::sleep_until(p.deadline) => return WatchEnd::Timeout,
+                        _ = self.shutdown.wait() => return WatchEnd::Shutdown,
+                    }
+                }
                 match store.cursor_after(n) {
                     Some(c) => p.cursor = c,
                     None => return self.too_old(&mut p).await,

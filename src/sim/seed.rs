@@ -223,6 +223,10 @@ pub async fn churn(sim: Arc<Sim>) {
         } else {
             let mut v = obj.value.clone();
             v["metadata"]["annotations"]["sim/churn"] = json!(n.to_string());
+            if roll < 30 {
+                // Labels move too, so selector watchers see objects enter and leave.
+                v["metadata"]["labels"]["tier"] = json!(TIERS[fastrand::usize(..TIERS.len())]);
+            }
             sim.store.mutate(res, k, |cur, _| match cur {
                 Some(_) => Ok(Mutation::Put(v)),
                 None => Err(Status::not_found("pods", k)),

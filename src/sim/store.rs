@@ -220,11 +220,12 @@ impl Store {
         Ok((past, self.events.subscribe()))
     }
 
-    /// From now on, watches resuming from before the current revision get 410
-    /// (reads are unaffected): forces watch clients to relist.
+    /// From now on, watches resuming from the current revision or before get
+    /// 410 (reads are unaffected): forces watch clients to relist. They get
+    /// back in once a write has moved the revision past it.
     pub fn expire_watches(&self) {
         let mut st = self.lock();
-        st.watch_floor = st.rv;
+        st.watch_floor = st.rv + 1;
     }
 
     /// The current objects of `res` and a receiver for every later change, atomically.

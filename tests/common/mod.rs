@@ -244,3 +244,253 @@ pub async fn kubectl_for(server: &str, args: &[&str], dur: Duration) -> String {
     let _ = child.kill().await;
     String::from_utf8_lossy(&buf).into_owned()
 }
+
+/// A client's view of one watch stream, applied event by event and checked
+/// the way an informer relies on it: versions never go back, no duplicates,
+/// ADDED only for what it lacks, MODIFIED/DELETED only for what it has.
+#[derive(Debug, Default, Clone)]
+pub struct Replay {
+    /// `namespace/name` → resourceVersion.
+    pub state: std::collections::BTreeMap<String, u64>,
+    /// The last version seen (event or bookmark).
+    pub last: u64,
+    /// Events applied (bookmarks excluded).
+    pub events: usize,
+    /// Bookmarks seen.
+    pub bookmarks: usize,
+    /// Whether the initial-events-end bookmark came.
+    pub initial_end: bool,
+    /// An ERROR event, if the stream ended with one.
+    pub error: Option<serde_json::Value>,
+    /// In the initial events of a streaming list (versions are arbitrary there).
+    pub initial: bool,
+    last_type: String,
+    /// The last few events, for failure messages.
+    recent: std::collections::VecDeque<String>,
+}
+
+impl Replay {
+    /// Starts from a listed state at `rv`.
+    pub fn from_list(list: &serde_json::Value) -> Self {
+        let mut r = Replay::default();
+        for it in list["items"].as_array().unwrap() {
+            r.state.insert(key_of(it), rv_of(it));
+        }
+        r.last = list["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        r
+    }
+
+    /// Starts a streaming list (`sendInitialEvents=true`).
+    pub fn streaming() -> Self {
+        Replay {
+            initial: true,
+            ..Default::default()
+        }
+    }
+
+    /// Applies one watch event; panics (naming `who`) on anything an informer could not trust.
+    pub fn apply(&mut self, e: &serde_json::Value, who: &str) {
+        let t = e["type"].as_str().unwrap_or("?");
+        if t == "ERROR" {
+            self.error = Some(e["object"].clone());
+            return;
+        }
+        let rv = rv_of(&e["object"]);
+        if t == "BOOKMARK" {
+            let end = e["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"] == "true";
+            if end {
+                assert!(
+                    self.initial,
+                    "{who}: initial-events-end outside a streaming list"
+                );
+                self.initial = false;
+                self.initial_end = true;
+            } else {
+                assert!(!self.initial, "{who}: bookmark among the initial events");
+                assert!(rv >= self.last, "{who}: bookmark {rv} after {}", self.last);
+            }
+            self.last = self.last.max(rv);
+            self.bookmarks += 1;
+            return;
+        }
+        let k = key_of(&e["object"]);
+        if self.recent.len() == 6 {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(format!("{t} {k} {rv}"));
+        if self.initial {
+            assert_eq!(t, "ADDED", "{who}: initial events are ADDED");
+            assert!(
+                self.state.insert(k.clone(), rv).is_none(),
+                "{who}: {k} twice"
+            );
+            self.last = self.last.max(rv);
+            self.events += 1;
+            return;
+        }
+        // The deletes a relist finds carry the relist's version (when they
+        // happened is unknown), which the relist's last change may share.
+        let relist_delete = t == "DELETED" && rv == self.last;
+        assert!(
+            rv > self.last || relist_delete,
+            "{who}: {t} {k} at {rv} after {} (versions must increase); recent: {:?}",
+            self.last,
+            self.recent
+        );
+        match t {
+            "ADDED" => assert!(
+                self.state.insert(k.clone(), rv).is_none(),
+                "{who}: ADDED {k} it already had"
+            ),
+            "MODIFIED" => assert!(
+                self.state.insert(k.clone(), rv).is_some(),
+                "{who}: MODIFIED {k} it never had"
+            ),
+            "DELETED" => assert!(
+                self.state.remove(&k).is_some(),
+                "{who}: DELETED {k} it never had"
+            ),
+            other => panic!("{who}: unexpected event type {other}"),
+        }
+        self.last = rv;
+        self.last_type = t.to_string();
+        self.events += 1;
+    }
+}
+
+/// `namespace/name` of an object.
+pub fn key_of(o: &serde_json::Value) -> String {
+    let m = &o["metadata"];
+    format!(
+        "{}/{}",
+        m["namespace"].as_str().unwrap_or(""),
+        m["name"].as_str().unwrap_or("")
+    )
+}
+
+/// `metadata.resourceVersion` as a number.
+pub fn rv_of(o: &serde_json::Value) -> u64 {
+    o["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no resourceVersion: {o}"))
+}
+
+/// Reads a watch at `url` as it streams, applying each event to `replay`,
+/// until the server ends it (or `limit` passes). Returns the replay and the
+/// `x-r8s-cache` header.
+pub async fn watch_replay(
+    url: &str,
+    mut replay: Replay,
+    limit: Duration,
+    who: &str,
+) -> (Replay, String) {
+    let req = Request::get(url).body(Full::new(Bytes::new())).unwrap();
+    let resp = tokio::time::timeout(Duration::from_secs(30), client().request(req))
+        .await
+        .unwrap_or_else(|_| panic!("{who}: no response"))
+        .unwrap_or_else(|e| panic!("{who}: {e}"));
+    assert_eq!(resp.status(), StatusCode::OK, "{who}");
+    let served = resp
+        .headers()
+        .get("x-r8s-cache")
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
+    let mut body = resp.into_body();
+    let mut buf: Vec<u8> = Vec::new();
+    let deadline = Instant::now() + limit;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, body.frame()).await {
+            Ok(Some(Ok(f))) => {
+                if let Ok(d) = f.into_data() {
+                    buf.extend_from_slice(&d);
+                    while let Some(nl) = buf.iter().position(|b| *b == b'\n') {
+                        let line: Vec<u8> = buf.drain(..=nl).collect();
+                        let e: LightEvent = serde_json::from_slice(&line).unwrap_or_else(|err| {
+                            panic!(
+                                "{who}: bad line ({err}): {}",
+                                String::from_utf8_lossy(&line)
+                            )
+                        });
+                        replay.apply(&e.into_value(), who);
+                    }
+                }
+            }
+            Ok(Some(Err(e))) => panic!("{who}: stream broke: {e}"),
+            Ok(None) => break,
+            Err(_) => panic!("{who}: the server did not end the watch within {limit:?}"),
+        }
+    }
+    assert!(buf.is_empty(), "{who}: a partial line at the end");
+    (replay, served)
+}
+
+/// The sim's truth for a collection at exactly `rv`: `namespace/name` → resourceVersion.
+pub async fn truth_at(
+    sim_url: &str,
+    collection: &str,
+    selector: &str,
+    rv: u64,
+) -> std::collections::BTreeMap<String, u64> {
+    let r = get(&format!(
+        "{sim_url}{collection}?resourceVersion={rv}&resourceVersionMatch=Exact{selector}"
+    ))
+    .await;
+    assert_eq!(r.status, 200, "truth at {rv}: {}", r.text());
+    r.json()["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|it| (key_of(it), rv_of(it)))
+        .collect()
+}
+
+/// One number from a Prometheus text exposition (`name{labels}` exactly as written), 0 if absent.
+pub fn metric(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|l| {
+            l.strip_prefix(series)
+                .and_then(|rest| rest.trim().parse().ok())
+        })
+        .unwrap_or(0.0)
+}
+
+/// The parts of a watch event a replay needs, parsed without building the
+/// whole object (a thousand streams parse a lot of JSON).
+#[derive(serde::Deserialize)]
+struct LightEvent {
+    #[serde(rename = "type")]
+    kind: String,
+    object: LightObject,
+}
+
+#[derive(serde::Deserialize)]
+struct LightObject {
+    #[serde(default)]
+    metadata: serde_json::Map<String, serde_json::Value>,
+    #[serde(default)]
+    code: Option<u16>,
+    #[serde(default)]
+    message: Option<String>,
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+impl LightEvent {
+    fn into_value(self) -> serde_json::Value {
+        serde_json::json!({
+            "type": self.kind,
+            "object": {
+                "metadata": self.object.metadata,
+                "code": self.object.code,
+                "message": self.object.message,
+                "reason": self.object.reason,
+            }
+        })
+    }
+}
