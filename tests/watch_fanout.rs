@@ -10,7 +10,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
-use r8s::config::Config;
 use tokio::sync::Semaphore;
 
 const WATCHERS: usize = 1000;
