@@ -505,3 +505,246 @@ async fn should_answer_identically_straight_and_through_r8s() {
     direct.stop().await;
     behind.stop().await;
 }
+
+/// Every cell of the seeds' watch table served from the cache (RV 0, N,
+/// current, sendInitialEvents with and without bookmarks), across scopes and
+/// selectors, after writes that move objects into and out of selectors: the
+/// streams must equal the sim's event for event.
+#[tokio::test(flavor = "multi_thread")]
+async fn should_watch_identically_from_the_cache() {
+    let mut cfg = sim_config();
+    cfg.history = 500;
+    let direct = start_sim(cfg.clone()).await;
+    let behind = start_sim(cfg).await;
+    let r8s = start_r8s_caching(vec![behind.url()], CACHED).await;
+    let cur0 = direct.sim.store.current_rv();
+    let merge = ("content-type", "application/merge-patch+json");
+    let writes = [
+        // pod-00001 (ns-1, tier=backend) leaves tier=backend, pod-00002 (ns-2) enters it,
+        // pod-00001 comes back; a configmap is born, changes and dies; a pod is deleted.
+        case(
+            "leave",
+            "PATCH",
+            "/api/v1/namespaces/ns-1/pods/pod-00001",
+            Want::Status(200),
+        )
+        .header(merge.0, merge.1)
+        .body(r#"{"metadata":{"labels":{"tier":"frontend"}}}"#),
+        case(
+            "enter",
+            "PATCH",
+            "/api/v1/namespaces/ns-2/pods/pod-00002",
+            Want::Status(200),
+        )
+        .header(merge.0, merge.1)
+        .body(r#"{"metadata":{"labels":{"tier":"backend"}}}"#),
+        case(
+            "return",
+            "PATCH",
+            "/api/v1/namespaces/ns-1/pods/pod-00001",
+            Want::Status(200),
+        )
+        .header(merge.0, merge.1)
+        .body(r#"{"metadata":{"labels":{"tier":"backend"}}}"#),
+        case(
+            "create",
+            "POST",
+            "/api/v1/namespaces/default/configmaps",
+            Want::Status(201),
+        )
+        .body(
+            r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"w1"},"data":{"a":"1"}}"#,
+        ),
+        case(
+            "update",
+            "PATCH",
+            "/api/v1/namespaces/default/configmaps/w1",
+            Want::Status(200),
+        )
+        .header(merge.0, merge.1)
+        .body(r#"{"data":{"a":"2"}}"#),
+        case(
+            "delete cm",
+            "DELETE",
+            "/api/v1/namespaces/default/configmaps/w1",
+            Want::Status(200),
+        ),
+        case(
+            "delete pod",
+            "DELETE",
+            "/api/v1/namespaces/ns-1/pods/pod-00004",
+            Want::Status(200),
+        ),
+    ];
+    for w in &writes {
+        let (a, b) = both(&direct.url(), &r8s.url(), w).await;
+        check(w, &a);
+        assert_eq!(a.status, b.status, "write {:?}", w.name);
+    }
+    let cur = direct.sim.store.current_rv();
+    assert_eq!(cur, behind.sim.store.current_rv());
+    // The cache has every write before the cells start.
+    for coll in ["/api/v1/pods", "/api/v1/namespaces/default/configmaps"] {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let l = get(&format!("{}{coll}?resourceVersion=0&limit=1", r8s.url())).await;
+            let at: u64 = l.json()["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap()
+                .parse()
+                .unwrap();
+            if at >= cur - 1 || (coll.contains("pods") && at >= cur) {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the cache caught up on {coll}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    let scopes: [(&str, &[&str]); 3] = [
+        (
+            "/api/v1/pods",
+            &[
+                "",
+                "labelSelector=tier%3Dbackend",
+                "fieldSelector=metadata.name%3Dpod-00001",
+                "fieldSelector=spec.nodeName%3Dnode-00",
+            ],
+        ),
+        (
+            "/api/v1/namespaces/ns-1/pods",
+            &[
+                "",
+                "labelSelector=tier%3Dbackend",
+                "fieldSelector=metadata.name%3Dpod-00004",
+                "labelSelector=tier%20notin%20(backend)",
+            ],
+        ),
+        ("/api/v1/namespaces/default/configmaps", &[""]),
+    ];
+    let starts = [
+        "resourceVersion=0".to_string(),
+        format!("resourceVersion={cur0}"),
+        format!("resourceVersion={cur0}&allowWatchBookmarks=true"),
+        format!("resourceVersion={}", cur0 + 2),
+        format!("resourceVersion={cur}&allowWatchBookmarks=true"),
+        format!(
+            "sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion={cur0}&allowWatchBookmarks=true"
+        ),
+        "sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion=0".to_string(),
+    ];
+    let mut cells = Vec::new();
+    for (scope, sels) in scopes {
+        for sel in sels {
+            for start in &starts {
+                let q = [start.as_str(), sel, "timeoutSeconds=1"]
+                    .into_iter()
+                    .filter(|x| !x.is_empty())
+                    .collect::<Vec<_>>()
+                    .join("&");
+                cells.push((true, format!("{scope}?watch=1&{q}")));
+            }
+        }
+    }
+    // Passed through, answered by the upstream: too old, and most recent.
+    cells.push((
+        false,
+        "/api/v1/pods?watch=1&resourceVersion=1&timeoutSeconds=1".into(),
+    ));
+    cells.push((false, "/api/v1/namespaces/ns-1/pods?watch=1&timeoutSeconds=1&fieldSelector=metadata.name%3Dpod-00001".into()));
+    assert!(
+        cells.len() >= 40,
+        "at least 40 watch cells, have {}",
+        cells.len()
+    );
+    let mut tasks = Vec::new();
+    for (cached, path) in cells {
+        let c = case("watch cell", "GET", path, Want::Status(200));
+        let (d, v) = (direct.url(), r8s.url());
+        tasks.push(tokio::spawn(async move {
+            let (a, b) = both(&d, &v, &c).await;
+            (cached, c, a, b)
+        }));
+    }
+    let mut moved = 0;
+    for t in tasks {
+        let (cached, c, a, b) = t.await.unwrap();
+        check(&c, &a);
+        let (mut va, mut vb) = (view(&a), view(&b));
+        // A bookmark carries the cache's version, which may trail the sim's
+        // global revision when the last write was to another resource (the
+        // apiserver's per-resource watch cache behaves the same way): it must
+        // be at least every event sent before it and at most the sim's.
+        for (da, db) in va.2.iter_mut().zip(vb.2.iter_mut()) {
+            if da["type"] == "BOOKMARK" && db["type"] == "BOOKMARK" {
+                let rv = |d: &Value| -> u64 {
+                    d["object"]["metadata"]["resourceVersion"]
+                        .as_str()
+                        .unwrap()
+                        .parse()
+                        .unwrap()
+                };
+                assert!(
+                    rv(db) <= rv(da),
+                    "watch cell {}: bookmark ahead of the upstream",
+                    c.path
+                );
+                db["object"]["metadata"]["resourceVersion"] =
+                    da["object"]["metadata"]["resourceVersion"].clone();
+            }
+        }
+        let brief = |v: &(u16, String, Vec<Value>)| -> Vec<String> {
+            v.2.iter()
+                .map(|d| {
+                    format!(
+                        "{} {}",
+                        d["type"].as_str().unwrap_or("?"),
+                        d["object"]["metadata"]["resourceVersion"]
+                    )
+                })
+                .collect()
+        };
+        assert_eq!(
+            brief(&va),
+            brief(&vb),
+            "watch cell {}: event types and versions",
+            c.path
+        );
+        assert_eq!(
+            va, vb,
+            "watch cell {}: straight vs from r8s's cache differ",
+            c.path
+        );
+        assert_eq!(
+            b.headers.get("x-r8s-cache").map(|v| v.to_str().unwrap()),
+            Some(if cached { "hit" } else { "pass" }),
+            "watch cell {}",
+            c.path
+        );
+        let types: Vec<&str> =
+            va.2.iter()
+                .map(|d| d["type"].as_str().unwrap_or("?"))
+                .collect();
+        if c.path.contains("tier%3Dbackend")
+            && c.path.contains(&format!("resourceVersion={cur0}&"))
+            && !c.path.contains("sendInitialEvents")
+        {
+            // Out and back in: DELETED then ADDED for pod-00001, ADDED for pod-00002.
+            assert!(
+                types.contains(&"DELETED") && types.contains(&"ADDED"),
+                "{}: {types:?}",
+                c.path
+            );
+            moved += 1;
+        }
+    }
+    assert!(
+        moved >= 2,
+        "cells with objects moving across selectors ran: {moved}"
+    );
+    r8s.stop().await;
+    direct.stop().await;
+    behind.stop().await;
+}

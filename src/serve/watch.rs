@@ -416,7 +416,12 @@ impl Watcher {
         }
         let interval = self.policy.bookmark_interval;
         let mut next_bookmark = Instant::now() + interval;
-        let mut final_bookmark = false;
+        // Like the cacher, no bookmark is scheduled when the point 2 s before
+        // the end has already passed (watches of 2 s or less get none).
+        let mut final_bookmark = p
+            .deadline
+            .checked_sub(FINAL_BOOKMARK_MARGIN)
+            .is_none_or(|t| t <= Instant::now());
         let mut next_lag_sample = Instant::now();
         loop {
             if let Err(e) = self.catch_up(&mut p, &mut next_lag_sample).await {

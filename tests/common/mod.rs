@@ -385,12 +385,30 @@ pub fn rv_of(o: &serde_json::Value) -> u64 {
 /// `x-r8s-cache` header.
 pub async fn watch_replay(
     url: &str,
-    mut replay: Replay,
+    replay: Replay,
     limit: Duration,
     who: &str,
 ) -> (Replay, String) {
+    watch_replay_stalled(url, replay, limit, who, Duration::ZERO).await
+}
+
+/// [`watch_replay`] by a client that reads nothing for `stall` after the
+/// response head (with a 4 KiB socket receive buffer, so the server feels it).
+pub async fn watch_replay_stalled(
+    url: &str,
+    mut replay: Replay,
+    limit: Duration,
+    who: &str,
+    stall: Duration,
+) -> (Replay, String) {
+    let mut conn = HttpConnector::new();
+    if !stall.is_zero() {
+        conn.set_recv_buffer_size(Some(4096));
+    }
+    let client: Client<HttpConnector, Full<Bytes>> =
+        Client::builder(TokioExecutor::new()).build(conn);
     let req = Request::get(url).body(Full::new(Bytes::new())).unwrap();
-    let resp = tokio::time::timeout(Duration::from_secs(30), client().request(req))
+    let resp = tokio::time::timeout(Duration::from_secs(30), client.request(req))
         .await
         .unwrap_or_else(|_| panic!("{who}: no response"))
         .unwrap_or_else(|e| panic!("{who}: {e}"));
@@ -401,6 +419,7 @@ pub async fn watch_replay(
         .map(|v| v.to_str().unwrap().to_string())
         .unwrap_or_default();
     let mut body = resp.into_body();
+    tokio::time::sleep(stall).await;
     let mut buf: Vec<u8> = Vec::new();
     let deadline = Instant::now() + limit;
     loop {

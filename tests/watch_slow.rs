@@ -1,0 +1,133 @@
+//! The slow-consumer policy: a watcher that stops reading lags without being
+//! ended or costing anyone else, while its cursor is in the log; one the
+//! log's tail passes is ended as `watch.on_too_old` says. (Its own binary:
+//! it reads the process-wide delivery-latency histogram.)
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use r8s::config::{Config, OnTooOld};
+
+const STALL: Duration = Duration::from_secs(10);
+
+async fn r8s_with(sim_url: String, history_events: usize, on_too_old: OnTooOld) -> R8s {
+    let mut config = Config::default();
+    config.upstream.servers = vec![sim_url];
+    config.cache.resources = vec!["pods".into()];
+    config.watch.history_events = history_events;
+    config.watch.on_too_old = on_too_old;
+    start_r8s_config(config).await
+}
+
+/// Fraction of delivery-latency samples at or under `le` seconds.
+fn delivered_within(m: &str, le: &str) -> (f64, f64) {
+    let series = |b: &str| {
+        metric(
+            m,
+            &format!(r#"r8s_watch_event_delivery_seconds_bucket{{resource="v1/pods",le="{b}"}}"#),
+        )
+    };
+    (series(le), series("+Inf"))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn should_let_a_stalled_watcher_lag_then_catch_up_or_end_it_past_the_log() {
+    let mut cfg = sim_config();
+    cfg.pods = 300;
+    cfg.churn = 200.0;
+    cfg.history = 100_000;
+    let sim = start_sim(cfg).await;
+    let roomy = r8s_with(sim.url(), 30_000, OnTooOld::Pass).await;
+    let tight_410 = r8s_with(sim.url(), 300, OnTooOld::Gone).await;
+    let tight_pass = r8s_with(sim.url(), 300, OnTooOld::Pass).await;
+
+    let watch = |base: String, stall: Duration, who: &'static str| async move {
+        let list = get(&format!("{base}/api/v1/pods?resourceVersion=0"))
+            .await
+            .json();
+        let r = Replay::from_list(&list);
+        let url = format!(
+            "{base}/api/v1/pods?watch=1&allowWatchBookmarks=true&timeoutSeconds=20&resourceVersion={}",
+            r.last
+        );
+        watch_replay_stalled(&url, r, Duration::from_secs(60), who, stall)
+            .await
+            .0
+    };
+    let slow = tokio::spawn(watch(roomy.url(), STALL, "stalled watcher"));
+    let fast = tokio::spawn(watch(roomy.url(), Duration::ZERO, "reading watcher"));
+    let slow_410 = tokio::spawn(watch(
+        tight_410.url(),
+        STALL,
+        "stalled past the tail (410 mode)",
+    ));
+    let slow_pass = tokio::spawn(watch(
+        tight_pass.url(),
+        STALL,
+        "stalled past the tail (pass mode)",
+    ));
+
+    // Mid-stall: the stalled watchers are still open (not force-closed), and
+    // the logs stay within their bounds however far behind a watcher is.
+    tokio::time::sleep(STALL - Duration::from_secs(2)).await;
+    let m = get(&format!("{}/metrics", roomy.admin_url())).await.text();
+    assert!(
+        metric(&m, r#"r8s_watchers{resource="v1/pods"}"#) >= 2.0,
+        "the stalled watcher is still open"
+    );
+    assert!(
+        metric(&m, r#"r8s_watch_log_events{resource="v1/pods"}"#) <= 30_000.0,
+        "the log stays within its bound"
+    );
+    // Meanwhile the others are delivered to promptly (the stalled one is
+    // blocked, so no sample of it is recorded yet): p99 within 50 ms.
+    let (within, all) = delivered_within(&m, "0.05");
+    assert!(all > 50.0, "delivery latency was sampled: {all}");
+    assert!(
+        within / all >= 0.99,
+        "p99 delivery within 50 ms while a watcher stalls: {within} of {all}"
+    );
+
+    let fast = fast.await.unwrap();
+    let slow = slow.await.unwrap();
+    assert!(slow.error.is_none(), "the stalled watcher was not ended");
+    assert!(
+        slow.events > 1000,
+        "it received the churn of its stall and after: {}",
+        slow.events
+    );
+    assert_eq!(
+        slow.last, fast.last,
+        "it caught up with the watcher that kept reading"
+    );
+    let want = truth_at(&sim.url(), "/api/v1/pods", "", slow.last).await;
+    assert_eq!(slow.state, want, "every event, in order");
+
+    let ended = slow_410.await.unwrap();
+    let err = ended.error.expect("ended with an ERROR event");
+    assert_eq!(err["code"], 410);
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("too old resource version: "),
+        "{err}"
+    );
+    let passed = slow_pass.await.unwrap();
+    assert!(passed.error.is_none(), "pass mode ends the stream cleanly");
+    assert!(
+        passed.last < fast.last,
+        "pass mode ended it early, to resume through the upstream"
+    );
+    let want = truth_at(&sim.url(), "/api/v1/pods", "", passed.last).await;
+    assert_eq!(
+        passed.state, want,
+        "what it got before the end is consistent"
+    );
+    for r in [roomy, tight_410, tight_pass] {
+        r.stop().await;
+    }
+    sim.stop().await;
+}
