@@ -267,11 +267,15 @@ impl Reflector {
     /// A streaming list (`sendInitialEvents=true`, Kubernetes 1.32+): the
     /// state as ADDED events up to a bookmark marked `initial-events-end`,
     /// applied at once, then the same stream goes on as a watch. The upstream
-    /// is spared the LIST's memory.
+    /// is spared the LIST's memory. It asks for a state not older than the
+    /// one the cache has (any state, the first time), which kube-apiserver
+    /// and an upstream r8s both serve from their watch caches: a tier of r8s
+    /// costs the apiserver nothing.
     async fn stream_list(&mut self, shutdown: &Signal) -> Result<u64, StepError> {
         let timeout = 240 + fastrand::u64(..120);
         let q = format!(
-            "watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds={timeout}"
+            "watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion={}&allowWatchBookmarks=true&timeoutSeconds={timeout}",
+            self.last_rv
         );
         let resp = self.request(&q).await?;
         match resp.status() {
