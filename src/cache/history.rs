@@ -372,10 +372,15 @@ impl History {
         Some(self.first_seq + self.events.partition_point(|e| e.rv <= rv) as u64)
     }
 
+    /// Whether every event from `cursor` on is still in the log.
+    pub fn holds(&self, cursor: Cursor) -> bool {
+        cursor >= self.first_seq
+    }
+
     /// Up to `max` events from `cursor` on (only those concerning `trigger`,
     /// if given); `None` when the log's tail has passed the cursor.
     pub fn read(&self, cursor: Cursor, trigger: Option<Trigger>, max: usize) -> Option<Batch> {
-        if cursor < self.first_seq {
+        if !self.holds(cursor) {
             return None;
         }
         let end = self.end();

@@ -121,13 +121,8 @@ struct Watcher {
 
 impl Watcher {
     async fn send(&self, etype: &str, object: &[u8]) -> bool {
-        let mut line = Vec::with_capacity(object.len() + 32);
-        line.extend_from_slice(b"{\"type\":\"");
-        line.extend_from_slice(etype.as_bytes());
-        line.extend_from_slice(b"\",\"object\":");
-        line.extend_from_slice(object);
-        line.extend_from_slice(b"}\n");
-        self.tx.send(Bytes::from(line)).await.is_ok()
+        self.send_line(crate::codec::json::watch_line(etype, object))
+            .await
     }
 
     async fn send_line(&self, line: Bytes) -> bool {
