@@ -50,7 +50,10 @@ pub fn handle<B>(
     match req.uri().path() {
         "/metrics" => text(
             StatusCode::OK,
-            metrics.render(),
+            {
+                crate::metrics::watch_encodings(crate::cache::history::encodings());
+                metrics.render()
+            },
             "text/plain; version=0.0.4",
         ),
         "/healthz" | "/livez" => text(StatusCode::OK, "ok", "text/plain; charset=utf-8"),

@@ -103,6 +103,10 @@ pub struct SimArgs {
     /// Namespaces ns-0..ns-(N-1) to spread the pods over.
     #[arg(long, value_name = "N", default_value_t = 4)]
     pub namespaces: usize,
+    /// Nodes to seed; every other pod is scheduled on one (pod 2k on node k mod N).
+    /// 0: one node per 100 pods, between 1 and 50.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub nodes: usize,
     /// Background writes per second (pod updates, some creates and deletes); 0 for none.
     #[arg(long, value_name = "WRITES_PER_SEC", default_value_t = 0.0)]
     pub churn: f64,

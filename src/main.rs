@@ -112,6 +112,7 @@ async fn run_sim(args: SimArgs) -> ExitCode {
     let cfg = sim::SimConfig {
         pods: args.pods,
         namespaces: args.namespaces,
+        nodes: args.nodes,
         churn: args.churn,
         history: args.history,
         tokens: args.tokens,

@@ -255,6 +255,24 @@ pub struct History {
     bytes: usize,
     max_events: usize,
     max_bytes: usize,
+    /// When the log's end reaches this, indexed watchers must move their
+    /// cursors up (see [`Appended::refresh`]).
+    next_refresh: u64,
+}
+
+/// What an append did.
+#[derive(Debug)]
+pub struct Appended {
+    /// Change in the bytes the log holds.
+    pub held: isize,
+    /// The triggers the new events concern.
+    pub touched: Vec<Trigger>,
+    /// A quarter of the log has been appended since the last refresh: every
+    /// indexed watcher should wake and move its cursor to the end. An idle
+    /// one (no event on its trigger for a while) would otherwise see the
+    /// tail pass its cursor and be ended as too old although it missed
+    /// nothing.
+    pub refresh: bool,
 }
 
 impl History {
@@ -269,6 +287,7 @@ impl History {
             bytes: 0,
             max_events: max_events.max(1),
             max_bytes,
+            next_refresh: 0,
         }
     }
 
@@ -308,8 +327,7 @@ impl History {
     }
 
     /// Appends events (serializing each once) and trims to the bounds.
-    /// Returns the change in held bytes and the triggers the events concern.
-    pub fn append(&mut self, events: Vec<Event>, pods: bool) -> (isize, Vec<Trigger>) {
+    pub fn append(&mut self, events: Vec<Event>, pods: bool) -> Appended {
         let mut held: isize = 0;
         let mut touched = Vec::new();
         for mut e in events {
@@ -339,7 +357,18 @@ impl History {
         }
         touched.sort_unstable();
         touched.dedup();
-        (held, touched)
+        // A cursor moved to the end is passed by the tail only after a full
+        // log's worth of appends: refreshing every quarter of that is early
+        // enough, and costs each indexed watcher one wake-up per quarter-log.
+        let refresh = self.end() >= self.next_refresh;
+        if refresh {
+            self.next_refresh = self.end() + (self.events.len() as u64 / 4).max(1);
+        }
+        Appended {
+            held,
+            touched,
+            refresh,
+        }
     }
 
     fn pop_front(&mut self) -> usize {
@@ -453,7 +482,7 @@ mod tests {
             pod("p9", "n0", 12),
             Some(pod("p9", "n1", 11)),
         ));
-        let (_, touched) = h.append(evs, true);
+        let touched = h.append(evs, true).touched;
         assert!(touched.contains(&Trigger::node("n0")) && touched.contains(&Trigger::node("n1")));
         let c = h.cursor_after(1).unwrap();
         let n0 = h.read(c, Some(Trigger::node("n0")), 100).unwrap();

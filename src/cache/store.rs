@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use imbl::OrdMap;
 use tokio::sync::{Notify, watch};
 
-use super::history::{Batch, Cursor, History, Trigger};
+use super::history::{Appended, Batch, Cursor, History, Trigger};
 pub use super::history::{Event, EventKind, diff};
 use super::object::CachedObject;
 
@@ -360,7 +360,11 @@ impl Store {
             st.retained.pop_front();
         }
         st.synced = true;
-        let (held, touched) = st.history.append(events, self.pods);
+        let Appended {
+            held,
+            touched,
+            refresh,
+        } = st.history.append(events, self.pods);
         if held >= 0 {
             self.budget
                 .total
@@ -373,15 +377,19 @@ impl Store {
         }
         drop(st);
         self.rv.send_replace(v.rv);
-        if !touched.is_empty() {
+        if !touched.is_empty() || refresh {
             let m = self
                 .wakers
                 .by_trigger
                 .lock()
                 .unwrap_or_else(|p| p.into_inner());
-            for t in &touched {
-                for n in m.get(t).into_iter().flatten() {
-                    n.notify_one();
+            if refresh {
+                m.values().flatten().for_each(|n| n.notify_one());
+            } else {
+                for t in &touched {
+                    for n in m.get(t).into_iter().flatten() {
+                        n.notify_one();
+                    }
                 }
             }
         }
@@ -492,6 +500,7 @@ impl Store {
 mod tests {
     use super::*;
     use crate::cache::object::TypeInfo;
+    use futures_util::FutureExt;
 
     fn obj(name: &str, rv: u64) -> Arc<CachedObject> {
         let t = TypeInfo {
@@ -504,6 +513,46 @@ mod tests {
             r#"{{"metadata":{{"name":"{name}","namespace":"a","resourceVersion":"{rv}"}}}}"#
         );
         Arc::new(t.parse(json.as_bytes()).unwrap())
+    }
+
+    /// An indexed watcher on a quiet trigger is woken as the log turns over,
+    /// and moving its cursor up keeps it inside the log however many other
+    /// events pass (a kubelet whose node has no pod changes is never "too old").
+    #[test]
+    fn should_keep_a_quiet_indexed_watcher_inside_the_log() {
+        let s = Store::with_history(
+            Duration::from_secs(60),
+            100,
+            Arc::new(Budget::new(0, 0)),
+            HistoryBounds {
+                events: 8,
+                bytes: 0,
+            },
+            false,
+        );
+        s.apply(vec![Change::Replace(OrdMap::new(), 1)]);
+        let quiet = Trigger::name("quiet");
+        let guard = s.register(quiet);
+        let mut cursor = s.cursor_after(1).unwrap();
+        let mut wakes = 0;
+        for rv in 2..200 {
+            s.apply(vec![Change::Put(obj(&format!("busy-{}", rv % 5), rv))]);
+            // What the watcher does when woken: read its trigger, move up.
+            let woken = guard.notify.notified().now_or_never().is_some();
+            if woken {
+                wakes += 1;
+                let (b, _) = s
+                    .read(cursor, Some(quiet), 16)
+                    .expect("still inside the log");
+                assert!(b.events.is_empty(), "nothing concerns it");
+                cursor = b.next;
+            }
+        }
+        assert!(s.read(cursor, Some(quiet), 16).is_some());
+        assert!(
+            (40..=200).contains(&wakes),
+            "woken about once per quarter of the log, not per event: {wakes}"
+        );
     }
 
     #[test]

@@ -50,6 +50,9 @@ pub struct SimConfig {
     pub pods: usize,
     /// Namespaces `ns-0..` to spread them over.
     pub namespaces: usize,
+    /// Nodes `node-00..` the scheduled pods (every other one) spread over;
+    /// 0: one per 100 pods, between 1 and 50.
+    pub nodes: usize,
     /// Background writes per second (0: none).
     pub churn: f64,
     /// Events kept for resuming watches and old reads (the compaction window).
@@ -64,11 +67,23 @@ pub struct SimConfig {
     pub future_rv_wait: Duration,
 }
 
+impl SimConfig {
+    /// The nodes to seed and schedule pods on.
+    pub fn node_count(&self) -> usize {
+        if self.nodes > 0 {
+            self.nodes
+        } else {
+            (self.pods / 100).clamp(1, 50)
+        }
+    }
+}
+
 impl Default for SimConfig {
     fn default() -> Self {
         SimConfig {
             pods: 100,
             namespaces: 4,
+            nodes: 0,
             churn: 0.0,
             history: 10_000,
             tokens: None,

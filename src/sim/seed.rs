@@ -101,7 +101,7 @@ fn meta(name: &str, ns: Option<&str>) -> Value {
 /// Seeds namespaces, nodes, pods, and a few of every other type.
 pub fn seed(sim: &Sim) {
     let cfg = &sim.config;
-    let nodes = (cfg.pods / 100).clamp(1, 50);
+    let nodes = cfg.node_count();
     let mut namespaces: Vec<String> = vec!["default".into(), "kube-system".into()];
     namespaces.extend((0..cfg.namespaces.max(1)).map(|i| format!("ns-{i}")));
     for ns in &namespaces {
@@ -182,7 +182,7 @@ pub async fn churn(sim: Arc<Sim>) {
     let mut tick = tokio::time::interval(period);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let res = pods_idx();
-    let nodes = (sim.config.pods / 100).clamp(1, 50);
+    let nodes = sim.config.node_count();
     let mut n: u64 = 0;
     let mut next_index = sim.config.pods;
     loop {

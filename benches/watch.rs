@@ -1,0 +1,870 @@
+//! Watch fan-out: many watchers on one r8s, fed by writes to the upstream.
+//!
+//! `cargo bench --bench watch` (results in BENCHMARKS.md). The sim and r8s run
+//! as separate processes (the release binary), so r8s's CPU and RSS are its
+//! own (read from `/proc`); the watchers are raw HTTP/1.1 connections in this
+//! process, and this process is also the writer: it PATCHes pods on the sim at
+//! a steady rate, stamping each with its send time (`bench/sent`, Unix µs), so
+//! sampled watchers measure end-to-end delivery (write sent → event read).
+//!
+//! (a) 10,000 watchers on all pods, 100 writes/s: delivery latency, r8s CPU per
+//!     delivered event, RSS per idle watcher, encodings per event.
+//! (b) kubelet-style watchers (`fieldSelector=spec.nodeName=node-i`, one per
+//!     node, each node running one pod), 1,000 writes/s spread over the nodes'
+//!     pods: r8s CPU per event with 0, 1,000 and 10,000 watchers.
+//!
+//! Everything runs on 127.0.0.1 and stops by itself.
+
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const BIN: &str = env!("CARGO_BIN_EXE_r8s");
+
+type C = Client<HttpConnector, Full<Bytes>>;
+
+struct Proc(Child);
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    s.lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap()
+}
+
+/// CPU time (user + system) a process has used.
+fn cpu(pid: u32) -> Duration {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after = &s[s.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let ticks: u64 = f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap();
+    Duration::from_secs_f64(ticks as f64 / clock_ticks() as f64)
+}
+
+fn clock_ticks() -> u64 {
+    static T: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *T.get_or_init(|| {
+        Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|o| String::from_utf8(o.stdout).ok())
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(100)
+    })
+}
+
+fn now_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64
+}
+
+async fn fetch(c: &C, url: &str) -> Bytes {
+    let resp = c.get(url.parse().unwrap()).await.unwrap();
+    assert!(resp.status().is_success(), "{url}: {}", resp.status());
+    resp.into_body().collect().await.unwrap().to_bytes()
+}
+
+async fn wait_ready(c: &C, url: &str) {
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        if let Ok(r) = c.get(url.parse().unwrap()).await
+            && r.status().is_success()
+        {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{url} never became ready");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A metric's value in Prometheus text (0 when absent).
+fn metric(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// The sim and an r8s caching pods in front of it.
+struct Setup {
+    sim: String,
+    r8s: SocketAddr,
+    admin: String,
+    r8s_proc: Proc,
+    _sim_proc: Proc,
+    c: C,
+}
+
+impl Setup {
+    async fn start(sim_args: &[&str]) -> Setup {
+        let c: C = Client::builder(TokioExecutor::new()).build(HttpConnector::new());
+        let (sim_port, port, admin_port) = (free_port(), free_port(), free_port());
+        let sim_listen = format!("127.0.0.1:{sim_port}");
+        let sim_proc = Proc(
+            Command::new(BIN)
+                .args(["sim", "--listen", &sim_listen, "--history", "100000"])
+                .args(sim_args)
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        let sim = format!("http://{sim_listen}");
+        wait_ready(&c, &format!("{sim}/version")).await;
+        let r8s_proc = Proc(
+            Command::new(BIN)
+                .args(["serve", "--upstream", &sim, "--cache", "pods"])
+                .args(["--listen", &format!("127.0.0.1:{port}")])
+                .args(["--admin-listen", &format!("127.0.0.1:{admin_port}")])
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        let admin = format!("http://127.0.0.1:{admin_port}");
+        wait_ready(&c, &format!("{admin}/readyz")).await;
+        Setup {
+            sim,
+            r8s: ([127, 0, 0, 1], port).into(),
+            admin,
+            r8s_proc,
+            _sim_proc: sim_proc,
+            c,
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.r8s_proc.0.id()
+    }
+
+    async fn metrics(&self) -> String {
+        String::from_utf8(
+            fetch(&self.c, &format!("{}/metrics", self.admin))
+                .await
+                .to_vec(),
+        )
+        .unwrap()
+    }
+
+    /// The cache's current resource version (watches start there: no initial events).
+    async fn rv(&self) -> u64 {
+        let b = fetch(
+            &self.c,
+            &format!("http://{}/api/v1/pods?resourceVersion=0&limit=1", self.r8s),
+        )
+        .await;
+        let v: serde_json::Value = serde_json::from_slice(&b).unwrap();
+        v["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap()
+    }
+}
+
+/// What the watchers have read.
+#[derive(Default)]
+struct Tally {
+    /// Events (not bookmarks) read, all watchers.
+    events: AtomicU64,
+    /// Watchers whose response head arrived.
+    open: AtomicUsize,
+    /// End-to-end latencies (µs) read by the sampled watchers.
+    latencies: Mutex<Vec<u64>>,
+    /// Each watcher's path and its own event count.
+    per: Mutex<Vec<(String, Arc<AtomicU64>)>>,
+}
+
+/// An event line's start (the object's own `{"type":` fields, as in pod
+/// conditions, are never at a line's start: lines follow a `\n`, from the
+/// previous event or the chunk header).
+const EVENT: &[u8] = b"{\"type\":\"";
+const LINE_EVENT: &[u8] = b"\n{\"type\":\"";
+const LINE_BOOKMARK: &[u8] = b"\n{\"type\":\"BOOKMARK\"";
+const SENT: &[u8] = b"\"bench/sent\":\"";
+
+/// Reads a watch stream's bytes: counts the events, and (sampled) records
+/// each one's latency from its send stamp. Events are lines; the partial last
+/// one is carried. Unsampled readers only keep the last few bytes, enough not
+/// to miss a split marker.
+struct Reader {
+    buf: Vec<u8>,
+    sampled: bool,
+    tally: Arc<Tally>,
+    own: Arc<AtomicU64>,
+}
+
+impl Reader {
+    fn new(sampled: bool, tally: Arc<Tally>, path: &str) -> Self {
+        let own = Arc::new(AtomicU64::new(0));
+        tally
+            .per
+            .lock()
+            .unwrap()
+            .push((path.to_string(), own.clone()));
+        Reader {
+            buf: Vec::with_capacity(if sampled { 8192 } else { 32 }),
+            sampled,
+            tally,
+            own,
+        }
+    }
+
+    fn count(&self, n: u64) {
+        self.tally.events.fetch_add(n, Ordering::Relaxed);
+        self.own.fetch_add(n, Ordering::Relaxed);
+    }
+
+    fn feed(&mut self, data: &[u8]) {
+        if !self.sampled {
+            // Bytes carried from the last read: a marker wholly inside them was counted.
+            let carried = self.buf.len();
+            self.buf.extend_from_slice(data);
+            let new = |pat: &[u8]| {
+                memchr::memmem::find_iter(&self.buf, pat)
+                    .filter(|at| at + pat.len() > carried)
+                    .count() as u64
+            };
+            let n = new(LINE_EVENT) - new(LINE_BOOKMARK);
+            self.count(n);
+            let keep = self.buf.len().min(LINE_BOOKMARK.len() - 1);
+            self.buf.drain(..self.buf.len() - keep);
+            return;
+        }
+        self.buf.extend_from_slice(data);
+        let mut done = 0;
+        while let Some(nl) = memchr::memchr(b'\n', &self.buf[done..]) {
+            let line = &self.buf[done..done + nl];
+            if line.starts_with(EVENT) && !line.starts_with(&LINE_BOOKMARK[1..]) {
+                self.count(1);
+                if let Some(i) = memchr::memmem::find(line, SENT) {
+                    let digits = &line[i + SENT.len()..];
+                    let end = digits.iter().position(|b| *b == b'"').unwrap();
+                    let at: u64 = std::str::from_utf8(&digits[..end])
+                        .unwrap()
+                        .parse()
+                        .unwrap();
+                    let lat = now_us().saturating_sub(at);
+                    self.tally.latencies.lock().unwrap().push(lat);
+                }
+            }
+            done += nl + 1;
+        }
+        self.buf.drain(..done);
+    }
+}
+
+/// One watch on its own HTTP/1.1 connection (as kubelets and most
+/// non-Go clients watch), read raw: chunk headers never start a line, so
+/// counting lines that start an event is exact.
+async fn watcher(addr: SocketAddr, path: String, sampled: bool, tally: Arc<Tally>) {
+    let mut s = TcpStream::connect(addr).await.expect("connect to r8s");
+    let _ = s.set_nodelay(true);
+    let req = format!("GET {path} HTTP/1.1\r\nHost: r8s\r\nAccept: application/json\r\n\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut buf = vec![0u8; 8192];
+    let mut have = 0;
+    // The response head.
+    loop {
+        let n = s.read(&mut buf[have..]).await.unwrap();
+        assert!(n > 0, "r8s closed a watch before answering");
+        have += n;
+        if let Some(end) = memchr::memmem::find(&buf[..have], b"\r\n\r\n") {
+            assert!(
+                buf.starts_with(b"HTTP/1.1 200"),
+                "{path}: {}",
+                String::from_utf8_lossy(&buf[..end])
+            );
+            buf.copy_within(end + 4..have, 0);
+            have -= end + 4;
+            break;
+        }
+    }
+    tally.open.fetch_add(1, Ordering::Relaxed);
+    let mut reader = Reader::new(sampled, tally, &path);
+    // The first chunk header's line ends before the first event.
+    reader.feed(b"\n");
+    reader.feed(&buf[..have]);
+    loop {
+        match s.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => reader.feed(&buf[..n]),
+        }
+    }
+}
+
+/// Watches multiplexed on one HTTP/2 connection (h2c), as client-go's
+/// informers in one process share theirs.
+async fn h2_watchers(addr: SocketAddr, paths: Vec<(String, bool)>, tally: Arc<Tally>) {
+    let io = hyper_util::rt::TokioIo::new(TcpStream::connect(addr).await.expect("connect"));
+    let (send, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
+        .await
+        .expect("h2 handshake");
+    tokio::spawn(conn);
+    let mut streams = tokio::task::JoinSet::new();
+    for (path, sampled) in paths {
+        let mut send = send.clone();
+        send.ready().await.expect("h2 connection");
+        let req = http::Request::get(format!("http://r8s{path}"))
+            .body(http_body_util::Empty::<Bytes>::new())
+            .unwrap();
+        let resp = send.send_request(req).await.expect("h2 watch");
+        assert_eq!(resp.status(), 200, "{path}");
+        tally.open.fetch_add(1, Ordering::Relaxed);
+        let tally = tally.clone();
+        streams.spawn(async move {
+            let mut body = resp.into_body();
+            let mut reader = Reader::new(sampled, tally, &path);
+            reader.feed(b"\n");
+            while let Some(Ok(f)) = body.frame().await {
+                if let Ok(d) = f.into_data() {
+                    reader.feed(&d);
+                }
+            }
+        });
+    }
+    while streams.join_next().await.is_some() {}
+}
+
+/// Writes to the sim at a steady rate until stopped.
+struct Writer {
+    task: tokio::task::JoinHandle<()>,
+    inflight: Arc<tokio::sync::Semaphore>,
+    written: Arc<AtomicU64>,
+    /// The paths written, in the order the writes succeeded.
+    done: Arc<Mutex<Vec<String>>>,
+}
+
+const INFLIGHT: u32 = 64;
+
+impl Writer {
+    /// PATCHes `pick()`'s pods on the sim at `rate` per second, each stamped
+    /// with its send time.
+    fn start(sim: String, rate: f64, pick: impl Fn() -> String + Send + 'static) -> Writer {
+        let inflight = Arc::new(tokio::sync::Semaphore::new(INFLIGHT as usize));
+        let written = Arc::new(AtomicU64::new(0));
+        let done: Arc<Mutex<Vec<String>>> = Arc::default();
+        let (sem, count, log) = (inflight.clone(), written.clone(), done.clone());
+        let task = tokio::spawn(async move {
+            let c: C = Client::builder(TokioExecutor::new()).build(HttpConnector::new());
+            let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / rate));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+            loop {
+                tick.tick().await;
+                let permit = sem.clone().acquire_owned().await.unwrap();
+                let path = pick();
+                let url = format!("{sim}{path}");
+                let body = format!(
+                    r#"{{"metadata":{{"annotations":{{"bench/sent":"{}"}}}}}}"#,
+                    now_us()
+                );
+                let (c, count, log) = (c.clone(), count.clone(), log.clone());
+                tokio::spawn(async move {
+                    let req = http::Request::patch(url)
+                        .header("content-type", "application/merge-patch+json")
+                        .body(Full::new(Bytes::from(body)))
+                        .unwrap();
+                    if let Ok(r) = c.request(req).await
+                        && r.status().is_success()
+                    {
+                        let _ = r.into_body().collect().await;
+                        count.fetch_add(1, Ordering::Relaxed);
+                        log.lock().unwrap().push(path);
+                    }
+                    drop(permit);
+                });
+            }
+        });
+        Writer {
+            task,
+            inflight,
+            written,
+            done,
+        }
+    }
+
+    fn written(&self) -> u64 {
+        self.written.load(Ordering::Relaxed)
+    }
+
+    /// Stops writing, waits for the writes in flight, and returns the paths written.
+    async fn stop(self) -> Vec<String> {
+        self.task.abort();
+        let _ = self.inflight.acquire_many(INFLIGHT).await;
+        std::mem::take(&mut *self.done.lock().unwrap())
+    }
+}
+
+/// How watchers reach r8s.
+#[derive(Clone, Copy, PartialEq)]
+enum Transport {
+    /// One HTTP/1.1 connection per watcher.
+    H1,
+    /// 100 watchers per HTTP/2 connection.
+    H2,
+}
+
+const PER_H2_CONN: usize = 100;
+
+/// Opens `paths` as watchers (every `sample`-th sampled) and waits for their heads.
+async fn open_watchers(
+    setup: &Setup,
+    paths: Vec<String>,
+    sample: usize,
+    tally: &Arc<Tally>,
+    transport: Transport,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let want = tally.open.load(Ordering::Relaxed) + paths.len();
+    let mut handles = Vec::with_capacity(paths.len());
+    match transport {
+        Transport::H1 => {
+            for (i, p) in paths.into_iter().enumerate() {
+                handles.push(tokio::spawn(watcher(
+                    setup.r8s,
+                    p,
+                    i % sample == 0,
+                    tally.clone(),
+                )));
+                if i % 500 == 499 {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        }
+        Transport::H2 => {
+            let paths: Vec<(String, bool)> = paths
+                .into_iter()
+                .enumerate()
+                .map(|(i, p)| (p, i % sample == 0))
+                .collect();
+            for chunk in paths.chunks(PER_H2_CONN) {
+                handles.push(tokio::spawn(h2_watchers(
+                    setup.r8s,
+                    chunk.to_vec(),
+                    tally.clone(),
+                )));
+            }
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while tally.open.load(Ordering::Relaxed) < want {
+        assert!(Instant::now() < deadline, "watchers did not all open");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    handles
+}
+
+fn pct(sorted: &[u64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted[((sorted.len() - 1) as f64 * p) as usize] as f64 / 1000.0
+}
+
+/// The delivery histogram's (p50, p99) upper bucket bounds (ms) between two scrapes.
+fn delivery_buckets(before: &str, after: &str) -> (String, String) {
+    let prefix = r#"r8s_watch_event_delivery_seconds_bucket{resource="v1/pods",le=""#;
+    let buckets = |t: &str| -> Vec<(String, f64)> {
+        t.lines()
+            .filter_map(|l| {
+                let rest = l.strip_prefix(prefix)?;
+                let (le, v) = rest.split_once("\"} ")?;
+                Some((le.to_string(), v.trim().parse().ok()?))
+            })
+            .collect()
+    };
+    let (b, a) = (buckets(before), buckets(after));
+    let d: Vec<(String, f64)> = a
+        .iter()
+        .map(|(le, v)| {
+            let old = b.iter().find(|(l, _)| l == le).map_or(0.0, |x| x.1);
+            (le.clone(), v - old)
+        })
+        .collect();
+    let total = d.last().map_or(0.0, |x| x.1);
+    let at = |q: f64| {
+        d.iter()
+            .find(|(_, v)| *v >= q * total)
+            .map(|(le, _)| match le.parse::<f64>() {
+                Ok(s) => format!("≤ {} ms", s * 1e3),
+                Err(_) => le.clone(),
+            })
+            .unwrap_or_default()
+    };
+    (at(0.5), at(0.99))
+}
+
+const ALL_WATCHERS: usize = 10_000;
+const ALL_PODS: usize = 1_000;
+const NAMESPACES: usize = 10;
+
+/// Waits until the watchers have read everything (their count stops moving).
+async fn settled(tally: &Tally) -> u64 {
+    let mut last = tally.events.load(Ordering::Relaxed);
+    for _ in 0..120 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let now = tally.events.load(Ordering::Relaxed);
+        if now == last {
+            return now;
+        }
+        last = now;
+    }
+    last
+}
+
+/// RSS per idle watcher: `n` watchers opened and left idle (no writes) on
+/// a fresh r8s, against its RSS before.
+async fn idle_rss(n: usize, transport: Transport) {
+    let setup = Setup::start(&[
+        "--pods",
+        &ALL_PODS.to_string(),
+        "--namespaces",
+        &NAMESPACES.to_string(),
+    ])
+    .await;
+    // Touch the cache as the watchers will (the version, a list) first.
+    let _ = fetch(
+        &setup.c,
+        &format!("http://{}/api/v1/pods?resourceVersion=0", setup.r8s),
+    )
+    .await;
+    let before = rss_kib(setup.pid());
+    let tally = Arc::new(Tally::default());
+    let path = watch_path(setup.rv().await);
+    let _open = open_watchers(&setup, vec![path; n], 100, &tally, transport).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let open = metric(&setup.metrics().await, WATCHERS);
+    assert_eq!(open as usize, n, "r8s holds every watcher");
+    let after = rss_kib(setup.pid());
+    let per = (after.saturating_sub(before)) as f64 * 1024.0 / n as f64;
+    println!(
+        "| {} | {n} | {:.1} MiB | {:.1} MiB | {per:.0} bytes |",
+        match transport {
+            Transport::H1 => "HTTP/1.1, a connection each",
+            Transport::H2 => "HTTP/2, 100 per connection",
+        },
+        before as f64 / 1024.0,
+        after as f64 / 1024.0,
+    );
+}
+
+const WATCHERS: &str = r#"r8s_watchers{resource="v1/pods"}"#;
+
+fn watch_path(rv: u64) -> String {
+    format!("/api/v1/pods?watch=1&allowWatchBookmarks=true&resourceVersion={rv}")
+}
+
+/// (a) Watchers on all pods at 100 writes/s: RSS per idle watcher, then
+/// delivery as watchers grow to 10,000 (HTTP/1.1), and 10,000 over HTTP/2.
+async fn all_pods() {
+    println!(
+        "(a) {ALL_PODS} pods of ~2.3 KB; watchers on all pods from the current version, with bookmarks."
+    );
+    println!();
+    println!("| idle watchers | count | r8s RSS before | with them | RSS per watcher |");
+    println!("|---|---|---|---|---|");
+    idle_rss(ALL_WATCHERS, Transport::H1).await;
+    idle_rss(ALL_WATCHERS, Transport::H2).await;
+    let setup = Setup::start(&[
+        "--pods",
+        &ALL_PODS.to_string(),
+        "--namespaces",
+        &NAMESPACES.to_string(),
+    ])
+    .await;
+
+    println!();
+    println!("| transport | watchers | {DELIVER_COLUMNS}");
+    println!("|---|---|{}", "---|".repeat(12));
+    let steps = [
+        (Transport::H1, 1_000),
+        (Transport::H1, 2_500),
+        (Transport::H1, 5_000),
+        (Transport::H1, ALL_WATCHERS),
+        (Transport::H2, 2_500),
+        (Transport::H2, 5_000),
+        (Transport::H2, ALL_WATCHERS),
+    ];
+    let mut open: Vec<tokio::task::JoinHandle<()>> = Vec::new();
+    let mut transport = Transport::H1;
+    let mut tally = Arc::new(Tally::default());
+    for (t, target) in steps {
+        if t != transport {
+            for h in open.drain(..) {
+                h.abort();
+            }
+            while metric(&setup.metrics().await, WATCHERS) > 0.0 {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            transport = t;
+            tally = Arc::new(Tally::default());
+        }
+        let rv = setup.rv().await;
+        // Watchers of earlier steps stay open and counted.
+        let mut new = open_watchers(
+            &setup,
+            vec![watch_path(rv); target - open.len()],
+            100,
+            &tally,
+            t,
+        )
+        .await;
+        open.append(&mut new);
+        let row = deliver(&setup, &tally, 100.0, Expect::EachWrite(target), || {
+            let i = fastrand::usize(..ALL_PODS);
+            format!("/api/v1/namespaces/ns-{}/pods/pod-{i:05}", i % NAMESPACES)
+        })
+        .await;
+        println!(
+            "| {} | {target} | {row} |",
+            if t == Transport::H1 {
+                "HTTP/1.1"
+            } else {
+                "HTTP/2"
+            }
+        );
+    }
+    let m = setup.metrics().await;
+    let encodings = metric(&m, "r8s_watch_encodings_total");
+    let events = upstream_events(&m);
+    println!();
+    println!(
+        "(a) encodings: {encodings} for {events} upstream events = {:.3} per event, with up to {ALL_WATCHERS} watchers",
+        encodings / events.max(1.0)
+    );
+}
+
+/// What a write should reach: every watcher, or (kubelets) the watcher of
+/// the written pod's node, if open (pod 2k runs on node k).
+enum Expect {
+    EachWrite(usize),
+    NodesBelow(usize),
+}
+
+fn phase_base(path: &str, before: &std::collections::HashMap<String, u64>) -> u64 {
+    before.get(path).copied().unwrap_or(0)
+}
+
+/// The header of [`deliver`]'s rows.
+const DELIVER_COLUMNS: &str = "writes/s | events delivered/s | r8s CPU (cores) | r8s CPU per write | r8s CPU per delivered event | bench client CPU (cores) | end-to-end p50 | p99 | max | r8s hand-off p50 | p99 | delivered / expected |";
+
+/// Runs the writer at `rate` for 5 s of warm-up and 20 s measured, then
+/// checks that the watchers in `tally` got what they should have. Returns a
+/// table row's cells.
+async fn deliver(
+    setup: &Setup,
+    tally: &Arc<Tally>,
+    rate: f64,
+    expect: Expect,
+    pick: impl Fn() -> String + Send + 'static,
+) -> String {
+    let events_before = settled(tally).await;
+    let per_before: std::collections::HashMap<String, u64> = tally
+        .per
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(p, n)| (p.clone(), n.load(Ordering::Relaxed)))
+        .collect();
+    let upstream_before = upstream_events(&setup.metrics().await);
+    let w = Writer::start(setup.sim.clone(), rate, pick);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    tally.latencies.lock().unwrap().clear();
+    let me = std::process::id();
+    let (m0, cpu0, own0, ev0, wr0, t0) = (
+        setup.metrics().await,
+        cpu(setup.pid()),
+        cpu(me),
+        tally.events.load(Ordering::Relaxed),
+        w.written(),
+        Instant::now(),
+    );
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let (m1, cpu1, own1, ev1, wr1, secs) = (
+        setup.metrics().await,
+        cpu(setup.pid()),
+        cpu(me),
+        tally.events.load(Ordering::Relaxed),
+        w.written(),
+        t0.elapsed().as_secs_f64(),
+    );
+    let paths = w.stop().await;
+    let mut lat = std::mem::take(&mut *tally.latencies.lock().unwrap());
+    lat.sort_unstable();
+    let delivered = ev1 - ev0;
+    let cpu_s = (cpu1 - cpu0).as_secs_f64();
+    let (h50, h99) = delivery_buckets(&m0, &m1);
+    let events_after = settled(tally).await;
+    let upstream = upstream_events(&setup.metrics().await) - upstream_before;
+    let expected = match expect {
+        Expect::EachWrite(n) => upstream as u64 * n as u64,
+        Expect::NodesBelow(open) => {
+            let mut want: std::collections::HashMap<usize, u64> = Default::default();
+            for p in &paths {
+                let i: usize = p.rsplit("pod-").next().unwrap().parse().unwrap();
+                if i / 2 < open {
+                    *want.entry(i / 2).or_default() += 1;
+                }
+            }
+            // Watchers whose count is off (counts are cumulative: compare the phase's part).
+            let per = tally.per.lock().unwrap();
+            let mut off = 0;
+            for (path, n) in per.iter() {
+                let node: usize = path.rsplit("node-").next().unwrap().parse().unwrap();
+                let got = n.load(Ordering::Relaxed);
+                let w = *want.get(&node).unwrap_or(&0);
+                if got != w + phase_base(path, &per_before) {
+                    off += 1;
+                    if off <= 3 {
+                        eprintln!(
+                            "node-{node}: got {got} (before {}), want {w} more",
+                            phase_base(path, &per_before)
+                        );
+                    }
+                }
+            }
+            if off > 0 {
+                eprintln!("{off} kubelet watchers off");
+            }
+            want.values().sum()
+        }
+    };
+    let writes = (wr1 - wr0) as f64;
+    format!(
+        "{:.0} | {:.0} | {:.3} | {:.1} µs | {:.2} µs | {:.2} | {:.1} ms | {:.1} ms | {:.1} ms | {h50} | {h99} | {} / {}",
+        writes / secs,
+        delivered as f64 / secs,
+        cpu_s / secs,
+        cpu_s * 1e6 / writes.max(1.0),
+        cpu_s * 1e6 / delivered.max(1) as f64,
+        (own1 - own0).as_secs_f64() / secs,
+        pct(&lat, 0.5),
+        pct(&lat, 0.99),
+        pct(&lat, 1.0),
+        events_after - events_before,
+        expected,
+    )
+}
+
+/// Upstream change events the reflector has received (pods).
+fn upstream_events(m: &str) -> f64 {
+    ["ADDED", "MODIFIED", "DELETED"]
+        .iter()
+        .map(|t| {
+            metric(
+                m,
+                &format!(r#"r8s_reflector_events_total{{resource="v1/pods",type="{t}"}}"#),
+            )
+        })
+        .sum()
+}
+
+const NODES: usize = 10_000;
+
+/// (b) kubelet-style watchers at 1,000 writes/s over the nodes' pods.
+async fn kubelets() {
+    // Pod 2k runs on node k: 20,000 pods, 10,000 of them on the 10,000 nodes.
+    let setup = Setup::start(&[
+        "--pods",
+        &(2 * NODES).to_string(),
+        "--namespaces",
+        &NAMESPACES.to_string(),
+        "--nodes",
+        &NODES.to_string(),
+    ])
+    .await;
+    let enc0 = metric(&setup.metrics().await, "r8s_watch_encodings_total");
+    let ev0 = upstream_events(&setup.metrics().await);
+    println!(
+        "(b) {} pods, {NODES} nodes running one each; writes spread evenly over the pods of the first 1,000 nodes.",
+        2 * NODES
+    );
+    println!();
+    println!("| kubelet watchers (HTTP/1.1) | {DELIVER_COLUMNS}");
+    println!("|---|{}", "---|".repeat(12));
+    let tally = Arc::new(Tally::default());
+    let mut open = Vec::new();
+    for target in [0, 1_000, 5_000, NODES] {
+        let rv = setup.rv().await;
+        let paths = (open.len()..target)
+            .map(|n| {
+                format!(
+                    "/api/v1/pods?watch=1&allowWatchBookmarks=true&resourceVersion={rv}&fieldSelector=spec.nodeName%3Dnode-{n:02}"
+                )
+            })
+            .collect();
+        let mut new = open_watchers(&setup, paths, 10, &tally, Transport::H1).await;
+        open.append(&mut new);
+        // Each write concerns one node of the first 1,000 (each has its
+        // watcher from the second step on): what grows is only the number
+        // of watchers no write concerns.
+        let row = deliver(
+            &setup,
+            &tally,
+            1_000.0,
+            Expect::NodesBelow(target),
+            move || {
+                let i = 2 * fastrand::usize(..1_000);
+                format!("/api/v1/namespaces/ns-{}/pods/pod-{i:05}", i % NAMESPACES)
+            },
+        )
+        .await;
+        println!("| {target} | {row} |");
+    }
+    let m = setup.metrics().await;
+    let enc = metric(&m, "r8s_watch_encodings_total") - enc0;
+    let ev = upstream_events(&m) - ev0;
+    println!();
+    println!(
+        "(b) encodings: {enc} for {ev} upstream events = {:.3} per event, with up to {NODES} watchers",
+        enc / ev.max(1.0)
+    );
+}
+
+#[tokio::main]
+async fn main() {
+    // `cargo bench --bench watch -- all` (or `kubelets`) runs one part.
+    let args: Vec<String> = std::env::args().collect();
+    let which = if args.iter().any(|a| a == "all") {
+        "all"
+    } else if args.iter().any(|a| a == "kubelets") {
+        "kubelets"
+    } else {
+        ""
+    };
+    println!(
+        "machine: {} cores; r8s: {BIN}",
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    if which != "kubelets" {
+        all_pods().await;
+    }
+    if which != "all" {
+        kubelets().await;
+    }
+}
