@@ -523,16 +523,33 @@ const ALL_WATCHERS: usize = 10_000;
 const ALL_PODS: usize = 1_000;
 const NAMESPACES: usize = 10;
 
-/// Waits until the watchers have read everything (their count stops moving).
-async fn settled(tally: &Tally) -> u64 {
+/// Waits until r8s's cache has every write the sim took, then until the
+/// watchers have read everything (their count stops moving for 3 s: under
+/// saturation a backlog drains in bursts).
+async fn settled(setup: &Setup, tally: &Tally) -> u64 {
+    let sim_rv = {
+        let b = fetch(&setup.c, &format!("{}/api/v1/pods?limit=1", setup.sim)).await;
+        let v: serde_json::Value = serde_json::from_slice(&b).unwrap();
+        v["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+    };
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while setup.rv().await < sim_rv && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let mut last = tally.events.load(Ordering::Relaxed);
-    for _ in 0..120 {
-        tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut still = Instant::now();
+    while Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(250)).await;
         let now = tally.events.load(Ordering::Relaxed);
-        if now == last {
-            return now;
+        if now != last {
+            (last, still) = (now, Instant::now());
+        } else if still.elapsed() >= Duration::from_secs(3) {
+            break;
         }
-        last = now;
     }
     last
 }
@@ -683,7 +700,7 @@ async fn deliver(
     expect: Expect,
     pick: impl Fn() -> String + Send + 'static,
 ) -> String {
-    let events_before = settled(tally).await;
+    let events_before = settled(setup, tally).await;
     let per_before: std::collections::HashMap<String, u64> = tally
         .per
         .lock()
@@ -719,7 +736,7 @@ async fn deliver(
     let delivered = ev1 - ev0;
     let cpu_s = (cpu1 - cpu0).as_secs_f64();
     let (h50, h99) = delivery_buckets(&m0, &m1);
-    let events_after = settled(tally).await;
+    let events_after = settled(setup, tally).await;
     let upstream = upstream_events(&setup.metrics().await) - upstream_before;
     let expected = match expect {
         Expect::EachWrite(n) => upstream as u64 * n as u64,
