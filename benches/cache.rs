@@ -6,7 +6,10 @@
 //! RSS per cached byte = (RSS of r8s caching pods − RSS of r8s caching nothing)
 //! ÷ bytes of the pods' JSON. Everything runs on 127.0.0.1 and stops by itself.
 
-use std::process::{Child, Command, Stdio};
+mod common;
+
+use std::process::{Command, Stdio};
+
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -16,35 +19,12 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::TcpListener;
 
+use common::{Proc, free_port, rss_kib};
+
 const BIN: &str = env!("CARGO_BIN_EXE_r8s");
 const PODS: usize = 10_000;
 
 type C = Client<HttpConnector, Empty<Bytes>>;
-
-struct Proc(Child);
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn rss_kib(pid: u32) -> u64 {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    s.lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap()
-}
 
 async fn fetch(c: &C, url: &str) -> Bytes {
     let resp = c.get(url.parse().unwrap()).await.unwrap();

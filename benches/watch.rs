@@ -10,13 +10,16 @@
 //! (a) 10,000 watchers on all pods, 100 writes/s: delivery latency, r8s CPU per
 //!     delivered event, RSS per idle watcher, encodings per event.
 //! (b) kubelet-style watchers (`fieldSelector=spec.nodeName=node-i`, one per
-//!     node, each node running one pod), 1,000 writes/s spread over the nodes'
-//!     pods: r8s CPU per event with 0, 1,000 and 10,000 watchers.
+//!     node, each node running one pod), 1,000 writes/s spread over the pods
+//!     of the first 1,000 nodes: r8s CPU per write with 0, 1,000, 5,000 and
+//!     10,000 watchers (only the watchers no write concerns grow).
 //!
 //! Everything runs on 127.0.0.1 and stops by itself.
 
+mod common;
+
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -29,34 +32,11 @@ use hyper_util::rt::TokioExecutor;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use common::{Proc, free_port, rss_kib};
+
 const BIN: &str = env!("CARGO_BIN_EXE_r8s");
 
 type C = Client<HttpConnector, Full<Bytes>>;
-
-struct Proc(Child);
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn rss_kib(pid: u32) -> u64 {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    s.lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap()
-}
 
 /// CPU time (user + system) a process has used.
 fn cpu(pid: u32) -> Duration {
@@ -157,6 +137,17 @@ impl Setup {
             _sim_proc: sim_proc,
             c,
         }
+    }
+
+    /// The sim of part (a): `ALL_PODS` pods over `NAMESPACES` namespaces.
+    async fn all_pods() -> Setup {
+        Setup::start(&[
+            "--pods",
+            &ALL_PODS.to_string(),
+            "--namespaces",
+            &NAMESPACES.to_string(),
+        ])
+        .await
     }
 
     fn pid(&self) -> u32 {
@@ -557,13 +548,7 @@ async fn settled(setup: &Setup, tally: &Tally) -> u64 {
 /// RSS per idle watcher: `n` watchers opened and left idle (no writes) on
 /// a fresh r8s, against its RSS before.
 async fn idle_rss(n: usize, transport: Transport) {
-    let setup = Setup::start(&[
-        "--pods",
-        &ALL_PODS.to_string(),
-        "--namespaces",
-        &NAMESPACES.to_string(),
-    ])
-    .await;
+    let setup = Setup::all_pods().await;
     // Touch the cache as the watchers will (the version, a list) first.
     let _ = fetch(
         &setup.c,
@@ -607,13 +592,7 @@ async fn all_pods() {
     println!("|---|---|---|---|---|");
     idle_rss(ALL_WATCHERS, Transport::H1).await;
     idle_rss(ALL_WATCHERS, Transport::H2).await;
-    let setup = Setup::start(&[
-        "--pods",
-        &ALL_PODS.to_string(),
-        "--namespaces",
-        &NAMESPACES.to_string(),
-    ])
-    .await;
+    let setup = Setup::all_pods().await;
 
     println!();
     println!("| transport | watchers | {DELIVER_COLUMNS}");
