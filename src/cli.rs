@@ -117,6 +117,10 @@ pub struct SimArgs {
     /// turns on authentication (401 for bad tokens) and a small authorizer.
     #[arg(long, value_name = "FILE")]
     pub tokens: Option<PathBuf>,
+    /// kube-apiserver ABAC policy file (one JSON Policy per line) whose rules add
+    /// to the built-in ones; re-read when it changes. Needs --tokens.
+    #[arg(long, value_name = "FILE", requires = "tokens")]
+    pub policy: Option<PathBuf>,
 }
 
 /// Flags of `demo`.

@@ -28,6 +28,10 @@ pub struct Config {
     pub read: ReadConfig,
     /// Cached watches.
     pub watch: WatchConfig,
+    /// TLS for the API listener.
+    pub tls: TlsConfig,
+    /// Who may read what from the cache.
+    pub auth: AuthConfig,
     /// Logging.
     pub log: LogConfig,
 }
@@ -137,6 +141,64 @@ impl Default for WatchConfig {
     }
 }
 
+/// TLS for the API listener (unset: plain HTTP, for loopback sidecars).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TlsConfig {
+    /// Serving certificate (PEM chain); re-read when it changes.
+    pub cert_file: Option<PathBuf>,
+    /// Its private key (PEM); re-read when it changes.
+    pub key_file: Option<PathBuf>,
+    /// CA bundle (PEM) client certificates are verified against; unset: no client certificates.
+    pub client_ca_file: Option<PathBuf>,
+}
+
+/// How requests are authenticated and cached reads authorized.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthConfig {
+    /// `delegated` (TokenReview + SubjectAccessReview against the upstream) or
+    /// `none` (loopback only). Unset: `none` on loopback, `delegated` otherwise.
+    pub mode: Option<AuthMode>,
+    /// Requests without credentials are `system:anonymous`; false: 401.
+    pub anonymous: bool,
+    /// Seconds an authenticated token's review is reused.
+    pub token_ttl_seconds: u64,
+    /// Seconds a rejected token's review is reused.
+    pub token_rejected_ttl_seconds: u64,
+    /// Seconds an "allowed" access review is reused.
+    pub decision_ttl_seconds: u64,
+    /// Seconds a "denied" access review is reused.
+    pub decision_denied_ttl_seconds: u64,
+    /// Entries in each of the token and decision caches.
+    pub cache_size: usize,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        AuthConfig {
+            mode: None,
+            anonymous: true,
+            token_ttl_seconds: 120,
+            token_rejected_ttl_seconds: 10,
+            decision_ttl_seconds: 10,
+            decision_denied_ttl_seconds: 5,
+            cache_size: 10_000,
+        }
+    }
+}
+
+/// Whether r8s checks who is asking.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AuthMode {
+    /// Every request authenticated, every cached read authorized, by the upstream.
+    #[serde(rename = "delegated")]
+    Delegated,
+    /// No checks: anyone who can connect reads with r8s's permissions.
+    #[serde(rename = "none")]
+    None,
+}
+
 /// Shutdown on SIGTERM.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -207,6 +269,8 @@ impl Default for Config {
             cache: CacheConfig::default(),
             read: ReadConfig::default(),
             watch: WatchConfig::default(),
+            tls: TlsConfig::default(),
+            auth: AuthConfig::default(),
             log: LogConfig::default(),
         }
     }
@@ -436,6 +500,33 @@ impl Config {
                 errs.push(("cache.resources", e));
             }
         }
+        let tls = &self.tls;
+        if tls.cert_file.is_some() != tls.key_file.is_some() {
+            let (key, missing) = if tls.cert_file.is_some() {
+                ("tls.cert_file", "tls.key_file")
+            } else {
+                ("tls.key_file", "tls.cert_file")
+            };
+            errs.push((key, format!(
+                "config: \"{key}\" is set but \"{missing}\" is not: TLS needs both the certificate and its key"
+            )));
+        }
+        if tls.client_ca_file.is_some() && tls.cert_file.is_none() {
+            errs.push(("tls.client_ca_file", "config: \"tls.client_ca_file\" needs TLS: set \"tls.cert_file\" and \"tls.key_file\" too".to_string()));
+        }
+        if self.auth.mode == Some(AuthMode::None) && !self.listen.ip().is_loopback() {
+            errs.push(("auth.mode", format!(
+                "config: auth.mode = \"none\" is only allowed when the API listens on loopback, but listen = {}: without authentication anyone who can reach that address reads every cached object (secrets included) with r8s's own permissions. Listen on 127.0.0.1 or [::1], or set auth.mode = \"delegated\"",
+                self.listen
+            )));
+        }
+        if self.auth.cache_size == 0 {
+            errs.push((
+                "auth.cache_size",
+                "config: bad value 0 for key \"auth.cache_size\": expected at least 1 entry"
+                    .to_string(),
+            ));
+        }
         if let Err(e) = tracing_subscriber::EnvFilter::try_new(&self.log.level) {
             errs.push((
                 "log.level",
@@ -446,6 +537,15 @@ impl Config {
             ));
         }
         if errs.is_empty() { Ok(()) } else { Err(errs) }
+    }
+
+    /// The authentication mode in effect: as set, or by the listen address.
+    pub fn auth_mode(&self) -> AuthMode {
+        self.auth.mode.unwrap_or(if self.listen.ip().is_loopback() {
+            AuthMode::None
+        } else {
+            AuthMode::Delegated
+        })
     }
 
     /// The effective configuration as TOML, secrets redacted.

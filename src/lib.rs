@@ -6,6 +6,9 @@
 //! - [`upstream`]: the connection to kube-apiserver(s): credentials, TLS, failover.
 //! - [`serve`]: the API listener: classify each request, answer it, record it;
 //!   [`serve::passthrough`] relays what is not served from cache.
+//! - [`auth`]: who is asking (TokenReview, client certificates) and whether
+//!   they may read from the cache (SubjectAccessReview), both cached.
+//! - [`tls`]: the API listener's TLS (rustls, ALPN, certificates reloaded).
 //! - [`api`]: Kubernetes API semantics shared by every side: paths, list/watch
 //!   options, selectors, continue tokens, `Status` errors.
 //! - [`admin`]: `/metrics`, `/healthz`, `/livez`, `/readyz`; [`metrics`]: metric names.
@@ -18,6 +21,7 @@
 
 pub mod admin;
 pub mod api;
+pub mod auth;
 pub mod body;
 pub mod cache;
 pub mod cli;
@@ -29,6 +33,7 @@ pub mod serve;
 pub mod server;
 pub mod shutdown;
 pub mod sim;
+pub mod tls;
 pub mod upstream;
 
 use std::sync::Arc;
@@ -55,6 +60,7 @@ pub struct Prepared {
     config: Config,
     upstream: Arc<Upstream>,
     caches: cache::Caches,
+    tls: Option<Arc<tls::Tls>>,
 }
 
 /// Why r8s could not be set up.
@@ -66,11 +72,15 @@ pub enum PrepareError {
     /// `cache.resources` against the upstream's discovery.
     #[error(transparent)]
     Discovery(#[from] upstream::discovery::DiscoveryError),
+    /// `tls.*` files.
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
 }
 
 /// Checks the configuration against the world: kubeconfig, CA, credentials,
 /// and (when caching) the upstream's discovery for every `cache.resources` entry.
 pub async fn prepare(config: Config) -> Result<Prepared, PrepareError> {
+    let tls = tls::Tls::load(&config.tls)?;
     let upstream = Arc::new(Upstream::new(&config.upstream).await?);
     let resolved =
         upstream::discovery::resolve(&upstream, &config.cache.resources, &config.cache.exclude)
@@ -105,6 +115,7 @@ pub async fn prepare(config: Config) -> Result<Prepared, PrepareError> {
         config,
         upstream,
         caches,
+        tls,
     })
 }
 
@@ -141,9 +152,35 @@ impl Prepared {
             stores,
             shutdown.clone(),
         ));
+        let mode = self.config.auth_mode();
+        match mode {
+            config::AuthMode::None => tracing::warn!(
+                "auth.mode = \"none\": no authentication or authorization; every client that can connect reads every cached object with r8s's own permissions (allowed only because the API listens on loopback)"
+            ),
+            config::AuthMode::Delegated => {
+                tracing::info!(
+                    anonymous = self.config.auth.anonymous,
+                    "auth.mode = \"delegated\": tokens by TokenReview, cache reads by SubjectAccessReview"
+                );
+                if self.tls.is_none() {
+                    tracing::warn!(
+                        "auth.mode = \"delegated\" without TLS: bearer tokens cross the network in clear text; set tls.cert_file and tls.key_file"
+                    );
+                }
+                if !self.upstream.has_credentials() {
+                    tracing::warn!(
+                        "auth.mode = \"delegated\" but r8s has no credentials of its own: token and access reviews go to the upstream anonymously and will likely be refused"
+                    );
+                }
+            }
+        }
+        if let Some(t) = &self.tls {
+            tokio::spawn(t.clone().reload(shutdown.clone()));
+        }
         let h = health.clone();
         let admin = tokio::spawn(server::serve(
             listeners.admin,
+            None,
             move |req, _| {
                 let resp = admin::handle(&req, &h, &metrics);
                 async move { resp }
@@ -152,6 +189,7 @@ impl Prepared {
             Duration::from_secs(1),
         ));
         let api = Arc::new(serve::Api {
+            auth: auth::Auth::new(mode, &self.config.auth, self.upstream.clone()),
             upstream: self.upstream.clone(),
             caches: self.caches,
             policy: serve::read::ReadPolicy {
@@ -172,7 +210,8 @@ impl Prepared {
         });
         server::serve(
             listeners.api,
-            move |req, _| api.clone().handle(req),
+            self.tls.clone(),
+            move |req, peer| api.clone().handle(req, peer),
             shutdown,
             grace,
         )

@@ -116,6 +116,7 @@ async fn run_sim(args: SimArgs) -> ExitCode {
         churn: args.churn,
         history: args.history,
         tokens: args.tokens,
+        policy: args.policy,
         ..sim::SimConfig::default()
     };
     let handle = match sim::start(cfg, listener).await {

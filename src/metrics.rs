@@ -43,6 +43,13 @@ pub fn install() -> PrometheusHandle {
                     &[0.0, 1.0, 10.0, 100.0, 1000.0, 10000.0, 100000.0],
                 )
                 .expect("bucket list is non-empty")
+                .set_buckets_for_metric(
+                    metrics_exporter_prometheus::Matcher::Full(AUTH_REVIEW_DURATION_SECONDS.into()),
+                    &[
+                        0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
+                    ],
+                )
+                .expect("bucket list is non-empty")
                 .build_recorder();
             let handle = recorder.handle();
             if metrics::set_global_recorder(recorder).is_err() {
@@ -336,4 +343,30 @@ pub fn watch_encodings(total: u64) {
 /// Records a watch refused for `watch.max_watchers`.
 pub fn watch_rejected() {
     metrics::counter!(WATCH_REJECTED_TOTAL).increment(1);
+}
+
+/// Requests authenticated (`auth.mode = "delegated"`), by result
+/// (`authenticated`, `certificate`, `anonymous`, `rejected`, `error`) and
+/// whether a cached token review answered.
+pub const AUTHN_TOTAL: &str = "r8s_authn_total";
+/// Cache reads authorized, by decision (`allowed`, `denied`, `error`) and
+/// whether a cached access review answered.
+pub const AUTHZ_TOTAL: &str = "r8s_authz_total";
+/// Time of TokenReview / SubjectAccessReview calls to the upstream, by review (`token`, `access`).
+pub const AUTH_REVIEW_DURATION_SECONDS: &str = "r8s_auth_review_duration_seconds";
+
+/// Records one authentication.
+pub fn authn(result: &'static str, cached: &'static str) {
+    metrics::counter!(AUTHN_TOTAL, "result" => result, "cached" => cached).increment(1);
+}
+
+/// Records one authorization decision.
+pub fn authz(decision: &'static str, cached: &'static str) {
+    metrics::counter!(AUTHZ_TOTAL, "decision" => decision, "cached" => cached).increment(1);
+}
+
+/// Records one review call to the upstream.
+pub fn auth_review(review: &'static str, elapsed: Duration) {
+    metrics::histogram!(AUTH_REVIEW_DURATION_SECONDS, "review" => review)
+        .record(elapsed.as_secs_f64());
 }

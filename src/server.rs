@@ -1,9 +1,11 @@
 //! The HTTP accept loop shared by the API listener, the admin listener and the
-//! built-in upstream: HTTP/1.1 (with upgrades) and HTTP/2, graceful shutdown.
+//! built-in upstream: HTTP/1.1 (with upgrades) and HTTP/2, over TLS when
+//! configured, graceful shutdown.
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::{Request, Response};
@@ -11,23 +13,44 @@ use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::server::graceful::{GracefulShutdown, Watcher};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 
+use crate::auth::UserInfo;
 use crate::body::Body;
 use crate::shutdown::Signal;
+use crate::tls::Tls;
 
-/// Serves `handler` on `listener` until `shutdown` fires, then lets in-flight
-/// requests finish for up to `grace` before dropping the rest.
-pub async fn serve<H, F>(listener: TcpListener, handler: H, shutdown: Signal, grace: Duration)
-where
-    H: Fn(Request<Incoming>, SocketAddr) -> F + Clone + Send + Sync + 'static,
+/// A TLS handshake that takes longer than this is dropped.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Who is at the other end of a connection.
+#[derive(Debug)]
+pub struct Peer {
+    /// The client's address.
+    pub addr: SocketAddr,
+    /// The user of its verified client certificate, if it presented one.
+    pub certificate: Option<Arc<UserInfo>>,
+}
+
+/// Serves `handler` on `listener` (over `tls` if given) until `shutdown`
+/// fires, then lets in-flight requests finish for up to `grace` before
+/// dropping the rest.
+pub async fn serve<H, F>(
+    listener: TcpListener,
+    tls: Option<Arc<Tls>>,
+    handler: H,
+    shutdown: Signal,
+    grace: Duration,
+) where
+    H: Fn(Request<Incoming>, Arc<Peer>) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Response<Body>> + Send + 'static,
 {
     let graceful = GracefulShutdown::new();
     let builder = auto::Builder::new(TokioExecutor::new());
     loop {
-        let (stream, peer) = tokio::select! {
+        let (stream, addr) = tokio::select! {
             r = listener.accept() => match r {
                 Ok(x) => x,
                 Err(e) => {
@@ -40,18 +63,42 @@ where
             _ = shutdown.wait() => break,
         };
         let _ = stream.set_nodelay(true);
-        let h = handler.clone();
-        let svc = service_fn(move |req| {
-            let h = h.clone();
-            async move { Ok::<_, Infallible>(h(req, peer).await) }
-        });
-        let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
-        let conn = graceful.watch(conn.into_owned());
-        tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                tracing::debug!(error = %e, %peer, "connection ended with an error");
+        let (h, b, watcher) = (handler.clone(), builder.clone(), graceful.watcher());
+        match &tls {
+            None => {
+                let peer = Arc::new(Peer {
+                    addr,
+                    certificate: None,
+                });
+                tokio::spawn(connection(stream, peer, h, b, watcher));
             }
-        });
+            Some(tls) => {
+                let acceptor = tls.acceptor().clone();
+                tokio::spawn(async move {
+                    let stream = match tokio::time::timeout(
+                        HANDSHAKE_TIMEOUT,
+                        acceptor.accept(stream),
+                    )
+                    .await
+                    {
+                        Ok(Ok(s)) => s,
+                        Ok(Err(e)) => {
+                            tracing::debug!(error = %e, peer = %addr, "TLS handshake failed");
+                            return;
+                        }
+                        Err(_) => {
+                            tracing::debug!(peer = %addr, "TLS handshake timed out");
+                            return;
+                        }
+                    };
+                    let peer = Arc::new(Peer {
+                        addr,
+                        certificate: crate::tls::peer_user(stream.get_ref().1),
+                    });
+                    connection(stream, peer, h, b, watcher).await;
+                });
+            }
+        }
     }
     drop(listener);
     if tokio::time::timeout(grace, graceful.shutdown())
@@ -59,5 +106,28 @@ where
         .is_err()
     {
         tracing::warn!(?grace, "grace period over; dropping remaining connections");
+    }
+}
+
+/// Serves one connection (HTTP/1.1 or HTTP/2, by preface) until it ends.
+async fn connection<I, H, F>(
+    io: I,
+    peer: Arc<Peer>,
+    handler: H,
+    builder: auto::Builder<TokioExecutor>,
+    watcher: Watcher,
+) where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    H: Fn(Request<Incoming>, Arc<Peer>) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Response<Body>> + Send + 'static,
+{
+    let addr = peer.addr;
+    let svc = service_fn(move |req| {
+        let (h, p) = (handler.clone(), peer.clone());
+        async move { Ok::<_, Infallible>(h(req, p).await) }
+    });
+    let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), svc);
+    if let Err(e) = watcher.watch(conn.into_owned()).await {
+        tracing::debug!(error = %e, peer = %addr, "connection ended with an error");
     }
 }

@@ -18,6 +18,21 @@ pub struct Cause {
     pub field: Option<String>,
 }
 
+/// What a request acts on, as an authorizer sees it (for 403 messages).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Target<'a> {
+    /// API group (empty: core).
+    pub group: &'a str,
+    /// Resource (plural).
+    pub resource: &'a str,
+    /// Subresource, if any.
+    pub subresource: Option<&'a str>,
+    /// Namespace (None: cluster scope).
+    pub namespace: Option<&'a str>,
+    /// Object name, if any.
+    pub name: Option<&'a str>,
+}
+
 /// A failure answered as a Kubernetes `Status` object.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Status {
@@ -201,6 +216,49 @@ impl Status {
         Self::new(401, "Unauthorized", "Unauthorized")
     }
 
+    /// 403 `Forbidden` for a denied resource request, in kube-apiserver's words
+    /// (`responsewriters.Forbidden` + `errors.NewForbidden`): `pods "p" is
+    /// forbidden: User "alice" cannot get resource "pods" in API group "" in the
+    /// namespace "ns-1"`, with the authorizer's reason appended when it gave one.
+    pub fn forbidden(user: &str, verb: &str, target: &Target<'_>, reason: &str) -> Self {
+        let resource = match target.subresource {
+            Some(s) if !s.is_empty() => format!("{}/{s}", target.resource),
+            _ => target.resource.to_string(),
+        };
+        let scope = match target.namespace {
+            Some(ns) if !ns.is_empty() => format!("in the namespace \"{ns}\""),
+            _ => "at the cluster scope".to_string(),
+        };
+        let mut why = format!(
+            "User \"{user}\" cannot {verb} resource \"{resource}\" in API group \"{}\" {scope}",
+            target.group
+        );
+        if !reason.is_empty() {
+            why.push_str(": ");
+            why.push_str(reason);
+        }
+        let qualified = if target.group.is_empty() {
+            target.resource.to_string()
+        } else {
+            format!("{}.{}", target.resource, target.group)
+        };
+        let name = target.name.unwrap_or("");
+        let message = if name.is_empty() {
+            format!("{qualified} is forbidden: {why}")
+        } else {
+            format!("{qualified} \"{name}\" is forbidden: {why}")
+        };
+        let mut d = Map::new();
+        if !name.is_empty() {
+            d.insert("name".into(), json!(name));
+        }
+        if !target.group.is_empty() {
+            d.insert("group".into(), json!(target.group));
+        }
+        d.insert("kind".into(), json!(target.resource));
+        Self::new(403, "Forbidden", message).with_details_map(d)
+    }
+
     /// Sets `details.name` (if not empty) and `details.kind`.
     pub fn with_details(self, name: &str, kind: &str) -> Self {
         let mut d = Map::new();
@@ -273,6 +331,44 @@ impl std::fmt::Display for Status {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn should_match_apiserver_bytes_for_forbidden() {
+        // shared/reference/11_auth_pretty_watch_headers.txt
+        let get = Target {
+            resource: "pods",
+            namespace: Some("ns-0"),
+            name: Some("pod-00000"),
+            ..Default::default()
+        };
+        assert_eq!(
+            Status::forbidden("alice", "get", &get, "").to_bytes(),
+            Bytes::from_static(br#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"pods \"pod-00000\" is forbidden: User \"alice\" cannot get resource \"pods\" in API group \"\" in the namespace \"ns-0\"","reason":"Forbidden","details":{"name":"pod-00000","kind":"pods"},"code":403}"#)
+        );
+        let list = Target {
+            resource: "secrets",
+            ..Default::default()
+        };
+        assert_eq!(
+            Status::forbidden("alice", "list", &list, "").to_bytes(),
+            Bytes::from_static(br#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"secrets is forbidden: User \"alice\" cannot list resource \"secrets\" in API group \"\" at the cluster scope","reason":"Forbidden","details":{"kind":"secrets"},"code":403}"#)
+        );
+        let apps = Target {
+            group: "apps",
+            resource: "deployments",
+            namespace: Some("a"),
+            ..Default::default()
+        };
+        let s = Status::forbidden("bob", "watch", &apps, "no rule");
+        assert_eq!(
+            s.message,
+            "deployments.apps is forbidden: User \"bob\" cannot watch resource \"deployments\" in API group \"apps\" in the namespace \"a\": no rule"
+        );
+        assert_eq!(
+            s.to_value()["details"],
+            json!({"group": "apps", "kind": "deployments"})
+        );
+    }
 
     #[test]
     fn should_match_apiserver_bytes_for_rvmatch_forbidden() {

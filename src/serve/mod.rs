@@ -13,13 +13,17 @@ use hyper::body::Incoming;
 
 use crate::api::params::{parse_bool, query_pairs};
 use crate::api::path::{self, ApiPath};
+use crate::auth::Refusal;
 use crate::body::Body;
 use crate::metrics;
+use crate::server::Peer;
 use crate::shutdown::Signal;
 use crate::upstream::Upstream;
 
 /// Everything the API listener needs.
 pub struct Api {
+    /// Who is asking, and may they read from the cache.
+    pub auth: crate::auth::Auth,
     /// The upstream.
     pub upstream: Arc<Upstream>,
     /// The caches, by group/version/resource.
@@ -88,12 +92,26 @@ pub fn classify_parsed<B>(req: &Request<B>, parsed: &ApiPath) -> Classified {
 }
 
 impl Api {
-    /// Answers one API request.
-    pub async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Response<Body> {
+    /// Answers one API request from `peer`.
+    pub async fn handle(
+        self: Arc<Self>,
+        req: Request<Incoming>,
+        peer: Arc<Peer>,
+    ) -> Response<Body> {
         let start = Instant::now();
         let parsed = path::parse(req.uri().path());
         let c = classify_parsed(&req, &parsed);
-        if let ApiPath::Resource(rp) = &parsed {
+        let caller = match self
+            .auth
+            .authenticate(req.headers(), peer.certificate.as_ref())
+            .await
+        {
+            Ok(caller) => caller,
+            Err(refusal) => return refused(refusal, &c, start),
+        };
+        if let ApiPath::Resource(rp) = &parsed
+            && caller.cacheable()
+        {
             let key = (rp.group.clone(), rp.version.clone(), rp.resource.clone());
             if let Some(cache) = self.caches.get(&key) {
                 let decision = if c.verb == "watch" && rp.subresource.is_none() {
@@ -103,6 +121,13 @@ impl Api {
                 };
                 match decision {
                     read::Decision::Hit(resp) => {
+                        // Authorized only now, so requests passed through cost no review;
+                        // an answer built for a caller who may not see it is dropped unsent.
+                        if let Err(refusal) = self.auth.authorize(&caller, c.verb, rp).await {
+                            drop(resp);
+                            metrics::cache_request(&cache.label, c.verb, "forbidden");
+                            return refused(refusal, &c, start);
+                        }
                         metrics::cache_request(&cache.label, c.verb, "hit");
                         metrics::request(
                             c.verb,
@@ -119,7 +144,8 @@ impl Api {
                 }
             }
         }
-        let resp = passthrough::forward(&self.upstream, req, c.streaming, &self.shutdown).await;
+        let resp =
+            passthrough::forward(&self.upstream, req, c.streaming, &self.shutdown, &caller).await;
         metrics::request(
             c.verb,
             &c.resource,
@@ -129,6 +155,19 @@ impl Api {
         );
         resp
     }
+}
+
+/// A request r8s's auth layer refused (401, 403, 503): recorded with cache result `auth`.
+fn refused(refusal: Refusal, c: &Classified, start: Instant) -> Response<Body> {
+    let resp = refusal.into_response();
+    metrics::request(
+        c.verb,
+        &c.resource,
+        resp.status().as_u16(),
+        "auth",
+        start.elapsed(),
+    );
+    resp
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 
 use crate::api::status::Status;
+use crate::auth::Caller;
 use crate::body::{Body, BoxError};
 use crate::shutdown::Signal;
 use crate::upstream::{RequestError, Upstream};
@@ -71,13 +72,15 @@ pub async fn forward(
     mut req: Request<Incoming>,
     streaming: bool,
     shutdown: &Signal,
+    caller: &Caller,
 ) -> Response<Body> {
     let upgrade = req.version() <= http::Version::HTTP_11 && is_upgrade(req.headers());
     let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
     let (mut parts, body) = req.into_parts();
     strip_hop_by_hop(&mut parts.headers, upgrade);
     parts.headers.remove(header::HOST);
-    let mut resp = match upstream.send(parts, Some(body)).await {
+    let creds = caller.forward_as(&mut parts.headers);
+    let mut resp = match upstream.send(parts, Some(body), creds).await {
         Ok(r) => r,
         Err(e) => return unavailable(&e),
     };

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use super::{Req, Sim, json_response, to_bytes};
 use crate::api::path::ResourcePath;
-use crate::api::status::Status;
+use crate::api::status::{Status, Target};
 use crate::body::Body;
 
 /// An authenticated (or anonymous) user.
@@ -40,10 +40,87 @@ impl User {
     }
 }
 
-/// The tokens file, re-read when it changes (so revocations take effect).
-pub struct Tokens {
+/// A file parsed on first use and re-read whenever its mtime changes, so a
+/// test can revoke a token or a permission by rewriting it.
+struct Reloading<T> {
     path: PathBuf,
-    state: Mutex<(Option<SystemTime>, HashMap<String, User>)>,
+    parse: fn(&Path) -> std::io::Result<T>,
+    state: Mutex<(Option<SystemTime>, T)>,
+}
+
+impl<T: Clone> Reloading<T> {
+    fn load(path: &Path, parse: fn(&Path) -> std::io::Result<T>) -> std::io::Result<Self> {
+        let value = parse(path)?;
+        let mtime = std::fs::metadata(path).and_then(|m| m.modified()).ok();
+        Ok(Reloading {
+            path: path.to_path_buf(),
+            parse,
+            state: Mutex::new((mtime, value)),
+        })
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&T) -> R) -> R {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mtime = std::fs::metadata(&self.path)
+            .and_then(|m| m.modified())
+            .ok();
+        if mtime != st.0
+            && let Ok(v) = (self.parse)(&self.path)
+        {
+            *st = (mtime, v);
+        }
+        f(&st.1)
+    }
+}
+
+/// One line of a kube-apiserver ABAC policy file
+/// (`--authorization-policy-file`): `{"apiVersion":
+/// "abac.authorization.kubernetes.io/v1beta1", "kind": "Policy", "spec": {...}}`.
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+struct PolicySpec {
+    user: String,
+    group: String,
+    readonly: bool,
+    api_group: String,
+    namespace: String,
+    resource: String,
+}
+
+impl PolicySpec {
+    fn matches(&self, user: &User, verb: &str, group: &str, resource: &str, ns: &str) -> bool {
+        let who = (!self.user.is_empty() && (self.user == "*" || self.user == user.name))
+            || (!self.group.is_empty() && (self.group == "*" || user.groups.contains(&self.group)));
+        let field = |rule: &str, v: &str| rule == "*" || rule == v;
+        who && (!self.readonly || matches!(verb, "get" | "list" | "watch"))
+            && field(&self.api_group, group)
+            && field(&self.resource, resource)
+            && (self.namespace == "*" || (!ns.is_empty() && self.namespace == ns))
+    }
+}
+
+fn read_policy(path: &Path) -> std::io::Result<Vec<PolicySpec>> {
+    #[derive(serde::Deserialize)]
+    struct Line {
+        spec: PolicySpec,
+    }
+    let text = std::fs::read_to_string(path)?;
+    text.lines()
+        .filter(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
+        .map(|l| {
+            serde_json::from_str::<Line>(l)
+                .map(|l| l.spec)
+                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+        })
+        .collect()
+}
+
+/// The tokens file and the optional policy file, both re-read when they
+/// change (so revocations take effect), and who impersonated whom.
+pub struct Tokens {
+    tokens: Reloading<HashMap<String, User>>,
+    policy: Option<Reloading<Vec<PolicySpec>>>,
+    impersonations: Mutex<Vec<(String, User)>>,
 }
 
 fn parse_csv_line(line: &str) -> Vec<String> {
@@ -94,27 +171,28 @@ fn read_tokens(path: &Path) -> std::io::Result<HashMap<String, User>> {
 }
 
 impl Tokens {
-    /// Loads the CSV file `token,user,uid,"group1,group2"`.
-    pub fn load(path: &Path) -> std::io::Result<Self> {
-        let map = read_tokens(path)?;
-        let mtime = std::fs::metadata(path).and_then(|m| m.modified()).ok();
+    /// Loads the CSV file `token,user,uid,"group1,group2"` and, if given, an
+    /// ABAC policy file whose rules add to the built-in ones.
+    pub fn load(path: &Path, policy: Option<&Path>) -> std::io::Result<Self> {
         Ok(Tokens {
-            path: path.to_path_buf(),
-            state: Mutex::new((mtime, map)),
+            tokens: Reloading::load(path, read_tokens)?,
+            policy: policy
+                .map(|p| Reloading::load(p, read_policy))
+                .transpose()?,
+            impersonations: Mutex::new(Vec::new()),
         })
     }
 
     fn lookup(&self, token: &str) -> Option<User> {
-        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let mtime = std::fs::metadata(&self.path)
-            .and_then(|m| m.modified())
-            .ok();
-        if mtime != st.0
-            && let Ok(map) = read_tokens(&self.path)
-        {
-            *st = (mtime, map);
-        }
-        st.1.get(token).cloned()
+        self.tokens.with(|m| m.get(token).cloned())
+    }
+
+    /// Who impersonated whom so far: (the authenticated user, the user acted as).
+    pub fn impersonations(&self) -> Vec<(String, User)> {
+        self.impersonations
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Who is asking: a bearer token, or anonymous; impersonation applied for masters.
@@ -157,11 +235,16 @@ impl Tokens {
             .get("impersonate-uid")
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default();
-        Ok(User {
+        let acting = User {
             name: as_user.to_string(),
             uid: uid.to_string(),
             groups,
-        })
+        };
+        self.impersonations
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((user.name, acting.clone()));
+        Ok(acting)
     }
 
     /// Authorizes `verb` on a resource path; 403 in the apiserver's words.
@@ -177,44 +260,48 @@ impl Tokens {
             Some(s) => format!("{}/{s}", rp.resource),
             None => rp.resource.clone(),
         };
-        if allowed(user, verb, &rp.group, &resource) {
+        if self.allows(
+            user,
+            verb,
+            &rp.group,
+            &resource,
+            rp.namespace.as_deref().unwrap_or(""),
+        ) {
             return Ok(());
         }
-        Err(forbidden(user, verb, rp, &resource))
+        Err(forbidden(user, verb, rp))
     }
-}
 
-/// The sim's rule set: `system:masters` may do anything; other authenticated
-/// users may get, list and watch everything but secrets; anonymous nothing.
-pub fn allowed(user: &User, verb: &str, _group: &str, resource: &str) -> bool {
-    if user.is_master() {
-        return true;
-    }
-    let authenticated = user.groups.iter().any(|g| g == "system:authenticated");
-    authenticated && matches!(verb, "get" | "list" | "watch") && resource != "secrets"
-}
-
-fn forbidden(user: &User, verb: &str, rp: &ResourcePath, resource: &str) -> Status {
-    let what = match &rp.name {
-        Some(n) if rp.subresource.is_none() || verb != "create" => {
-            format!("{} \"{n}\"", rp.resource)
+    /// The sim's rule set: `system:masters` may do anything; other authenticated
+    /// users may get, list and watch everything but secrets; anonymous nothing;
+    /// plus whatever the policy file grants.
+    pub fn allows(&self, user: &User, verb: &str, group: &str, resource: &str, ns: &str) -> bool {
+        if user.is_master() {
+            return true;
         }
-        _ => rp.resource.clone(),
+        let authenticated = user.groups.iter().any(|g| g == "system:authenticated");
+        if authenticated && matches!(verb, "get" | "list" | "watch") && resource != "secrets" {
+            return true;
+        }
+        self.policy.as_ref().is_some_and(|p| {
+            p.with(|rules| {
+                rules
+                    .iter()
+                    .any(|r| r.matches(user, verb, group, resource, ns))
+            })
+        })
+    }
+}
+
+fn forbidden(user: &User, verb: &str, rp: &ResourcePath) -> Status {
+    let target = Target {
+        group: &rp.group,
+        resource: &rp.resource,
+        subresource: rp.subresource.as_deref(),
+        namespace: rp.namespace.as_deref(),
+        name: rp.name.as_deref(),
     };
-    let scope = match &rp.namespace {
-        Some(ns) => format!("in the namespace \"{ns}\""),
-        None => "at the cluster scope".into(),
-    };
-    let mut s = Status::new(
-        403,
-        "Forbidden",
-        format!(
-            "{what} is forbidden: User \"{}\" cannot {verb} resource \"{resource}\" in API group \"{}\" {scope}",
-            user.name, rp.group
-        ),
-    );
-    s = s.with_details(rp.name.as_deref().unwrap_or(""), &rp.resource);
-    s
+    Status::forbidden(&user.name, verb, &target, "")
 }
 
 /// Whether the path is one of the review APIs.
@@ -266,12 +353,15 @@ pub fn review(
                 Some(s) => format!("{}/{s}", ra["resource"].as_str().unwrap_or_default()),
                 None => ra["resource"].as_str().unwrap_or_default().to_string(),
             };
-            allowed(
-                &user,
-                ra["verb"].as_str().unwrap_or_default(),
-                ra["group"].as_str().unwrap_or_default(),
-                &res,
-            )
+            sim.auth.as_ref().is_some_and(|t| {
+                t.allows(
+                    &user,
+                    ra["verb"].as_str().unwrap_or_default(),
+                    ra["group"].as_str().unwrap_or_default(),
+                    &res,
+                    ra["namespace"].as_str().unwrap_or_default(),
+                )
+            })
         } else {
             true
         };

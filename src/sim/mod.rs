@@ -59,6 +59,8 @@ pub struct SimConfig {
     pub history: usize,
     /// kube-apiserver `--token-auth-file` style CSV; authentication on when set.
     pub tokens: Option<PathBuf>,
+    /// ABAC policy file (JSON lines) adding to the built-in rules; needs `tokens`.
+    pub policy: Option<PathBuf>,
     /// Interval between watch bookmarks.
     pub bookmark_interval: Duration,
     /// Watches without `timeoutSeconds` end after a random time in [this, 2×this].
@@ -87,6 +89,7 @@ impl Default for SimConfig {
             churn: 0.0,
             history: 10_000,
             tokens: None,
+            policy: None,
             bookmark_interval: Duration::from_secs(60),
             min_watch_timeout: Duration::from_secs(1800),
             future_rv_wait: Duration::from_secs(3),
@@ -139,7 +142,7 @@ pub async fn start(config: SimConfig, listener: TcpListener) -> std::io::Result<
     let addr = listener.local_addr()?;
     let (trigger, signal) = shutdown::channel();
     let tokens = match &config.tokens {
-        Some(p) => Some(auth::Tokens::load(p)?),
+        Some(p) => Some(auth::Tokens::load(p, config.policy.as_deref())?),
         None => None,
     };
     let sim = Arc::new(Sim {
@@ -159,6 +162,7 @@ pub async fn start(config: SimConfig, listener: TcpListener) -> std::io::Result<
     let s = sim.clone();
     let task = tokio::spawn(crate::server::serve(
         listener,
+        None,
         move |req, _peer| {
             let s = s.clone();
             async move { s.handle(req).await }
@@ -211,6 +215,14 @@ impl Sim {
     pub fn expire_watches(&self) {
         self.store.expire_watches();
         self.interrupt_watches(false);
+    }
+
+    /// Who impersonated whom so far: (authenticated user, user acted as).
+    pub fn impersonations(&self) -> Vec<(String, auth::User)> {
+        self.auth
+            .as_ref()
+            .map(|t| t.impersonations())
+            .unwrap_or_default()
     }
 
     /// Pauses (or resumes) the background churn.

@@ -18,6 +18,8 @@ use hyper::body::Incoming;
 #[derive(Clone)]
 pub struct Shared {
     slot: Arc<Mutex<Option<Incoming>>>,
+    /// A body r8s wrote itself (a review): every attempt sends all of it.
+    full: Option<Bytes>,
     hint: SizeHint,
     empty: bool,
 }
@@ -32,19 +34,31 @@ impl Shared {
         let empty = body.as_ref().is_none_or(|b| b.is_end_stream());
         Shared {
             slot: Arc::new(Mutex::new(body)),
+            full: None,
             hint,
             empty,
         }
     }
 
+    /// A body r8s built itself; replayable, so any failed attempt may retry it.
+    pub fn full(bytes: Bytes) -> Self {
+        Shared {
+            slot: Arc::new(Mutex::new(None)),
+            hint: SizeHint::with_exact(bytes.len() as u64),
+            empty: bytes.is_empty(),
+            full: Some(bytes),
+        }
+    }
+
     /// Whether no attempt has read the body yet (so another may send it).
     pub fn untouched(&self) -> bool {
-        self.empty || self.slot.lock().map(|s| s.is_some()).unwrap_or(false)
+        self.empty || self.full.is_some() || self.slot.lock().map(|s| s.is_some()).unwrap_or(false)
     }
 
     /// A body for one attempt.
     pub fn attempt(&self) -> ReqBody {
         ReqBody {
+            full: self.full.clone(),
             shared: self.clone(),
             taken: None,
         }
@@ -55,6 +69,8 @@ impl Shared {
 pub struct ReqBody {
     shared: Shared,
     taken: Option<Incoming>,
+    /// What is left to send of a [`Shared::full`] body.
+    full: Option<Bytes>,
 }
 
 impl HttpBody for ReqBody {
@@ -68,6 +84,9 @@ impl HttpBody for ReqBody {
         if self.shared.empty {
             return Poll::Ready(None);
         }
+        if self.shared.full.is_some() {
+            return Poll::Ready(self.full.take().map(|b| Ok(Frame::data(b))));
+        }
         if self.taken.is_none() {
             let body = self.shared.slot.lock().ok().and_then(|mut s| s.take());
             match body {
@@ -80,7 +99,7 @@ impl HttpBody for ReqBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.shared.empty
+        self.shared.empty || (self.shared.full.is_some() && self.full.is_none())
     }
 
     fn size_hint(&self) -> SizeHint {

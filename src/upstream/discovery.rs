@@ -91,7 +91,7 @@ async fn get_json(upstream: &Arc<Upstream>, path: &str) -> Result<Value, Discove
         .map_err(|e| err(e.to_string()))?
         .into_parts();
     let resp = upstream
-        .send(parts, None)
+        .send(parts, None, super::Creds::Own)
         .await
         .map_err(|e| err(e.to_string()))?;
     let status = resp.status();

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use bytes::Bytes;
 use http::{Request, Response, Uri};
 use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;
@@ -70,6 +71,15 @@ pub enum RequestError {
 struct Server {
     base: Uri,
     display: String,
+}
+
+/// Whose credentials a request goes upstream with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Creds {
+    /// r8s's own (reflectors, reviews, impersonation).
+    Own,
+    /// The client's, as sent (its `Authorization` header, or none: anonymous).
+    Client,
 }
 
 /// The upstream: servers, a connection pool, credentials.
@@ -172,7 +182,7 @@ impl Upstream {
             .body(())
             .expect("static request")
             .into_parts();
-        let resp = self.send(parts, None).await?;
+        let resp = self.send(parts, None, Creds::Own).await?;
         if resp.status().is_success() {
             Ok(())
         } else {
@@ -211,14 +221,56 @@ impl Upstream {
         self: &Arc<Self>,
         parts: http::request::Parts,
         body: Option<Incoming>,
+        creds: Creds,
     ) -> Result<Response<Incoming>, RequestError> {
-        let shared = Shared::new(body);
+        self.send_shared(parts, Shared::new(body), creds).await
+    }
+
+    /// POSTs a JSON object r8s wrote (a review) with its own credentials and
+    /// reads the answer (at most 1 MiB).
+    pub async fn post_json(
+        self: &Arc<Self>,
+        path: &str,
+        body: Bytes,
+    ) -> Result<(http::StatusCode, Bytes), RequestError> {
+        let (mut parts, ()) = Request::post(path)
+            .body(())
+            .map_err(|e| RequestError::Failed {
+                server: self.server_names().join(","),
+                reason: e.to_string(),
+            })?
+            .into_parts();
+        let json = http::HeaderValue::from_static("application/json");
+        parts
+            .headers
+            .insert(http::header::CONTENT_TYPE, json.clone());
+        parts.headers.insert(http::header::ACCEPT, json);
+        let resp = self
+            .send_shared(parts, Shared::full(body), Creds::Own)
+            .await?;
+        let status = resp.status();
+        let limited = http_body_util::Limited::new(resp.into_body(), 1 << 20);
+        let bytes = http_body_util::BodyExt::collect(limited)
+            .await
+            .map_err(|e| RequestError::Failed {
+                server: self.server_names().join(","),
+                reason: format!("reading the answer to POST {path}: {e}"),
+            })?
+            .to_bytes();
+        Ok((status, bytes))
+    }
+
+    async fn send_shared(
+        self: &Arc<Self>,
+        parts: http::request::Parts,
+        shared: Shared,
+        creds: Creds,
+    ) -> Result<Response<Incoming>, RequestError> {
         let n = self.servers.len();
         let first = self.preferred.load(Ordering::Relaxed) % n;
-        let svc = if parts.headers.contains_key(http::header::AUTHORIZATION) {
-            &self.raw
-        } else {
-            &self.authed
+        let svc = match creds {
+            Creds::Client => &self.raw,
+            Creds::Own => &self.authed,
         };
         let pq = parts
             .uri

@@ -181,7 +181,7 @@ impl Reflector {
             .map_err(|e| StepError::Failed(e.to_string()))?
             .into_parts();
         self.upstream
-            .send(parts, None)
+            .send(parts, None, crate::upstream::Creds::Own)
             .await
             .map_err(|e| StepError::Failed(e.to_string()))
     }

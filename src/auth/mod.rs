@@ -1,0 +1,550 @@
+//! Who is asking, and whether they may read it from the cache.
+//!
+//! In `delegated` mode every request is authenticated the way kube-apiserver
+//! would (bearer token by `TokenReview`, verified client certificate, or
+//! `system:anonymous`) and every request served from cache is authorized by a
+//! `SubjectAccessReview` against the upstream. Both answers are cached
+//! ([`cache::ReviewCache`]); tokens only as an HMAC of the token under a key
+//! that lives as long as the process. Requests passed through keep the
+//! client's own identity: its `Authorization` as sent, or, for a certificate
+//! (which cannot be forwarded), r8s's credentials plus `Impersonate-*` headers.
+
+pub mod cache;
+pub mod review;
+
+use std::collections::BTreeMap;
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{HeaderMap, HeaderName, HeaderValue, Response, header};
+use ring::hmac;
+
+use crate::api::path::ResourcePath;
+use crate::api::status::{Status, Target};
+use crate::body::Body;
+use crate::config::{AuthConfig, AuthMode};
+use crate::metrics;
+use crate::upstream::{Creds, Upstream};
+use cache::{ReviewCache, ReviewError, Ttls};
+use review::{Attributes, Decision, TokenAnswer};
+
+/// A user as kube-apiserver's authenticators produce it (`user.Info`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct UserInfo {
+    /// User name.
+    pub name: String,
+    /// UID (may be empty).
+    pub uid: String,
+    /// Groups.
+    pub groups: Vec<String>,
+    /// Extra attributes (scopes, node names, ...).
+    pub extra: BTreeMap<String, Vec<String>>,
+}
+
+impl UserInfo {
+    /// The user of a request without credentials.
+    pub fn anonymous() -> Self {
+        UserInfo {
+            name: "system:anonymous".into(),
+            groups: vec!["system:unauthenticated".into()],
+            ..Default::default()
+        }
+    }
+
+    /// The user of a verified client certificate, as the apiserver's x509
+    /// authenticator names it: CN is the user, each O a group.
+    pub fn from_certificate(der: &[u8]) -> Option<Self> {
+        let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+        let subject = cert.subject();
+        let name = subject
+            .iter_common_name()
+            .next()?
+            .as_str()
+            .ok()?
+            .to_string();
+        if name.is_empty() {
+            return None;
+        }
+        let mut groups: Vec<String> = subject
+            .iter_organization()
+            .filter_map(|o| o.as_str().ok().map(str::to_string))
+            .collect();
+        groups.push("system:authenticated".into());
+        Some(UserInfo {
+            name,
+            groups,
+            ..Default::default()
+        })
+    }
+}
+
+/// Who a request comes from, once authenticated.
+#[derive(Debug, Clone)]
+pub enum Caller {
+    /// `auth.mode = "none"`: no checks; passed through as it came.
+    Trusted,
+    /// A bearer token or no credentials: passed through with its own
+    /// credentials. `impersonating`: it asked to act as someone else, which
+    /// only the upstream can check, so it is never served from cache.
+    Client {
+        /// The user the token (or its absence) stands for.
+        user: Arc<UserInfo>,
+        /// Whether it sent `Impersonate-*` headers.
+        impersonating: bool,
+    },
+    /// A verified client certificate (after any impersonation it was allowed):
+    /// passed through as r8s impersonating `user`.
+    Certificate(Arc<UserInfo>),
+}
+
+impl Caller {
+    /// Whether a request from this caller may be answered from cache at all.
+    pub fn cacheable(&self) -> bool {
+        !matches!(
+            self,
+            Caller::Client {
+                impersonating: true,
+                ..
+            }
+        )
+    }
+
+    /// Rewrites a pass-through request's headers for this caller's identity;
+    /// says whose credentials it goes with.
+    pub fn forward_as(&self, headers: &mut HeaderMap) -> Creds {
+        match self {
+            Caller::Trusted if headers.contains_key(header::AUTHORIZATION) => Creds::Client,
+            Caller::Trusted => Creds::Own,
+            Caller::Client { .. } => Creds::Client,
+            Caller::Certificate(user) => {
+                impersonate(headers, user);
+                Creds::Own
+            }
+        }
+    }
+}
+
+/// Why a request is refused.
+#[derive(Debug)]
+pub enum Refusal {
+    /// 401: bad token, or no credentials with `auth.anonymous = false`.
+    Unauthorized,
+    /// 403 (or 400 for malformed impersonation) in the apiserver's words.
+    Status(Status),
+    /// 503: the upstream could not review (not cached; the client retries).
+    Unavailable(ReviewError),
+}
+
+impl Refusal {
+    /// The response the client gets.
+    pub fn into_response(self) -> Response<Body> {
+        match self {
+            Refusal::Unauthorized => Status::unauthorized().into_response(),
+            Refusal::Status(s) => s.into_response(),
+            Refusal::Unavailable(e) => Status::unavailable(format!(
+                "r8s could not check this request with the upstream: {e}"
+            ))
+            .into_response(),
+        }
+    }
+}
+
+type DecisionKey = (Arc<UserInfo>, Attributes);
+
+/// Authentication and authorization, with their caches.
+pub struct Auth {
+    mode: AuthMode,
+    anonymous: Option<Arc<UserInfo>>,
+    upstream: Arc<Upstream>,
+    token_key: hmac::Key,
+    tokens: Arc<ReviewCache<[u8; 32], TokenAnswer>>,
+    decisions: Arc<ReviewCache<DecisionKey, Decision>>,
+}
+
+const IMPERSONATE_USER: &str = "impersonate-user";
+const IMPERSONATE_GROUP: &str = "impersonate-group";
+const IMPERSONATE_UID: &str = "impersonate-uid";
+const IMPERSONATE_EXTRA: &str = "impersonate-extra-";
+
+fn is_identity_header(name: &HeaderName) -> bool {
+    let n = name.as_str();
+    n.starts_with("impersonate-") || n.starts_with("x-remote-")
+}
+
+/// Replaces whatever identity headers the client sent with r8s's
+/// impersonation of `user` (the certificate path: r8s's own credentials).
+fn impersonate(headers: &mut HeaderMap, user: &UserInfo) {
+    let names: Vec<HeaderName> = headers
+        .keys()
+        .filter(|n| is_identity_header(n))
+        .cloned()
+        .collect();
+    for n in names {
+        headers.remove(n);
+    }
+    headers.remove(header::AUTHORIZATION);
+    let mut add = |name: HeaderName, value: &str| match HeaderValue::from_str(value) {
+        Ok(v) => {
+            headers.append(name, v);
+        }
+        Err(_) => {
+            tracing::warn!(header = %name, "identity value not sendable as a header; left out")
+        }
+    };
+    add(HeaderName::from_static(IMPERSONATE_USER), &user.name);
+    for g in &user.groups {
+        add(HeaderName::from_static(IMPERSONATE_GROUP), g);
+    }
+    if !user.uid.is_empty() {
+        add(HeaderName::from_static(IMPERSONATE_UID), &user.uid);
+    }
+    for (k, values) in &user.extra {
+        let Ok(name) = HeaderName::from_bytes(extra_header(k).as_bytes()) else {
+            continue;
+        };
+        for v in values {
+            add(name.clone(), v);
+        }
+    }
+}
+
+/// `Impersonate-Extra-<key>`, the key percent-encoded as the apiserver expects.
+fn extra_header(key: &str) -> String {
+    let mut s = String::from(IMPERSONATE_EXTRA);
+    for b in key.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            s.push(b.to_ascii_lowercase() as char);
+        } else {
+            s.push_str(&format!("%{b:02X}"));
+        }
+    }
+    s
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%'
+            && i + 2 < b.len()
+            && let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16)
+        {
+            out.push(v);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn values(headers: &HeaderMap, name: &str) -> Vec<String> {
+    headers
+        .get_all(name)
+        .iter()
+        .filter_map(|v| v.to_str().ok().map(str::to_string))
+        .collect()
+}
+
+fn sends_impersonation(headers: &HeaderMap) -> bool {
+    headers
+        .keys()
+        .any(|n| n.as_str().starts_with("impersonate-"))
+}
+
+impl Auth {
+    /// Sets up the caches for `mode`; reviews go to `upstream` with r8s's credentials.
+    pub fn new(mode: AuthMode, cfg: &AuthConfig, upstream: Arc<Upstream>) -> Self {
+        let size = NonZeroUsize::new(cfg.cache_size.max(1)).expect("at least 1");
+        let secs = Duration::from_secs;
+        Auth {
+            mode,
+            anonymous: cfg.anonymous.then(|| Arc::new(UserInfo::anonymous())),
+            upstream,
+            token_key: hmac::Key::new(hmac::HMAC_SHA256, &random_key()),
+            tokens: ReviewCache::new(
+                size,
+                Ttls {
+                    positive: secs(cfg.token_ttl_seconds),
+                    negative: secs(cfg.token_rejected_ttl_seconds),
+                },
+                |a, t| match a {
+                    TokenAnswer::Authenticated(_) => t.positive,
+                    TokenAnswer::Rejected => t.negative,
+                },
+            ),
+            decisions: ReviewCache::new(
+                size,
+                Ttls {
+                    positive: secs(cfg.decision_ttl_seconds),
+                    negative: secs(cfg.decision_denied_ttl_seconds),
+                },
+                |d, t| match d {
+                    Decision::Allowed => t.positive,
+                    Decision::Denied(_) => t.negative,
+                },
+            ),
+        }
+    }
+
+    /// The mode in effect.
+    pub fn mode(&self) -> AuthMode {
+        self.mode
+    }
+
+    /// Who sent a request with these headers over a connection that
+    /// presented `certificate` (already verified against `tls.client_ca_file`).
+    pub async fn authenticate(
+        &self,
+        headers: &HeaderMap,
+        certificate: Option<&Arc<UserInfo>>,
+    ) -> Result<Caller, Refusal> {
+        if self.mode == AuthMode::None {
+            return Ok(Caller::Trusted);
+        }
+        // kube-apiserver tries the x509 authenticator before bearer tokens.
+        if let Some(user) = certificate {
+            metrics::authn("certificate", "false");
+            let user = self.impersonation(user, headers).await?;
+            return Ok(Caller::Certificate(user));
+        }
+        let impersonating = sends_impersonation(headers);
+        let token = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split_once(' '))
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map(|(_, t)| t.trim())
+            .filter(|t| !t.is_empty());
+        let Some(token) = token else {
+            // No bearer token (none, empty, or another scheme): anonymous.
+            let Some(anon) = &self.anonymous else {
+                metrics::authn("rejected", "false");
+                return Err(Refusal::Unauthorized);
+            };
+            metrics::authn("anonymous", "false");
+            return Ok(Caller::Client {
+                user: anon.clone(),
+                impersonating,
+            });
+        };
+        let tag = hmac::sign(&self.token_key, token.as_bytes());
+        let mut key = [0u8; 32];
+        key.copy_from_slice(tag.as_ref());
+        let (answer, how) = self
+            .tokens
+            .get_or_review(key, review::token(self.upstream.clone(), token.to_string()))
+            .await;
+        match answer {
+            Ok(TokenAnswer::Authenticated(user)) => {
+                metrics::authn("authenticated", how.label());
+                Ok(Caller::Client {
+                    user,
+                    impersonating,
+                })
+            }
+            Ok(TokenAnswer::Rejected) => {
+                metrics::authn("rejected", how.label());
+                Err(Refusal::Unauthorized)
+            }
+            Err(e) => {
+                metrics::authn("error", how.label());
+                tracing::warn!(error = %e, "token review failed");
+                Err(Refusal::Unavailable(e))
+            }
+        }
+    }
+
+    /// May `caller` do `verb` on `rp`? (A cache read; `Trusted` always may.)
+    pub async fn authorize(
+        &self,
+        caller: &Caller,
+        verb: &'static str,
+        rp: &ResourcePath,
+    ) -> Result<(), Refusal> {
+        let user = match caller {
+            Caller::Trusted => return Ok(()),
+            Caller::Client { user, .. } | Caller::Certificate(user) => user,
+        };
+        let attrs = Attributes {
+            verb,
+            group: rp.group.clone(),
+            version: rp.version.clone(),
+            resource: rp.resource.clone(),
+            subresource: rp.subresource.clone().unwrap_or_default(),
+            namespace: rp.namespace.clone().unwrap_or_default(),
+            name: rp.name.clone().unwrap_or_default(),
+        };
+        self.decide(user, attrs).await
+    }
+
+    async fn decide(&self, user: &Arc<UserInfo>, attrs: Attributes) -> Result<(), Refusal> {
+        let key = (user.clone(), attrs);
+        let review = review::access(self.upstream.clone(), user.clone(), key.1.clone());
+        let (decision, how) = self.decisions.get_or_review(key.clone(), review).await;
+        match decision {
+            Ok(Decision::Allowed) => {
+                metrics::authz("allowed", how.label());
+                Ok(())
+            }
+            Ok(Decision::Denied(reason)) => {
+                metrics::authz("denied", how.label());
+                let a = &key.1;
+                let target = Target {
+                    group: &a.group,
+                    resource: &a.resource,
+                    subresource: Some(a.subresource.as_str()),
+                    namespace: Some(a.namespace.as_str()),
+                    name: Some(a.name.as_str()),
+                };
+                Err(Refusal::Status(Status::forbidden(
+                    &user.name, a.verb, &target, &reason,
+                )))
+            }
+            Err(e) => {
+                metrics::authz("error", how.label());
+                tracing::warn!(error = %e, "access review failed");
+                Err(Refusal::Unavailable(e))
+            }
+        }
+    }
+
+    /// A certificate caller's `Impersonate-*` headers, checked as the
+    /// apiserver's impersonation filter does (`impersonate` on users, groups,
+    /// uids, userextras); the user it acts as.
+    async fn impersonation(
+        &self,
+        user: &Arc<UserInfo>,
+        headers: &HeaderMap,
+    ) -> Result<Arc<UserInfo>, Refusal> {
+        if !sends_impersonation(headers) {
+            return Ok(user.clone());
+        }
+        let as_user = values(headers, IMPERSONATE_USER);
+        let groups = values(headers, IMPERSONATE_GROUP);
+        let uid = values(headers, IMPERSONATE_UID);
+        let mut extra: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (name, v) in headers {
+            if let Some(k) = name.as_str().strip_prefix(IMPERSONATE_EXTRA)
+                && let Ok(v) = v.to_str()
+            {
+                extra
+                    .entry(percent_decode(k))
+                    .or_default()
+                    .push(v.to_string());
+            }
+        }
+        let Some(name) = as_user.first().cloned() else {
+            return Err(Refusal::Status(Status::bad_request(
+                "requested impersonation of groups, uid or extra without impersonating a user",
+            )));
+        };
+        let check = |verb_group: &str, resource: &str, sub: &str, name: &str| Attributes {
+            verb: "impersonate",
+            group: verb_group.to_string(),
+            version: String::new(),
+            resource: resource.to_string(),
+            subresource: sub.to_string(),
+            namespace: String::new(),
+            name: name.to_string(),
+        };
+        let mut checks = vec![check("", "users", "", &name)];
+        checks.extend(groups.iter().map(|g| check("", "groups", "", g)));
+        checks.extend(
+            uid.iter()
+                .map(|u| check("authentication.k8s.io", "uids", "", u)),
+        );
+        for (k, vs) in &extra {
+            checks.extend(
+                vs.iter()
+                    .map(|v| check("authentication.k8s.io", "userextras", k, v)),
+            );
+        }
+        for c in checks {
+            self.decide(user, c).await?;
+        }
+        let mut groups = groups;
+        if !groups.iter().any(|g| g == "system:authenticated") && name != "system:anonymous" {
+            groups.push("system:authenticated".into());
+        }
+        Ok(Arc::new(UserInfo {
+            name,
+            uid: uid.into_iter().next().unwrap_or_default(),
+            groups,
+            extra,
+        }))
+    }
+}
+
+fn random_key() -> [u8; 32] {
+    let mut key = [0u8; 32];
+    if ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut key).is_err() {
+        // No OS randomness: the key still differs per process.
+        for chunk in key.chunks_mut(8) {
+            chunk.copy_from_slice(&fastrand::u64(..).to_le_bytes());
+        }
+    }
+    key
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn should_replace_identity_headers_when_impersonating() {
+        let mut h = HeaderMap::new();
+        h.insert("impersonate-user", HeaderValue::from_static("root"));
+        h.insert("x-remote-user", HeaderValue::from_static("root"));
+        h.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer x"));
+        h.insert(header::ACCEPT, HeaderValue::from_static("application/json"));
+        let mut extra = BTreeMap::new();
+        extra.insert(
+            "scopes.example/Key".to_string(),
+            vec!["a".into(), "b".into()],
+        );
+        let user = UserInfo {
+            name: "carol".into(),
+            uid: "u-1".into(),
+            groups: vec!["devs".into(), "system:authenticated".into()],
+            extra,
+        };
+        assert_eq!(
+            Caller::Certificate(Arc::new(user)).forward_as(&mut h),
+            Creds::Own
+        );
+        assert_eq!(values(&h, "impersonate-user"), vec!["carol"]);
+        assert_eq!(
+            values(&h, "impersonate-group"),
+            vec!["devs", "system:authenticated"]
+        );
+        assert_eq!(values(&h, "impersonate-uid"), vec!["u-1"]);
+        assert_eq!(
+            values(&h, "impersonate-extra-scopes.example%2fkey"),
+            vec!["a", "b"]
+        );
+        assert!(h.get("x-remote-user").is_none() && h.get(header::AUTHORIZATION).is_none());
+        assert!(h.get(header::ACCEPT).is_some());
+        assert_eq!(percent_decode("scopes.example%2Fkey"), "scopes.example/key");
+    }
+
+    #[test]
+    fn should_forward_clients_with_their_own_credentials() {
+        let mut h = HeaderMap::new();
+        h.insert("impersonate-user", HeaderValue::from_static("root"));
+        let c = Caller::Client {
+            user: Arc::new(UserInfo::anonymous()),
+            impersonating: true,
+        };
+        assert_eq!(c.forward_as(&mut h), Creds::Client);
+        assert_eq!(values(&h, "impersonate-user"), vec!["root"]);
+        assert!(!c.cacheable());
+        assert_eq!(
+            Caller::Trusted.forward_as(&mut HeaderMap::new()),
+            Creds::Own
+        );
+    }
+}

@@ -1,0 +1,186 @@
+//! `TokenReview` and `SubjectAccessReview` against the upstream, with r8s's
+//! own credentials: the request and answer shapes of authentication.k8s.io/v1
+//! and authorization.k8s.io/v1, and nothing of them kept but the answer.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::UserInfo;
+use super::cache::ReviewError;
+use crate::metrics;
+use crate::upstream::Upstream;
+
+/// What a TokenReview said of a token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokenAnswer {
+    /// The token is valid: this is its user.
+    Authenticated(Arc<UserInfo>),
+    /// The token is not valid (or expired, or revoked).
+    Rejected,
+}
+
+/// What a SubjectAccessReview decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Allowed.
+    Allowed,
+    /// Not allowed, with the authorizer's reason (often empty).
+    Denied(Arc<str>),
+}
+
+/// The attributes an authorizer decides on (`authorizer.Attributes`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Attributes {
+    /// `get`, `list`, `watch`, `impersonate`, ...
+    pub verb: &'static str,
+    /// API group (empty: core).
+    pub group: String,
+    /// API version.
+    pub version: String,
+    /// Resource (plural).
+    pub resource: String,
+    /// Subresource (empty: none).
+    pub subresource: String,
+    /// Namespace (empty: cluster scope).
+    pub namespace: String,
+    /// Object name (empty: a collection).
+    pub name: String,
+}
+
+#[derive(Deserialize)]
+struct Answer<S> {
+    status: Option<S>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct TokenStatus {
+    authenticated: bool,
+    user: TokenUser,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct TokenUser {
+    username: String,
+    uid: String,
+    groups: Vec<String>,
+    extra: BTreeMap<String, Vec<String>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct AccessStatus {
+    allowed: bool,
+    reason: String,
+}
+
+async fn post<S: for<'de> Deserialize<'de>>(
+    upstream: &Arc<Upstream>,
+    path: &str,
+    kind: &'static str,
+    body: Bytes,
+) -> Result<S, ReviewError> {
+    let start = Instant::now();
+    let result = upstream.post_json(path, body).await;
+    metrics::auth_review(kind, start.elapsed());
+    let (status, bytes) = result.map_err(|e| ReviewError(format!("{kind} review failed: {e}")))?;
+    if !status.is_success() {
+        let message = serde_json::from_slice::<serde_json::Value>(&bytes)
+            .ok()
+            .and_then(|v| v["message"].as_str().map(str::to_string))
+            .unwrap_or_default();
+        return Err(ReviewError(format!(
+            "the upstream answered {status} to r8s's {kind} review ({message}); r8s needs `create` on it (see deploy/kubernetes/rbac.yaml)"
+        )));
+    }
+    serde_json::from_slice::<Answer<S>>(&bytes)
+        .map_err(|e| ReviewError(format!("{kind} review: unreadable answer: {e}")))?
+        .status
+        .ok_or_else(|| ReviewError(format!("{kind} review: the answer has no status")))
+}
+
+/// Asks the upstream who `token` belongs to.
+pub async fn token(upstream: Arc<Upstream>, token: String) -> Result<TokenAnswer, ReviewError> {
+    let body = json!({
+        "apiVersion": "authentication.k8s.io/v1",
+        "kind": "TokenReview",
+        "spec": {"token": token},
+    });
+    drop(token);
+    let body = Bytes::from(serde_json::to_vec(&body).expect("JSON serializes"));
+    let s: TokenStatus = post(
+        &upstream,
+        "/apis/authentication.k8s.io/v1/tokenreviews",
+        "token",
+        body,
+    )
+    .await?;
+    if !s.authenticated || s.user.username.is_empty() {
+        return Ok(TokenAnswer::Rejected);
+    }
+    Ok(TokenAnswer::Authenticated(Arc::new(UserInfo {
+        name: s.user.username,
+        uid: s.user.uid,
+        groups: s.user.groups,
+        extra: s.user.extra,
+    })))
+}
+
+/// Asks the upstream whether `user` may do `attrs`.
+pub async fn access(
+    upstream: Arc<Upstream>,
+    user: Arc<UserInfo>,
+    attrs: Attributes,
+) -> Result<Decision, ReviewError> {
+    let mut ra = serde_json::Map::new();
+    for (k, v) in [
+        ("namespace", &attrs.namespace),
+        ("group", &attrs.group),
+        ("version", &attrs.version),
+        ("resource", &attrs.resource),
+        ("subresource", &attrs.subresource),
+        ("name", &attrs.name),
+    ] {
+        if !v.is_empty() {
+            ra.insert(k.into(), json!(v));
+        }
+    }
+    ra.insert("verb".into(), json!(attrs.verb));
+    let mut spec = json!({
+        "resourceAttributes": ra,
+        "user": user.name,
+        "groups": user.groups,
+    });
+    if !user.uid.is_empty() {
+        spec["uid"] = json!(user.uid);
+    }
+    if !user.extra.is_empty() {
+        spec["extra"] = json!(user.extra);
+    }
+    let body = json!({
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SubjectAccessReview",
+        "spec": spec,
+    });
+    let body = Bytes::from(serde_json::to_vec(&body).expect("JSON serializes"));
+    let s: AccessStatus = post(
+        &upstream,
+        "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+        "access",
+        body,
+    )
+    .await?;
+    // As kube-apiserver's webhook authorizer: not allowed (denied, or no
+    // opinion, with or without an evaluation error) is a 403.
+    if s.allowed {
+        Ok(Decision::Allowed)
+    } else {
+        Ok(Decision::Denied(s.reason.into()))
+    }
+}

@@ -1,0 +1,197 @@
+//! TLS for the API listener: rustls with ALPN (`h2`, `http/1.1`), the serving
+//! certificate re-read when its files change (cert-manager rotations need no
+//! restart), and client certificates verified against `tls.client_ca_file`
+//! when one is set (optional: token and anonymous clients connect too).
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, SystemTime};
+
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
+use rustls::sign::CertifiedKey;
+use tokio_rustls::TlsAcceptor;
+
+use crate::auth::UserInfo;
+use crate::config::TlsConfig;
+use crate::shutdown::Signal;
+
+/// How often the certificate files are checked for changes.
+const RELOAD_CHECK: Duration = Duration::from_secs(1);
+
+/// Why TLS could not be set up (each names the key and the file).
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// A file could not be read or holds no usable PEM.
+    #[error("{key} {}: {reason}", path.display())]
+    File {
+        /// The config key.
+        key: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// rustls refused the combination.
+    #[error("TLS setup: {0}")]
+    Rustls(#[from] rustls::Error),
+}
+
+/// The API listener's TLS acceptor and its reloading certificate.
+pub struct Tls {
+    acceptor: TlsAcceptor,
+    resolver: Arc<Reloading>,
+}
+
+fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+fn file_err(key: &'static str, path: &Path, reason: impl ToString) -> TlsError {
+    TlsError::File {
+        key,
+        path: path.to_path_buf(),
+        reason: reason.to_string(),
+    }
+}
+
+fn read_certs(key: &'static str, path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let certs = CertificateDer::pem_file_iter(path)
+        .map_err(|e| file_err(key, path, e))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| file_err(key, path, e))?;
+    if certs.is_empty() {
+        return Err(file_err(key, path, "no PEM certificate in the file"));
+    }
+    Ok(certs)
+}
+
+fn certified_key(cert: &Path, key: &Path) -> Result<CertifiedKey, TlsError> {
+    let certs = read_certs("tls.cert_file", cert)?;
+    let der = PrivateKeyDer::from_pem_file(key).map_err(|e| file_err("tls.key_file", key, e))?;
+    let signer = rustls::crypto::ring::sign::any_supported_type(&der)
+        .map_err(|e| file_err("tls.key_file", key, e))?;
+    let ck = CertifiedKey::new(certs, signer);
+    ck.keys_match().map_err(|e| {
+        file_err(
+            "tls.key_file",
+            key,
+            format!("does not match tls.cert_file {}: {e}", cert.display()),
+        )
+    })?;
+    Ok(ck)
+}
+
+fn mtimes(paths: &[&Path]) -> Vec<Option<SystemTime>> {
+    paths
+        .iter()
+        .map(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok())
+        .collect()
+}
+
+/// The serving certificate, swapped when its files change.
+#[derive(Debug)]
+struct Reloading {
+    current: RwLock<Arc<CertifiedKey>>,
+    cert: PathBuf,
+    key: PathBuf,
+    seen: Mutex<Vec<Option<SystemTime>>>,
+}
+
+impl ResolvesServerCert for Reloading {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(
+            self.current
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
+        )
+    }
+}
+
+impl Reloading {
+    /// Re-reads the files if either changed; a bad pair keeps the old one.
+    fn check(&self) {
+        let now = mtimes(&[&self.cert, &self.key]);
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        if *seen == now {
+            return;
+        }
+        match certified_key(&self.cert, &self.key) {
+            Ok(ck) => {
+                *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(ck);
+                *seen = now;
+                tracing::info!(cert = %self.cert.display(), "serving certificate reloaded");
+            }
+            // Half-written during a rotation, most likely: try again next tick.
+            Err(e) => {
+                tracing::warn!(error = %e, "serving certificate changed but cannot be loaded; keeping the old one")
+            }
+        }
+    }
+}
+
+impl Tls {
+    /// Loads the certificate, key and client CA; `None` when TLS is not configured.
+    pub fn load(cfg: &TlsConfig) -> Result<Option<Arc<Tls>>, TlsError> {
+        let (Some(cert), Some(key)) = (&cfg.cert_file, &cfg.key_file) else {
+            return Ok(None);
+        };
+        let seen = mtimes(&[cert, key]);
+        let resolver = Arc::new(Reloading {
+            current: RwLock::new(Arc::new(certified_key(cert, key)?)),
+            cert: cert.clone(),
+            key: key.clone(),
+            seen: Mutex::new(seen),
+        });
+        let builder = rustls::ServerConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()?;
+        let builder = match &cfg.client_ca_file {
+            Some(ca) => {
+                let mut roots = rustls::RootCertStore::empty();
+                for c in read_certs("tls.client_ca_file", ca)? {
+                    roots
+                        .add(c)
+                        .map_err(|e| file_err("tls.client_ca_file", ca, e))?;
+                }
+                let verifier =
+                    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
+                        .allow_unauthenticated()
+                        .build()
+                        .map_err(|e| file_err("tls.client_ca_file", ca, e))?;
+                builder.with_client_cert_verifier(verifier)
+            }
+            None => builder.with_no_client_auth(),
+        };
+        let mut config = builder.with_cert_resolver(resolver.clone());
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Ok(Some(Arc::new(Tls {
+            acceptor: TlsAcceptor::from(Arc::new(config)),
+            resolver,
+        })))
+    }
+
+    /// The acceptor for new connections.
+    pub fn acceptor(&self) -> &TlsAcceptor {
+        &self.acceptor
+    }
+
+    /// Checks the certificate files every second until `shutdown`.
+    pub async fn reload(self: Arc<Self>, shutdown: Signal) {
+        let mut tick = tokio::time::interval(RELOAD_CHECK);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => self.resolver.check(),
+                _ = shutdown.wait() => return,
+            }
+        }
+    }
+}
+
+/// The user a TLS connection's verified client certificate stands for.
+pub fn peer_user(conn: &rustls::ServerConnection) -> Option<Arc<UserInfo>> {
+    let der = conn.peer_certificates()?.first()?;
+    UserInfo::from_certificate(der).map(Arc::new)
+}

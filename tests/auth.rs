@@ -1,0 +1,490 @@
+//! `auth.mode = "delegated"`: r8s serves from cache only what the apiserver
+//! would show the caller, at cache speed, and passes the rest through under
+//! the caller's own identity. The sim plays kube-apiserver with a
+//! `--token-auth-file` and an ABAC policy file, both re-read on change.
+
+mod common;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::*;
+use r8s::config::{AuthMode, Config};
+use r8s::sim::{SimConfig, SimHandle};
+
+const TOKENS: &str = "r8s-token,r8s,uid-r8s,\"system:masters\"
+admin-token,admin,uid-admin,\"system:masters\"
+alice-token,alice,uid-alice,
+carol-token,carol,uid-carol,\"devs\"
+";
+
+/// carol may read secrets in ns-1 (and, as any authenticated user, all but secrets).
+const CAROL_SECRETS: &str = r#"{"apiVersion":"abac.authorization.kubernetes.io/v1beta1","kind":"Policy","spec":{"user":"carol","namespace":"ns-1","resource":"secrets","apiGroup":"*","readonly":true}}
+"#;
+
+struct Env {
+    sim: SimHandle,
+    r8s: R8s,
+    tokens: PathBuf,
+    policy: PathBuf,
+}
+
+fn dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("r8s-auth-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A sim with tokens and policy files (plus `users` more users `user-i`),
+/// a secret in ns-1, and r8s in delegated mode caching pods, secrets and
+/// configmaps with r8s's own token.
+async fn setup(name: &str, users: usize, tweak: impl FnOnce(&mut Config)) -> Env {
+    let d = dir(name);
+    let tokens = d.join("tokens.csv");
+    let mut t = TOKENS.to_string();
+    for i in 0..users {
+        t.push_str(&format!("user-{i}-token,user-{i},uid-{i},\n"));
+    }
+    std::fs::write(&tokens, t).unwrap();
+    let policy = d.join("policy.jsonl");
+    std::fs::write(&policy, CAROL_SECRETS).unwrap();
+    let own = d.join("r8s-token");
+    std::fs::write(&own, "r8s-token").unwrap();
+    let sim = start_sim(SimConfig {
+        tokens: Some(tokens.clone()),
+        policy: Some(policy.clone()),
+        ..sim_config()
+    })
+    .await;
+    let created = req(
+        "POST",
+        &sim.url(),
+        "/api/v1/namespaces/ns-1/secrets",
+        Some("admin-token"),
+        Some(r#"{"apiVersion":"v1","kind":"Secret","metadata":{"name":"api-key"},"data":{"k":"dg=="}}"#),
+    )
+    .await;
+    assert_eq!(created.status, 201, "{}", created.text());
+    let mut config = Config::default();
+    config.upstream.servers = vec![sim.url()];
+    config.upstream.token_file = Some(own);
+    config.cache.resources = vec!["pods".into(), "v1/secrets".into(), "v1/configmaps".into()];
+    config.auth.mode = Some(AuthMode::Delegated);
+    tweak(&mut config);
+    let r8s = start_r8s_config(config).await;
+    Env {
+        sim,
+        r8s,
+        tokens,
+        policy,
+    }
+}
+
+async fn req(
+    method: &str,
+    base: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<&str>,
+) -> Resp {
+    let auth = token.map(|t| format!("Bearer {t}"));
+    let mut headers = vec![("accept", "application/json")];
+    if let Some(a) = &auth {
+        headers.push(("authorization", a.as_str()));
+    }
+    if body.is_some() {
+        headers.push(("content-type", "application/json"));
+    }
+    send(
+        method,
+        &format!("{base}{path}"),
+        &headers,
+        body,
+        Duration::from_secs(10),
+    )
+    .await
+}
+
+/// A request's status, and its body unless it is a watch that started
+/// (its events are not what this compares, and it would run on).
+async fn status_of(
+    method: &str,
+    base: &str,
+    path: &str,
+    token: Option<&str>,
+) -> (http::StatusCode, bytes::Bytes) {
+    let mut b = http::Request::builder()
+        .method(method)
+        .uri(format!("{base}{path}"))
+        .header("accept", "application/json");
+    if let Some(t) = token {
+        b = b.header("authorization", format!("Bearer {t}"));
+    }
+    let req = b
+        .body(http_body_util::Full::new(bytes::Bytes::new()))
+        .unwrap();
+    let r = tokio::time::timeout(Duration::from_secs(10), client().request(req))
+        .await
+        .expect("an answer within 10 s")
+        .unwrap();
+    let status = r.status();
+    if status == 200 && path.contains("watch=1") {
+        return (status, bytes::Bytes::new());
+    }
+    let body = http_body_util::BodyExt::collect(r.into_body())
+        .await
+        .unwrap()
+        .to_bytes();
+    (status, body)
+}
+
+fn cache_result(r: &Resp) -> &str {
+    r.headers
+        .get("x-r8s-cache")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn should_serve_from_cache_only_what_the_apiserver_would_show() {
+    let env = setup("show", 0, |_| {}).await;
+    let (r8s, sim) = (env.r8s.url(), env.sim.url());
+
+    // admin (system:masters) lists secrets from the cache.
+    let r = req(
+        "GET",
+        &r8s,
+        "/api/v1/secrets?resourceVersion=0",
+        Some("admin-token"),
+        None,
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(cache_result(&r), "hit");
+    let names: Vec<String> = r.json()["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["metadata"]["name"].as_str().unwrap().to_string())
+        .collect();
+    assert!(names.contains(&"db-password".to_string()) && names.contains(&"api-key".to_string()));
+
+    // alice: 403 on secrets for get, list and watch, cluster-wide and
+    // namespaced, with the sim's exact body; 200 on pods.
+    for path in [
+        "/api/v1/secrets?resourceVersion=0",
+        "/api/v1/namespaces/default/secrets?resourceVersion=0",
+        "/api/v1/namespaces/default/secrets/db-password?resourceVersion=0",
+        "/api/v1/secrets?watch=1&resourceVersion=0",
+        "/api/v1/namespaces/ns-1/secrets?watch=1&resourceVersion=0",
+    ] {
+        let via = req("GET", &r8s, path, Some("alice-token"), None).await;
+        let direct = req("GET", &sim, path, Some("alice-token"), None).await;
+        assert_eq!(via.status, 403, "{path}: {}", via.text());
+        assert_eq!(via.body, direct.body, "{path}");
+        assert_eq!(
+            via.headers.get("content-type"),
+            direct.headers.get("content-type")
+        );
+    }
+    let r = req(
+        "GET",
+        &r8s,
+        "/api/v1/namespaces/ns-1/pods?resourceVersion=0",
+        Some("alice-token"),
+        None,
+    )
+    .await;
+    assert_eq!((r.status.as_u16(), cache_result(&r)), (200, "hit"));
+    assert!(!r.json()["items"].as_array().unwrap().is_empty());
+
+    // No token, and a bad token: the same status and body as the sim's.
+    for token in [None, Some("not-a-token")] {
+        for path in [
+            "/api/v1/namespaces/ns-1/pods?resourceVersion=0",
+            "/api/v1/secrets?resourceVersion=0",
+        ] {
+            let via = req("GET", &r8s, path, token, None).await;
+            let direct = req("GET", &sim, path, token, None).await;
+            assert_eq!(via.status, direct.status, "{token:?} {path}");
+            assert_eq!(via.body, direct.body, "{token:?} {path}");
+            let want = if token.is_some() { 401 } else { 403 };
+            assert_eq!(via.status, want, "{token:?} {path}: {}", via.text());
+        }
+    }
+
+    let m = get(&format!("{}/metrics", env.r8s.admin_url()))
+        .await
+        .text();
+    assert!(
+        metric(&m, r#"r8s_authz_total{decision="denied",cached="false"}"#) >= 1.0,
+        "{m}"
+    );
+    assert!(metric(&m, r#"r8s_authn_total{result="rejected",cached="false"}"#) >= 1.0);
+    env.r8s.stop().await;
+    env.sim.stop().await;
+}
+
+/// Polls `path` as `token` until its status is `want`; returns how long that took.
+async fn until_status(base: &str, path: &str, token: &str, want: u16, limit: Duration) -> Duration {
+    let start = Instant::now();
+    loop {
+        let r = req("GET", base, path, Some(token), None).await;
+        if r.status == want {
+            return start.elapsed();
+        }
+        assert!(
+            start.elapsed() < limit,
+            "{path} as {token}: still {} after {limit:?}",
+            r.status
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn should_stop_revoked_tokens_and_permissions_within_their_ttl() {
+    let env = setup("revoke", 0, |c| {
+        c.auth.token_ttl_seconds = 3;
+        c.auth.decision_ttl_seconds = 3;
+    })
+    .await;
+    let r8s = env.r8s.url();
+    let pods = "/api/v1/namespaces/ns-1/pods?resourceVersion=0";
+    let secrets = "/api/v1/namespaces/ns-1/secrets?resourceVersion=0";
+    assert_eq!(
+        req("GET", &r8s, pods, Some("alice-token"), None)
+            .await
+            .status,
+        200
+    );
+    let r = req("GET", &r8s, secrets, Some("carol-token"), None).await;
+    assert_eq!((r.status.as_u16(), cache_result(&r)), (200, "hit"));
+
+    // Revoke alice's token upstream: refused by r8s within the token TTL.
+    std::fs::write(
+        &env.tokens,
+        TOKENS.replace("alice-token,alice,uid-alice,\n", ""),
+    )
+    .unwrap();
+    let took = until_status(&r8s, pods, "alice-token", 401, Duration::from_secs(10)).await;
+    assert!(
+        took <= Duration::from_secs(4),
+        "alice still served {took:?} after revocation"
+    );
+    // And stays refused (the rejection is cached, not flapping).
+    assert_eq!(
+        req("GET", &r8s, pods, Some("alice-token"), None)
+            .await
+            .status,
+        401
+    );
+
+    // Remove carol's grant upstream: cached reads stop within the decision TTL.
+    std::fs::write(&env.policy, "").unwrap();
+    let took = until_status(&r8s, secrets, "carol-token", 403, Duration::from_secs(10)).await;
+    assert!(
+        took <= Duration::from_secs(4),
+        "carol still read secrets {took:?} after removal"
+    );
+    // Her other permissions are untouched.
+    assert_eq!(
+        req("GET", &r8s, pods, Some("carol-token"), None)
+            .await
+            .status,
+        200
+    );
+    env.r8s.stop().await;
+    env.sim.stop().await;
+}
+
+fn reviews(sim: &SimHandle) -> (u64, u64) {
+    (
+        sim.sim.count("create", "tokenreviews"),
+        sim.sim.count("create", "subjectaccessreviews"),
+    )
+}
+
+/// `n` cached GETs per token, `concurrency` at a time; every one must be a 200 hit.
+async fn cached_reads(base: &str, tokens: &[String], n: usize, concurrency: usize) {
+    let jobs: Vec<(String, usize)> = tokens
+        .iter()
+        .flat_map(|t| (0..n).map(move |i| (t.clone(), i)))
+        .collect();
+    let jobs = Arc::new(std::sync::Mutex::new(jobs));
+    let mut tasks = Vec::new();
+    for _ in 0..concurrency {
+        let (jobs, base) = (jobs.clone(), base.to_string());
+        tasks.push(tokio::spawn(async move {
+            let client = client();
+            loop {
+                let Some((token, i)) = jobs.lock().unwrap().pop() else {
+                    return;
+                };
+                let uri = format!(
+                    "{base}/api/v1/namespaces/ns-{}/pods?resourceVersion=0&limit=1",
+                    i % 3
+                );
+                let r = client
+                    .request(
+                        http::Request::get(uri)
+                            .header("authorization", format!("Bearer {token}"))
+                            .body(http_body_util::Full::new(bytes::Bytes::new()))
+                            .unwrap(),
+                    )
+                    .await
+                    .unwrap();
+                assert_eq!(r.status(), 200);
+                assert_eq!(r.headers()["x-r8s-cache"], "hit");
+                http_body_util::BodyExt::collect(r.into_body())
+                    .await
+                    .unwrap();
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn should_cost_a_handful_of_reviews_per_user_not_per_request() {
+    let env = setup("count", 100, |_| {}).await;
+    let r8s = env.r8s.url();
+    let before = reviews(&env.sim);
+    cached_reads(&r8s, &["alice-token".to_string()], 10_000, 32).await;
+    let after = reviews(&env.sim);
+    let (tr, sar) = (after.0 - before.0, after.1 - before.1);
+    // One token review; one access review per namespace read (3).
+    assert!(tr <= 2, "10,000 reads by one user cost {tr} token reviews");
+    assert!(
+        sar <= 5,
+        "10,000 reads by one user cost {sar} access reviews"
+    );
+
+    let users: Vec<String> = (0..100).map(|i| format!("user-{i}-token")).collect();
+    let before = reviews(&env.sim);
+    // 100 users × 100 reads of one namespace each, interleaved.
+    let jobs = Arc::new(std::sync::Mutex::new(
+        (0..100)
+            .flat_map(|_| users.iter().cloned())
+            .collect::<Vec<_>>(),
+    ));
+    let mut tasks = Vec::new();
+    for _ in 0..32 {
+        let (jobs, base) = (jobs.clone(), r8s.clone());
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let Some(token) = jobs.lock().unwrap().pop() else {
+                    return;
+                };
+                let r = req(
+                    "GET",
+                    &base,
+                    "/api/v1/namespaces/ns-2/pods?resourceVersion=0&limit=1",
+                    Some(&token),
+                    None,
+                )
+                .await;
+                assert_eq!(
+                    (r.status.as_u16(), cache_result(&r)),
+                    (200, "hit"),
+                    "{token}"
+                );
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let after = reviews(&env.sim);
+    let (tr, sar) = (after.0 - before.0, after.1 - before.1);
+    assert!(
+        (100..=105).contains(&tr),
+        "100 users × 100 reads cost {tr} token reviews"
+    );
+    assert!(
+        (100..=105).contains(&sar),
+        "100 users × 100 reads cost {sar} access reviews"
+    );
+    let m = get(&format!("{}/metrics", env.r8s.admin_url()))
+        .await
+        .text();
+    assert!(
+        metric(
+            &m,
+            r#"r8s_authn_total{result="authenticated",cached="true"}"#
+        ) >= 19_000.0
+    );
+    assert!(
+        metric(
+            &m,
+            r#"r8s_auth_review_duration_seconds_count{review="token"}"#
+        ) >= 100.0
+    );
+    env.r8s.stop().await;
+    env.sim.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn should_answer_every_request_with_the_apiservers_status() {
+    let env = setup("matrix", 0, |c| c.auth.decision_denied_ttl_seconds = 60).await;
+    let (r8s, sim) = (env.r8s.url(), env.sim.url());
+    let users = [
+        Some("admin-token"),
+        Some("alice-token"),
+        Some("carol-token"),
+        None,
+        Some("wrong-token"),
+    ];
+    let mut requests: Vec<(&str, String)> = Vec::new();
+    for resource in ["pods", "secrets", "configmaps"] {
+        for ns in [None, Some("default"), Some("ns-1")] {
+            let base = match ns {
+                Some(ns) => format!("/api/v1/namespaces/{ns}/{resource}"),
+                None => format!("/api/v1/{resource}"),
+            };
+            for rv in ["resourceVersion=0", "resourceVersion=", "resourceVersion=1"] {
+                requests.push(("GET", format!("{base}?{rv}")));
+                requests.push(("GET", format!("{base}?watch=1&timeoutSeconds=1&{rv}")));
+                if ns.is_some() {
+                    for name in ["kube-root-ca.crt", "db-password", "api-key", "missing"] {
+                        requests.push(("GET", format!("{base}/{name}?{rv}")));
+                    }
+                }
+            }
+            if ns.is_some() {
+                requests.push(("DELETE", format!("{base}/missing")));
+            }
+        }
+    }
+    let mut checked = 0;
+    let mut by_status = std::collections::BTreeMap::<u16, usize>::new();
+    for token in users {
+        for (method, path) in &requests {
+            let via = status_of(method, &r8s, path, token).await;
+            let direct = status_of(method, &sim, path, token).await;
+            assert_eq!(
+                via.0, direct.0,
+                "{method} {path} as {token:?}: r8s {} vs sim {}\n{:?}\n{:?}",
+                via.0, direct.0, via.1, direct.1
+            );
+            if via.0.as_u16() >= 400 {
+                assert_eq!(via.1, direct.1, "{method} {path} as {token:?}");
+            }
+            *by_status.entry(via.0.as_u16()).or_default() += 1;
+            checked += 1;
+        }
+    }
+    // The matrix covers every answer kind: allowed, missing, denied, unauthenticated.
+    for code in [200, 401, 403, 404] {
+        assert!(
+            by_status.get(&code).copied().unwrap_or(0) > 0,
+            "no {code} in {by_status:?}"
+        );
+    }
+    assert!(checked > 500, "{checked}");
+    env.r8s.stop().await;
+    env.sim.stop().await;
+}
