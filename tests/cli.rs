@@ -92,6 +92,25 @@ fn should_exit_2_naming_the_problem_on_bad_configuration() {
             ],
             vec!["cache.resources", "Pods", "badcache.toml"],
         ),
+        (
+            vec![
+                "serve".into(),
+                "--config".into(),
+                tmp(
+                    "authnone.toml",
+                    "listen = \"0.0.0.0:0\"\n[auth]\nmode = \"none\"\n",
+                ),
+            ],
+            vec!["auth.mode", "loopback", "0.0.0.0:0", "authnone.toml"],
+        ),
+        (
+            vec![
+                "serve".into(),
+                "--config".into(),
+                tmp("tlshalf.toml", "[tls]\ncert_file = \"/etc/r8s/tls.crt\"\n"),
+            ],
+            vec!["tls.key_file", "tlshalf.toml"],
+        ),
     ];
     for (args, needles) in cases {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -158,6 +177,28 @@ fn wait_line(r: &mut impl BufRead, needle: &str) -> String {
             return line;
         }
     }
+}
+
+#[test]
+fn should_warn_when_serving_without_auth_on_loopback() {
+    let config = tmp(
+        "authnone-loopback.toml",
+        "listen = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\n[auth]\nmode = \"none\"\n[upstream]\nservers = [\"http://127.0.0.1:9\"]\n",
+    );
+    let mut child = Command::new(BIN)
+        .args(["serve", "--config", &config])
+        .env("RUST_LOG", "info")
+        .env_remove("R8S_CONFIG")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    // It serves (the listener line comes first), and warns.
+    wait_line(&mut err, "r8s serving");
+    let line = wait_line(&mut err, "auth.mode = \"none\"");
+    assert!(line.contains("WARN"), "{line}");
+    child.kill().unwrap();
+    let _ = child.wait();
 }
 
 #[tokio::test(flavor = "multi_thread")]

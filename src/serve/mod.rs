@@ -125,7 +125,7 @@ impl Api {
                         // an answer built for a caller who may not see it is dropped unsent.
                         if let Err(refusal) = self.auth.authorize(&caller, c.verb, rp).await {
                             drop(resp);
-                            metrics::cache_request(&cache.label, c.verb, "forbidden");
+                            metrics::cache_request(&cache.label, c.verb, "refused");
                             return refused(refusal, &c, start);
                         }
                         metrics::cache_request(&cache.label, c.verb, "hit");
