@@ -50,8 +50,11 @@ fn new_ca(name: &str) -> Ca {
     }
 }
 
-/// A leaf certificate signed by `ca`: (cert PEM, key PEM, cert DER).
-fn leaf(ca: &Ca, cn: &str, orgs: &[&str], server: bool) -> (String, String, Vec<u8>) {
+/// A leaf certificate: (cert PEM, key PEM, cert DER).
+type Leaf = (String, String, Vec<u8>);
+
+/// A leaf certificate signed by `ca`.
+fn leaf(ca: &Ca, cn: &str, orgs: &[&str], server: bool) -> Leaf {
     let key = KeyPair::generate().unwrap();
     let sans = if server {
         vec!["localhost".to_string(), "127.0.0.1".to_string()]
@@ -77,12 +80,7 @@ fn b64(s: &str) -> String {
 }
 
 /// A kubeconfig with one context per user: token users and certificate users.
-fn kubeconfig(
-    dir: &Path,
-    server: &str,
-    ca_pem: &str,
-    certs: &[(&str, &(String, String, Vec<u8>))],
-) -> PathBuf {
+fn kubeconfig(dir: &Path, server: &str, ca_pem: &str, certs: &[(&str, &Leaf)]) -> PathBuf {
     let mut users = String::new();
     let mut contexts = String::new();
     for t in ["admin", "alice"] {
