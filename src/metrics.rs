@@ -355,14 +355,68 @@ pub const AUTHZ_TOTAL: &str = "r8s_authz_total";
 /// Time of TokenReview / SubjectAccessReview calls to the upstream, by review (`token`, `access`).
 pub const AUTH_REVIEW_DURATION_SECONDS: &str = "r8s_auth_review_duration_seconds";
 
-/// Records one authentication.
-pub fn authn(result: &'static str, cached: &'static str) {
-    metrics::counter!(AUTHN_TOTAL, "result" => result, "cached" => cached).increment(1);
+/// The auth counters, registered once so the per-request path only
+/// increments a handle (no registry lookup per request).
+pub struct AuthCounters {
+    authn: Vec<(&'static str, &'static str, metrics::Counter)>,
+    authz: Vec<(&'static str, &'static str, metrics::Counter)>,
 }
 
-/// Records one authorization decision.
-pub fn authz(decision: &'static str, cached: &'static str) {
-    metrics::counter!(AUTHZ_TOTAL, "decision" => decision, "cached" => cached).increment(1);
+const CACHED: [&str; 2] = ["true", "false"];
+
+impl AuthCounters {
+    /// Registers every `result`/`decision` × `cached` series.
+    pub fn new() -> Self {
+        let mut authn = Vec::new();
+        for r in [
+            "authenticated",
+            "certificate",
+            "anonymous",
+            "rejected",
+            "error",
+        ] {
+            for c in CACHED {
+                authn.push((
+                    r,
+                    c,
+                    metrics::counter!(AUTHN_TOTAL, "result" => r, "cached" => c),
+                ));
+            }
+        }
+        let mut authz = Vec::new();
+        for d in ["allowed", "denied", "error"] {
+            for c in CACHED {
+                authz.push((
+                    d,
+                    c,
+                    metrics::counter!(AUTHZ_TOTAL, "decision" => d, "cached" => c),
+                ));
+            }
+        }
+        AuthCounters { authn, authz }
+    }
+
+    /// Records one authentication.
+    pub fn authn(&self, result: &'static str, cached: &'static str) {
+        bump(&self.authn, result, cached);
+    }
+
+    /// Records one authorization decision.
+    pub fn authz(&self, decision: &'static str, cached: &'static str) {
+        bump(&self.authz, decision, cached);
+    }
+}
+
+impl Default for AuthCounters {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn bump(series: &[(&'static str, &'static str, metrics::Counter)], a: &str, b: &str) {
+    if let Some((_, _, c)) = series.iter().find(|(x, y, _)| *x == a && *y == b) {
+        c.increment(1);
+    }
 }
 
 /// Records one review call to the upstream.

@@ -32,3 +32,17 @@ pub fn rss_kib(pid: u32) -> u64 {
         .and_then(|v| v.parse().ok())
         .unwrap()
 }
+
+/// CPU time a process has used so far (user + system), from `/proc/PID/stat`.
+pub fn cpu_time(pid: u32) -> std::time::Duration {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // Fields after the parenthesized command name; utime and stime are 14 and 15.
+    let rest = &s[s.rfind(')').unwrap() + 2..];
+    let f: Vec<u64> = rest
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or(0))
+        .collect();
+    let ticks = f[11] + f[12];
+    // USER_HZ is 100 on Linux (the ABI fixes it for /proc).
+    std::time::Duration::from_millis(ticks * 10)
+}

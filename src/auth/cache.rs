@@ -86,30 +86,32 @@ where
         }
     }
 
-    /// The cached answer for `key`, or the answer of `review` (started at most
-    /// once per key at a time; it runs to the end even if every asker leaves).
+    /// The cached answer for `key`, or the answer of the review `make` starts
+    /// (called only on a miss, at most once per key at a time; the review runs
+    /// to the end even if every asker leaves).
     pub async fn get_or_review<F>(
         self: &Arc<Self>,
-        key: K,
-        review: F,
+        key: &K,
+        make: impl FnOnce() -> F,
     ) -> (Result<V, ReviewError>, Lookup)
     where
         F: std::future::Future<Output = Result<V, ReviewError>> + Send + 'static,
     {
-        if let Some(v) = self.fresh(&key) {
+        if let Some(v) = self.fresh(key) {
             return (Ok(v), Lookup::Cached);
         }
         let pending = {
             let mut inflight = lock(&self.inflight);
             // An answer stored between the check above and this lock.
-            if let Some(v) = self.fresh(&key) {
+            if let Some(v) = self.fresh(key) {
                 return (Ok(v), Lookup::Cached);
             }
-            match inflight.get(&key) {
+            match inflight.get(key) {
                 Some(p) => p.clone(),
                 None => {
                     let this = self.clone();
                     let k = key.clone();
+                    let review = make();
                     let task = tokio::spawn(async move {
                         let r = review.await;
                         if let Ok(v) = &r {
@@ -125,7 +127,7 @@ where
                     }
                     .boxed()
                     .shared();
-                    inflight.insert(key, p.clone());
+                    inflight.insert(key.clone(), p.clone());
                     p
                 }
             }
@@ -168,7 +170,7 @@ mod tests {
         for _ in 0..50 {
             let (c, calls) = (c.clone(), calls.clone());
             tasks.push(tokio::spawn(async move {
-                c.get_or_review(7, async move {
+                c.get_or_review(&7, || async move {
                     calls.fetch_add(1, Ordering::SeqCst);
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     Ok(true)
@@ -180,28 +182,31 @@ mod tests {
             assert_eq!(t.await.unwrap().0, Ok(true));
         }
         assert_eq!(calls.load(Ordering::SeqCst), 1);
-        let (v, how) = c.get_or_review(7, async { Ok(false) }).await;
+        let (v, how) = c.get_or_review(&7, || async { Ok(false) }).await;
         assert_eq!((v, how), (Ok(true), Lookup::Cached));
     }
 
     #[tokio::test]
     async fn should_expire_by_answer_and_not_cache_errors() {
         let c = cache(10, 60_000, 30);
-        assert_eq!(c.get_or_review(1, async { Ok(false) }).await.0, Ok(false));
-        assert_eq!(c.get_or_review(2, async { Ok(true) }).await.0, Ok(true));
+        assert_eq!(
+            c.get_or_review(&1, || async { Ok(false) }).await.0,
+            Ok(false)
+        );
+        assert_eq!(c.get_or_review(&2, || async { Ok(true) }).await.0, Ok(true));
         tokio::time::sleep(Duration::from_millis(60)).await;
         // The negative answer expired; the positive one did not.
-        assert_eq!(c.get_or_review(1, async { Ok(true) }).await.0, Ok(true));
+        assert_eq!(c.get_or_review(&1, || async { Ok(true) }).await.0, Ok(true));
         assert_eq!(
-            c.get_or_review(2, async { Ok(false) }).await.1,
+            c.get_or_review(&2, || async { Ok(false) }).await.1,
             Lookup::Cached
         );
         let err = c
-            .get_or_review(3, async { Err(ReviewError("down".into())) })
+            .get_or_review(&3, || async { Err(ReviewError("down".into())) })
             .await;
         assert_eq!(err.0, Err(ReviewError("down".into())));
         assert_eq!(
-            c.get_or_review(3, async { Ok(true) }).await,
+            c.get_or_review(&3, || async { Ok(true) }).await,
             (Ok(true), Lookup::Reviewed)
         );
     }
@@ -210,11 +215,11 @@ mod tests {
     async fn should_stay_within_its_size() {
         let c = cache(3, 60_000, 60_000);
         for k in 0..10 {
-            c.get_or_review(k, async { Ok(true) }).await.0.unwrap();
+            c.get_or_review(&k, || async { Ok(true) }).await.0.unwrap();
         }
         assert_eq!(c.len(), 3);
         assert_eq!(
-            c.get_or_review(0, async { Ok(false) }).await.1,
+            c.get_or_review(&0, || async { Ok(false) }).await.1,
             Lookup::Reviewed
         );
     }

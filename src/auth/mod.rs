@@ -160,6 +160,7 @@ pub struct Auth {
     token_key: hmac::Key,
     tokens: Arc<ReviewCache<[u8; 32], TokenAnswer>>,
     decisions: Arc<ReviewCache<DecisionKey, Decision>>,
+    counters: metrics::AuthCounters,
 }
 
 const IMPERSONATE_USER: &str = "impersonate-user";
@@ -262,6 +263,7 @@ impl Auth {
         let secs = Duration::from_secs;
         Auth {
             mode,
+            counters: metrics::AuthCounters::new(),
             anonymous: cfg.anonymous.then(|| Arc::new(UserInfo::anonymous())),
             upstream,
             token_key: hmac::Key::new(hmac::HMAC_SHA256, &random_key()),
@@ -307,7 +309,7 @@ impl Auth {
         }
         // kube-apiserver tries the x509 authenticator before bearer tokens.
         if let Some(user) = certificate {
-            metrics::authn("certificate", "false");
+            self.counters.authn("certificate", "false");
             let user = self.impersonation(user, headers).await?;
             return Ok(Caller::Certificate(user));
         }
@@ -322,10 +324,10 @@ impl Auth {
         let Some(token) = token else {
             // No bearer token (none, empty, or another scheme): anonymous.
             let Some(anon) = &self.anonymous else {
-                metrics::authn("rejected", "false");
+                self.counters.authn("rejected", "false");
                 return Err(Refusal::Unauthorized);
             };
-            metrics::authn("anonymous", "false");
+            self.counters.authn("anonymous", "false");
             return Ok(Caller::Client {
                 user: anon.clone(),
                 impersonating,
@@ -336,22 +338,24 @@ impl Auth {
         key.copy_from_slice(tag.as_ref());
         let (answer, how) = self
             .tokens
-            .get_or_review(key, review::token(self.upstream.clone(), token.to_string()))
+            .get_or_review(&key, || {
+                review::token(self.upstream.clone(), token.to_string())
+            })
             .await;
         match answer {
             Ok(TokenAnswer::Authenticated(user)) => {
-                metrics::authn("authenticated", how.label());
+                self.counters.authn("authenticated", how.label());
                 Ok(Caller::Client {
                     user,
                     impersonating,
                 })
             }
             Ok(TokenAnswer::Rejected) => {
-                metrics::authn("rejected", how.label());
+                self.counters.authn("rejected", how.label());
                 Err(Refusal::Unauthorized)
             }
             Err(e) => {
-                metrics::authn("error", how.label());
+                self.counters.authn("error", how.label());
                 tracing::warn!(error = %e, "token review failed");
                 Err(Refusal::Unavailable(e))
             }
@@ -383,15 +387,19 @@ impl Auth {
 
     async fn decide(&self, user: &Arc<UserInfo>, attrs: Attributes) -> Result<(), Refusal> {
         let key = (user.clone(), attrs);
-        let review = review::access(self.upstream.clone(), user.clone(), key.1.clone());
-        let (decision, how) = self.decisions.get_or_review(key.clone(), review).await;
+        let (decision, how) = self
+            .decisions
+            .get_or_review(&key, || {
+                review::access(self.upstream.clone(), user.clone(), key.1.clone())
+            })
+            .await;
         match decision {
             Ok(Decision::Allowed) => {
-                metrics::authz("allowed", how.label());
+                self.counters.authz("allowed", how.label());
                 Ok(())
             }
             Ok(Decision::Denied(reason)) => {
-                metrics::authz("denied", how.label());
+                self.counters.authz("denied", how.label());
                 let a = &key.1;
                 let target = Target {
                     group: &a.group,
@@ -405,7 +413,7 @@ impl Auth {
                 )))
             }
             Err(e) => {
-                metrics::authz("error", how.label());
+                self.counters.authz("error", how.label());
                 tracing::warn!(error = %e, "access review failed");
                 Err(Refusal::Unavailable(e))
             }
