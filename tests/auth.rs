@@ -226,6 +226,35 @@ async fn should_serve_from_cache_only_what_the_apiserver_would_show() {
     env.sim.stop().await;
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn should_answer_401_without_credentials_when_anonymous_is_off() {
+    let env = setup("anon-off", 0, |c| c.auth.anonymous = false).await;
+    let r8s = env.r8s.url();
+    for path in [
+        "/api/v1/namespaces/ns-1/pods?resourceVersion=0",
+        "/api/v1/namespaces/ns-1/pods",
+        "/version",
+    ] {
+        let r = req("GET", &r8s, path, None, None).await;
+        assert_eq!(r.status, 401, "{path}");
+        assert_eq!(
+            r.body,
+            bytes::Bytes::from_static(br#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}"#)
+        );
+    }
+    let r = req(
+        "GET",
+        &r8s,
+        "/api/v1/namespaces/ns-1/pods?resourceVersion=0",
+        Some("alice-token"),
+        None,
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    env.r8s.stop().await;
+    env.sim.stop().await;
+}
+
 /// Polls `path` as `token` until its status is `want`; returns how long that took.
 async fn until_status(base: &str, path: &str, token: &str, want: u16, limit: Duration) -> Duration {
     let start = Instant::now();
