@@ -179,22 +179,44 @@ fn wait_line(r: &mut impl BufRead, needle: &str) -> String {
     }
 }
 
+/// Starts `r8s ARGS` logging at `log`, and reads its stderr up to the
+/// "r8s serving" line: the child, the rest of its stderr, its API address.
+fn serve_child(
+    args: &[&str],
+    log: &str,
+) -> (
+    std::process::Child,
+    BufReader<std::process::ChildStderr>,
+    String,
+) {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .env("RUST_LOG", log)
+        .env_remove("R8S_CONFIG")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let line = wait_line(&mut err, "r8s serving");
+    let api = line
+        .split("api=")
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string();
+    (child, err, api)
+}
+
 #[test]
 fn should_warn_when_serving_without_auth_on_loopback() {
     let config = tmp(
         "authnone-loopback.toml",
         "listen = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\n[auth]\nmode = \"none\"\n[upstream]\nservers = [\"http://127.0.0.1:9\"]\n",
     );
-    let mut child = Command::new(BIN)
-        .args(["serve", "--config", &config])
-        .env("RUST_LOG", "info")
-        .env_remove("R8S_CONFIG")
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
     // It serves (the listener line comes first), and warns.
-    wait_line(&mut err, "r8s serving");
+    let (mut child, mut err, _) = serve_child(&["serve", "--config", &config], "info");
     let line = wait_line(&mut err, "auth.mode = \"none\"");
     assert!(line.contains("WARN"), "{line}");
     child.kill().unwrap();
@@ -220,23 +242,7 @@ async fn should_never_log_tokens() {
             sim.url()
         ),
     );
-    let mut child = Command::new(BIN)
-        .args(["serve", "--config", &config])
-        .env("RUST_LOG", "debug")
-        .env_remove("R8S_CONFIG")
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let line = wait_line(&mut err, "r8s serving");
-    let api = line
-        .split("api=")
-        .nth(1)
-        .unwrap()
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .to_string();
+    let (mut child, mut err, api) = serve_child(&["serve", "--config", &config], "debug");
     let rest = std::thread::spawn(move || {
         let mut all = String::new();
         let _ = std::io::Read::read_to_string(&mut err, &mut all);
@@ -291,8 +297,8 @@ async fn should_drain_and_exit_0_on_sigterm() {
     let mut cfg = sim_config();
     cfg.future_rv_wait = Duration::from_secs(2);
     let sim = start_sim(cfg).await;
-    let mut child = Command::new(BIN)
-        .args([
+    let (mut child, _stderr, api) = serve_child(
+        &[
             "serve",
             "--upstream",
             &sim.url(),
@@ -300,21 +306,9 @@ async fn should_drain_and_exit_0_on_sigterm() {
             "127.0.0.1:0",
             "--admin-listen",
             "127.0.0.1:0",
-        ])
-        .env("RUST_LOG", "info")
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let line = wait_line(&mut err, "r8s serving");
-    let api = line
-        .split("api=")
-        .nth(1)
-        .unwrap()
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .to_string();
+        ],
+        "info",
+    );
     let base = format!("http://{api}");
     assert_eq!(get(&format!("{base}/version")).await.status, 200);
 
