@@ -114,20 +114,37 @@ impl Api {
         {
             let key = (rp.group.clone(), rp.version.clone(), rp.resource.clone());
             if let Some(cache) = self.caches.get(&key) {
+                // Authorized only once the cache would answer, so requests passed
+                // through cost no review; a watch before its watcher starts, a read
+                // after its answer is built (dropped unsent if the caller may not see it).
                 let decision = if c.verb == "watch" && rp.subresource.is_none() {
-                    watch::decide(cache, &req, rp, &self.watch_policy, &self.shutdown)
+                    match watch::plan(cache, &req, rp, &self.watch_policy) {
+                        Ok(plan) => match self.auth.authorize(&caller, c.verb, rp).await {
+                            Ok(()) => {
+                                read::Decision::Hit(plan.start(&self.watch_policy, &self.shutdown))
+                            }
+                            Err(refusal) => {
+                                metrics::cache_request(&cache.label, c.verb, "refused");
+                                return refused(refusal, &c, start);
+                            }
+                        },
+                        Err(reason) => read::Decision::Pass(reason),
+                    }
                 } else {
-                    read::decide(cache, &req, rp, c.verb, &self.policy).await
+                    match read::decide(cache, &req, rp, c.verb, &self.policy).await {
+                        read::Decision::Hit(resp) => {
+                            if let Err(refusal) = self.auth.authorize(&caller, c.verb, rp).await {
+                                drop(resp);
+                                metrics::cache_request(&cache.label, c.verb, "refused");
+                                return refused(refusal, &c, start);
+                            }
+                            read::Decision::Hit(resp)
+                        }
+                        pass => pass,
+                    }
                 };
                 match decision {
                     read::Decision::Hit(resp) => {
-                        // Authorized only now, so requests passed through cost no review;
-                        // an answer built for a caller who may not see it is dropped unsent.
-                        if let Err(refusal) = self.auth.authorize(&caller, c.verb, rp).await {
-                            drop(resp);
-                            metrics::cache_request(&cache.label, c.verb, "refused");
-                            return refused(refusal, &c, start);
-                        }
                         metrics::cache_request(&cache.label, c.verb, "hit");
                         metrics::request(
                             c.verb,

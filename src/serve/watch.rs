@@ -21,12 +21,12 @@ use http::{HeaderValue, Request, StatusCode};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::read::Decision;
 use crate::api::params::ListOptions;
 use crate::api::path::ResourcePath;
 use crate::api::selector::{FieldSelector, LabelSelector, supported_fields};
 use crate::api::status::Status;
 use crate::body;
+use crate::body::Body;
 use crate::cache::ResourceCache;
 use crate::cache::history::{Cursor, Event, EventKind, Trigger};
 use crate::cache::object::CachedObject;
@@ -34,6 +34,7 @@ use crate::codec::json::{bookmark, initial_events_end, watch_line};
 use crate::config::OnTooOld;
 use crate::metrics::{WatchEnd, WatchMetrics};
 use crate::shutdown::Signal;
+use http::Response;
 
 /// Events a watcher takes from the log per read: bounds what a stalled watcher holds.
 const BATCH: usize = 256;
@@ -105,22 +106,31 @@ enum Start {
     After(u64),
 }
 
-/// Decides whether a watch is served from the cache, and starts it if so.
-pub fn decide<B>(
+/// A watch the cache will serve, checked but not started (so the caller can
+/// be authorized before any watcher exists).
+pub struct Plan {
+    cache: Arc<ResourceCache>,
+    start: Start,
+    filter: Filter,
+    timeout_seconds: Option<u64>,
+    bookmarks: bool,
+}
+
+/// Whether a watch can be served from the cache: its plan, or the pass reason.
+pub fn plan<B>(
     cache: &Arc<ResourceCache>,
     req: &Request<B>,
     rp: &ResourcePath,
     policy: &WatchPolicy,
-    shutdown: &Signal,
-) -> Decision {
+) -> Result<Plan, &'static str> {
     if let Some(reason) = super::read::unservable(cache, req.headers()) {
-        return Decision::Pass(reason);
+        return Err(reason);
     }
     let Ok(opts) = ListOptions::parse(req.uri().query()) else {
-        return Decision::Pass("invalid");
+        return Err("invalid");
     };
     if opts.validate().is_err() {
-        return Decision::Pass("invalid");
+        return Err("invalid");
     }
     let (Ok(labels), Ok(fields)) = (
         LabelSelector::parse(&opts.label_selector),
@@ -129,13 +139,13 @@ pub fn decide<B>(
             supported_fields(&cache.resource.resource),
         ),
     ) else {
-        return Decision::Pass("invalid");
+        return Err("invalid");
     };
     if opts.resource_version.is_empty() {
-        return Decision::Pass("most_recent");
+        return Err("most_recent");
     }
     let Ok(n) = opts.resource_version.parse::<u64>() else {
-        return Decision::Pass("invalid");
+        return Err("invalid");
     };
     let start = match (opts.send_initial_events, n) {
         (Some(true), n) => Start::Initial {
@@ -153,47 +163,60 @@ pub fn decide<B>(
         && n < cache.store.history_from()
         && policy.on_too_old == OnTooOld::Pass
     {
-        return Decision::Pass("too_old");
+        return Err("too_old");
     }
-    if policy.active.fetch_add(1, Ordering::AcqRel) >= policy.max_watchers {
-        policy.active.fetch_sub(1, Ordering::AcqRel);
-        crate::metrics::watch_rejected();
-        let mut resp = Status::too_many_requests().into_response();
+    Ok(Plan {
+        cache: cache.clone(),
+        start,
+        filter: Filter {
+            namespace: rp.namespace.clone(),
+            labels,
+            fields,
+        },
+        timeout_seconds: opts.timeout_seconds,
+        bookmarks: opts.allow_watch_bookmarks,
+    })
+}
+
+impl Plan {
+    /// Starts the watcher (or answers 429 at `watch.max_watchers`).
+    pub fn start(self, policy: &WatchPolicy, shutdown: &Signal) -> Response<Body> {
+        if policy.active.fetch_add(1, Ordering::AcqRel) >= policy.max_watchers {
+            policy.active.fetch_sub(1, Ordering::AcqRel);
+            crate::metrics::watch_rejected();
+            let mut resp = Status::too_many_requests().into_response();
+            resp.headers_mut().insert(
+                super::passthrough::CACHE_HEADER,
+                HeaderValue::from_static("hit"),
+            );
+            return resp;
+        }
+        let active = ActiveGuard(policy.active.clone());
+        let timeout = match self.timeout_seconds {
+            Some(t) => Duration::from_secs(t),
+            None => policy.min_timeout + policy.min_timeout.mul_f64(fastrand::f64()),
+        };
+        let (tx, body) = body::channel(CHANNEL);
+        let cache = self.cache;
+        let w = Watcher {
+            trigger: self.filter.trigger(cache.store.indexes_nodes()),
+            metrics: cache.watch_metrics(),
+            cache,
+            filter: self.filter,
+            tx,
+            bookmarks: self.bookmarks,
+            policy: policy.clone(),
+            shutdown: shutdown.clone(),
+            counts: [0; 4],
+        };
+        tokio::spawn(w.run(self.start, timeout, active));
+        let mut resp = crate::api::json_response(StatusCode::OK, body);
         resp.headers_mut().insert(
             super::passthrough::CACHE_HEADER,
             HeaderValue::from_static("hit"),
         );
-        return Decision::Hit(resp);
+        resp
     }
-    let active = ActiveGuard(policy.active.clone());
-    let timeout = match opts.timeout_seconds {
-        Some(t) => Duration::from_secs(t),
-        None => policy.min_timeout + policy.min_timeout.mul_f64(fastrand::f64()),
-    };
-    let (tx, body) = body::channel(CHANNEL);
-    let filter = Filter {
-        namespace: rp.namespace.clone(),
-        labels,
-        fields,
-    };
-    let w = Watcher {
-        trigger: filter.trigger(cache.store.indexes_nodes()),
-        metrics: cache.watch_metrics(),
-        cache: cache.clone(),
-        filter,
-        tx,
-        bookmarks: opts.allow_watch_bookmarks,
-        policy: policy.clone(),
-        shutdown: shutdown.clone(),
-        counts: [0; 4],
-    };
-    tokio::spawn(w.run(start, timeout, active));
-    let mut resp = crate::api::json_response(StatusCode::OK, body);
-    resp.headers_mut().insert(
-        super::passthrough::CACHE_HEADER,
-        HeaderValue::from_static("hit"),
-    );
-    Decision::Hit(resp)
 }
 
 /// Releases a slot of `watch.max_watchers` when the watcher ends.
