@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::{HeaderMap, HeaderName, HeaderValue, Response, header};
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 use ring::hmac;
 
 use crate::api::path::ResourcePath;
@@ -210,36 +211,23 @@ fn impersonate(headers: &mut HeaderMap, user: &UserInfo) {
     }
 }
 
+/// What a header name cannot carry of an extra key (RFC 7230 token characters pass).
+const NOT_TOKEN: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~');
+
 /// `Impersonate-Extra-<key>`, the key percent-encoded as the apiserver expects.
 fn extra_header(key: &str) -> String {
-    let mut s = String::from(IMPERSONATE_EXTRA);
-    for b in key.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            s.push(b.to_ascii_lowercase() as char);
-        } else {
-            s.push_str(&format!("%{b:02X}"));
-        }
-    }
-    s
+    format!(
+        "{IMPERSONATE_EXTRA}{}",
+        utf8_percent_encode(&key.to_ascii_lowercase(), NOT_TOKEN)
+    )
 }
 
 fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%'
-            && i + 2 < b.len()
-            && let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16)
-        {
-            out.push(v);
-            i += 3;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    percent_decode_str(s).decode_utf8_lossy().into_owned()
 }
 
 fn values(headers: &HeaderMap, name: &str) -> Vec<String> {

@@ -115,6 +115,9 @@ fn read_policy(path: &Path) -> std::io::Result<Vec<PolicySpec>> {
         .collect()
 }
 
+/// Impersonated requests remembered (the latest).
+const MAX_IMPERSONATIONS: usize = 1000;
+
 /// The tokens file and the optional policy file, both re-read when they
 /// change (so revocations take effect), and who impersonated whom.
 pub struct Tokens {
@@ -240,10 +243,14 @@ impl Tokens {
             uid: uid.to_string(),
             groups,
         };
-        self.impersonations
+        let mut seen = self
+            .impersonations
             .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push((user.name, acting.clone()));
+            .unwrap_or_else(|p| p.into_inner());
+        if seen.len() == MAX_IMPERSONATIONS {
+            seen.remove(0);
+        }
+        seen.push((user.name, acting.clone()));
         Ok(acting)
     }
 
