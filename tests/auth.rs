@@ -17,6 +17,7 @@ const TOKENS: &str = "r8s-token,r8s,uid-r8s,\"system:masters\"
 admin-token,admin,uid-admin,\"system:masters\"
 alice-token,alice,uid-alice,
 carol-token,carol,uid-carol,\"devs\"
+node-00-token,system:node:node-00,uid-node-00,\"system:nodes\"
 ";
 
 /// carol may read secrets in ns-1 (and, as any authenticated user, all but secrets).
@@ -198,6 +199,30 @@ async fn should_serve_from_cache_only_what_the_apiserver_would_show() {
     .await;
     assert_eq!((r.status.as_u16(), cache_result(&r)), (200, "hit"));
     assert!(!r.json()["items"].as_array().unwrap().is_empty());
+
+    // A kubelet lists its own node's pods from cache: the access review carries
+    // the field selector, which the node authorizer decides on.
+    let own = "/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-00&resourceVersion=0";
+    let r = req("GET", &r8s, own, Some("node-00-token"), None).await;
+    assert_eq!(
+        (r.status.as_u16(), cache_result(&r)),
+        (200, "hit"),
+        "{}",
+        r.text()
+    );
+    assert!(!r.json()["items"].as_array().unwrap().is_empty());
+    for other in [
+        "/api/v1/pods?resourceVersion=0",
+        "/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-01&resourceVersion=0",
+    ] {
+        let via = req("GET", &r8s, other, Some("node-00-token"), None).await;
+        let direct = req("GET", &sim, other, Some("node-00-token"), None).await;
+        assert_eq!(
+            (via.status.as_u16(), &via.body),
+            (403, &direct.body),
+            "{other}"
+        );
+    }
 
     // No token, and a bad token: the same status and body as the sim's.
     for token in [None, Some("not-a-token")] {
@@ -464,6 +489,7 @@ async fn should_answer_every_request_with_the_apiservers_status() {
         Some("admin-token"),
         Some("alice-token"),
         Some("carol-token"),
+        Some("node-00-token"),
         None,
         Some("wrong-token"),
     ];
@@ -485,6 +511,17 @@ async fn should_answer_every_request_with_the_apiservers_status() {
             }
             if ns.is_some() {
                 requests.push(("DELETE", format!("{base}/missing")));
+            }
+        }
+    }
+    // Kubelet-style reads, which the (sim's) node authorizer decides on the field selector.
+    for node in ["node-00", "node-01"] {
+        for rv in ["resourceVersion=0", "resourceVersion="] {
+            for watch in ["", "watch=1&timeoutSeconds=1&"] {
+                requests.push((
+                    "GET",
+                    format!("/api/v1/pods?{watch}fieldSelector=spec.nodeName%3D{node}&{rv}"),
+                ));
             }
         }
     }

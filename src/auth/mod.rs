@@ -350,18 +350,32 @@ impl Auth {
         }
     }
 
-    /// May `caller` do `verb` on `rp`? (A cache read; `Trusted` always may.)
+    /// May `caller` do `verb` on `rp` (with the selectors in `query`)? (A
+    /// cache read; `Trusted` always may.)
     pub async fn authorize(
         &self,
         caller: &Caller,
         verb: &'static str,
         rp: &ResourcePath,
+        query: Option<&str>,
     ) -> Result<(), Refusal> {
         let user = match caller {
             Caller::Trusted => return Ok(()),
             Caller::Client { user, .. } | Caller::Certificate(user) => user,
         };
+        let (mut field_selector, mut label_selector) = (String::new(), String::new());
+        if matches!(verb, "list" | "watch") {
+            for (k, v) in form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
+                match k.as_ref() {
+                    "fieldSelector" if field_selector.is_empty() => field_selector = v.into_owned(),
+                    "labelSelector" if label_selector.is_empty() => label_selector = v.into_owned(),
+                    _ => {}
+                }
+            }
+        }
         let attrs = Attributes {
+            field_selector,
+            label_selector,
             verb,
             group: rp.group.clone(),
             version: rp.version.clone(),
@@ -446,6 +460,8 @@ impl Auth {
             subresource: sub.to_string(),
             namespace: String::new(),
             name: name.to_string(),
+            field_selector: String::new(),
+            label_selector: String::new(),
         };
         let mut checks = vec![check("", "users", "", &name)];
         checks.extend(groups.iter().map(|g| check("", "groups", "", g)));

@@ -50,6 +50,11 @@ pub struct Attributes {
     pub namespace: String,
     /// Object name (empty: a collection).
     pub name: String,
+    /// The request's `fieldSelector` (list/watch; empty: none). Authorizers
+    /// may decide on it (the node authorizer lets a kubelet list its own pods).
+    pub field_selector: String,
+    /// The request's `labelSelector` (list/watch; empty: none).
+    pub label_selector: String,
 }
 
 #[derive(Deserialize)]
@@ -152,6 +157,20 @@ pub async fn access(
         }
     }
     ra.insert("verb".into(), json!(attrs.verb));
+    // authorization.k8s.io/v1 since Kubernetes 1.31; older upstreams ignore them
+    // and decide without, as they would for the request itself.
+    if !attrs.field_selector.is_empty() {
+        ra.insert(
+            "fieldSelector".into(),
+            json!({"rawSelector": attrs.field_selector}),
+        );
+    }
+    if !attrs.label_selector.is_empty() {
+        ra.insert(
+            "labelSelector".into(),
+            json!({"rawSelector": attrs.label_selector}),
+        );
+    }
     let mut spec = json!({
         "resourceAttributes": ra,
         "user": user.name,

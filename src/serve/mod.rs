@@ -119,7 +119,11 @@ impl Api {
                 // after its answer is built (dropped unsent if the caller may not see it).
                 let decision = if c.verb == "watch" && rp.subresource.is_none() {
                     match watch::plan(cache, &req, rp, &self.watch_policy) {
-                        Ok(plan) => match self.auth.authorize(&caller, c.verb, rp).await {
+                        Ok(plan) => match self
+                            .auth
+                            .authorize(&caller, c.verb, rp, req.uri().query())
+                            .await
+                        {
                             Ok(()) => {
                                 read::Decision::Hit(plan.start(&self.watch_policy, &self.shutdown))
                             }
@@ -133,7 +137,11 @@ impl Api {
                 } else {
                     match read::decide(cache, &req, rp, c.verb, &self.policy).await {
                         read::Decision::Hit(resp) => {
-                            if let Err(refusal) = self.auth.authorize(&caller, c.verb, rp).await {
+                            if let Err(refusal) = self
+                                .auth
+                                .authorize(&caller, c.verb, rp, req.uri().query())
+                                .await
+                            {
                                 drop(resp);
                                 metrics::cache_request(&cache.label, c.verb, "refused");
                                 return refused(refusal, &c, start);

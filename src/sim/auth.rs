@@ -260,6 +260,7 @@ impl Tokens {
         user: Option<&User>,
         verb: &str,
         rp: &ResourcePath,
+        field_selector: &str,
     ) -> Result<(), Status> {
         let anon = User::anonymous();
         let user = user.unwrap_or(&anon);
@@ -273,18 +274,40 @@ impl Tokens {
             &rp.group,
             &resource,
             rp.namespace.as_deref().unwrap_or(""),
+            field_selector,
         ) {
             return Ok(());
         }
         Err(forbidden(user, verb, rp))
     }
 
-    /// The sim's rule set: `system:masters` may do anything; other authenticated
-    /// users may get, list and watch everything but secrets; anonymous nothing;
-    /// plus whatever the policy file grants.
-    pub fn allows(&self, user: &User, verb: &str, group: &str, resource: &str, ns: &str) -> bool {
+    /// The sim's rule set: `system:masters` may do anything; nodes
+    /// (`system:node:NAME` in `system:nodes`) only what the node authorizer
+    /// with selectors allows them here: get nodes, and list/watch pods with
+    /// `fieldSelector=spec.nodeName=NAME`; other authenticated users may get,
+    /// list and watch everything but secrets; anonymous nothing; plus whatever
+    /// the policy file grants.
+    pub fn allows(
+        &self,
+        user: &User,
+        verb: &str,
+        group: &str,
+        resource: &str,
+        ns: &str,
+        field_selector: &str,
+    ) -> bool {
         if user.is_master() {
             return true;
+        }
+        if user.groups.iter().any(|g| g == "system:nodes") {
+            let node = user.name.strip_prefix("system:node:").unwrap_or_default();
+            return match (verb, resource) {
+                ("get", "nodes") => true,
+                ("list" | "watch", "pods") => {
+                    !node.is_empty() && field_selector == format!("spec.nodeName={node}")
+                }
+                _ => false,
+            };
         }
         let authenticated = user.groups.iter().any(|g| g == "system:authenticated");
         if authenticated && matches!(verb, "get" | "list" | "watch") && resource != "secrets" {
@@ -367,6 +390,9 @@ pub fn review(
                     ra["group"].as_str().unwrap_or_default(),
                     &res,
                     ra["namespace"].as_str().unwrap_or_default(),
+                    ra["fieldSelector"]["rawSelector"]
+                        .as_str()
+                        .unwrap_or_default(),
                 )
             })
         } else {

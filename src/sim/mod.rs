@@ -295,7 +295,7 @@ impl Sim {
         self.bump(verb, &rp.resource);
         if auth::is_review(&rp) {
             if let Some(t) = &self.auth {
-                t.authorize(r.user.as_ref(), verb, &rp)?;
+                t.authorize(r.user.as_ref(), verb, &rp, &opts.field_selector)?;
             }
             let body = read_body(incoming).await?;
             return auth::review(&self, &r, &rp, &body);
@@ -308,7 +308,7 @@ impl Sim {
             return Err(Status::path_not_found());
         }
         if let Some(t) = &self.auth {
-            t.authorize(r.user.as_ref(), verb, &rp)?;
+            t.authorize(r.user.as_ref(), verb, &rp, &opts.field_selector)?;
         }
         match (verb, rp.subresource.as_deref()) {
             ("get", None) => read::get(&self, res, &rp, &r, &opts).await,
