@@ -280,11 +280,6 @@ impl Auth {
         }
     }
 
-    /// The mode in effect.
-    pub fn mode(&self) -> AuthMode {
-        self.mode
-    }
-
     /// Who sent a request with these headers over a connection that
     /// presented `certificate` (already verified against `tls.client_ca_file`).
     pub async fn authenticate(
