@@ -73,7 +73,7 @@ pub async fn serve<H, F>(
                 tokio::spawn(connection(stream, peer, h, b, watcher));
             }
             Some(tls) => {
-                let acceptor = tls.acceptor().clone();
+                let acceptor = tls.acceptor();
                 tokio::spawn(async move {
                     let stream = match tokio::time::timeout(
                         HANDSHAKE_TIMEOUT,

@@ -1,16 +1,18 @@
 //! TLS for the API listener: rustls with ALPN (`h2`, `http/1.1`), the serving
-//! certificate re-read when its files change (cert-manager rotations need no
-//! restart), and client certificates verified against `tls.client_ca_file`
-//! when one is set (optional: token and anonymous clients connect too).
+//! certificate, its key and the client CA re-read when their files change
+//! (cert-manager rotations need no restart), and client certificates verified
+//! against `tls.client_ca_file` when one is set (optional: token and anonymous
+//! clients connect too).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime};
 
+use rustls::ServerConfig;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
+use rustls::server::WebPkiClientVerifier;
 use rustls::sign::CertifiedKey;
 use tokio_rustls::TlsAcceptor;
 
@@ -39,10 +41,13 @@ pub enum TlsError {
     Rustls(#[from] rustls::Error),
 }
 
-/// The API listener's TLS acceptor and its reloading certificate.
+/// The API listener's TLS: the acceptor built from the latest files.
 pub struct Tls {
-    acceptor: TlsAcceptor,
-    resolver: Arc<Reloading>,
+    current: RwLock<TlsAcceptor>,
+    config: TlsConfig,
+    /// Certificate, key and (if set) client CA, watched for changes.
+    files: Vec<PathBuf>,
+    seen: Mutex<Vec<Option<SystemTime>>>,
 }
 
 fn provider() -> Arc<CryptoProvider> {
@@ -91,46 +96,30 @@ fn mtimes(paths: &[&Path]) -> Vec<Option<SystemTime>> {
         .collect()
 }
 
-/// The serving certificate, swapped when its files change.
-#[derive(Debug)]
-struct Reloading {
-    current: RwLock<Arc<CertifiedKey>>,
-    cert: PathBuf,
-    key: PathBuf,
-    seen: Mutex<Vec<Option<SystemTime>>>,
-}
-
-impl ResolvesServerCert for Reloading {
-    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        Some(
-            self.current
-                .read()
-                .unwrap_or_else(|p| p.into_inner())
-                .clone(),
-        )
-    }
-}
-
-impl Reloading {
-    /// Re-reads the files if either changed; a bad pair keeps the old one.
-    fn check(&self) {
-        let now = mtimes(&[&self.cert, &self.key]);
-        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-        if *seen == now {
-            return;
-        }
-        match certified_key(&self.cert, &self.key) {
-            Ok(ck) => {
-                *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(ck);
-                *seen = now;
-                tracing::info!(cert = %self.cert.display(), "serving certificate reloaded");
+/// Builds the rustls configuration from the files: certificate, key, client CA.
+fn server_config(cfg: &TlsConfig, cert: &Path, key: &Path) -> Result<ServerConfig, TlsError> {
+    let ck = Arc::new(certified_key(cert, key)?);
+    let builder =
+        ServerConfig::builder_with_provider(provider()).with_safe_default_protocol_versions()?;
+    let builder = match &cfg.client_ca_file {
+        Some(ca) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for c in read_certs("tls.client_ca_file", ca)? {
+                roots
+                    .add(c)
+                    .map_err(|e| file_err("tls.client_ca_file", ca, e))?;
             }
-            // Half-written during a rotation, most likely: try again next tick.
-            Err(e) => {
-                tracing::warn!(error = %e, "serving certificate changed but cannot be loaded; keeping the old one")
-            }
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
+                .allow_unauthenticated()
+                .build()
+                .map_err(|e| file_err("tls.client_ca_file", ca, e))?;
+            builder.with_client_cert_verifier(verifier)
         }
-    }
+        None => builder.with_no_client_auth(),
+    };
+    let mut config = builder.with_cert_resolver(Arc::new(rustls::sign::SingleCertAndKey::from(ck)));
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(config)
 }
 
 impl Tls {
@@ -139,51 +128,64 @@ impl Tls {
         let (Some(cert), Some(key)) = (&cfg.cert_file, &cfg.key_file) else {
             return Ok(None);
         };
-        let seen = mtimes(&[cert, key]);
-        let resolver = Arc::new(Reloading {
-            current: RwLock::new(Arc::new(certified_key(cert, key)?)),
-            cert: cert.clone(),
-            key: key.clone(),
-            seen: Mutex::new(seen),
-        });
-        let builder = rustls::ServerConfig::builder_with_provider(provider())
-            .with_safe_default_protocol_versions()?;
-        let builder = match &cfg.client_ca_file {
-            Some(ca) => {
-                let mut roots = rustls::RootCertStore::empty();
-                for c in read_certs("tls.client_ca_file", ca)? {
-                    roots
-                        .add(c)
-                        .map_err(|e| file_err("tls.client_ca_file", ca, e))?;
-                }
-                let verifier =
-                    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
-                        .allow_unauthenticated()
-                        .build()
-                        .map_err(|e| file_err("tls.client_ca_file", ca, e))?;
-                builder.with_client_cert_verifier(verifier)
-            }
-            None => builder.with_no_client_auth(),
-        };
-        let mut config = builder.with_cert_resolver(resolver.clone());
-        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        let files: Vec<PathBuf> = [Some(cert), Some(key), cfg.client_ca_file.as_ref()]
+            .into_iter()
+            .flatten()
+            .cloned()
+            .collect();
+        let seen = Tls::mtimes_of(&files);
+        let acceptor = TlsAcceptor::from(Arc::new(server_config(cfg, cert, key)?));
         Ok(Some(Arc::new(Tls {
-            acceptor: TlsAcceptor::from(Arc::new(config)),
-            resolver,
+            current: RwLock::new(acceptor),
+            config: cfg.clone(),
+            files,
+            seen: Mutex::new(seen),
         })))
     }
 
-    /// The acceptor for new connections.
-    pub fn acceptor(&self) -> &TlsAcceptor {
-        &self.acceptor
+    fn mtimes_of(files: &[PathBuf]) -> Vec<Option<SystemTime>> {
+        mtimes(&files.iter().map(PathBuf::as_path).collect::<Vec<_>>())
     }
 
-    /// Checks the certificate files every second until `shutdown`.
+    /// The acceptor for a new connection (the latest files').
+    pub fn acceptor(&self) -> TlsAcceptor {
+        self.current
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Rebuilds the configuration if any file changed; files that do not load
+    /// (half-written during a rotation, most likely) keep the old one until
+    /// the next check.
+    fn check(&self) {
+        let now = Tls::mtimes_of(&self.files);
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        if *seen == now {
+            return;
+        }
+        let (Some(cert), Some(key)) = (&self.config.cert_file, &self.config.key_file) else {
+            return;
+        };
+        match server_config(&self.config, cert, key) {
+            Ok(c) => {
+                *self.current.write().unwrap_or_else(|p| p.into_inner()) =
+                    TlsAcceptor::from(Arc::new(c));
+                *seen = now;
+                tracing::info!(cert = %cert.display(), "TLS certificate, key or client CA reloaded");
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "TLS files changed but cannot be loaded; keeping the previous ones")
+            }
+        }
+    }
+
+    /// Checks the files every second until `shutdown`.
     pub async fn reload(self: Arc<Self>, shutdown: Signal) {
         let mut tick = tokio::time::interval(RELOAD_CHECK);
         loop {
             tokio::select! {
-                _ = tick.tick() => self.resolver.check(),
+                _ = tick.tick() => self.check(),
                 _ = shutdown.wait() => return,
             }
         }

@@ -168,12 +168,8 @@ async fn should_identify_certificates_impersonate_them_and_speak_h2_over_tls() {
     let server = leaf(&ca, "r8s", &[], true);
     let carol = leaf(&ca, "carol", &["devs"], false);
     let ops = leaf(&ca, "ops", &["system:masters"], false);
-    let stranger = leaf(
-        &new_ca("some other CA"),
-        "mallory",
-        &["system:masters"],
-        false,
-    );
+    let other_ca = new_ca("some other CA");
+    let stranger = leaf(&other_ca, "mallory", &["system:masters"], false);
     let (cert_file, key_file, ca_file) =
         (dir.join("tls.crt"), dir.join("tls.key"), dir.join("ca.crt"));
     std::fs::write(&cert_file, &server.0).unwrap();
@@ -196,7 +192,7 @@ async fn should_identify_certificates_impersonate_them_and_speak_h2_over_tls() {
     config.auth.mode = Some(AuthMode::Delegated);
     config.tls.cert_file = Some(cert_file.clone());
     config.tls.key_file = Some(key_file.clone());
-    config.tls.client_ca_file = Some(ca_file);
+    config.tls.client_ca_file = Some(ca_file.clone());
     let r8s = start_r8s_config(config).await;
     let url = format!("https://127.0.0.1:{}", r8s.addr.port());
     let kc = kubeconfig(
@@ -347,6 +343,26 @@ async fn should_identify_certificates_impersonate_them_and_speak_h2_over_tls() {
     }
     let (ok, _, err) = kubectl_ctx(&kc, "admin", &["get", "pods", "-n", "ns-1"]).await;
     assert!(ok, "{err}");
+
+    // Add the other CA to the client CA bundle: its clients get in, no restart.
+    std::fs::write(&ca_file, format!("{}{}", ca.pem, other_ca.pem)).unwrap();
+    let start = Instant::now();
+    loop {
+        let (ok, _, err) = kubectl_ctx(
+            &kc,
+            "stranger",
+            &["get", "pods", "-n", "ns-1", "-o", "name"],
+        )
+        .await;
+        if ok {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the new client CA is not used: {err}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 
     r8s.stop().await;
     sim.stop().await;
