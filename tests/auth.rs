@@ -184,10 +184,10 @@ async fn should_serve_from_cache_only_what_the_apiserver_would_show() {
         let direct = req("GET", &sim, path, Some("alice-token"), None).await;
         assert_eq!(via.status, 403, "{path}: {}", via.text());
         assert_eq!(via.body, direct.body, "{path}");
-        assert_eq!(
-            via.headers.get("content-type"),
-            direct.headers.get("content-type")
-        );
+        for h in ["content-type", "cache-control", "x-content-type-options"] {
+            assert_eq!(via.headers.get(h), direct.headers.get(h), "{path}: {h}");
+        }
+        assert_eq!(via.headers["x-content-type-options"], "nosniff");
     }
     let r = req(
         "GET",

@@ -48,6 +48,9 @@ pub struct Status {
     pub continue_token: Option<String>,
     /// `Retry-After` header and `details.retryAfterSeconds`.
     pub retry_after: Option<u32>,
+    /// `X-Content-Type-Options: nosniff`, which kube-apiserver's authorization
+    /// 403 (`responsewriters.Forbidden`) sets and its other errors do not.
+    pub nosniff: bool,
 }
 
 impl Status {
@@ -60,6 +63,7 @@ impl Status {
             details: None,
             continue_token: None,
             retry_after: None,
+            nosniff: false,
         }
     }
 
@@ -256,7 +260,9 @@ impl Status {
             d.insert("group".into(), json!(target.group));
         }
         d.insert("kind".into(), json!(target.resource));
-        Self::new(403, "Forbidden", message).with_details_map(d)
+        let mut s = Self::new(403, "Forbidden", message).with_details_map(d);
+        s.nosniff = true;
+        s
     }
 
     /// Sets `details.name` (if not empty) and `details.kind`.
@@ -317,6 +323,12 @@ impl Status {
         let h = resp.headers_mut();
         if let Some(secs) = self.retry_after {
             h.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        if self.nosniff {
+            h.insert(
+                "x-content-type-options",
+                HeaderValue::from_static("nosniff"),
+            );
         }
         resp
     }
