@@ -280,18 +280,20 @@ async fn should_answer_401_without_credentials_when_anonymous_is_off() {
     env.sim.stop().await;
 }
 
-/// Polls `path` as `token` until its status is `want`; returns how long that took.
-async fn until_status(base: &str, path: &str, token: &str, want: u16, limit: Duration) -> Duration {
+/// Polls `path` as `token` until its status is `want`, which must happen
+/// within `ttl` (plus a second of slack for polling and scheduling).
+async fn answered_within(base: &str, path: &str, token: &str, want: u16, ttl: Duration) {
     let start = Instant::now();
     loop {
         let r = req("GET", base, path, Some(token), None).await;
         if r.status == want {
-            return start.elapsed();
+            return;
         }
         assert!(
-            start.elapsed() < limit,
-            "{path} as {token}: still {} after {limit:?}",
-            r.status
+            start.elapsed() < ttl + Duration::from_secs(1),
+            "{path} as {token}: still {} after {:?} (TTL {ttl:?})",
+            r.status,
+            start.elapsed()
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -299,9 +301,10 @@ async fn until_status(base: &str, path: &str, token: &str, want: u16, limit: Dur
 
 #[tokio::test(flavor = "multi_thread")]
 async fn should_stop_revoked_tokens_and_permissions_within_their_ttl() {
+    const TTL: Duration = Duration::from_secs(3);
     let env = setup("revoke", 0, |c| {
-        c.auth.token_ttl_seconds = 3;
-        c.auth.decision_ttl_seconds = 3;
+        c.auth.token_ttl_seconds = TTL.as_secs();
+        c.auth.decision_ttl_seconds = TTL.as_secs();
     })
     .await;
     let r8s = env.r8s.url();
@@ -322,11 +325,7 @@ async fn should_stop_revoked_tokens_and_permissions_within_their_ttl() {
         TOKENS.replace("alice-token,alice,uid-alice,\n", ""),
     )
     .unwrap();
-    let took = until_status(&r8s, pods, "alice-token", 401, Duration::from_secs(10)).await;
-    assert!(
-        took <= Duration::from_secs(4),
-        "alice still served {took:?} after revocation"
-    );
+    answered_within(&r8s, pods, "alice-token", 401, TTL).await;
     // And stays refused (the rejection is cached, not flapping).
     assert_eq!(
         req("GET", &r8s, pods, Some("alice-token"), None)
@@ -337,11 +336,7 @@ async fn should_stop_revoked_tokens_and_permissions_within_their_ttl() {
 
     // Remove carol's grant upstream: cached reads stop within the decision TTL.
     std::fs::write(&env.policy, "").unwrap();
-    let took = until_status(&r8s, secrets, "carol-token", 403, Duration::from_secs(10)).await;
-    assert!(
-        took <= Duration::from_secs(4),
-        "carol still read secrets {took:?} after removal"
-    );
+    answered_within(&r8s, secrets, "carol-token", 403, TTL).await;
     // Her other permissions are untouched.
     assert_eq!(
         req("GET", &r8s, pods, Some("carol-token"), None)
