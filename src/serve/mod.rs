@@ -13,7 +13,7 @@ use hyper::body::Incoming;
 
 use crate::api::params::{parse_bool, query_pairs};
 use crate::api::path::{self, ApiPath};
-use crate::auth::Refusal;
+use crate::auth::{Caller, Refusal};
 use crate::body::Body;
 use crate::metrics;
 use crate::server::Peer;
@@ -114,41 +114,14 @@ impl Api {
         {
             let key = (rp.group.clone(), rp.version.clone(), rp.resource.clone());
             if let Some(cache) = self.caches.get(&key) {
-                // Authorized only once the cache would answer, so requests passed
-                // through cost no review; a watch before its watcher starts, a read
-                // after its answer is built (dropped unsent if the caller may not see it).
-                let decision = if c.verb == "watch" && rp.subresource.is_none() {
-                    match watch::plan(cache, &req, rp, &self.watch_policy) {
-                        Ok(plan) => match self
-                            .auth
-                            .authorize(&caller, c.verb, rp, req.uri().query())
-                            .await
-                        {
-                            Ok(()) => {
-                                read::Decision::Hit(plan.start(&self.watch_policy, &self.shutdown))
-                            }
-                            Err(refusal) => {
-                                metrics::cache_request(&cache.label, c.verb, "refused");
-                                return refused(refusal, &c, start);
-                            }
-                        },
-                        Err(reason) => read::Decision::Pass(reason),
-                    }
-                } else {
-                    match read::decide(cache, &req, rp, c.verb, &self.policy).await {
-                        read::Decision::Hit(resp) => {
-                            if let Err(refusal) = self
-                                .auth
-                                .authorize(&caller, c.verb, rp, req.uri().query())
-                                .await
-                            {
-                                drop(resp);
-                                metrics::cache_request(&cache.label, c.verb, "refused");
-                                return refused(refusal, &c, start);
-                            }
-                            read::Decision::Hit(resp)
-                        }
-                        pass => pass,
+                let decision = match self
+                    .answer_from_cache(cache, &req, rp, c.verb, &caller)
+                    .await
+                {
+                    Ok(d) => d,
+                    Err(refusal) => {
+                        metrics::cache_request(&cache.label, c.verb, "refused");
+                        return refused(refusal, &c, start);
                     }
                 };
                 match decision {
@@ -179,6 +152,39 @@ impl Api {
             start.elapsed(),
         );
         resp
+    }
+}
+
+impl Api {
+    /// Answers from `cache` if it can and `caller` may see the answer.
+    /// Authorized only once the cache would answer, so requests passed through
+    /// cost no review: a watch before its watcher starts, a read after its
+    /// answer is built (dropped unsent if the caller may not see it).
+    async fn answer_from_cache<B>(
+        &self,
+        cache: &Arc<crate::cache::ResourceCache>,
+        req: &Request<B>,
+        rp: &path::ResourcePath,
+        verb: &'static str,
+        caller: &Caller,
+    ) -> Result<read::Decision, Refusal> {
+        let query = req.uri().query();
+        if verb == "watch" && rp.subresource.is_none() {
+            return match watch::plan(cache, req, rp, &self.watch_policy) {
+                Ok(plan) => {
+                    self.auth.authorize(caller, verb, rp, query).await?;
+                    Ok(read::Decision::Hit(
+                        plan.start(&self.watch_policy, &self.shutdown),
+                    ))
+                }
+                Err(reason) => Ok(read::Decision::Pass(reason)),
+            };
+        }
+        let decision = read::decide(cache, req, rp, verb, &self.policy).await;
+        if let read::Decision::Hit(_) = &decision {
+            self.auth.authorize(caller, verb, rp, query).await?;
+        }
+        Ok(decision)
     }
 }
 
