@@ -33,6 +33,7 @@ pub mod serve;
 pub mod server;
 pub mod shutdown;
 pub mod sim;
+pub mod sync;
 pub mod tls;
 pub mod upstream;
 

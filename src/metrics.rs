@@ -4,6 +4,7 @@ use std::collections::HashSet;
 use std::sync::{OnceLock, RwLock};
 use std::time::Duration;
 
+use crate::sync::RwLockExt;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
 /// Requests answered, by verb, resource, HTTP code and cache result (`hit` / `pass`).
@@ -86,15 +87,12 @@ pub fn resource_label(resource: &str) -> String {
     if !ok {
         return "other".into();
     }
-    if let Some(set) = RESOURCE_LABELS
-        .read()
-        .unwrap_or_else(|p| p.into_inner())
-        .as_ref()
+    if let Some(set) = RESOURCE_LABELS.reading().as_ref()
         && set.contains(resource)
     {
         return resource.to_string();
     }
-    let mut guard = RESOURCE_LABELS.write().unwrap_or_else(|p| p.into_inner());
+    let mut guard = RESOURCE_LABELS.writing();
     let set = guard.get_or_insert_with(HashSet::new);
     if set.contains(resource) || set.len() < MAX_RESOURCE_LABELS {
         set.insert(resource.to_string());

@@ -19,6 +19,7 @@ use tokio_rustls::TlsAcceptor;
 use crate::auth::UserInfo;
 use crate::config::TlsConfig;
 use crate::shutdown::Signal;
+use crate::sync::{MutexExt, RwLockExt};
 
 /// How often the certificate files are checked for changes.
 const RELOAD_CHECK: Duration = Duration::from_secs(1);
@@ -149,10 +150,7 @@ impl Tls {
 
     /// The acceptor for a new connection (the latest files').
     pub fn acceptor(&self) -> TlsAcceptor {
-        self.current
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.current.reading().clone()
     }
 
     /// Rebuilds the configuration if any file changed; files that do not load
@@ -160,7 +158,7 @@ impl Tls {
     /// the next check.
     fn check(&self) {
         let now = Tls::mtimes_of(&self.files);
-        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        let mut seen = self.seen.locked();
         if *seen == now {
             return;
         }
@@ -169,8 +167,7 @@ impl Tls {
         };
         match server_config(&self.config, cert, key) {
             Ok(c) => {
-                *self.current.write().unwrap_or_else(|p| p.into_inner()) =
-                    TlsAcceptor::from(Arc::new(c));
+                *self.current.writing() = TlsAcceptor::from(Arc::new(c));
                 *seen = now;
                 tracing::info!(cert = %cert.display(), "TLS certificate, key or client CA reloaded");
             }

@@ -8,6 +8,7 @@ use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::sync::MutexExt;
 use futures_util::FutureExt;
 use futures_util::future::{BoxFuture, Shared};
 use lru::LruCache;
@@ -55,10 +56,6 @@ pub struct Ttls {
     pub negative: Duration,
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 impl<K, V> ReviewCache<K, V>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
@@ -75,7 +72,7 @@ where
     }
 
     fn fresh(&self, key: &K) -> Option<V> {
-        let mut entries = lock(&self.entries);
+        let mut entries = self.entries.locked();
         match entries.get(key) {
             Some((v, until)) if *until > Instant::now() => Some(v.clone()),
             Some(_) => {
@@ -101,7 +98,7 @@ where
             return (Ok(v), Lookup::Cached);
         }
         let pending = {
-            let mut inflight = lock(&self.inflight);
+            let mut inflight = self.inflight.locked();
             // An answer stored between the check above and this lock.
             if let Some(v) = self.fresh(key) {
                 return (Ok(v), Lookup::Cached);
@@ -116,9 +113,9 @@ where
                         let r = review.await;
                         if let Ok(v) = &r {
                             let until = Instant::now() + (this.ttl)(v, &this.ttls);
-                            lock(&this.entries).put(k.clone(), (v.clone(), until));
+                            this.entries.locked().put(k.clone(), (v.clone(), until));
                         }
-                        lock(&this.inflight).remove(&k);
+                        this.inflight.locked().remove(&k);
                         r
                     });
                     let p = async move {
@@ -137,7 +134,7 @@ where
 
     /// Answers held (fresh or not yet evicted).
     pub fn len(&self) -> usize {
-        lock(&self.entries).len()
+        self.entries.locked().len()
     }
 
     /// Whether nothing is held.

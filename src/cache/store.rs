@@ -17,6 +17,7 @@ use tokio::sync::{Notify, watch};
 use super::history::{Appended, Batch, Cursor, History, Trigger};
 pub use super::history::{Event, EventKind, diff};
 use super::object::CachedObject;
+use crate::sync::{MutexExt, RwLockExt};
 
 /// Events kept per resource by default (5 minutes at 100 writes/s).
 pub const DEFAULT_HISTORY_EVENTS: usize = 30_000;
@@ -119,12 +120,7 @@ pub struct TriggerGuard<'a> {
 
 impl Drop for TriggerGuard<'_> {
     fn drop(&mut self) {
-        let mut m = self
-            .store
-            .wakers
-            .by_trigger
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut m = self.store.wakers.by_trigger.locked();
         if let Some(v) = m.get_mut(&self.trigger) {
             v.retain(|n| !Arc::ptr_eq(n, &self.notify));
             if v.is_empty() {
@@ -221,7 +217,7 @@ impl Store {
     pub fn evict_over_budget(&self) {
         self.over_budget.store(true, Ordering::Relaxed);
         self.apply(vec![Change::Replace(OrdMap::new(), self.current().rv)]);
-        let mut st = self.state.write().unwrap_or_else(|p| p.into_inner());
+        let mut st = self.state.writing();
         st.retained.clear();
         st.synced = false;
         let rv = st.current.rv;
@@ -243,28 +239,24 @@ impl Store {
 
     /// The current version.
     pub fn current(&self) -> Arc<Version> {
-        self.state
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .current
-            .clone()
+        self.state.reading().current.clone()
     }
 
     /// Bytes this cache holds: current objects, plus the older object versions
     /// its event history (and so its retained versions) keeps alive.
     pub fn bytes(&self) -> usize {
-        let st = self.state.read().unwrap_or_else(|p| p.into_inner());
+        let st = self.state.reading();
         st.current.bytes + st.history.bytes()
     }
 
     /// Whether the initial list has been applied.
     pub fn synced(&self) -> bool {
-        self.state.read().unwrap_or_else(|p| p.into_inner()).synced
+        self.state.reading().synced
     }
 
     /// The retained version at exactly `rv`, if any.
     pub fn at(&self, rv: u64) -> Option<Arc<Version>> {
-        let st = self.state.read().unwrap_or_else(|p| p.into_inner());
+        let st = self.state.reading();
         if st.current.rv == rv {
             return Some(st.current.clone());
         }
@@ -288,7 +280,7 @@ impl Store {
 
     /// Applies changes as one new version (the reflector is the only caller).
     pub fn apply(&self, changes: Vec<Change>) -> Arc<Version> {
-        let mut st = self.state.write().unwrap_or_else(|p| p.into_inner());
+        let mut st = self.state.writing();
         let mut v = (*st.current).clone();
         let mut events = Vec::new();
         for c in changes {
@@ -378,11 +370,7 @@ impl Store {
         drop(st);
         self.rv.send_replace(v.rv);
         if !touched.is_empty() || refresh {
-            let m = self
-                .wakers
-                .by_trigger
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
+            let m = self.wakers.by_trigger.locked();
             if refresh {
                 m.values().flatten().for_each(|n| n.notify_one());
             } else {
@@ -400,7 +388,7 @@ impl Store {
     /// `None` when `rv` is older than the history keeps (tests inspect the log with it).
     #[cfg(test)]
     pub fn events_after(&self, rv: u64) -> Option<Vec<Arc<Event>>> {
-        let st = self.state.read().unwrap_or_else(|p| p.into_inner());
+        let st = self.state.reading();
         let c = st.history.cursor_after(rv)?;
         st.history.read(c, None, usize::MAX).map(|b| b.events)
     }
@@ -408,14 +396,14 @@ impl Store {
     /// A watcher's cursor after `rv`; `None` when the log no longer has
     /// every event after it.
     pub fn cursor_after(&self, rv: u64) -> Option<Cursor> {
-        let st = self.state.read().unwrap_or_else(|p| p.into_inner());
+        let st = self.state.reading();
         st.history.cursor_after(rv)
     }
 
     /// The current version and the cursor right after it, atomically (the
     /// start of a watch that first sends the state).
     pub fn snapshot_with_cursor(&self) -> (Arc<Version>, Cursor) {
-        let st = self.state.read().unwrap_or_else(|p| p.into_inner());
+        let st = self.state.reading();
         (st.current.clone(), st.history.end())
     }
 
@@ -428,29 +416,25 @@ impl Store {
         trigger: Option<Trigger>,
         max: usize,
     ) -> Option<(Batch, u64)> {
-        let st = self.state.read().unwrap_or_else(|p| p.into_inner());
+        let st = self.state.reading();
         let b = st.history.read(cursor, trigger, max)?;
         Some((b, st.current.rv))
     }
 
     /// The oldest resource version a watch can resume from.
     pub fn history_from(&self) -> u64 {
-        self.state
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .history
-            .from()
+        self.state.reading().history.from()
     }
 
     /// Whether the log still holds everything from `cursor` on.
     pub fn holds(&self, cursor: Cursor) -> bool {
-        let st = self.state.read().unwrap_or_else(|p| p.into_inner());
+        let st = self.state.reading();
         st.history.holds(cursor)
     }
 
     /// Events and bytes in the event log (for metrics).
     pub fn history_size(&self) -> (usize, usize) {
-        let st = self.state.read().unwrap_or_else(|p| p.into_inner());
+        let st = self.state.reading();
         (st.history.len(), st.history.bytes())
     }
 
@@ -459,8 +443,7 @@ impl Store {
         let notify = Arc::new(Notify::new());
         self.wakers
             .by_trigger
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .locked()
             .entry(trigger)
             .or_default()
             .push(notify.clone());
@@ -483,16 +466,12 @@ impl Store {
 
     /// Marks the store unsynced (the reflector lost the upstream and must relist).
     pub fn set_unsynced(&self) {
-        self.state.write().unwrap_or_else(|p| p.into_inner()).synced = false;
+        self.state.writing().synced = false;
     }
 
     /// Number of retained versions (accounting).
     pub fn retained(&self) -> usize {
-        self.state
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .retained
-            .len()
+        self.state.reading().retained.len()
     }
 }
 

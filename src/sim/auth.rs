@@ -15,6 +15,7 @@ use super::{Req, Sim, json_response, to_bytes};
 use crate::api::path::ResourcePath;
 use crate::api::status::{Status, Target};
 use crate::body::Body;
+use crate::sync::MutexExt;
 
 /// An authenticated (or anonymous) user.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,7 +61,7 @@ impl<T: Clone> Reloading<T> {
     }
 
     fn with<R>(&self, f: impl FnOnce(&T) -> R) -> R {
-        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut st = self.state.locked();
         let mtime = std::fs::metadata(&self.path)
             .and_then(|m| m.modified())
             .ok();
@@ -192,10 +193,7 @@ impl Tokens {
 
     /// Who impersonated whom so far: (the authenticated user, the user acted as).
     pub fn impersonations(&self) -> Vec<(String, User)> {
-        self.impersonations
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.impersonations.locked().clone()
     }
 
     /// Who is asking: a bearer token, or anonymous; impersonation applied for masters.
@@ -243,10 +241,7 @@ impl Tokens {
             uid: uid.to_string(),
             groups,
         };
-        let mut seen = self
-            .impersonations
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut seen = self.impersonations.locked();
         if seen.len() == MAX_IMPERSONATIONS {
             seen.remove(0);
         }

@@ -42,6 +42,7 @@ use crate::api::path::{self, ApiPath};
 use crate::api::status::Status;
 use crate::body::{self, Body};
 use crate::shutdown::{self, Signal, Trigger};
+use crate::sync::MutexExt;
 
 /// How the sim is set up.
 #[derive(Debug, Clone)]
@@ -193,12 +194,12 @@ pub struct Req {
 impl Sim {
     /// How many requests of `verb` on `resource` the sim has answered (e.g. `list`, `pods`).
     pub fn count(&self, verb: &str, resource: &str) -> u64 {
-        let c = self.counts.lock().unwrap_or_else(|p| p.into_inner());
+        let c = self.counts.locked();
         c.get(&format!("{verb} {resource}")).copied().unwrap_or(0)
     }
 
     fn bump(&self, verb: &str, resource: &str) {
-        let mut c = self.counts.lock().unwrap_or_else(|p| p.into_inner());
+        let mut c = self.counts.locked();
         *c.entry(format!("{verb} {resource}")).or_default() += 1;
     }
 

@@ -15,6 +15,7 @@ use tokio::sync::{broadcast, watch};
 
 use super::resources::RESOURCES;
 use crate::api::status::Status;
+use crate::sync::MutexExt;
 
 /// One stored object version: parsed, and serialized once at write time.
 #[derive(Debug)]
@@ -157,7 +158,7 @@ impl Store {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.locked()
     }
 
     /// The current revision.
