@@ -100,12 +100,12 @@ pub async fn prepare(config: Config) -> Result<Prepared, PrepareError> {
                 events: config.watch.history_events,
                 bytes: config.watch.history_bytes as usize,
             },
-            r.group.is_empty() && r.resource == "pods",
+            r.gvr.group().is_empty() && r.gvr.resource() == "pods",
         ));
-        let key = (r.group.clone(), r.version.clone(), r.resource.clone());
+        let key = r.gvr.clone();
         let rc = cache::ResourceCache {
             list_kind: format!("{}List", r.kind),
-            label: r.label(),
+            label: r.gvr.to_string(),
             watch_metrics: Default::default(),
             resource: r,
             store,

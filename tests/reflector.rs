@@ -168,7 +168,7 @@ async fn should_resolve_star_and_reject_unknown_entries_at_startup() {
         r8s::upstream::discovery::resolve(&up, &["*".into()], &["secrets".into(), "events".into()])
             .await
             .unwrap();
-    let labels: Vec<String> = all.iter().map(|r| r.label()).collect();
+    let labels: Vec<String> = all.iter().map(|r| r.gvr.to_string()).collect();
     for want in [
         "v1/pods",
         "v1/configmaps",

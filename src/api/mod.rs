@@ -2,10 +2,13 @@
 //! paths, query parameters, selectors, continue tokens and `Status` errors.
 
 pub mod continue_token;
+pub mod gvr;
 pub mod params;
 pub mod path;
 pub mod selector;
 pub mod status;
+
+pub use gvr::{ApiResource, Gvr};
 
 use http::{HeaderValue, Response, StatusCode, header};
 

@@ -2,17 +2,15 @@
 //!
 //! Pure parsing, shared by the proxy's router and the built-in upstream.
 
+use super::gvr::Gvr;
+
 /// A request for a resource (collection, object or subresource).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResourcePath {
-    /// API group; empty for the core group.
-    pub group: String,
-    /// API version, e.g. `v1`.
-    pub version: String,
+    /// Group, version and resource (plural), e.g. `v1` `pods`.
+    pub gvr: Gvr,
     /// Namespace from the path, if any.
     pub namespace: Option<String>,
-    /// Resource (plural), e.g. `pods`.
-    pub resource: String,
     /// Object name, if the path names one.
     pub name: Option<String>,
     /// Subresource, e.g. `status`, `log`, `exec`.
@@ -31,20 +29,6 @@ pub enum ApiPath {
 }
 
 impl ResourcePath {
-    /// `group/version` as in `apiVersion`.
-    pub fn api_version(&self) -> String {
-        if self.group.is_empty() {
-            self.version.clone()
-        } else {
-            format!("{}/{}", self.group, self.version)
-        }
-    }
-
-    /// `group/version/resource` (`v1/pods` for the core group), as cache labels are.
-    pub fn label(&self) -> String {
-        format!("{}/{}", self.api_version(), self.resource)
-    }
-
     /// The verb kube-apiserver's RequestInfo would give this request.
     pub fn verb(&self, method: &http::Method, watch_param: bool) -> &'static str {
         use http::Method;
@@ -82,10 +66,8 @@ pub fn parse(path: &str) -> ApiPath {
     }
     let mk = |ns: Option<&str>, res: &str, name: Option<&str>, sub: Option<String>| {
         ApiPath::Resource(ResourcePath {
-            group: group.to_string(),
-            version: version.to_string(),
+            gvr: Gvr::new(group.to_string(), version.to_string(), res.to_string()),
             namespace: ns.map(str::to_string),
-            resource: res.to_string(),
             name: name.map(str::to_string),
             subresource: sub,
             watch_prefix,
@@ -120,16 +102,15 @@ mod tests {
     #[test]
     fn should_parse_core_and_group_paths() {
         let r = res("/api/v1/namespaces/ns-1/pods/p/log");
-        assert_eq!((r.group.as_str(), r.version.as_str()), ("", "v1"));
+        assert_eq!(r.gvr, Gvr::from_static("", "v1", "pods"));
         assert_eq!(r.namespace.as_deref(), Some("ns-1"));
-        assert_eq!(r.resource, "pods");
         assert_eq!(r.name.as_deref(), Some("p"));
         assert_eq!(r.subresource.as_deref(), Some("log"));
         let r = res("/apis/apps/v1/deployments");
-        assert_eq!((r.group.as_str(), r.namespace.is_none()), ("apps", true));
+        assert_eq!((r.gvr.group(), r.namespace.is_none()), ("apps", true));
         let r = res("/api/v1/namespaces/ns-1");
         assert_eq!(
-            (r.resource.as_str(), r.name.as_deref()),
+            (r.gvr.resource(), r.name.as_deref()),
             ("namespaces", Some("ns-1"))
         );
         let r = res("/api/v1/watch/namespaces/ns-1/pods");

@@ -12,12 +12,12 @@ pub mod token;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::upstream::discovery::Resolved;
+use crate::api::{ApiResource, Gvr};
 
 /// One cached resource: what it is and its store.
 pub struct ResourceCache {
-    /// The resolved group/version/resource.
-    pub resource: Resolved,
+    /// What it caches.
+    pub resource: ApiResource,
     /// Its versions.
     pub store: Arc<store::Store>,
     /// `kind` of its lists (`PodList`).
@@ -37,5 +37,5 @@ impl ResourceCache {
     }
 }
 
-/// The caches by (group, version, resource): built at startup, then read-only.
-pub type Caches = HashMap<(String, String, String), Arc<ResourceCache>>;
+/// The caches by group/version/resource: built at startup, then read-only.
+pub type Caches = HashMap<Gvr, Arc<ResourceCache>>;

@@ -63,8 +63,8 @@ pub fn classify_parsed<B>(req: &Request<B>, parsed: &ApiPath) -> Classified {
         ApiPath::Resource(rp) => {
             let verb = rp.verb(req.method(), flag("watch"));
             let resource = match &rp.subresource {
-                Some(s) => format!("{}/{s}", rp.resource),
-                None => rp.resource.clone(),
+                Some(s) => format!("{}/{s}", rp.gvr.resource()),
+                None => rp.gvr.resource().to_string(),
             };
             let streaming =
                 verb == "watch" || (rp.subresource.as_deref() == Some("log") && flag("follow"));
@@ -112,8 +112,7 @@ impl Api {
         if let ApiPath::Resource(rp) = &parsed
             && caller.cacheable()
         {
-            let key = (rp.group.clone(), rp.version.clone(), rp.resource.clone());
-            if let Some(cache) = self.caches.get(&key) {
+            if let Some(cache) = self.caches.get(&rp.gvr) {
                 let decision = match self
                     .answer_from_cache(cache, &req, rp, c.verb, &caller)
                     .await

@@ -221,7 +221,7 @@ async fn get(
     match version.objects.get(key.as_str()) {
         Some(o) => Ok(Payload::Bytes(o.json.clone())),
         None => Err(Outcome::Status(Status::not_found(
-            &cache.resource.resource,
+            &cache.resource.gvr.resource(),
             name,
         ))),
     }
@@ -237,7 +237,7 @@ async fn list(
         LabelSelector::parse(&opts.label_selector).map_err(|_| Outcome::Pass("invalid"))?;
     let fields = FieldSelector::parse(
         &opts.field_selector,
-        supported_fields(&cache.resource.resource),
+        supported_fields(&cache.resource.gvr.resource()),
     )
     .map_err(|_| Outcome::Pass("invalid"))?;
     let rv = opts.resource_version.as_str();
@@ -319,7 +319,7 @@ fn assemble(
     let head = format!(
         "{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{{\"resourceVersion\":\"{}\"",
         cache.list_kind,
-        cache.resource.api_version(),
+        cache.resource.gvr.api_version(),
         version.rv
     );
     let mut picked = Vec::new();

@@ -136,7 +136,7 @@ pub fn plan<B>(
         LabelSelector::parse(&opts.label_selector),
         FieldSelector::parse(
             &opts.field_selector,
-            supported_fields(&cache.resource.resource),
+            supported_fields(&cache.resource.gvr.resource()),
         ),
     ) else {
         return Err("invalid");
@@ -290,7 +290,7 @@ impl Watcher {
 
     fn bookmark_line(&self, rv: u64) -> Bytes {
         let r = &self.cache.resource;
-        bookmark(&r.kind, &r.api_version(), rv)
+        bookmark(&r.kind, &r.gvr.api_version(), rv)
     }
 
     async fn run(mut self, start: Start, timeout: Duration, active: ActiveGuard) {
@@ -426,7 +426,7 @@ impl Watcher {
                 }
                 if end_bookmark {
                     let r = &self.cache.resource;
-                    let line = initial_events_end(&r.kind, &r.api_version(), v.rv);
+                    let line = initial_events_end(&r.kind, &r.gvr.api_version(), v.rv);
                     if let Err(e) = self.send(line, &mut p, c).await {
                         return self.ended(e, &mut p).await;
                     }

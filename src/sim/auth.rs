@@ -260,13 +260,13 @@ impl Tokens {
         let anon = User::anonymous();
         let user = user.unwrap_or(&anon);
         let resource = match &rp.subresource {
-            Some(s) => format!("{}/{s}", rp.resource),
-            None => rp.resource.clone(),
+            Some(s) => format!("{}/{s}", rp.gvr.resource()),
+            None => rp.gvr.resource().to_string(),
         };
         if self.allows(
             user,
             verb,
-            &rp.group,
+            rp.gvr.group(),
             &resource,
             rp.namespace.as_deref().unwrap_or(""),
             field_selector,
@@ -320,8 +320,8 @@ impl Tokens {
 
 fn forbidden(user: &User, verb: &str, rp: &ResourcePath) -> Status {
     let target = Target {
-        group: &rp.group,
-        resource: &rp.resource,
+        group: &rp.gvr.group(),
+        resource: &rp.gvr.resource(),
         subresource: rp.subresource.as_deref(),
         namespace: rp.namespace.as_deref(),
         name: rp.name.as_deref(),
@@ -332,7 +332,7 @@ fn forbidden(user: &User, verb: &str, rp: &ResourcePath) -> Status {
 /// Whether the path is one of the review APIs.
 pub fn is_review(rp: &ResourcePath) -> bool {
     matches!(
-        (rp.group.as_str(), rp.resource.as_str()),
+        (rp.gvr.group(), rp.gvr.resource()),
         ("authentication.k8s.io", "tokenreviews")
             | ("authorization.k8s.io", "subjectaccessreviews")
     )
@@ -351,7 +351,7 @@ pub fn review(
     let mut v: Value = serde_json::from_slice(body).map_err(|e| {
         Status::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
     })?;
-    let status = if rp.resource == "tokenreviews" {
+    let status = if rp.gvr.resource() == "tokenreviews" {
         let token = v["spec"]["token"].as_str().unwrap_or_default();
         match sim.auth.as_ref().and_then(|t| t.lookup(token)) {
             Some(u) => json!({"authenticated": true,

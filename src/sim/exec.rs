@@ -29,7 +29,7 @@ fn pod_exists(sim: &Sim, res: usize, rp: &ResourcePath) -> Result<String, Status
     sim.store
         .get(res, &key(rp.namespace.as_deref(), &name))
         .map(|_| name.clone())
-        .ok_or_else(|| Status::not_found(RESOURCES[res].resource, &name))
+        .ok_or_else(|| Status::not_found(RESOURCES[res].gvr.resource(), &name))
 }
 
 /// `GET pods/{name}/log`: a few lines; with `follow=true`, one more per second.

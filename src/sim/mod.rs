@@ -293,7 +293,7 @@ impl Sim {
         };
         let opts = ListOptions::parse(r.query.as_deref())?;
         let verb = rp.verb(&r.method, opts.watch);
-        self.bump(verb, &rp.resource);
+        self.bump(verb, &rp.gvr.resource());
         if auth::is_review(&rp) {
             if let Some(t) = &self.auth {
                 t.authorize(r.user.as_ref(), verb, &rp, &opts.field_selector)?;
@@ -301,7 +301,7 @@ impl Sim {
             let body = read_body(incoming).await?;
             return auth::review(&self, &r, &rp, &body);
         }
-        let Some(res) = resources::find(&rp.group, &rp.version, &rp.resource) else {
+        let Some(res) = resources::find(&rp.gvr) else {
             return Err(Status::path_not_found());
         };
         let def = &resources::RESOURCES[res];
@@ -316,8 +316,10 @@ impl Sim {
             ("list", None) => read::list(&self, res, &rp, &r, &opts).await,
             ("watch", None) => watch::watch(self.clone(), res, &rp, &r, opts),
             ("get", Some("status")) => read::get(&self, res, &rp, &r, &opts).await,
-            ("get", Some("log")) if def.resource == "pods" => exec::log(self.clone(), res, &rp, &r),
-            ("connect", Some("exec")) if def.resource == "pods" => exec::exec(
+            ("get", Some("log")) if def.gvr.resource() == "pods" => {
+                exec::log(self.clone(), res, &rp, &r)
+            }
+            ("connect", Some("exec")) if def.gvr.resource() == "pods" => exec::exec(
                 self.clone(),
                 res,
                 &rp,

@@ -89,7 +89,7 @@ pub fn selectors(
     opts: &ListOptions,
 ) -> Result<(LabelSelector, FieldSelector), Status> {
     let l = LabelSelector::parse(&opts.label_selector).map_err(Status::bad_request)?;
-    let f = FieldSelector::parse(&opts.field_selector, supported_fields(def.resource))
+    let f = FieldSelector::parse(&opts.field_selector, supported_fields(def.gvr.resource()))
         .map_err(Status::bad_request)?;
     Ok((l, f))
 }
@@ -132,7 +132,7 @@ pub async fn get(
     let obj = sim
         .store
         .get(res, &key(rp.namespace.as_deref(), name))
-        .ok_or_else(|| Status::not_found(def.resource, name))?;
+        .ok_or_else(|| Status::not_found(def.gvr.resource(), name))?;
     let bytes = match format {
         Format::Json => obj.full.clone(),
         Format::Table(v, inc) => to_bytes(&table(def, v, inc, &obj.rv.to_string(), None, &[obj])),
@@ -323,7 +323,7 @@ pub fn list_json(
     let head = format!(
         "{{\"kind\":\"{}List\",\"apiVersion\":\"{}\",\"metadata\":{},\"items\":[",
         def.kind,
-        def.api_version(),
+        def.gvr.api_version(),
         Value::Object(meta)
     );
     let size: usize = items.iter().map(|o| o.item.len() + 1).sum();

@@ -2,15 +2,13 @@
 
 use serde_json::{Value, json};
 
+use crate::api::Gvr;
+
 /// One served resource type.
 #[derive(Debug)]
 pub struct ResourceDef {
-    /// API group ("" for core).
-    pub group: &'static str,
-    /// API version.
-    pub version: &'static str,
-    /// Plural resource name.
-    pub resource: &'static str,
+    /// Group, version and plural name.
+    pub gvr: Gvr,
     /// Singular name.
     pub singular: &'static str,
     /// Kind.
@@ -23,17 +21,6 @@ pub struct ResourceDef {
     pub subresources: &'static [&'static str],
     /// Whether list items carry `kind`/`apiVersion` (custom resources do, built-ins do not).
     pub items_typed: bool,
-}
-
-impl ResourceDef {
-    /// `apiVersion` of its objects.
-    pub fn api_version(&self) -> String {
-        if self.group.is_empty() {
-            self.version.to_string()
-        } else {
-            format!("{}/{}", self.group, self.version)
-        }
-    }
 }
 
 const VERBS: [&str; 8] = [
@@ -50,9 +37,7 @@ const VERBS: [&str; 8] = [
 /// Every resource type the sim serves.
 pub static RESOURCES: &[ResourceDef] = &[
     ResourceDef {
-        group: "",
-        version: "v1",
-        resource: "pods",
+        gvr: Gvr::from_static("", "v1", "pods"),
         singular: "pod",
         kind: "Pod",
         namespaced: true,
@@ -61,9 +46,7 @@ pub static RESOURCES: &[ResourceDef] = &[
         items_typed: false,
     },
     ResourceDef {
-        group: "",
-        version: "v1",
-        resource: "configmaps",
+        gvr: Gvr::from_static("", "v1", "configmaps"),
         singular: "configmap",
         kind: "ConfigMap",
         namespaced: true,
@@ -72,9 +55,7 @@ pub static RESOURCES: &[ResourceDef] = &[
         items_typed: false,
     },
     ResourceDef {
-        group: "",
-        version: "v1",
-        resource: "secrets",
+        gvr: Gvr::from_static("", "v1", "secrets"),
         singular: "secret",
         kind: "Secret",
         namespaced: true,
@@ -83,9 +64,7 @@ pub static RESOURCES: &[ResourceDef] = &[
         items_typed: false,
     },
     ResourceDef {
-        group: "",
-        version: "v1",
-        resource: "services",
+        gvr: Gvr::from_static("", "v1", "services"),
         singular: "service",
         kind: "Service",
         namespaced: true,
@@ -94,9 +73,7 @@ pub static RESOURCES: &[ResourceDef] = &[
         items_typed: false,
     },
     ResourceDef {
-        group: "",
-        version: "v1",
-        resource: "nodes",
+        gvr: Gvr::from_static("", "v1", "nodes"),
         singular: "node",
         kind: "Node",
         namespaced: false,
@@ -105,9 +82,7 @@ pub static RESOURCES: &[ResourceDef] = &[
         items_typed: false,
     },
     ResourceDef {
-        group: "",
-        version: "v1",
-        resource: "namespaces",
+        gvr: Gvr::from_static("", "v1", "namespaces"),
         singular: "namespace",
         kind: "Namespace",
         namespaced: false,
@@ -116,9 +91,7 @@ pub static RESOURCES: &[ResourceDef] = &[
         items_typed: false,
     },
     ResourceDef {
-        group: "",
-        version: "v1",
-        resource: "events",
+        gvr: Gvr::from_static("", "v1", "events"),
         singular: "event",
         kind: "Event",
         namespaced: true,
@@ -127,9 +100,7 @@ pub static RESOURCES: &[ResourceDef] = &[
         items_typed: false,
     },
     ResourceDef {
-        group: "apps",
-        version: "v1",
-        resource: "deployments",
+        gvr: Gvr::from_static("apps", "v1", "deployments"),
         singular: "deployment",
         kind: "Deployment",
         namespaced: true,
@@ -138,9 +109,7 @@ pub static RESOURCES: &[ResourceDef] = &[
         items_typed: false,
     },
     ResourceDef {
-        group: "example.r8s.dev",
-        version: "v1",
-        resource: "widgets",
+        gvr: Gvr::from_static("example.r8s.dev", "v1", "widgets"),
         singular: "widget",
         kind: "Widget",
         namespaced: true,
@@ -151,27 +120,25 @@ pub static RESOURCES: &[ResourceDef] = &[
 ];
 
 /// Index into [`RESOURCES`] of a group/version/resource.
-pub fn find(group: &str, version: &str, resource: &str) -> Option<usize> {
-    RESOURCES
-        .iter()
-        .position(|r| r.group == group && r.version == version && r.resource == resource)
+pub fn find(gvr: &Gvr) -> Option<usize> {
+    RESOURCES.iter().position(|r| r.gvr == *gvr)
 }
 
 /// Index of the core `namespaces` resource.
 pub fn namespaces_idx() -> usize {
-    find("", "v1", "namespaces").expect("namespaces is served")
+    find(&Gvr::from_static("", "v1", "namespaces")).expect("namespaces is served")
 }
 
 /// Index of the core `pods` resource.
 pub fn pods_idx() -> usize {
-    find("", "v1", "pods").expect("pods is served")
+    find(&Gvr::from_static("", "v1", "pods")).expect("pods is served")
 }
 
 fn groups() -> Vec<(&'static str, &'static str)> {
     let mut out: Vec<(&str, &str)> = Vec::new();
-    for r in RESOURCES.iter().filter(|r| !r.group.is_empty()) {
-        if !out.contains(&(r.group, r.version)) {
-            out.push((r.group, r.version));
+    for r in RESOURCES.iter().filter(|r| !r.gvr.group().is_empty()) {
+        if !out.contains(&(r.gvr.group(), r.gvr.version())) {
+            out.push((r.gvr.group(), r.gvr.version()));
         }
     }
     out.push(("authentication.k8s.io", "v1"));
@@ -223,10 +190,10 @@ pub fn resource_list(group: &str, version: &str) -> Option<Value> {
     let mut resources = Vec::new();
     for r in RESOURCES
         .iter()
-        .filter(|r| r.group == group && r.version == version)
+        .filter(|r| r.gvr.group() == group && r.gvr.version() == version)
     {
         resources.push(json!({
-            "name": r.resource, "singularName": r.singular, "namespaced": r.namespaced,
+            "name": r.gvr.resource(), "singularName": r.singular, "namespaced": r.namespaced,
             "kind": r.kind, "verbs": VERBS, "shortNames": r.short_names,
         }));
         for sub in r.subresources {
@@ -241,7 +208,7 @@ pub fn resource_list(group: &str, version: &str) -> Option<Value> {
                 _ => r.kind,
             };
             resources.push(
-                json!({"name": format!("{}/{sub}", r.resource), "singularName": "",
+                json!({"name": format!("{}/{sub}", r.gvr.resource()), "singularName": "",
                                   "namespaced": r.namespaced, "kind": kind, "verbs": verbs}),
             );
         }
@@ -293,9 +260,9 @@ pub fn openapi_group(path: &str) -> Option<Value> {
     let mut paths = serde_json::Map::new();
     for r in RESOURCES
         .iter()
-        .filter(|r| gv_path(r.group, r.version) == path)
+        .filter(|r| gv_path(r.gvr.group(), r.gvr.version()) == path)
     {
-        let gvk = json!({"group": r.group, "kind": r.kind, "version": r.version});
+        let gvk = json!({"group": r.gvr.group(), "kind": r.kind, "version": r.gvr.version()});
         let op = |verb: &str| {
             json!({
                 "x-kubernetes-action": verb, "x-kubernetes-group-version-kind": gvk,
@@ -309,27 +276,27 @@ pub fn openapi_group(path: &str) -> Option<Value> {
             ""
         };
         paths.insert(
-            format!("/{path}/{ns}{}", r.resource),
+            format!("/{path}/{ns}{}", r.gvr.resource()),
             json!({"post": op("post")}),
         );
         paths.insert(
-            format!("/{path}/{ns}{}/{{name}}", r.resource),
+            format!("/{path}/{ns}{}/{{name}}", r.gvr.resource()),
             json!({"put": op("put"), "patch": op("patch")}),
         );
         let name = format!(
             "{}.{}.{}",
-            if r.group.is_empty() {
+            if r.gvr.group().is_empty() {
                 "io.k8s.api.core"
             } else {
-                r.group
+                r.gvr.group()
             },
-            r.version,
+            r.gvr.version(),
             r.kind
         );
         schemas.insert(name, json!({
             "type": "object",
             "x-kubernetes-preserve-unknown-fields": true,
-            "x-kubernetes-group-version-kind": [{"group": r.group, "kind": r.kind, "version": r.version}]
+            "x-kubernetes-group-version-kind": [{"group": r.gvr.group(), "kind": r.kind, "version": r.gvr.version()}]
         }));
     }
     if schemas.is_empty() && !openapi_index()["paths"].as_object()?.contains_key(path) {

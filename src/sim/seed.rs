@@ -10,6 +10,7 @@ use super::Sim;
 use super::resources::{find, pods_idx};
 use super::store::{Mutation, key};
 use super::write::uuid;
+use crate::api::Gvr;
 use crate::api::status::Status;
 
 fn now() -> String {
@@ -79,8 +80,14 @@ pub fn pod(ns: &str, name: &str, i: usize, nodes: usize) -> Value {
     })
 }
 
-fn put(sim: &Sim, resource: (&str, &str, &str), ns: Option<&str>, v: Value) {
-    let res = find(resource.0, resource.1, resource.2).expect("seeded resource is served");
+fn put(
+    sim: &Sim,
+    resource: (&'static str, &'static str, &'static str),
+    ns: Option<&str>,
+    v: Value,
+) {
+    let res = find(&Gvr::from_static(resource.0, resource.1, resource.2))
+        .expect("seeded resource is served");
     let name = v["metadata"]["name"]
         .as_str()
         .unwrap_or_default()

@@ -148,7 +148,7 @@ impl Watcher {
     }
 
     async fn bookmark(&self, rv: u64, initial_end: bool) -> bool {
-        let (kind, av) = (&self.def.kind, self.def.api_version());
+        let (kind, av) = (&self.def.kind, self.def.gvr.api_version());
         let line = if initial_end {
             crate::codec::json::initial_events_end(kind, &av, rv)
         } else {

@@ -45,7 +45,7 @@ fn parse_object(body: &Bytes) -> Result<Value, Status> {
 }
 
 fn check_type(def: &ResourceDef, v: &mut Value) -> Result<(), Status> {
-    let want_av = def.api_version();
+    let want_av = def.gvr.api_version();
     match v.get("apiVersion").and_then(Value::as_str) {
         None | Some("") => v["apiVersion"] = json!(want_av),
         Some(av) if av == want_av => {}
@@ -186,10 +186,10 @@ pub fn create(
         m.remove("resourceVersion");
         m.remove("deletionTimestamp");
     }
-    if matches!(def.resource, "deployments" | "widgets") {
+    if matches!(def.gvr.resource(), "deployments" | "widgets") {
         meta["generation"] = json!(1);
     }
-    match def.resource {
+    match def.gvr.resource() {
         "pods" if v.get("status").is_none() => v["status"] = json!({"phase": "Pending"}),
         "namespaces" => {
             v["spec"] = json!({"finalizers": ["kubernetes"]});
@@ -199,7 +199,7 @@ pub fn create(
     }
     let k = key(ns.as_deref(), &name);
     let ev = sim.store.mutate(res, &k, |cur, _| match cur {
-        Some(_) => Err(Status::already_exists(def.resource, &name)),
+        Some(_) => Err(Status::already_exists(def.gvr.resource(), &name)),
         None => Ok(Mutation::Put(v)),
     })?;
     Ok(stored(StatusCode::CREATED, ev.obj.full.clone()))
@@ -228,7 +228,9 @@ fn carry_over(def: &ResourceDef, cur: &Value, next: &mut Value, status_only: boo
     {
         next["status"] = s.clone();
     }
-    if matches!(def.resource, "deployments" | "widgets") && next.get("spec") != cur.get("spec") {
+    if matches!(def.gvr.resource(), "deployments" | "widgets")
+        && next.get("spec") != cur.get("spec")
+    {
         let g = cur["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
         next["metadata"]["generation"] = json!(g);
     }
@@ -239,7 +241,7 @@ fn precondition_rv(def: &ResourceDef, name: &str, next: &Value, cur_rv: u64) -> 
     match next["metadata"]["resourceVersion"].as_str() {
         None | Some("") => Ok(()),
         Some(rv) if rv == cur_rv.to_string() => Ok(()),
-        Some(_) => Err(Status::conflict(def.resource, name)),
+        Some(_) => Err(Status::conflict(def.gvr.resource(), name)),
     }
 }
 
@@ -263,7 +265,7 @@ pub fn update(
     let status_only = rp.subresource.as_deref() == Some("status");
     let k = key(rp.namespace.as_deref(), &name);
     let ev = sim.store.mutate(res, &k, |cur, _| {
-        let cur = cur.ok_or_else(|| Status::not_found(def.resource, &name))?;
+        let cur = cur.ok_or_else(|| Status::not_found(def.gvr.resource(), &name))?;
         precondition_rv(def, &name, &v, cur.rv)?;
         Ok(Mutation::Put(carry_over(
             def,
@@ -312,7 +314,7 @@ pub fn patch(
     let status_only = rp.subresource.as_deref() == Some("status");
     let k = key(rp.namespace.as_deref(), &name);
     let ev = sim.store.mutate(res, &k, |cur, _| {
-        let cur = cur.ok_or_else(|| Status::not_found(def.resource, &name))?;
+        let cur = cur.ok_or_else(|| Status::not_found(def.gvr.resource(), &name))?;
         let mut v = cur.value.clone();
         if ctype == "application/json-patch+json" {
             let p: json_patch::Patch = serde_json::from_value(patch_doc)
@@ -361,18 +363,18 @@ pub fn delete(
         .as_str()
         .map(str::to_string);
     let pre_uid = opts["preconditions"]["uid"].as_str().map(str::to_string);
-    if def.resource == "namespaces" && sim.store.get(res, &k).is_some() {
+    if def.gvr.resource() == "namespaces" && sim.store.get(res, &k).is_some() {
         for (i, d) in RESOURCES.iter().enumerate().filter(|(_, d)| d.namespaced) {
             for child in sim.store.keys_in_namespace(i, &name) {
                 let _ = sim.store.mutate(i, &child, |cur, _| match cur {
                     Some(_) => Ok(Mutation::Delete),
-                    None => Err(Status::not_found(d.resource, &child)),
+                    None => Err(Status::not_found(d.gvr.resource(), &child)),
                 });
             }
         }
     }
     let ev = sim.store.mutate(res, &k, |cur, _| {
-        let cur = cur.ok_or_else(|| Status::not_found(def.resource, &name))?;
+        let cur = cur.ok_or_else(|| Status::not_found(def.gvr.resource(), &name))?;
         let conflict = |what: &str, want: &str, have: &str| {
             Status::new(409, "Conflict", format!(
                 "Operation cannot be fulfilled on {} \"{name}\": the {what} in the precondition ({want}) does not match the {what} in record ({have}). The object might have been modified",
@@ -391,11 +393,11 @@ pub fn delete(
         }
         Ok(Mutation::Delete)
     })?;
-    if def.resource == "pods" {
+    if def.gvr.resource() == "pods" {
         return Ok(stored(StatusCode::OK, ev.obj.full.clone()));
     }
     let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-        "details": {"name": name, "kind": def.resource, "uid": ev.obj.value["metadata"]["uid"]}});
+        "details": {"name": name, "kind": def.gvr.resource(), "uid": ev.obj.value["metadata"]["uid"]}});
     Ok(stored(StatusCode::OK, to_bytes(&status)))
 }
 

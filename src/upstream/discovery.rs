@@ -8,50 +8,7 @@ use http_body_util::BodyExt;
 use serde_json::Value;
 
 use super::Upstream;
-
-/// A resource r8s will cache.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Resolved {
-    /// API group ("" for core).
-    pub group: String,
-    /// API version.
-    pub version: String,
-    /// Plural resource name.
-    pub resource: String,
-    /// Kind of its objects.
-    pub kind: String,
-    /// Namespaced or cluster-scoped.
-    pub namespaced: bool,
-}
-
-impl Resolved {
-    /// `apiVersion` of its objects.
-    pub fn api_version(&self) -> String {
-        if self.group.is_empty() {
-            self.version.clone()
-        } else {
-            format!("{}/{}", self.group, self.version)
-        }
-    }
-
-    /// The collection path (`/api/v1/pods`, `/apis/apps/v1/deployments`).
-    pub fn path(&self) -> String {
-        if self.group.is_empty() {
-            format!("/api/{}/{}", self.version, self.resource)
-        } else {
-            format!("/apis/{}/{}/{}", self.group, self.version, self.resource)
-        }
-    }
-
-    /// `group/version/resource`, for logs and metric labels.
-    pub fn label(&self) -> String {
-        if self.group.is_empty() {
-            format!("{}/{}", self.version, self.resource)
-        } else {
-            format!("{}/{}/{}", self.group, self.version, self.resource)
-        }
-    }
-}
+use crate::api::{ApiResource, Gvr};
 
 /// Why the configured resources could not be resolved.
 #[derive(Debug, thiserror::Error)]
@@ -152,11 +109,13 @@ fn verbs(r: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-fn resolved(group: &str, version: &str, r: &Value) -> Resolved {
-    Resolved {
-        group: group.to_string(),
-        version: version.to_string(),
-        resource: r["name"].as_str().unwrap_or_default().to_string(),
+fn resolved(group: &str, version: &str, r: &Value) -> ApiResource {
+    ApiResource {
+        gvr: Gvr::new(
+            group.to_string(),
+            version.to_string(),
+            r["name"].as_str().unwrap_or_default().to_string(),
+        ),
         kind: r["kind"].as_str().unwrap_or_default().to_string(),
         namespaced: r["namespaced"].as_bool().unwrap_or(false),
     }
@@ -167,13 +126,13 @@ pub async fn resolve(
     upstream: &Arc<Upstream>,
     entries: &[String],
     exclude: &[String],
-) -> Result<Vec<Resolved>, DiscoveryError> {
+) -> Result<Vec<ApiResource>, DiscoveryError> {
     if entries.is_empty() {
         return Ok(Vec::new());
     }
     let lists = all_lists(upstream).await?;
-    let mut out: Vec<Resolved> = Vec::new();
-    let mut push = |r: Resolved| {
+    let mut out: Vec<ApiResource> = Vec::new();
+    let mut push = |r: ApiResource| {
         if !out.contains(&r) {
             out.push(r);
         }

@@ -17,7 +17,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::Upstream;
-use super::discovery::Resolved;
+use crate::api::ApiResource;
 use crate::cache::object::{ObjectError, TypeInfo};
 use crate::cache::store::{Change, Objects, Store};
 use crate::metrics;
@@ -88,7 +88,7 @@ pub struct ReflectorConfig {
 /// Keeps `store` equal to the upstream's state of `resource`.
 pub struct Reflector {
     upstream: Arc<Upstream>,
-    resource: Resolved,
+    resource: ApiResource,
     info: TypeInfo,
     store: Arc<Store>,
     config: ReflectorConfig,
@@ -146,19 +146,19 @@ impl Reflector {
     /// A reflector for `resource` feeding `store`.
     pub fn new(
         upstream: Arc<Upstream>,
-        resource: Resolved,
+        resource: ApiResource,
         store: Arc<Store>,
         config: ReflectorConfig,
     ) -> Self {
         let info = TypeInfo {
             kind: resource.kind.clone(),
-            api_version: resource.api_version(),
-            resource: resource.resource.clone(),
+            api_version: resource.gvr.api_version(),
+            resource: resource.gvr.resource().to_string(),
             // Built-in types' list items carry no kind; custom resources'
             // do. A paged LIST confirms it from the first page.
-            items_typed: !is_builtin_group(&resource.group),
+            items_typed: !is_builtin_group(resource.gvr.group()),
         };
-        let label = resource.label();
+        let label = resource.gvr.to_string();
         let streaming = config.streaming_lists;
         Reflector {
             upstream,
@@ -174,7 +174,7 @@ impl Reflector {
 
     /// `GET {collection}?{query}` with r8s's credentials, any status.
     async fn request(&self, query: &str) -> Result<http::Response<Incoming>, StepError> {
-        let uri = format!("{}?{query}", self.resource.path());
+        let uri = format!("{}?{query}", self.resource.gvr.collection_path());
         let (parts, ()) = Request::get(uri)
             .header("accept", "application/json")
             .body(())
@@ -194,7 +194,7 @@ impl Reflector {
             StatusCode::GONE => Err(StepError::Expired),
             s => Err(StepError::Failed(format!(
                 "GET {}: HTTP {s}",
-                self.resource.path()
+                self.resource.gvr.collection_path()
             ))),
         }
     }
