@@ -17,7 +17,7 @@ use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 
-use crate::auth::UserInfo;
+use crate::api::UserInfo;
 use crate::body::Body;
 use crate::shutdown::Signal;
 use crate::tls::Tls;

@@ -16,7 +16,7 @@ use rustls::server::WebPkiClientVerifier;
 use rustls::sign::CertifiedKey;
 use tokio_rustls::TlsAcceptor;
 
-use crate::auth::UserInfo;
+use crate::api::UserInfo;
 use crate::config::TlsConfig;
 use crate::shutdown::Signal;
 use crate::sync::{MutexExt, RwLockExt};
@@ -192,5 +192,31 @@ impl Tls {
 /// The user a TLS connection's verified client certificate stands for.
 pub fn peer_user(conn: &rustls::ServerConnection) -> Option<Arc<UserInfo>> {
     let der = conn.peer_certificates()?.first()?;
-    UserInfo::from_certificate(der).map(Arc::new)
+    certificate_user(der).map(Arc::new)
+}
+
+/// The user of a verified client certificate, as the apiserver's x509
+/// authenticator names it: CN is the user, each O a group.
+pub fn certificate_user(der: &[u8]) -> Option<UserInfo> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+    let subject = cert.subject();
+    let name = subject
+        .iter_common_name()
+        .next()?
+        .as_str()
+        .ok()?
+        .to_string();
+    if name.is_empty() {
+        return None;
+    }
+    let mut groups: Vec<String> = subject
+        .iter_organization()
+        .filter_map(|o| o.as_str().ok().map(str::to_string))
+        .collect();
+    groups.push("system:authenticated".into());
+    Some(UserInfo {
+        name,
+        groups,
+        ..Default::default()
+    })
 }

@@ -7,8 +7,10 @@ pub mod params;
 pub mod path;
 pub mod selector;
 pub mod status;
+pub mod user;
 
 pub use gvr::{ApiResource, Gvr};
+pub use user::UserInfo;
 
 use http::{HeaderValue, Response, StatusCode, header};
 

@@ -21,6 +21,7 @@ use http::{HeaderMap, HeaderName, HeaderValue, Response, header};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 use ring::hmac;
 
+use crate::api::UserInfo;
 use crate::api::path::ResourcePath;
 use crate::api::status::{Status, Target};
 use crate::body::Body;
@@ -29,56 +30,6 @@ use crate::metrics;
 use crate::upstream::{Creds, Upstream};
 use cache::{ReviewCache, ReviewError, Ttls};
 use review::{Attributes, Decision, TokenAnswer};
-
-/// A user as kube-apiserver's authenticators produce it (`user.Info`).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
-pub struct UserInfo {
-    /// User name.
-    pub name: String,
-    /// UID (may be empty).
-    pub uid: String,
-    /// Groups.
-    pub groups: Vec<String>,
-    /// Extra attributes (scopes, node names, ...).
-    pub extra: BTreeMap<String, Vec<String>>,
-}
-
-impl UserInfo {
-    /// The user of a request without credentials.
-    pub fn anonymous() -> Self {
-        UserInfo {
-            name: "system:anonymous".into(),
-            groups: vec!["system:unauthenticated".into()],
-            ..Default::default()
-        }
-    }
-
-    /// The user of a verified client certificate, as the apiserver's x509
-    /// authenticator names it: CN is the user, each O a group.
-    pub fn from_certificate(der: &[u8]) -> Option<Self> {
-        let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
-        let subject = cert.subject();
-        let name = subject
-            .iter_common_name()
-            .next()?
-            .as_str()
-            .ok()?
-            .to_string();
-        if name.is_empty() {
-            return None;
-        }
-        let mut groups: Vec<String> = subject
-            .iter_organization()
-            .filter_map(|o| o.as_str().ok().map(str::to_string))
-            .collect();
-        groups.push("system:authenticated".into());
-        Some(UserInfo {
-            name,
-            groups,
-            ..Default::default()
-        })
-    }
-}
 
 /// Who a request comes from, once authenticated.
 #[derive(Debug, Clone)]

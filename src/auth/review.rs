@@ -10,7 +10,7 @@ use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::UserInfo;
+use crate::api::UserInfo;
 use super::cache::ReviewError;
 use crate::metrics;
 use crate::upstream::Upstream;
