@@ -134,8 +134,9 @@ impl Default for WatchConfig {
             bookmark_interval_seconds: 60,
             min_timeout_seconds: 1800,
             on_too_old: OnTooOld::Pass,
-            history_events: crate::cache::store::DEFAULT_HISTORY_EVENTS,
-            history_bytes: crate::cache::store::DEFAULT_HISTORY_BYTES as u64,
+            // 5 minutes of churn at 100 writes/s.
+            history_events: 30_000,
+            history_bytes: 512 << 20,
             max_watchers: 100_000,
         }
     }

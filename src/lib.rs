@@ -92,14 +92,14 @@ pub async fn prepare(config: Config) -> Result<Prepared, PrepareError> {
         config.cache.max_bytes_total as usize,
     ));
     for r in resolved {
-        let store = Arc::new(cache::store::Store::with_history(
-            Duration::from_secs(config.cache.snapshot_retention_seconds),
-            config.cache.max_retained_versions,
-            budget.clone(),
-            cache::store::HistoryBounds {
-                events: config.watch.history_events,
-                bytes: config.watch.history_bytes as usize,
+        let store = Arc::new(cache::store::Store::new(
+            cache::store::Limits {
+                retention: Duration::from_secs(config.cache.snapshot_retention_seconds),
+                max_retained: config.cache.max_retained_versions,
+                history_events: config.watch.history_events,
+                history_bytes: config.watch.history_bytes as usize,
             },
+            budget.clone(),
             r.gvr.group().is_empty() && r.gvr.resource() == "pods",
         ));
         let key = r.gvr.clone();

@@ -150,11 +150,11 @@ pub const CACHE_REQUESTS_TOTAL: &str = "r8s_cache_requests_total";
 
 /// Records a cache's size and version after a change (`bytes`: objects and
 /// the older versions its history keeps alive).
-pub fn cache_state(resource: &str, v: &crate::cache::store::Version, bytes: usize, synced: bool) {
+pub fn cache_state(resource: &str, objects: usize, rv: u64, bytes: usize, synced: bool) {
     let r = resource.to_string();
-    metrics::gauge!(CACHE_OBJECTS, "resource" => r.clone()).set(v.objects.len() as f64);
+    metrics::gauge!(CACHE_OBJECTS, "resource" => r.clone()).set(objects as f64);
     metrics::gauge!(CACHE_BYTES, "resource" => r.clone()).set(bytes as f64);
-    metrics::gauge!(CACHE_RESOURCE_VERSION, "resource" => r.clone()).set(v.rv as f64);
+    metrics::gauge!(CACHE_RESOURCE_VERSION, "resource" => r.clone()).set(rv as f64);
     metrics::gauge!(CACHE_SYNCED, "resource" => r).set(if synced { 1.0 } else { 0.0 });
 }
 

@@ -10,8 +10,8 @@ use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::api::UserInfo;
 use super::cache::ReviewError;
+use crate::api::UserInfo;
 use crate::metrics;
 use crate::upstream::Upstream;
 

@@ -14,8 +14,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
-use super::object::CachedObject;
-use super::store::Objects;
+use super::object::{CachedObject, Objects};
 use crate::codec::json::watch_line;
 
 /// What a watcher would have seen happen to one object.
@@ -276,8 +275,8 @@ pub struct Appended {
 }
 
 impl History {
-    /// An empty log keeping at most `max_events` events and `max_bytes` bytes
-    /// (0: no byte bound).
+    /// An empty log keeping at most `max_events` events (at least 1) and
+    /// `max_bytes` bytes (0: no byte bound).
     pub fn new(max_events: usize, max_bytes: usize) -> Self {
         History {
             events: VecDeque::new(),
@@ -285,7 +284,7 @@ impl History {
             from: 0,
             index: HashMap::new(),
             bytes: 0,
-            max_events: max_events.max(1),
+            max_events,
             max_bytes,
             next_refresh: 0,
         }

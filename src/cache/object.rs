@@ -12,6 +12,7 @@ use bytes::Bytes;
 use serde::Deserialize;
 
 use crate::api::selector::{FieldSelector, LabelSelector, supported_fields};
+use crate::codec::json::ListItem;
 
 /// Where a label or field value lives in the object's JSON.
 #[derive(Debug, Clone, Copy)]
@@ -178,13 +179,23 @@ impl CachedObject {
     pub fn matches(&self, labels: &LabelSelector, fields: &FieldSelector) -> bool {
         labels.matches(|k| self.label(k)) && fields.matches_str(|f| self.field(f))
     }
+}
 
-    /// Writes the list-item form (built-ins drop `kind`/`apiVersion`, as the apiserver does).
-    pub fn write_item(&self, out: &mut bytes::BytesMut) {
+/// Lists stream straight from cached objects.
+impl ListItem for CachedObject {
+    fn item_len(&self) -> usize {
+        self.json.len() + 1
+    }
+
+    /// The list-item form: built-ins drop `kind`/`apiVersion`, as the apiserver does.
+    fn write_item(&self, out: &mut bytes::BytesMut) {
         out.extend_from_slice(b"{");
         out.extend_from_slice(&self.json[self.item_skip..]);
     }
 }
+
+/// Objects by key, ordered as the apiserver lists them (`namespace/name`).
+pub type Objects = imbl::OrdMap<Arc<str>, Arc<CachedObject>>;
 
 /// A string borrowed from the input when it has no escapes.
 #[derive(Deserialize, PartialEq, Eq, PartialOrd, Ord)]

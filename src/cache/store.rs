@@ -7,7 +7,7 @@
 //! change. Recent versions are retained for Exact reads and pagination.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -16,16 +16,8 @@ use tokio::sync::{Notify, watch};
 
 use super::history::{Appended, Batch, Cursor, History, Trigger};
 pub use super::history::{Event, EventKind, diff};
-use super::object::CachedObject;
+use super::object::{CachedObject, Objects};
 use crate::sync::{MutexExt, RwLockExt};
-
-/// Events kept per resource by default (5 minutes at 100 writes/s).
-pub const DEFAULT_HISTORY_EVENTS: usize = 30_000;
-/// Bytes the event log may keep alive per resource by default.
-pub const DEFAULT_HISTORY_BYTES: usize = 512 << 20;
-
-/// Objects by key, ordered as the apiserver lists them (`namespace/name`).
-pub type Objects = OrdMap<Arc<str>, Arc<CachedObject>>;
 
 /// A consistent state of the resource at one resource version.
 #[derive(Debug, Clone)]
@@ -76,31 +68,54 @@ impl Budget {
     pub fn total(&self) -> usize {
         self.total.load(Ordering::Relaxed)
     }
+
+    /// Counts `delta` bytes more (or fewer) held; never below zero.
+    pub fn adjust(&self, delta: isize) {
+        if delta >= 0 {
+            self.total
+                .fetch_add(delta.unsigned_abs(), Ordering::Relaxed);
+        } else {
+            let _ = self
+                .total
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |t| {
+                    Some(t.saturating_sub(delta.unsigned_abs()))
+                });
+        }
+    }
+}
+
+/// Whether a cache answers reads and watches, and if not, why. One value per
+/// store: its reflector sets it, every request reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Serving {
+    /// Not listed yet: requests pass through.
+    Syncing,
+    /// Serving its current version.
+    Ready,
+    /// Evicted for its byte budget: requests pass through until a relist fits.
+    OverBudget,
+    /// Its resource versions are not integers: requests pass through for good.
+    Uncacheable,
 }
 
 struct State {
     current: Arc<Version>,
     retained: VecDeque<(Instant, Arc<Version>)>,
-    synced: bool,
+    serving: Serving,
     history: History,
 }
 
-/// How big a store's event log may grow.
+/// What a store keeps (from `cache.*` and `watch.history_*`, validated by the config).
 #[derive(Debug, Clone, Copy)]
-pub struct HistoryBounds {
-    /// Events kept.
-    pub events: usize,
-    /// Bytes the log may keep alive (0: no limit but `events`).
-    pub bytes: usize,
-}
-
-impl Default for HistoryBounds {
-    fn default() -> Self {
-        HistoryBounds {
-            events: DEFAULT_HISTORY_EVENTS,
-            bytes: DEFAULT_HISTORY_BYTES,
-        }
-    }
+pub struct Limits {
+    /// How long superseded versions are kept for Exact reads and pagination.
+    pub retention: Duration,
+    /// At most this many superseded versions.
+    pub max_retained: usize,
+    /// Events the watch log keeps (at least 1).
+    pub history_events: usize,
+    /// Bytes the watch log may keep alive (0: no limit but `history_events`).
+    pub history_bytes: usize,
 }
 
 /// Wakes the watchers waiting on a trigger (indexed watchers): each event
@@ -139,32 +154,12 @@ pub struct Store {
     wakers: Wakers,
     pods: bool,
     budget: Arc<Budget>,
-    over_budget: AtomicBool,
-    uncacheable: AtomicBool,
 }
 
 impl Store {
-    /// An empty, unsynced store retaining versions for `retention` (at most
-    /// `max_retained`), counting its bytes against `budget`.
-    pub fn new(retention: Duration, max_retained: usize, budget: Arc<Budget>) -> Self {
-        Self::with_history(
-            retention,
-            max_retained,
-            budget,
-            HistoryBounds::default(),
-            false,
-        )
-    }
-
-    /// [`Store::new`] with an event log of these bounds; `pods` indexes
-    /// events by `spec.nodeName` too.
-    pub fn with_history(
-        retention: Duration,
-        max_retained: usize,
-        budget: Arc<Budget>,
-        bounds: HistoryBounds,
-        pods: bool,
-    ) -> Self {
+    /// An empty store (syncing) keeping what `limits` say, counting its
+    /// bytes against `budget`; `pods` indexes events by `spec.nodeName` too.
+    pub fn new(limits: Limits, budget: Arc<Budget>, pods: bool) -> Self {
         let (rv, _) = watch::channel(0);
         Store {
             state: RwLock::new(State {
@@ -174,34 +169,31 @@ impl Store {
                     bytes: 0,
                 }),
                 retained: VecDeque::new(),
-                synced: false,
-                history: History::new(bounds.events, bounds.bytes),
+                serving: Serving::Syncing,
+                history: History::new(limits.history_events, limits.history_bytes),
             }),
             rv,
-            retention,
-            max_retained: max_retained.max(1),
+            retention: limits.retention,
+            max_retained: limits.max_retained,
             wakers: Wakers::default(),
             pods,
             budget,
-            over_budget: AtomicBool::new(false),
-            uncacheable: AtomicBool::new(false),
         }
     }
 
-    /// Marks the resource as not cacheable (its resource versions are not integers).
-    pub fn set_uncacheable(&self) {
-        self.uncacheable.store(true, Ordering::Relaxed);
-        self.set_unsynced();
+    /// Whether the cache answers requests now, and if not why.
+    pub fn serving(&self) -> Serving {
+        self.state.reading().serving
     }
 
-    /// Whether the resource cannot be cached; its requests pass through.
-    pub fn is_uncacheable(&self) -> bool {
-        self.uncacheable.load(Ordering::Relaxed)
-    }
-
-    /// Whether the cache has settled: synced, or passing through for good reason.
+    /// Whether the cache has settled: serving, or passing through for good reason.
     pub fn settled(&self) -> bool {
-        self.synced() || self.is_over_budget() || self.is_uncacheable()
+        self.serving() != Serving::Syncing
+    }
+
+    /// Stops serving for good (the resource's versions are not integers).
+    pub fn set_uncacheable(&self) {
+        self.state.writing().serving = Serving::Uncacheable;
     }
 
     /// Whether this cache exceeds its budget or pushes the total over.
@@ -213,28 +205,23 @@ impl Store {
     }
 
     /// Drops every object and stops serving (requests pass through) until a
-    /// relist fits the budget again.
+    /// relist fits the budget again ([`Store::clear_over_budget`]).
     pub fn evict_over_budget(&self) {
-        self.over_budget.store(true, Ordering::Relaxed);
+        self.state.writing().serving = Serving::OverBudget;
         self.apply(vec![Change::Replace(OrdMap::new(), self.current().rv)]);
         let mut st = self.state.writing();
         st.retained.clear();
-        st.synced = false;
         let rv = st.current.rv;
         let held = st.history.restart_at(rv);
-        self.budget
-            .total
-            .fetch_sub(held.min(self.budget.total()), Ordering::Relaxed);
+        self.budget.adjust(-(held as isize));
     }
 
     /// Serving again after a relist that fits the budget.
     pub fn clear_over_budget(&self) {
-        self.over_budget.store(false, Ordering::Relaxed);
-    }
-
-    /// Whether the cache was evicted for its budget (and not yet refilled).
-    pub fn is_over_budget(&self) -> bool {
-        self.over_budget.load(Ordering::Relaxed)
+        let mut st = self.state.writing();
+        if st.serving == Serving::OverBudget {
+            st.serving = Serving::Ready;
+        }
     }
 
     /// The current version.
@@ -247,11 +234,6 @@ impl Store {
     pub fn bytes(&self) -> usize {
         let st = self.state.reading();
         st.current.bytes + st.history.bytes()
-    }
-
-    /// Whether the initial list has been applied.
-    pub fn synced(&self) -> bool {
-        self.state.reading().synced
     }
 
     /// The retained version at exactly `rv`, if any.
@@ -308,14 +290,13 @@ impl Store {
                 }
                 Change::Progress(rv) => v.rv = v.rv.max(rv),
                 Change::Replace(objects, rv) => {
-                    if st.synced {
+                    if st.serving == Serving::Ready {
                         events.extend(diff(&v.objects, &objects, rv));
                     } else {
-                        // A first sync: the history starts complete from here.
+                        // A first sync (or a refill after eviction): the
+                        // history starts complete from here.
                         let held = st.history.restart_at(rv);
-                        self.budget
-                            .total
-                            .fetch_sub(held.min(self.budget.total()), Ordering::Relaxed);
+                        self.budget.adjust(-(held as isize));
                     }
                     v.bytes = objects.values().map(|o| o.size()).sum();
                     v.objects = objects;
@@ -323,21 +304,13 @@ impl Store {
                 }
             }
         }
-        let old_bytes = st.current.bytes;
-        if v.bytes >= old_bytes {
-            self.budget
-                .total
-                .fetch_add(v.bytes - old_bytes, Ordering::Relaxed);
-        } else {
-            self.budget
-                .total
-                .fetch_sub(old_bytes - v.bytes, Ordering::Relaxed);
-        }
+        self.budget
+            .adjust(v.bytes as isize - st.current.bytes as isize);
         let v = Arc::new(v);
         let now = Instant::now();
         if st.current.rv != v.rv {
             let prev = std::mem::replace(&mut st.current, v.clone());
-            if st.synced {
+            if st.serving == Serving::Ready {
                 st.retained.push_back((now, prev));
             }
         } else {
@@ -351,22 +324,15 @@ impl Store {
         {
             st.retained.pop_front();
         }
-        st.synced = true;
+        if st.serving == Serving::Syncing {
+            st.serving = Serving::Ready;
+        }
         let Appended {
             held,
             touched,
             refresh,
         } = st.history.append(events, self.pods);
-        if held >= 0 {
-            self.budget
-                .total
-                .fetch_add(held as usize, Ordering::Relaxed);
-        } else {
-            self.budget.total.fetch_sub(
-                ((-held) as usize).min(self.budget.total()),
-                Ordering::Relaxed,
-            );
-        }
+        self.budget.adjust(held);
         drop(st);
         self.rv.send_replace(v.rv);
         if !touched.is_empty() || refresh {
@@ -463,23 +429,23 @@ impl Store {
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.rv.subscribe()
     }
-
-    /// Marks the store unsynced (the reflector lost the upstream and must relist).
-    pub fn set_unsynced(&self) {
-        self.state.writing().synced = false;
-    }
-
-    /// Number of retained versions (accounting).
-    pub fn retained(&self) -> usize {
-        self.state.reading().retained.len()
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::cache::object::TypeInfo;
+    use crate::codec::json::ListItem;
     use futures_util::FutureExt;
+
+    fn limits(history_events: usize) -> Limits {
+        Limits {
+            retention: Duration::from_secs(60),
+            max_retained: 100,
+            history_events,
+            history_bytes: 0,
+        }
+    }
 
     fn obj(name: &str, rv: u64) -> Arc<CachedObject> {
         let t = TypeInfo {
@@ -499,16 +465,7 @@ mod tests {
     /// events pass (a kubelet whose node has no pod changes is never "too old").
     #[test]
     fn should_keep_a_quiet_indexed_watcher_inside_the_log() {
-        let s = Store::with_history(
-            Duration::from_secs(60),
-            100,
-            Arc::new(Budget::new(0, 0)),
-            HistoryBounds {
-                events: 8,
-                bytes: 0,
-            },
-            false,
-        );
+        let s = Store::new(limits(8), Arc::new(Budget::new(0, 0)), false);
         s.apply(vec![Change::Replace(OrdMap::new(), 1)]);
         let quiet = Trigger::name("quiet");
         let guard = s.register(quiet);
@@ -536,13 +493,13 @@ mod tests {
 
     #[test]
     fn should_keep_versions_consistent_and_retained() {
-        let s = Store::new(Duration::from_secs(60), 100, Arc::new(Budget::new(0, 0)));
-        assert!(!s.synced());
+        let s = Store::new(limits(1000), Arc::new(Budget::new(0, 0)), false);
+        assert_eq!(s.serving(), Serving::Syncing);
         s.apply(vec![Change::Replace(OrdMap::new(), 10)]);
         s.apply(vec![Change::Put(obj("x", 11))]);
         let v12 = s.apply(vec![Change::Put(obj("y", 12))]);
         s.apply(vec![Change::Delete(obj("x", 13))]);
-        assert!(s.synced());
+        assert_eq!(s.serving(), Serving::Ready);
         assert_eq!(s.current().objects.len(), 1);
         assert_eq!(
             v12.objects.len(),

@@ -18,7 +18,8 @@ use crate::api::selector::{FieldSelector, LabelSelector, supported_fields};
 use crate::api::status::Status;
 use crate::body::{self, Body};
 use crate::cache::ResourceCache;
-use crate::cache::store::Version;
+use crate::cache::object::CachedObject;
+use crate::cache::store::{Serving, Version};
 use crate::cache::token::Token;
 use crate::codec::json::{GZIP_MIN, GzipListBody, ListBody, gzip as gzip_bytes};
 use crate::config::OnTooNew;
@@ -57,13 +58,13 @@ fn accepts_json(headers: &HeaderMap) -> bool {
 
 /// Why a cache cannot serve this client now, if it cannot.
 pub fn unservable(cache: &ResourceCache, headers: &HeaderMap) -> Option<&'static str> {
-    if cache.store.is_over_budget() {
-        Some("over_budget")
-    } else if cache.store.is_uncacheable() {
-        Some("not_cacheable")
-    } else if !cache.store.synced() {
-        Some("not_synced")
-    } else if !accepts_json(headers) {
+    match cache.store.serving() {
+        Serving::Ready => {}
+        Serving::Syncing => return Some("not_synced"),
+        Serving::OverBudget => return Some("over_budget"),
+        Serving::Uncacheable => return Some("not_cacheable"),
+    }
+    if !accepts_json(headers) {
         Some("media_type")
     } else {
         None
@@ -115,7 +116,7 @@ enum Outcome {
 /// What a hit sends: one object's bytes, or a streamed list.
 enum Payload {
     Bytes(Bytes),
-    List(ListBody),
+    List(ListBody<CachedObject>),
 }
 
 fn accepts_gzip(headers: &HeaderMap) -> bool {

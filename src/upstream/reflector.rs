@@ -3,7 +3,10 @@
 //! A state machine: `List` (paginated, at one consistent resource version)
 //! → `Watch` from that version (with bookmarks) → on stream end `Watch` again
 //! from the last version seen; on 410 Gone, malformed data or a failure,
-//! `List` again. Backoff with jitter lives outside the states.
+//! `List` again. Backoff with jitter lives outside the states. Whether the
+//! cache serves meanwhile is the store's [`Serving`] state, which the
+//! reflector sets: ready once listed, evicted over its byte budget (relisted
+//! after a pause), or uncacheable (the reflector stops).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,8 +21,8 @@ use serde_json::value::RawValue;
 
 use super::Upstream;
 use crate::api::ApiResource;
-use crate::cache::object::{ObjectError, TypeInfo};
-use crate::cache::store::{Change, Objects, Store};
+use crate::cache::object::{ObjectError, Objects, TypeInfo};
+use crate::cache::store::{Change, Serving, Store};
 use crate::metrics;
 use crate::shutdown::Signal;
 
@@ -30,11 +33,10 @@ enum State {
     List,
     /// Watch from this resource version.
     Watch(u64),
-    /// The resource cannot be cached (its resource versions are not integers).
-    Uncacheable,
-    /// Over its byte budget: evicted; relist after a pause.
-    OverBudget,
 }
+
+/// How long an evicted cache waits before relisting.
+const OVER_BUDGET_PAUSE: Duration = Duration::from_secs(60);
 
 /// Why a list or watch step failed, and what follows.
 #[derive(Debug, thiserror::Error)]
@@ -138,7 +140,7 @@ fn is_builtin_group(g: &str) -> bool {
 impl Reflector {
     /// Publishes the cache's size, version and event log after a change.
     fn record(&self, v: &crate::cache::store::Version) {
-        metrics::cache_state(&self.label, v, self.store.bytes(), true);
+        metrics::cache_state(&self.label, v.objects.len(), v.rv, self.store.bytes(), true);
         let (events, bytes) = self.store.history_size();
         metrics::watch_log(&self.label, events, bytes);
     }
@@ -459,7 +461,19 @@ impl Reflector {
         Ok(self.last_rv)
     }
 
-    /// Runs until shutdown.
+    /// After a (re)list: an evicted cache that fits its budget again serves again.
+    fn listed(&self) {
+        if self.store.exceeds_budget() {
+            return; // evicted again at the top of the loop
+        }
+        if self.store.serving() == Serving::OverBudget {
+            tracing::info!(resource = %self.label, "cache fits its byte budget again; serving");
+        }
+        self.store.clear_over_budget();
+        metrics::over_budget(&self.label, false);
+    }
+
+    /// Runs until shutdown (or for good once the resource proves uncacheable).
     pub async fn run(mut self, shutdown: Signal) {
         let mut state = State::List;
         let mut backoff = Duration::from_millis(200);
@@ -467,9 +481,7 @@ impl Reflector {
             if shutdown.fired() {
                 return;
             }
-            if !matches!(state, State::OverBudget | State::Uncacheable)
-                && self.store.exceeds_budget()
-            {
+            if self.store.exceeds_budget() {
                 tracing::warn!(
                     resource = %self.label,
                     bytes = self.store.current().bytes,
@@ -478,23 +490,17 @@ impl Reflector {
                 self.store.evict_over_budget();
                 metrics::cache_synced(&self.label, false);
                 metrics::over_budget(&self.label, true);
-                state = State::OverBudget;
+                tokio::select! {
+                    _ = tokio::time::sleep(OVER_BUDGET_PAUSE) => {}
+                    _ = shutdown.wait() => return,
+                }
+                state = State::List;
+                continue;
             }
             let result = match state {
-                State::Uncacheable => return,
-                State::OverBudget => {
-                    tokio::select! {
-                        _ = tokio::time::sleep(Duration::from_secs(60)) => {}
-                        _ = shutdown.wait() => return,
-                    }
-                    Ok(State::List)
-                }
                 State::List if self.streaming => match self.stream_list(&shutdown).await {
                     Ok(last) => {
-                        if !self.store.exceeds_budget() {
-                            self.store.clear_over_budget();
-                            metrics::over_budget(&self.label, false);
-                        }
+                        self.listed();
                         metrics::watch_restart(&self.label);
                         Ok(State::Watch(last))
                     }
@@ -503,10 +509,7 @@ impl Reflector {
                 State::List => match self.list().await {
                     Ok((objects, rv)) => {
                         let v = self.store.apply(vec![Change::Replace(objects, rv)]);
-                        if !self.store.exceeds_budget() {
-                            self.store.clear_over_budget();
-                            metrics::over_budget(&self.label, false);
-                        }
+                        self.listed();
                         self.record(&v);
                         tracing::info!(resource = %self.label, objects = v.objects.len(), rv, "cache synced");
                         self.last_rv = rv;
@@ -547,7 +550,7 @@ impl Reflector {
                     tracing::warn!(resource = %self.label, error = %e, "not cacheable; its requests pass through");
                     self.store.set_uncacheable();
                     metrics::cache_synced(&self.label, false);
-                    State::Uncacheable
+                    return;
                 }
                 Err(StepError::Failed(m)) => {
                     tracing::warn!(resource = %self.label, error = %m, ?backoff, "list/watch failed; retrying");
