@@ -222,7 +222,7 @@ async fn get(
     match version.objects.get(key.as_str()) {
         Some(o) => Ok(Payload::Bytes(o.json.clone())),
         None => Err(Outcome::Status(Status::not_found(
-            &cache.resource.gvr.resource(),
+            cache.resource.gvr.resource(),
             name,
         ))),
     }
@@ -238,7 +238,7 @@ async fn list(
         LabelSelector::parse(&opts.label_selector).map_err(|_| Outcome::Pass("invalid"))?;
     let fields = FieldSelector::parse(
         &opts.field_selector,
-        supported_fields(&cache.resource.gvr.resource()),
+        supported_fields(cache.resource.gvr.resource()),
     )
     .map_err(|_| Outcome::Pass("invalid"))?;
     let rv = opts.resource_version.as_str();

@@ -136,7 +136,7 @@ pub fn plan<B>(
         LabelSelector::parse(&opts.label_selector),
         FieldSelector::parse(
             &opts.field_selector,
-            supported_fields(&cache.resource.gvr.resource()),
+            supported_fields(cache.resource.gvr.resource()),
         ),
     ) else {
         return Err("invalid");
