@@ -1,7 +1,7 @@
 //! The differential conformance suite: one table of requests, each sent
 //! straight to a sim and through r8s to an identically seeded sim. Every case
-//! states what kube-apiserver answers (status, reason, message; from
-//! `shared/reference/`), and the two answers must be identical once random
+//! states what kube-apiserver answers (status, reason, message, as recorded
+//! from a real apiserver), and the two answers must be identical once random
 //! uids and timestamps are masked.
 
 mod common;
@@ -9,7 +9,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use r8s::api::continue_token::ContinueToken;
+use r8s::api::continue_token::{ContinueToken, Format};
 use serde_json::Value;
 
 /// What a case expects beyond "identical on both paths".
@@ -187,7 +187,7 @@ async fn both(direct: &str, via: &str, c: &Case) -> (Resp, Resp) {
 
 fn cases(cur: u64, oldest_watchable: u64) -> Vec<Case> {
     use Want::*;
-    let tok = |rv: i64, start: &str| ContinueToken::after(rv, start).encode();
+    let tok = |rv: i64, start: &str| ContinueToken::after(rv, start).encode(Format::APISERVER);
     let cur_i = cur as i64;
     let pods = "/api/v1/namespaces/ns-1/pods";
     let table = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
@@ -303,7 +303,7 @@ fn cases(cur: u64, oldest_watchable: u64) -> Vec<Case> {
     ]
 }
 
-/// Every cell of the seeds' get and list tables, across namespaces and
+/// Every cell of the API concepts' get and list tables (resource version × match × limit), across namespaces and
 /// selectors: the answers must match the sim's exactly (the sim is static, so
 /// an "Any" read from a synced cache is the current state).
 fn table_cases(cur: u64) -> Vec<Case> {
@@ -506,7 +506,7 @@ async fn should_answer_identically_straight_and_through_r8s() {
     behind.stop().await;
 }
 
-/// Every cell of the seeds' watch table served from the cache (RV 0, N,
+/// Every cell of the API concepts' watch table served from the cache (RV 0, N,
 /// current, sendInitialEvents with and without bookmarks), across scopes and
 /// selectors, after writes that move objects into and out of selectors: the
 /// streams must equal the sim's event for event.

@@ -1,8 +1,16 @@
-//! Continue tokens in kube-apiserver's format: unpadded base64url of
-//! `{"v":"meta.k8s.io/v1","rv":N,"start":"<key>\u0000"}`.
+//! Continue tokens: one structure, two formats.
 //!
-//! Using the apiserver's format means a token r8s issues is one the upstream
-//! would also accept, and the error messages match (`reference/05_continue_tokens.txt`).
+//! A token is the unpadded base64url of `{"v":VERSION,"rv":N,"start":"<key>\u0000"}`,
+//! as kube-apiserver's storage encodes it (`storage.EncodeContinue`); `rv`
+//! is the list's resource version (-1: continue at the current state) and
+//! `start` the key to resume at. The formats differ only in data:
+//!
+//! - [`Format::APISERVER`] (`meta.k8s.io/v1`): what the built-in upstream
+//!   issues, decoded with the apiserver's 400 messages (`storage.DecodeContinue`).
+//! - [`Format::R8S`] (`r8s.dev/v1`, with a checksum): what r8s issues for
+//!   pages of its cache. r8s recognizes its own (an altered one is a 400) and
+//!   passes any other token to the upstream. The resource version is the
+//!   upstream's, so any r8s replica retaining that version can continue.
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -10,13 +18,48 @@ use serde::{Deserialize, Serialize};
 
 use super::status::Status;
 
-const VERSION: &str = "meta.k8s.io/v1";
+/// A token format: its version string and whether it carries a checksum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Format {
+    version: &'static str,
+    signed: bool,
+}
+
+impl Format {
+    /// kube-apiserver's.
+    pub const APISERVER: Format = Format {
+        version: "meta.k8s.io/v1",
+        signed: false,
+    };
+    /// r8s's own.
+    pub const R8S: Format = Format {
+        version: "r8s.dev/v1",
+        signed: true,
+    };
+
+    /// FNV-1a over the version, the resource version and the key.
+    fn checksum(self, rv: i64, start: &str) -> String {
+        let mut h: u64 = 0xcbf29ce484222325;
+        for b in self
+            .version
+            .bytes()
+            .chain(rv.to_le_bytes())
+            .chain(start.bytes())
+        {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x100000001b3);
+        }
+        format!("{h:016x}")
+    }
+}
 
 #[derive(Serialize, Deserialize)]
 struct Raw {
     v: String,
     rv: i64,
     start: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    sum: Option<String>,
 }
 
 /// A decoded continue token.
@@ -28,6 +71,54 @@ pub struct ContinueToken {
     pub start: String,
 }
 
+/// Why a token does not decode in a format.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Invalid {
+    /// Not base64url, from this byte on.
+    NotBase64(usize),
+    /// Not the token's JSON.
+    NotJson(String),
+    /// Another format's (its version).
+    OtherVersion(String),
+    /// A signed token whose checksum does not match.
+    Altered,
+    /// A resource version of 0.
+    ZeroVersion,
+    /// A key that is not a clean path (`..`, `//`).
+    UncleanKey(String),
+}
+
+impl Invalid {
+    /// Whether the token is simply not in the format asked for (another
+    /// server's), rather than a broken one of its own.
+    pub fn is_foreign(&self) -> bool {
+        matches!(
+            self,
+            Invalid::NotBase64(_) | Invalid::NotJson(_) | Invalid::OtherVersion(_)
+        )
+    }
+
+    /// The apiserver's 400 for a token of `format` that does not decode.
+    pub fn into_status(self, format: Format) -> Status {
+        let why = match self {
+            Invalid::NotBase64(i) => format!("illegal base64 data at input byte {i}"),
+            Invalid::NotJson(e) => e,
+            Invalid::OtherVersion(v) => {
+                format!("server does not recognize this encoded version \"{v}\"")
+            }
+            Invalid::Altered => "the token was altered".into(),
+            Invalid::ZeroVersion => format!(
+                "incorrect encoded start resourceVersion (version {})",
+                format.version
+            ),
+            Invalid::UncleanKey(k) => k,
+        };
+        Status::bad_request(format!(
+            "invalid continue token: continue key is not valid: {why}"
+        ))
+    }
+}
+
 impl ContinueToken {
     /// A token resuming after `last_key` of a list at `rv`.
     pub fn after(rv: i64, last_key: &str) -> Self {
@@ -37,54 +128,64 @@ impl ContinueToken {
         }
     }
 
-    /// The encoded token.
-    pub fn encode(&self) -> String {
+    /// The token in `format`.
+    pub fn encode(&self, format: Format) -> String {
         let raw = Raw {
-            v: VERSION.into(),
+            v: format.version.into(),
             rv: self.rv,
             start: self.start.clone(),
+            sum: format.signed.then(|| format.checksum(self.rv, &self.start)),
         };
         URL_SAFE_NO_PAD.encode(serde_json::to_vec(&raw).expect("token serializes"))
     }
 
-    /// Decodes a token; failures are the apiserver's 400 `BadRequest`.
-    pub fn decode(token: &str) -> Result<Self, Status> {
-        let bad = |m: String| {
-            Status::bad_request(format!(
-                "invalid continue token: continue key is not valid: {m}"
-            ))
-        };
+    /// Decodes a token of `format`, checking what the apiserver checks (and a
+    /// signed format's checksum).
+    pub fn decode(token: &str, format: Format) -> Result<Self, Invalid> {
         if let Some(i) = token
             .bytes()
             .position(|b| !(b.is_ascii_alphanumeric() || b == b'-' || b == b'_'))
         {
-            return Err(bad(format!("illegal base64 data at input byte {i}")));
+            return Err(Invalid::NotBase64(i));
         }
-        let bytes = URL_SAFE_NO_PAD.decode(token).map_err(|_| {
-            bad(format!(
-                "illegal base64 data at input byte {}",
-                token.len().saturating_sub(1)
-            ))
-        })?;
-        let raw: Raw = serde_json::from_slice(&bytes).map_err(|e| bad(e.to_string()))?;
-        if raw.v != VERSION {
-            return Err(bad(format!(
-                "server does not recognize this encoded version \"{}\"",
-                raw.v
-            )));
+        let bytes = URL_SAFE_NO_PAD
+            .decode(token)
+            .map_err(|_| Invalid::NotBase64(token.len().saturating_sub(1)))?;
+        let raw: Raw =
+            serde_json::from_slice(&bytes).map_err(|e| Invalid::NotJson(e.to_string()))?;
+        if raw.v != format.version {
+            return Err(Invalid::OtherVersion(raw.v));
+        }
+        if format.signed && raw.sum.as_deref() != Some(&format.checksum(raw.rv, &raw.start)) {
+            return Err(Invalid::Altered);
         }
         if raw.rv == 0 {
-            return Err(bad(format!(
-                "incorrect encoded start resourceVersion (version {VERSION})"
-            )));
+            return Err(Invalid::ZeroVersion);
         }
         if !is_clean(&raw.start) {
-            return Err(bad(raw.start));
+            return Err(Invalid::UncleanKey(raw.start));
         }
         Ok(ContinueToken {
             rv: raw.rv,
             start: raw.start,
         })
+    }
+
+    /// The 410 for a token whose version is no longer retained, carrying a
+    /// replacement token (in the same format) that continues inconsistently
+    /// from the same key, as the apiserver's storage answers.
+    pub fn expired(&self, format: Format) -> Status {
+        let mut s = Status::expired(
+            "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
+        );
+        s.continue_token = Some(
+            ContinueToken {
+                rv: -1,
+                start: self.start.clone(),
+            }
+            .encode(format),
+        );
+        s
     }
 }
 
@@ -103,37 +204,29 @@ fn is_clean(p: &str) -> bool {
         || p.ends_with('/'))
 }
 
-/// The 410 for a token whose version is no longer retained, carrying a
-/// replacement token that continues inconsistently from the same key.
-pub fn expired(token: &ContinueToken) -> Status {
-    let mut s = Status::expired(
-        "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
-    );
-    s.continue_token = Some(
-        ContinueToken {
-            rv: -1,
-            start: token.start.clone(),
-        }
-        .encode(),
-    );
-    s
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    const APISERVER: Format = Format::APISERVER;
+    const R8S: Format = Format::R8S;
+
     #[test]
     fn should_round_trip_the_apiservers_format() {
         let t = "eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6MTU4MjEsInN0YXJ0IjoicG9kLTAwMDExXHUwMDAwIn0";
-        let d = ContinueToken::decode(t).unwrap();
+        let d = ContinueToken::decode(t, APISERVER).unwrap();
         assert_eq!(d, ContinueToken::after(15821, "pod-00011"));
-        assert_eq!(d.encode(), t);
+        assert_eq!(d.encode(APISERVER), t);
     }
 
     #[test]
     fn should_reject_bad_tokens_with_apiserver_messages() {
-        let m = |t: &str| ContinueToken::decode(t).unwrap_err().message;
+        let m = |t: &str| {
+            ContinueToken::decode(t, APISERVER)
+                .unwrap_err()
+                .into_status(APISERVER)
+                .message
+        };
         assert_eq!(
             m("garbage!!"),
             "invalid continue token: continue key is not valid: illegal base64 data at input byte 7"
@@ -154,11 +247,44 @@ mod tests {
 
     #[test]
     fn should_issue_replacement_token_on_expiry() {
-        let s = expired(&ContinueToken::after(1, "pod-00102"));
+        let s = ContinueToken::after(1, "pod-00102").expired(APISERVER);
         assert_eq!(
             s.continue_token.as_deref(),
             Some("eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6LTEsInN0YXJ0IjoicG9kLTAwMTAyXHUwMDAwIn0")
         );
         assert_eq!(s.code, 410);
+        let r = ContinueToken::after(1, "pod-00102").expired(R8S);
+        let replacement = ContinueToken::decode(r.continue_token.as_deref().unwrap(), R8S);
+        assert_eq!(
+            replacement.unwrap().rv,
+            -1,
+            "r8s's own, continuing at the current state"
+        );
+    }
+
+    #[test]
+    fn should_know_its_own_tokens_and_detect_tampering() {
+        let t = ContinueToken::after(42, "ns-1/pod-7");
+        assert_eq!(ContinueToken::decode(&t.encode(R8S), R8S), Ok(t.clone()));
+        let mut raw: serde_json::Value =
+            serde_json::from_slice(&URL_SAFE_NO_PAD.decode(t.encode(R8S)).unwrap()).unwrap();
+        raw["rv"] = serde_json::json!(41);
+        let forged = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&raw).unwrap());
+        let e = ContinueToken::decode(&forged, R8S).unwrap_err();
+        assert!(!e.is_foreign());
+        assert_eq!(
+            e.into_status(R8S).message,
+            "invalid continue token: continue key is not valid: the token was altered"
+        );
+        let apiserver = t.encode(APISERVER);
+        for foreign in [apiserver.as_str(), "garbage!!"] {
+            let e = ContinueToken::decode(foreign, R8S).unwrap_err();
+            assert!(e.is_foreign(), "{foreign}: {e:?}");
+        }
+        assert!(
+            ContinueToken::decode(&t.encode(R8S), APISERVER)
+                .unwrap_err()
+                .is_foreign()
+        );
     }
 }

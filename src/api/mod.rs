@@ -3,8 +3,11 @@
 
 pub mod continue_token;
 pub mod gvr;
+pub mod media;
 pub mod params;
 pub mod path;
+pub mod query;
+pub mod request;
 pub mod selector;
 pub mod status;
 pub mod user;

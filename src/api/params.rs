@@ -1,8 +1,11 @@
 //! Query parameters of get, list and watch, parsed and validated as kube-apiserver does.
 //!
-//! The messages are the apiserver's (`ValidateListOptions`, `strconv` errors);
-//! see `shared/reference/04_rvmatch_validation.txt`.
+//! The messages are the apiserver's: `ValidateListOptions` (422 `Invalid`
+//! with one cause per violation), `strconv.ParseInt`/`ParseBool` (400), and
+//! the label and field selector parsers of apimachinery (400).
 
+use super::query::{Query, parse_bool};
+use super::selector::{FieldSelector, LabelSelector, Selectors, supported_fields};
 use super::status::{Cause, Status};
 
 /// `resourceVersionMatch`.
@@ -15,7 +18,7 @@ pub enum RvMatch {
 }
 
 /// The options of a get, list or watch request.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ListOptions {
     /// `watch=true` (or a `/watch/` path).
     pub watch: bool,
@@ -27,10 +30,12 @@ pub struct ListOptions {
     pub limit: i64,
     /// `continue`, raw (empty when unset).
     pub continue_token: String,
-    /// `labelSelector`, raw.
+    /// `labelSelector`, raw (as authorizers see it).
     pub label_selector: String,
-    /// `fieldSelector`, raw.
+    /// `fieldSelector`, raw (as authorizers see it).
     pub field_selector: String,
+    /// Both selectors parsed, or the apiserver's 400 for the first bad one.
+    pub selectors: Result<Selectors, Status>,
     /// `allowWatchBookmarks`.
     pub allow_watch_bookmarks: bool,
     /// `sendInitialEvents` (None when unset).
@@ -39,17 +44,6 @@ pub struct ListOptions {
     pub timeout_seconds: Option<u64>,
     /// `pretty` (None when unset).
     pub pretty: Option<bool>,
-}
-
-/// Go's `strconv.ParseBool`.
-pub fn parse_bool(v: &str) -> Result<bool, Status> {
-    match v {
-        "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(true),
-        "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(false),
-        _ => Err(Status::bad_request(format!(
-            "strconv.ParseBool: parsing \"{v}\": invalid syntax"
-        ))),
-    }
 }
 
 fn parse_int(v: &str) -> Result<i64, Status> {
@@ -65,53 +59,36 @@ pub fn parse_rv(v: &str) -> Result<u64, String> {
     })
 }
 
-/// kube-apiserver pretty-prints JSON for `curl` user agents unless `pretty=false`
-/// (and for anyone with `pretty=true`); watch streams never are.
-pub fn pretty(param: Option<bool>, watch: bool, headers: &http::HeaderMap) -> bool {
-    param.unwrap_or_else(|| {
-        !watch
-            && headers
-                .get(http::header::USER_AGENT)
-                .and_then(|v| v.to_str().ok())
-                .is_some_and(|ua| ua.starts_with("curl/"))
-    })
-}
-
-/// The first value of each parameter, in the order of the query string.
-pub fn query_pairs(query: Option<&str>) -> Vec<(String, String)> {
-    let mut out: Vec<(String, String)> = Vec::new();
-    for (k, v) in form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
-        if !out.iter().any(|(ek, _)| ek.as_str() == k) {
-            out.push((k.into_owned(), v.into_owned()));
-        }
-    }
-    out
-}
-
 impl ListOptions {
-    /// Parses the query string; bad numbers and booleans are 400s like the apiserver's.
-    pub fn parse(query: Option<&str>) -> Result<Self, Status> {
-        let mut o = ListOptions::default();
-        for (k, v) in query_pairs(query) {
-            match k.as_str() {
-                "watch" => o.watch = parse_bool(&v)?,
-                "resourceVersion" => o.resource_version = v,
-                "resourceVersionMatch" => o.resource_version_match = v,
-                "limit" => o.limit = parse_int(&v)?,
-                "continue" => o.continue_token = v,
-                "labelSelector" => o.label_selector = v,
-                "fieldSelector" => o.field_selector = v,
-                "allowWatchBookmarks" => o.allow_watch_bookmarks = parse_bool(&v)?,
-                "sendInitialEvents" => o.send_initial_events = Some(parse_bool(&v)?),
-                "timeoutSeconds" => {
-                    let t = parse_int(&v)?;
-                    o.timeout_seconds = Some(t.max(0) as u64);
-                }
-                "pretty" => o.pretty = Some(parse_bool(&v)?),
-                _ => {}
-            }
-        }
-        Ok(o)
+    /// The options of a request for `resource` (whose selectable fields the
+    /// field selector may use); bad numbers and booleans are 400s like the
+    /// apiserver's. Each parameter's first value counts.
+    pub fn parse(query: &Query, resource: &str) -> Result<Self, Status> {
+        let text = |k: &str| query.get(k).unwrap_or_default().to_string();
+        let flag = |k: &str| query.get(k).map(parse_bool).transpose();
+        let int = |k: &str| query.get(k).map(parse_int).transpose();
+        let label_selector = text("labelSelector");
+        let field_selector = text("fieldSelector");
+        let selectors = LabelSelector::parse(&label_selector)
+            .and_then(|labels| {
+                let fields = FieldSelector::parse(&field_selector, supported_fields(resource))?;
+                Ok(Selectors { labels, fields })
+            })
+            .map_err(Status::bad_request);
+        Ok(ListOptions {
+            watch: flag("watch")?.unwrap_or(false),
+            resource_version: text("resourceVersion"),
+            resource_version_match: text("resourceVersionMatch"),
+            limit: int("limit")?.unwrap_or(0),
+            continue_token: text("continue"),
+            label_selector,
+            field_selector,
+            selectors,
+            allow_watch_bookmarks: flag("allowWatchBookmarks")?.unwrap_or(false),
+            send_initial_events: flag("sendInitialEvents")?,
+            timeout_seconds: int("timeoutSeconds")?.map(|t| t.max(0) as u64),
+            pretty: flag("pretty")?,
+        })
     }
 
     /// The parsed `resourceVersionMatch`, once [`ListOptions::validate`] passed.
@@ -199,12 +176,12 @@ impl ListOptions {
 mod tests {
     use super::*;
 
+    fn parse(q: &str) -> Result<ListOptions, Status> {
+        ListOptions::parse(&Query::parse(Some(q)), "pods")
+    }
+
     fn msg(q: &str) -> String {
-        ListOptions::parse(Some(q))
-            .unwrap()
-            .validate()
-            .unwrap_err()
-            .message
+        parse(q).unwrap().validate().unwrap_err().message
     }
 
     #[test]
@@ -226,7 +203,7 @@ mod tests {
             "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"
         );
         assert_eq!(
-            ListOptions::parse(Some("limit=abc")).unwrap_err().message,
+            parse("limit=abc").unwrap_err().message,
             "strconv.ParseInt: parsing \"abc\": invalid syntax"
         );
     }
@@ -239,7 +216,7 @@ mod tests {
             "limit=-5",
             "watch=true&resourceVersion=7",
         ] {
-            ListOptions::parse(Some(q)).unwrap().validate().unwrap();
+            parse(q).unwrap().validate().unwrap();
         }
     }
 }

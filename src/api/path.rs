@@ -28,27 +28,6 @@ pub enum ApiPath {
     Other,
 }
 
-impl ResourcePath {
-    /// The verb kube-apiserver's RequestInfo would give this request.
-    pub fn verb(&self, method: &http::Method, watch_param: bool) -> &'static str {
-        use http::Method;
-        match (method, &self.name, self.subresource.as_deref()) {
-            (_, _, Some("exec" | "attach" | "portforward")) => "connect",
-            (_, _, Some("proxy")) => "proxy",
-            (&Method::GET | &Method::HEAD, None, _) if watch_param || self.watch_prefix => "watch",
-            (&Method::GET | &Method::HEAD, Some(_), _) if self.watch_prefix => "watch",
-            (&Method::GET | &Method::HEAD, None, _) => "list",
-            (&Method::GET | &Method::HEAD, Some(_), _) => "get",
-            (&Method::POST, _, _) => "create",
-            (&Method::PUT, _, _) => "update",
-            (&Method::PATCH, _, _) => "patch",
-            (&Method::DELETE, None, _) => "deletecollection",
-            (&Method::DELETE, Some(_), _) => "delete",
-            _ => "other",
-        }
-    }
-}
-
 /// Parses a request path (without query).
 pub fn parse(path: &str) -> ApiPath {
     let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
@@ -115,7 +94,6 @@ mod tests {
         );
         let r = res("/api/v1/watch/namespaces/ns-1/pods");
         assert!(r.watch_prefix);
-        assert_eq!(r.verb(&http::Method::GET, false), "watch");
     }
 
     #[test]

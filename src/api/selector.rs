@@ -1,7 +1,8 @@
 //! Label and field selectors: parsed once per request, matched per object.
 //!
-//! Syntax and error messages follow `k8s.io/apimachinery/pkg/labels` and
-//! `pkg/fields` (see `shared/reference/07_selectors.txt`).
+//! Syntax and error messages follow apimachinery's parsers
+//! (`k8s.io/apimachinery/pkg/labels.Parse`, `pkg/fields.ParseSelector`),
+//! whose failures kube-apiserver answers with 400 `BadRequest`.
 
 use serde_json::Value;
 
@@ -358,6 +359,22 @@ impl LabelSelector {
     pub fn matches_object(&self, obj: &Value) -> bool {
         let labels = obj.pointer("/metadata/labels");
         self.matches(|k| labels.and_then(|l| l.get(k)).and_then(Value::as_str))
+    }
+}
+
+/// The label and field selectors of a list or watch, parsed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Selectors {
+    /// `labelSelector`.
+    pub labels: LabelSelector,
+    /// `fieldSelector`, its fields checked against the resource's.
+    pub fields: FieldSelector,
+}
+
+impl Selectors {
+    /// Whether both are empty (everything matches).
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty() && self.fields.is_empty()
     }
 }
 

@@ -1,7 +1,9 @@
 //! Kubernetes `Status` objects: the one shape every error takes on the wire.
 //!
-//! Both the proxy and the built-in upstream build their failures here, so that
-//! clients see kube-apiserver's exact bodies (see `shared/reference/`).
+//! Both r8s and the built-in upstream build their failures here, so that
+//! clients see kube-apiserver's exact bodies (`apierrors.StatusError` as
+//! `responsewriters.ErrorNegotiated` writes it: code, reason, message,
+//! details, `Retry-After`).
 
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
@@ -346,7 +348,7 @@ mod tests {
 
     #[test]
     fn should_match_apiserver_bytes_for_forbidden() {
-        // shared/reference/11_auth_pretty_watch_headers.txt
+        // Bytes recorded from kube-apiserver's 403 for a get and a list.
         let get = Target {
             resource: "pods",
             namespace: Some("ns-0"),

@@ -22,7 +22,7 @@ use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_perc
 use ring::hmac;
 
 use crate::api::UserInfo;
-use crate::api::path::ResourcePath;
+use crate::api::request::{ApiRequest, Verb};
 use crate::api::status::{Status, Target};
 use crate::body::Body;
 use crate::config::{AuthConfig, AuthMode};
@@ -198,7 +198,8 @@ fn sends_impersonation(headers: &HeaderMap) -> bool {
 impl Auth {
     /// Sets up the caches for `mode`; reviews go to `upstream` with r8s's credentials.
     pub fn new(mode: AuthMode, cfg: &AuthConfig, upstream: Arc<Upstream>) -> Self {
-        let size = NonZeroUsize::new(cfg.cache_size.max(1)).expect("at least 1");
+        // At least 1 once validated; a hand-built config still gets a working cache.
+        let size = NonZeroUsize::new(cfg.cache_size).unwrap_or(NonZeroUsize::MIN);
         let secs = Duration::from_secs;
         Auth {
             mode,
@@ -296,33 +297,25 @@ impl Auth {
         }
     }
 
-    /// May `caller` do `verb` on `rp` (with the selectors in `query`)? (A
-    /// cache read; `Trusted` always may.)
-    pub async fn authorize(
-        &self,
-        caller: &Caller,
-        verb: &'static str,
-        rp: &ResourcePath,
-        query: Option<&str>,
-    ) -> Result<(), Refusal> {
+    /// May `caller` do what `req` asks (a cache read, with its selectors for
+    /// a list or watch)? `Trusted` always may.
+    pub async fn authorize(&self, caller: &Caller, req: &ApiRequest) -> Result<(), Refusal> {
         let user = match caller {
             Caller::Trusted => return Ok(()),
             Caller::Client { user, .. } | Caller::Certificate(user) => user,
         };
         let (mut field_selector, mut label_selector) = (String::new(), String::new());
-        if matches!(verb, "list" | "watch") {
-            for (k, v) in form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
-                match k.as_ref() {
-                    "fieldSelector" if field_selector.is_empty() => field_selector = v.into_owned(),
-                    "labelSelector" if label_selector.is_empty() => label_selector = v.into_owned(),
-                    _ => {}
-                }
-            }
+        if matches!(req.verb, Verb::List | Verb::Watch)
+            && let Ok(o) = &req.options
+        {
+            field_selector.clone_from(&o.field_selector);
+            label_selector.clone_from(&o.label_selector);
         }
+        let rp = &req.path;
         let attrs = Attributes {
             field_selector,
             label_selector,
-            verb,
+            verb: req.verb.as_str(),
             group: rp.gvr.group().to_string(),
             version: rp.gvr.version().to_string(),
             resource: rp.gvr.resource().to_string(),

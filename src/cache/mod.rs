@@ -7,7 +7,6 @@
 pub mod history;
 pub mod object;
 pub mod store;
-pub mod token;
 
 use std::collections::HashMap;
 use std::sync::Arc;

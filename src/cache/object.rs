@@ -11,7 +11,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use serde::Deserialize;
 
-use crate::api::selector::{FieldSelector, LabelSelector, supported_fields};
+use crate::api::selector::{Selectors, supported_fields};
 use crate::codec::json::ListItem;
 
 /// Where a label or field value lives in the object's JSON.
@@ -176,8 +176,8 @@ impl CachedObject {
     }
 
     /// Whether the object passes a request's selectors.
-    pub fn matches(&self, labels: &LabelSelector, fields: &FieldSelector) -> bool {
-        labels.matches(|k| self.label(k)) && fields.matches_str(|f| self.field(f))
+    pub fn matches(&self, s: &Selectors) -> bool {
+        s.labels.matches(|k| self.label(k)) && s.fields.matches_str(|f| self.field(f))
     }
 }
 
@@ -468,6 +468,7 @@ impl TypeInfo {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::selector::{FieldSelector, LabelSelector};
 
     #[test]
     fn should_find_labels_and_fields_in_the_stored_bytes() {
@@ -509,6 +510,10 @@ mod tests {
             supported_fields("pods"),
         )
         .unwrap();
-        assert!(o.matches(&LabelSelector::parse("app in (web)").unwrap(), &sel));
+        let labels = LabelSelector::parse("app in (web)").unwrap();
+        assert!(o.matches(&Selectors {
+            labels,
+            fields: sel
+        }));
     }
 }

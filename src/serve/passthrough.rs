@@ -21,9 +21,6 @@ use crate::body::{Body, BoxError};
 use crate::shutdown::Signal;
 use crate::upstream::{RequestError, Upstream};
 
-/// The response header saying whether r8s served from cache.
-pub const CACHE_HEADER: &str = "x-r8s-cache";
-
 const HOP_BY_HOP: [HeaderName; 7] = [
     header::CONNECTION,
     HeaderName::from_static("keep-alive"),
@@ -99,17 +96,11 @@ pub async fn forward(
                 Err(e) => tracing::warn!(error = %e, "upgrade failed"),
             }
         });
-        let (mut parts, _) = resp.into_parts();
-        parts
-            .headers
-            .insert(CACHE_HEADER, HeaderValue::from_static("pass"));
+        let (parts, _) = resp.into_parts();
         return Response::from_parts(parts, crate::body::empty());
     }
     let (mut parts, body) = resp.into_parts();
     strip_hop_by_hop(&mut parts.headers, false);
-    parts
-        .headers
-        .insert(CACHE_HEADER, HeaderValue::from_static("pass"));
     let body = body.map_err(BoxError::from);
     let body = if streaming {
         UntilShutdown {
@@ -125,10 +116,7 @@ pub async fn forward(
 
 /// The 503 for an upstream that cannot be reached (never a hang: connects time out).
 pub fn unavailable(e: &RequestError) -> Response<Body> {
-    let mut resp = Status::unavailable(e.to_string()).into_response();
-    resp.headers_mut()
-        .insert(CACHE_HEADER, HeaderValue::from_static("pass"));
-    resp
+    Status::unavailable(e.to_string()).into_response()
 }
 
 /// A relayed stream that ends cleanly (end of chunked body) at shutdown, so

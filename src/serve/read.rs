@@ -1,26 +1,31 @@
-//! Get and list served from the cache, following the seeds' tables.
+//! Get and list served from the cache, following the resource version
+//! semantics of kube-apiserver's watch cache (`cacher.GetList`: "Any" from
+//! the current version, "Not older than" after waiting for it, "Exact" from a
+//! retained version, pages of one version with continue tokens).
 //!
-//! Every request for a cached resource ends here in a decision: served from a
-//! cache version (`hit`), or passed through with a reason. Anything the
-//! apiserver would reject is passed through, so the client gets the
-//! apiserver's own answer.
+//! Every request for a cached resource ends here answered from a cache
+//! version, or with the reason it passes through. Anything the apiserver
+//! would reject is passed through, so the client gets the apiserver's own
+//! answer.
 
 use std::ops::Bound;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, header};
+use http::{HeaderValue, Response, StatusCode, header};
 
+use super::outcome::PassReason;
+use crate::api::continue_token::{ContinueToken, Format};
 use crate::api::params::{ListOptions, RvMatch};
 use crate::api::path::ResourcePath;
-use crate::api::selector::{FieldSelector, LabelSelector, supported_fields};
+use crate::api::request::{ApiRequest, Verb};
+use crate::api::selector::Selectors;
 use crate::api::status::Status;
 use crate::body::{self, Body};
 use crate::cache::ResourceCache;
 use crate::cache::object::CachedObject;
 use crate::cache::store::{Serving, Version};
-use crate::cache::token::Token;
 use crate::codec::json::{GZIP_MIN, GzipListBody, ListBody, gzip as gzip_bytes};
 use crate::config::OnTooNew;
 
@@ -33,84 +38,59 @@ pub struct ReadPolicy {
     pub on_too_new: OnTooNew,
 }
 
-/// The outcome for one request.
-pub enum Decision {
-    /// Served by r8s.
-    Hit(Response<Body>),
-    /// Passed through, for this reason.
-    Pass(&'static str),
-}
-
-/// Whether the client prefers plain JSON (absent Accept and `*/*` count).
-fn accepts_json(headers: &HeaderMap) -> bool {
-    let Some(accept) = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else {
-        return true;
-    };
-    let first = accept.split(',').next().unwrap_or("").trim();
-    if first.is_empty() {
-        return true;
-    }
-    let mut parts = first.split(';').map(str::trim);
-    let mime = parts.next().unwrap_or("");
-    let params_ok = parts.all(|p| p.starts_with("q=") || p.starts_with("charset="));
-    params_ok && matches!(mime, "application/json" | "*/*" | "application/*")
-}
-
-/// Why a cache cannot serve this client now, if it cannot.
-pub fn unservable(cache: &ResourceCache, headers: &HeaderMap) -> Option<&'static str> {
+/// Why `cache` cannot answer `ar` now, if it cannot (reads and watches alike).
+pub fn unservable(cache: &ResourceCache, ar: &ApiRequest) -> Option<PassReason> {
     match cache.store.serving() {
         Serving::Ready => {}
-        Serving::Syncing => return Some("not_synced"),
-        Serving::OverBudget => return Some("over_budget"),
-        Serving::Uncacheable => return Some("not_cacheable"),
+        Serving::Syncing => return Some(PassReason::NotSynced),
+        Serving::OverBudget => return Some(PassReason::OverBudget),
+        Serving::Uncacheable => return Some(PassReason::NotCacheable),
     }
-    if !accepts_json(headers) {
-        Some("media_type")
-    } else {
-        None
+    if ar.media.is_none() {
+        return Some(PassReason::MediaType);
     }
+    None
 }
 
-/// Tries to answer `req` from `cache`.
-pub async fn decide<B>(
+/// The answer to a get or list from `cache`, or why the upstream must give it.
+pub async fn answer(
     cache: &ResourceCache,
-    req: &Request<B>,
-    rp: &ResourcePath,
-    verb: &str,
+    ar: &ApiRequest,
     policy: &ReadPolicy,
-) -> Decision {
-    if !matches!(verb, "get" | "list") || rp.subresource.is_some() {
-        return Decision::Pass("verb");
+) -> Result<Response<Body>, PassReason> {
+    if !matches!(ar.verb, Verb::Get | Verb::List) || ar.path.subresource.is_some() {
+        return Err(PassReason::Verb);
     }
-    if let Some(reason) = unservable(cache, req.headers()) {
-        return Decision::Pass(reason);
+    if let Some(reason) = unservable(cache, ar) {
+        return Err(reason);
     }
-    let Ok(opts) = ListOptions::parse(req.uri().query()) else {
-        return Decision::Pass("invalid");
-    };
+    let opts = ar.options.as_ref().map_err(|_| PassReason::Invalid)?;
     if opts.validate().is_err() {
-        return Decision::Pass("invalid");
+        return Err(PassReason::Invalid);
     }
-    let pretty = crate::api::params::pretty(opts.pretty, false, req.headers());
-    let gzip = accepts_gzip(req.headers());
-    let result = if verb == "get" {
-        get(cache, rp, &opts, policy).await
+    let result = if ar.verb == Verb::Get {
+        get(cache, &ar.path, opts, policy).await
     } else {
-        list(cache, rp, &opts, policy).await
+        list(cache, &ar.path, opts, policy).await
     };
     match result {
-        Ok(payload) => Decision::Hit(respond(StatusCode::OK, payload, pretty, gzip)),
+        Ok(payload) => Ok(respond(StatusCode::OK, payload, ar.pretty, ar.gzip)),
         Err(Outcome::Status(s)) => {
             let code = StatusCode::from_u16(s.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-            Decision::Hit(respond(code, Payload::Bytes(s.to_bytes()), pretty, false))
+            Ok(respond(
+                code,
+                Payload::Bytes(s.to_bytes()),
+                ar.pretty,
+                false,
+            ))
         }
-        Err(Outcome::Pass(reason)) => Decision::Pass(reason),
+        Err(Outcome::Pass(reason)) => Err(reason),
     }
 }
 
 enum Outcome {
     Status(Status),
-    Pass(&'static str),
+    Pass(PassReason),
 }
 
 /// What a hit sends: one object's bytes, or a streamed list.
@@ -119,26 +99,10 @@ enum Payload {
     List(ListBody<CachedObject>),
 }
 
-fn accepts_gzip(headers: &HeaderMap) -> bool {
-    headers
-        .get_all(header::ACCEPT_ENCODING)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|e| {
-            let mut p = e.split(';').map(str::trim);
-            p.next() == Some("gzip") && p.all(|q| q != "q=0")
-        })
-}
-
 fn hit(code: StatusCode, body: Body, gzipped: bool) -> Response<Body> {
     let mut resp = crate::api::json_response(code, body);
-    let h = resp.headers_mut();
-    h.insert(
-        super::passthrough::CACHE_HEADER,
-        HeaderValue::from_static("hit"),
-    );
     if gzipped {
+        let h = resp.headers_mut();
         h.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
         h.insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
     }
@@ -192,7 +156,7 @@ async fn not_older_than(
         return Ok(cache.store.current());
     }
     match policy.on_too_new {
-        OnTooNew::Pass => Err(Outcome::Pass("too_new")),
+        OnTooNew::Pass => Err(Outcome::Pass(PassReason::TooNew)),
         OnTooNew::Timeout => Err(Outcome::Status(Status::too_large_resource_version(
             n,
             cache.store.current().rv,
@@ -207,10 +171,12 @@ async fn get(
     policy: &ReadPolicy,
 ) -> Result<Payload, Outcome> {
     let version = match opts.resource_version.as_str() {
-        "" => return Err(Outcome::Pass("most_recent")),
+        "" => return Err(Outcome::Pass(PassReason::MostRecent)),
         "0" => cache.store.current(),
         rv => {
-            let n = rv.parse::<u64>().map_err(|_| Outcome::Pass("invalid"))?;
+            let n = rv
+                .parse::<u64>()
+                .map_err(|_| Outcome::Pass(PassReason::Invalid))?;
             not_older_than(cache, n, policy).await?
         }
     };
@@ -234,55 +200,43 @@ async fn list(
     opts: &ListOptions,
     policy: &ReadPolicy,
 ) -> Result<Payload, Outcome> {
-    let labels =
-        LabelSelector::parse(&opts.label_selector).map_err(|_| Outcome::Pass("invalid"))?;
-    let fields = FieldSelector::parse(
-        &opts.field_selector,
-        supported_fields(cache.resource.gvr.resource()),
-    )
-    .map_err(|_| Outcome::Pass("invalid"))?;
+    let selectors = opts
+        .selectors
+        .as_ref()
+        .map_err(|_| Outcome::Pass(PassReason::Invalid))?;
     let rv = opts.resource_version.as_str();
     let (version, start) = if !opts.continue_token.is_empty() {
         if !rv.is_empty() && rv != "0" {
-            return Err(Outcome::Pass("invalid"));
+            return Err(Outcome::Pass(PassReason::Invalid));
         }
-        let tok = match Token::decode(&opts.continue_token) {
-            Ok(Some(t)) => t,
-            Ok(None) => return Err(Outcome::Pass("foreign_continue")),
-            Err(s) => return Err(Outcome::Status(s)),
+        let tok = match ContinueToken::decode(&opts.continue_token, Format::R8S) {
+            Ok(t) => t,
+            Err(e) if e.is_foreign() => return Err(Outcome::Pass(PassReason::ForeignContinue)),
+            Err(e) => return Err(Outcome::Status(e.into_status(Format::R8S))),
         };
         let version = if tok.rv < 0 {
             cache.store.current()
         } else {
-            cache.store.at(tok.rv as u64).ok_or_else(|| {
-                let mut s = crate::api::continue_token::expired(
-                    &crate::api::continue_token::ContinueToken {
-                        rv: tok.rv,
-                        start: tok.start.clone(),
-                    },
-                );
-                s.continue_token = Some(
-                    Token {
-                        rv: -1,
-                        start: tok.start.clone(),
-                    }
-                    .encode(),
-                );
-                Outcome::Status(s)
-            })?
+            let expired = || Outcome::Status(tok.expired(Format::R8S));
+            cache.store.at(tok.rv as u64).ok_or_else(expired)?
         };
         (version, Some(tok.start))
     } else if rv.is_empty() {
-        return Err(Outcome::Pass("most_recent"));
+        return Err(Outcome::Pass(PassReason::MostRecent));
     } else if rv == "0" {
         (cache.store.current(), None)
     } else {
-        let n = rv.parse::<u64>().map_err(|_| Outcome::Pass("invalid"))?;
+        let n = rv
+            .parse::<u64>()
+            .map_err(|_| Outcome::Pass(PassReason::Invalid))?;
         let exact = opts.rv_match() == Some(RvMatch::Exact)
             || (opts.rv_match().is_none() && opts.limit > 0);
         if exact {
             (
-                cache.store.at(n).ok_or(Outcome::Pass("not_retained"))?,
+                cache
+                    .store
+                    .at(n)
+                    .ok_or(Outcome::Pass(PassReason::NotRetained))?,
                 None,
             )
         } else {
@@ -295,8 +249,7 @@ async fn list(
         rp.namespace.as_deref(),
         start,
         opts.limit,
-        &labels,
-        &fields,
+        selectors,
     ))
 }
 
@@ -307,8 +260,7 @@ fn assemble(
     namespace: Option<&str>,
     start: Option<String>,
     limit: i64,
-    labels: &LabelSelector,
-    fields: &FieldSelector,
+    selectors: &Selectors,
 ) -> Payload {
     let prefix = namespace.map(|ns| format!("{ns}/")).unwrap_or_default();
     let from: Arc<str> = Arc::from(format!("{prefix}{}", start.unwrap_or_default()));
@@ -316,7 +268,7 @@ fn assemble(
         .objects
         .range((Bound::Included(from), Bound::Unbounded))
         .take_while(|(k, _)| k.starts_with(&prefix));
-    let filtered = !(labels.is_empty() && fields.is_empty());
+    let filtered = !selectors.is_empty();
     let head = format!(
         "{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{{\"resourceVersion\":\"{}\"",
         cache.list_kind,
@@ -326,7 +278,7 @@ fn assemble(
     let mut picked = Vec::new();
     let mut last: Option<Arc<str>> = None;
     for (k, o) in iter.by_ref() {
-        if filtered && !o.matches(labels, fields) {
+        if filtered && !o.matches(selectors) {
             continue;
         }
         picked.push(o);
@@ -340,7 +292,8 @@ fn assemble(
     if let Some(last) = last {
         let remaining = iter.count();
         if remaining > 0 {
-            let tok = Token::after(version.rv, &last[prefix.len()..]).encode();
+            let tok =
+                ContinueToken::after(version.rv as i64, &last[prefix.len()..]).encode(Format::R8S);
             out.put_slice(b",\"continue\":\"");
             out.put_slice(tok.as_bytes());
             out.put_u8(b'"');

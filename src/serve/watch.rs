@@ -17,16 +17,15 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{HeaderValue, Request, StatusCode};
+use http::{Response, StatusCode};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::api::params::ListOptions;
-use crate::api::path::ResourcePath;
-use crate::api::selector::{FieldSelector, LabelSelector, supported_fields};
+use super::outcome::PassReason;
+use crate::api::request::ApiRequest;
+use crate::api::selector::Selectors;
 use crate::api::status::Status;
-use crate::body;
-use crate::body::Body;
+use crate::body::{self, Body};
 use crate::cache::ResourceCache;
 use crate::cache::history::{Cursor, Event, EventKind, Trigger};
 use crate::cache::object::CachedObject;
@@ -34,7 +33,6 @@ use crate::codec::json::{bookmark, initial_events_end, watch_line};
 use crate::config::OnTooOld;
 use crate::metrics::{WatchEnd, WatchMetrics};
 use crate::shutdown::Signal;
-use http::Response;
 
 /// Events a watcher takes from the log per read: bounds what a stalled watcher holds.
 const BATCH: usize = 256;
@@ -66,34 +64,34 @@ pub struct WatchPolicy {
 
 struct Filter {
     namespace: Option<String>,
-    labels: LabelSelector,
-    fields: FieldSelector,
+    selectors: Selectors,
 }
 
 impl Filter {
     fn everything(&self) -> bool {
-        self.namespace.is_none() && self.labels.is_empty() && self.fields.is_empty()
+        self.namespace.is_none() && self.selectors.is_empty()
     }
 
     fn passes(&self, o: &CachedObject) -> bool {
         self.namespace
             .as_deref()
             .is_none_or(|ns| o.namespace() == ns)
-            && o.matches(&self.labels, &self.fields)
+            && o.matches(&self.selectors)
     }
 
     /// The indexed value this filter pins, if any: only events concerning it
     /// can pass (or leave) the filter.
     fn trigger(&self, nodes_indexed: bool) -> Option<Trigger> {
-        if nodes_indexed && let Some(n) = self.fields.exact("spec.nodeName") {
+        let fields = &self.selectors.fields;
+        if nodes_indexed && let Some(n) = fields.exact("spec.nodeName") {
             return Some(Trigger::node(n));
         }
-        if let Some(n) = self.fields.exact("metadata.name") {
+        if let Some(n) = fields.exact("metadata.name") {
             return Some(Trigger::name(n));
         }
         self.namespace
             .as_deref()
-            .or_else(|| self.fields.exact("metadata.namespace"))
+            .or_else(|| fields.exact("metadata.namespace"))
             .map(Trigger::namespace)
     }
 }
@@ -116,36 +114,25 @@ pub struct Plan {
     bookmarks: bool,
 }
 
-/// Whether a watch can be served from the cache: its plan, or the pass reason.
-pub fn plan<B>(
+/// Whether a watch can be served from the cache: its plan, or why not.
+pub fn plan(
     cache: &Arc<ResourceCache>,
-    req: &Request<B>,
-    rp: &ResourcePath,
+    ar: &ApiRequest,
     policy: &WatchPolicy,
-) -> Result<Plan, &'static str> {
-    if let Some(reason) = super::read::unservable(cache, req.headers()) {
+) -> Result<Plan, PassReason> {
+    if let Some(reason) = super::read::unservable(cache, ar) {
         return Err(reason);
     }
-    let Ok(opts) = ListOptions::parse(req.uri().query()) else {
-        return Err("invalid");
-    };
+    let opts = ar.options.as_ref().map_err(|_| PassReason::Invalid)?;
     if opts.validate().is_err() {
-        return Err("invalid");
+        return Err(PassReason::Invalid);
     }
-    let (Ok(labels), Ok(fields)) = (
-        LabelSelector::parse(&opts.label_selector),
-        FieldSelector::parse(
-            &opts.field_selector,
-            supported_fields(cache.resource.gvr.resource()),
-        ),
-    ) else {
-        return Err("invalid");
-    };
+    let selectors = opts.selectors.as_ref().map_err(|_| PassReason::Invalid)?;
     if opts.resource_version.is_empty() {
-        return Err("most_recent");
+        return Err(PassReason::MostRecent);
     }
     let Ok(n) = opts.resource_version.parse::<u64>() else {
-        return Err("invalid");
+        return Err(PassReason::Invalid);
     };
     let start = match (opts.send_initial_events, n) {
         (Some(true), n) => Start::Initial {
@@ -163,15 +150,14 @@ pub fn plan<B>(
         && n < cache.store.history_from()
         && policy.on_too_old == OnTooOld::Pass
     {
-        return Err("too_old");
+        return Err(PassReason::TooOld);
     }
     Ok(Plan {
         cache: cache.clone(),
         start,
         filter: Filter {
-            namespace: rp.namespace.clone(),
-            labels,
-            fields,
+            namespace: ar.path.namespace.clone(),
+            selectors: selectors.clone(),
         },
         timeout_seconds: opts.timeout_seconds,
         bookmarks: opts.allow_watch_bookmarks,
@@ -184,12 +170,7 @@ impl Plan {
         if policy.active.fetch_add(1, Ordering::AcqRel) >= policy.max_watchers {
             policy.active.fetch_sub(1, Ordering::AcqRel);
             crate::metrics::watch_rejected();
-            let mut resp = Status::too_many_requests().into_response();
-            resp.headers_mut().insert(
-                super::passthrough::CACHE_HEADER,
-                HeaderValue::from_static("hit"),
-            );
-            return resp;
+            return Status::too_many_requests().into_response();
         }
         let active = ActiveGuard(policy.active.clone());
         let timeout = match self.timeout_seconds {
@@ -210,12 +191,7 @@ impl Plan {
             counts: [0; 4],
         };
         tokio::spawn(w.run(self.start, timeout, active));
-        let mut resp = crate::api::json_response(StatusCode::OK, body);
-        resp.headers_mut().insert(
-            super::passthrough::CACHE_HEADER,
-            HeaderValue::from_static("hit"),
-        );
-        resp
+        crate::api::json_response(StatusCode::OK, body)
     }
 }
 

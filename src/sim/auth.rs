@@ -11,10 +11,9 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Response, StatusCode, header};
 use serde_json::{Value, json};
 
-use super::{Req, Sim, json_response, to_bytes};
 use crate::api::path::ResourcePath;
 use crate::api::status::{Status, Target};
-use crate::body::Body;
+use crate::body::{self, Body};
 use crate::sync::MutexExt;
 
 /// An authenticated (or anonymous) user.
@@ -320,8 +319,8 @@ impl Tokens {
 
 fn forbidden(user: &User, verb: &str, rp: &ResourcePath) -> Status {
     let target = Target {
-        group: &rp.gvr.group(),
-        resource: &rp.gvr.resource(),
+        group: rp.gvr.group(),
+        resource: rp.gvr.resource(),
         subresource: rp.subresource.as_deref(),
         namespace: rp.namespace.as_deref(),
         name: rp.name.as_deref(),
@@ -338,14 +337,15 @@ pub fn is_review(rp: &ResourcePath) -> bool {
     )
 }
 
-/// `POST` a TokenReview or SubjectAccessReview.
+/// `POST` a TokenReview or SubjectAccessReview, answered from `tokens`
+/// (none: every token is rejected, every resource access denied).
 pub fn review(
-    sim: &Sim,
-    r: &Req,
+    tokens: Option<&Tokens>,
+    method: &http::Method,
     rp: &ResourcePath,
     body: &Bytes,
 ) -> Result<Response<Body>, Status> {
-    if r.method != http::Method::POST {
+    if method != http::Method::POST {
         return Err(Status::method_not_allowed());
     }
     let mut v: Value = serde_json::from_slice(body).map_err(|e| {
@@ -353,7 +353,7 @@ pub fn review(
     })?;
     let status = if rp.gvr.resource() == "tokenreviews" {
         let token = v["spec"]["token"].as_str().unwrap_or_default();
-        match sim.auth.as_ref().and_then(|t| t.lookup(token)) {
+        match tokens.and_then(|t| t.lookup(token)) {
             Some(u) => json!({"authenticated": true,
                 "user": {"username": u.name, "uid": u.uid, "groups": u.groups}}),
             None => json!({"authenticated": false, "user": {}, "error": "invalid bearer token"}),
@@ -378,7 +378,7 @@ pub fn review(
                 Some(s) => format!("{}/{s}", ra["resource"].as_str().unwrap_or_default()),
                 None => ra["resource"].as_str().unwrap_or_default().to_string(),
             };
-            sim.auth.as_ref().is_some_and(|t| {
+            tokens.is_some_and(|t| {
                 t.allows(
                     &user,
                     ra["verb"].as_str().unwrap_or_default(),
@@ -401,7 +401,8 @@ pub fn review(
     };
     v["status"] = status;
     v["metadata"] = json!({"creationTimestamp": null});
-    let mut resp = json_response(StatusCode::CREATED, to_bytes(&v));
+    let bytes = serde_json::to_vec(&v).expect("JSON serializes");
+    let mut resp = crate::api::json_response(StatusCode::CREATED, body::full(bytes));
     resp.headers_mut().insert(
         "x-content-type-options",
         HeaderValue::from_static("nosniff"),

@@ -17,10 +17,10 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role};
 
 use super::resources::RESOURCES;
+use super::state::{Req, Sim};
 use super::store::key;
-use super::{Req, Sim};
-use crate::api::params::{parse_bool, query_pairs};
 use crate::api::path::ResourcePath;
+use crate::api::query::parse_bool;
 use crate::api::status::Status;
 use crate::body::{self, Body};
 
@@ -40,9 +40,8 @@ pub fn log(
     r: &Req,
 ) -> Result<Response<Body>, Status> {
     let name = pod_exists(&sim, res, rp)?;
-    let q = query_pairs(r.query.as_deref());
-    let follow = match q.iter().find(|(k, _)| k == "follow") {
-        Some((_, v)) => parse_bool(v)?,
+    let follow = match r.query.get("follow") {
+        Some(v) => parse_bool(v)?,
         None => false,
     };
     let (tx, b) = body::channel(8);
@@ -108,14 +107,8 @@ pub fn exec(
         .ok_or_else(|| {
             Status::bad_request(format!("unsupported exec subprotocols: {offered:?}"))
         })?;
-    let q = query_pairs(r.query.as_deref());
-    let command: Vec<String> = form_urlencoded::parse(r.query.as_deref().unwrap_or("").as_bytes())
-        .filter(|(k, _)| k == "command")
-        .map(|(_, v)| v.into_owned())
-        .collect();
-    let stdin = q
-        .iter()
-        .any(|(k, v)| k == "stdin" && parse_bool(v).unwrap_or(false));
+    let command: Vec<String> = r.query.all("command").map(str::to_string).collect();
+    let stdin = r.query.flag("stdin");
     let on_upgrade = hyper::upgrade::on(&mut req);
     tokio::spawn(async move {
         let Ok(upgraded) = on_upgrade.await else {

@@ -1,4 +1,4 @@
-//! Get and list with the seeds' resource version semantics, paging,
+//! Get and list with kube-apiserver's resource version semantics, paging,
 //! selectors and Table output.
 
 use std::collections::BTreeMap;
@@ -10,9 +10,9 @@ use http::{Response, StatusCode, header};
 use serde_json::{Value, json};
 
 use super::resources::{RESOURCES, ResourceDef};
+use super::state::{Req, Sim, json_response, to_bytes};
 use super::store::{Obj, key};
-use super::{Req, Sim, json_response, to_bytes};
-use crate::api::continue_token::{self, ContinueToken};
+use crate::api::continue_token::{ContinueToken, Format as TokenFormat};
 use crate::api::params::{ListOptions, RvMatch, parse_rv};
 use crate::api::path::ResourcePath;
 use crate::api::selector::{FieldSelector, LabelSelector, field_value, supported_fields};
@@ -49,11 +49,7 @@ pub fn negotiate(r: &Req) -> Result<Format, Status> {
     if accept.trim().is_empty() {
         return Ok(Format::Json);
     }
-    let include = match crate::api::params::query_pairs(r.query.as_deref())
-        .iter()
-        .find(|(k, _)| k == "includeObject")
-        .map(|(_, v)| v.as_str())
-    {
+    let include = match r.query.get("includeObject") {
         Some("None") => IncludeObject::None,
         Some("Object") => IncludeObject::Object,
         _ => IncludeObject::Metadata,
@@ -166,7 +162,10 @@ pub async fn list(
                 "specifying resource version is not allowed when using continue",
             ));
         }
-        ReadAt::Continue(ContinueToken::decode(&opts.continue_token)?)
+        ReadAt::Continue(
+            ContinueToken::decode(&opts.continue_token, TokenFormat::APISERVER)
+                .map_err(|e| e.into_status(TokenFormat::APISERVER))?,
+        )
     } else if rv.is_empty() || rv == "0" {
         ReadAt::Current
     } else {
@@ -210,7 +209,7 @@ pub async fn list(
             let at = (tok.rv > 0).then_some(tok.rv as u64);
             match sim.store.snapshot(res, at) {
                 Ok((rv, m)) => (rv, m, Some(tok.start)),
-                Err(_) => return Err(continue_token::expired(&tok)),
+                Err(_) => return Err(tok.expired(TokenFormat::APISERVER)),
             }
         }
     };
@@ -220,7 +219,7 @@ pub async fn list(
     let cont = page
         .last_key
         .as_ref()
-        .map(|k| ContinueToken::after(list_rv as i64, k).encode());
+        .map(|k| ContinueToken::after(list_rv as i64, k).encode(TokenFormat::APISERVER));
     let remaining = if lsel.is_empty() && fsel.is_empty() {
         page.remaining
     } else {

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::Sim;
 use super::resources::{find, pods_idx};
+use super::state::Sim;
 use super::store::{Mutation, key};
 use super::write::uuid;
 use crate::api::Gvr;

@@ -13,8 +13,8 @@ use tokio::time::Instant;
 
 use super::read::{Format, negotiate, passes, selectors, table};
 use super::resources::{RESOURCES, ResourceDef};
+use super::state::{Req, Sim};
 use super::store::{Event, EventType, Obj};
-use super::{Req, Sim};
 use crate::api::params::{ListOptions, parse_rv};
 use crate::api::path::ResourcePath;
 use crate::api::selector::{FieldSelector, LabelSelector};

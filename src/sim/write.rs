@@ -6,8 +6,8 @@ use http::{Response, StatusCode, header};
 use serde_json::{Value, json};
 
 use super::resources::{RESOURCES, ResourceDef, namespaces_idx};
+use super::state::{Req, Sim, json_response, to_bytes};
 use super::store::{Mutation, key};
-use super::{Req, Sim, json_response, to_bytes};
 use crate::api::path::ResourcePath;
 use crate::api::status::{Cause, Status};
 use crate::body::Body;

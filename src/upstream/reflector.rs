@@ -21,6 +21,7 @@ use serde_json::value::RawValue;
 
 use super::Upstream;
 use crate::api::ApiResource;
+use crate::api::query;
 use crate::cache::object::{ObjectError, Objects, TypeInfo};
 use crate::cache::store::{Change, Serving, Store};
 use crate::metrics;
@@ -210,11 +211,12 @@ impl Reflector {
         let mut scratch: Vec<u8> = Vec::new();
         let mut first = true;
         loop {
-            let mut q = format!("limit={}", self.config.page_size);
+            let limit = self.config.page_size.to_string();
+            let mut pairs = vec![("limit", limit.as_str())];
             if !cont.is_empty() {
-                q.push_str("&continue=");
-                q.extend(form_urlencoded::byte_serialize(cont.as_bytes()));
+                pairs.push(("continue", cont.as_str()));
             }
+            let q = query::encode(pairs);
             let mut resp = self.get(&q).await?.into_body();
             scratch.clear();
             while let Some(frame) = resp.frame().await {

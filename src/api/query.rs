@@ -1,0 +1,89 @@
+//! The query string: decoded once per request, here and nowhere else, and
+//! built here for the requests r8s sends upstream.
+
+use super::status::Status;
+
+/// A decoded query string: every `key=value` pair in order (as Go's
+/// `url.ParseQuery` keeps them).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Query {
+    pairs: Vec<(String, String)>,
+}
+
+impl Query {
+    /// Decodes a raw query (`application/x-www-form-urlencoded`): the one
+    /// place r8s and the built-in upstream decode a query string.
+    pub fn parse(raw: Option<&str>) -> Self {
+        let pairs = form_urlencoded::parse(raw.unwrap_or("").as_bytes())
+            .map(|(k, v)| (k.into_owned(), v.into_owned()))
+            .collect();
+        Query { pairs }
+    }
+
+    /// The first value of `name` (Go's `url.Values.Get`, but `None` when absent).
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.pairs
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Every value of `name`, in order (`command` of an exec).
+    pub fn all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.pairs
+            .iter()
+            .filter(move |(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// A boolean read as kube-apiserver's RequestInfo reads `watch`:
+    /// `strconv.ParseBool` of the first value; absent or malformed is false.
+    pub fn flag(&self, name: &str) -> bool {
+        self.get(name)
+            .is_some_and(|v| parse_bool(v).unwrap_or(false))
+    }
+}
+
+/// Go's `strconv.ParseBool`, with its error as the apiserver's 400.
+pub fn parse_bool(v: &str) -> Result<bool, Status> {
+    match v {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(false),
+        _ => Err(Status::bad_request(format!(
+            "strconv.ParseBool: parsing \"{v}\": invalid syntax"
+        ))),
+    }
+}
+
+/// A query string from `pairs`, each value form-encoded.
+pub fn encode<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> String {
+    let mut s = form_urlencoded::Serializer::new(String::new());
+    for (k, v) in pairs {
+        s.append_pair(k, v);
+    }
+    s.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn should_decode_once_and_keep_every_value() {
+        let q = Query::parse(Some(
+            "command=sh&command=-c&command=echo%20a%26b&watch=1&labelSelector=app+in+(a)&watch=0",
+        ));
+        assert_eq!(
+            q.all("command").collect::<Vec<_>>(),
+            ["sh", "-c", "echo a&b"]
+        );
+        assert_eq!(q.get("labelSelector"), Some("app in (a)"));
+        assert!(q.flag("watch"), "the first value counts");
+        assert!(!Query::parse(Some("watch=yes")).flag("watch"));
+        assert_eq!(q.get("missing"), None);
+        assert_eq!(
+            encode([("limit", "500"), ("continue", "a=b&c")]),
+            "limit=500&continue=a%3Db%26c"
+        );
+    }
+}

@@ -1,0 +1,218 @@
+//! One request for a resource, decoded once: what kube-apiserver's
+//! RequestInfo (`k8s.io/apiserver/pkg/endpoints/request`) and its handlers'
+//! option decoding make of the method, path, query and headers. The API
+//! listener and the built-in upstream both start from it.
+
+use std::borrow::Cow;
+
+use http::{HeaderMap, Method, Uri, header};
+
+use super::media::{self, MediaType};
+use super::params::ListOptions;
+use super::path::{self, ApiPath, ResourcePath};
+use super::query::Query;
+use super::status::Status;
+
+/// kube-apiserver's verbs (RequestInfo's), as an authorizer and metrics see them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Verb {
+    /// `GET` of one object (or its subresource).
+    Get,
+    /// `GET` of a collection.
+    List,
+    /// `GET` of a collection with `watch=true` (or the `/watch/` prefix).
+    Watch,
+    /// `POST`.
+    Create,
+    /// `PUT`.
+    Update,
+    /// `PATCH`.
+    Patch,
+    /// `DELETE` of one object.
+    Delete,
+    /// `DELETE` of a collection.
+    DeleteCollection,
+    /// `exec`, `attach`, `portforward`.
+    Connect,
+    /// The `proxy` subresource.
+    Proxy,
+    /// Anything else (other methods; non-resource paths).
+    Other,
+}
+
+impl Verb {
+    /// The verb's name (`get`, `deletecollection`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verb::Get => "get",
+            Verb::List => "list",
+            Verb::Watch => "watch",
+            Verb::Create => "create",
+            Verb::Update => "update",
+            Verb::Patch => "patch",
+            Verb::Delete => "delete",
+            Verb::DeleteCollection => "deletecollection",
+            Verb::Connect => "connect",
+            Verb::Proxy => "proxy",
+            Verb::Other => "other",
+        }
+    }
+
+    /// The verb RequestInfo gives a request for `rp` (`watch`: the `watch`
+    /// parameter read as it reads it).
+    fn of(method: &Method, rp: &ResourcePath, watch: bool) -> Self {
+        match (method, &rp.name, rp.subresource.as_deref()) {
+            (_, _, Some("exec" | "attach" | "portforward")) => Verb::Connect,
+            (_, _, Some("proxy")) => Verb::Proxy,
+            (&Method::GET | &Method::HEAD, None, _) if watch || rp.watch_prefix => Verb::Watch,
+            (&Method::GET | &Method::HEAD, Some(_), _) if rp.watch_prefix => Verb::Watch,
+            (&Method::GET | &Method::HEAD, None, _) => Verb::List,
+            (&Method::GET | &Method::HEAD, Some(_), _) => Verb::Get,
+            (&Method::POST, _, _) => Verb::Create,
+            (&Method::PUT, _, _) => Verb::Update,
+            (&Method::PATCH, _, _) => Verb::Patch,
+            (&Method::DELETE, None, _) => Verb::DeleteCollection,
+            (&Method::DELETE, Some(_), _) => Verb::Delete,
+            _ => Verb::Other,
+        }
+    }
+}
+
+/// A request for a resource, decoded once.
+#[derive(Debug, Clone)]
+pub struct ApiRequest {
+    /// What RequestInfo calls the verb.
+    pub verb: Verb,
+    /// Group/version/resource, namespace, name, subresource.
+    pub path: ResourcePath,
+    /// The query string, decoded.
+    pub query: Query,
+    /// Its get/list/watch options with their selectors parsed, or the
+    /// apiserver's 400 for the first bad value.
+    pub options: Result<ListOptions, Status>,
+    /// Whether a JSON answer is pretty-printed.
+    pub pretty: bool,
+    /// Whether the answer is a long-lived stream (a watch, a followed log).
+    pub streaming: bool,
+    /// The media type the cache would answer in (`None`: only the upstream can).
+    pub media: Option<MediaType>,
+    /// Whether the client takes gzip.
+    pub gzip: bool,
+}
+
+impl ApiRequest {
+    /// The request for a resource that `method`, `uri` and `headers` make;
+    /// `None` for other paths (discovery, `/version`, `/openapi`, health).
+    pub fn parse(method: &Method, uri: &Uri, headers: &HeaderMap) -> Option<Self> {
+        let ApiPath::Resource(path) = path::parse(uri.path()) else {
+            return None;
+        };
+        let query = Query::parse(uri.query());
+        let verb = Verb::of(method, &path, query.flag("watch"));
+        let options = ListOptions::parse(&query, path.gvr.resource());
+        let pretty = match &options {
+            Ok(o) => o
+                .pretty
+                .unwrap_or_else(|| verb != Verb::Watch && from_curl(headers)),
+            Err(_) => from_curl(headers),
+        };
+        let streaming = verb == Verb::Watch
+            || (path.subresource.as_deref() == Some("log") && query.flag("follow"));
+        Some(ApiRequest {
+            verb,
+            path,
+            query,
+            options,
+            pretty,
+            streaming,
+            media: media::negotiate(headers),
+            gzip: media::accepts_gzip(headers),
+        })
+    }
+
+    /// The resource as metrics label it: `pods`, or `pods/log` for a subresource.
+    pub fn resource_label(&self) -> Cow<'_, str> {
+        match &self.path.subresource {
+            Some(s) => Cow::Owned(format!("{}/{s}", self.path.gvr.resource())),
+            None => Cow::Borrowed(self.path.gvr.resource()),
+        }
+    }
+}
+
+/// Whether a JSON answer to a non-resource path (discovery) is pretty-printed.
+pub fn pretty_non_resource(query: &Query, headers: &HeaderMap) -> bool {
+    match query.get("pretty").map(super::query::parse_bool) {
+        Some(Ok(p)) => p,
+        _ => from_curl(headers),
+    }
+}
+
+/// kube-apiserver pretty-prints JSON for `curl` unless told `pretty=false`.
+fn from_curl(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ua| ua.starts_with("curl/"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(method: &str, uri: &str) -> ApiRequest {
+        let uri: Uri = uri.parse().unwrap();
+        ApiRequest::parse(&method.parse().unwrap(), &uri, &HeaderMap::new()).unwrap()
+    }
+
+    #[test]
+    fn should_classify_like_request_info() {
+        assert_eq!(req("GET", "/api/v1/pods?watch=1").verb, Verb::Watch);
+        assert!(req("GET", "/api/v1/pods?watch=1").streaming);
+        assert_eq!(req("GET", "/api/v1/pods?watch=bogus").verb, Verb::List);
+        assert_eq!(req("GET", "/api/v1/namespaces/a/pods").verb, Verb::List);
+        assert_eq!(
+            req("GET", "/api/v1/watch/namespaces/a/pods").verb,
+            Verb::Watch
+        );
+        assert_eq!(
+            req("DELETE", "/api/v1/namespaces/a/pods/p").verb,
+            Verb::Delete
+        );
+        assert_eq!(
+            req("DELETE", "/api/v1/namespaces/a/pods").verb,
+            Verb::DeleteCollection
+        );
+        assert_eq!(
+            req("POST", "/api/v1/namespaces/a/pods/p/exec").verb,
+            Verb::Connect
+        );
+        let l = req("GET", "/api/v1/namespaces/a/pods/p/log?follow=true");
+        assert_eq!(
+            (l.verb, l.resource_label(), l.streaming),
+            (Verb::Get, "pods/log".into(), true)
+        );
+        let uri: Uri = "/apis/apps/v1".parse().unwrap();
+        assert!(ApiRequest::parse(&Method::GET, &uri, &HeaderMap::new()).is_none());
+    }
+
+    #[test]
+    fn should_decode_options_and_selectors_once() {
+        let r = req(
+            "GET",
+            "/api/v1/pods?labelSelector=app%3Dweb&fieldSelector=spec.nodeName%3Dn1&limit=5",
+        );
+        let o = r.options.as_ref().unwrap();
+        assert_eq!(
+            (o.limit, o.field_selector.as_str()),
+            (5, "spec.nodeName=n1")
+        );
+        let s = o.selectors.as_ref().unwrap();
+        assert_eq!(s.fields.exact("spec.nodeName"), Some("n1"));
+        let bad = req("GET", "/api/v1/pods?fieldSelector=spec.bogus%3D1");
+        assert_eq!(
+            bad.options.unwrap().selectors.unwrap_err().message,
+            "field label not supported: spec.bogus"
+        );
+        assert!(req("GET", "/api/v1/pods?limit=x").options.is_err());
+    }
+}

@@ -1,0 +1,188 @@
+//! What became of a request, in one vocabulary: answered from the cache,
+//! passed to the upstream (for a reason, when the resource is cached), or
+//! refused. The cached paths (`read`, `watch`) return it; only
+//! [`super::Api::handle`] turns it into the `X-R8s-Cache` header and metrics.
+
+use http::{HeaderName, HeaderValue, Response};
+
+use crate::auth::Refusal;
+use crate::body::Body;
+
+/// The response header saying where an answer came from (`hit` or `pass`).
+pub const CACHE_HEADER: HeaderName = HeaderName::from_static("x-r8s-cache");
+
+/// Why a request for a cached resource went to the upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PassReason {
+    /// Not a get, list or watch of the resource itself (writes, subresources).
+    Verb,
+    /// No `resourceVersion`: a "Most Recent" read, which only the upstream can answer.
+    MostRecent,
+    /// The cache has not synced yet.
+    NotSynced,
+    /// The cache was evicted for its byte budget.
+    OverBudget,
+    /// The resource's versions are not integers: it is never cached.
+    NotCacheable,
+    /// An `Accept` the cache does not answer (Table, YAML, protobuf, ...).
+    MediaType,
+    /// A request the apiserver would reject: it gives its own error.
+    Invalid,
+    /// "Not older than" a version the cache did not reach in time (`read.on_too_new = "pass"`).
+    TooNew,
+    /// An Exact read of a version the cache no longer retains.
+    NotRetained,
+    /// A continue token r8s did not issue (the apiserver's own).
+    ForeignContinue,
+    /// A watch from a version older than the watch log (`watch.on_too_old = "pass"`).
+    TooOld,
+}
+
+impl PassReason {
+    /// Every reason, in the README's order.
+    pub const ALL: [PassReason; 11] = [
+        PassReason::Verb,
+        PassReason::MostRecent,
+        PassReason::NotSynced,
+        PassReason::OverBudget,
+        PassReason::NotCacheable,
+        PassReason::MediaType,
+        PassReason::Invalid,
+        PassReason::TooNew,
+        PassReason::NotRetained,
+        PassReason::ForeignContinue,
+        PassReason::TooOld,
+    ];
+
+    /// Its name in metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PassReason::Verb => "verb",
+            PassReason::MostRecent => "most_recent",
+            PassReason::NotSynced => "not_synced",
+            PassReason::OverBudget => "over_budget",
+            PassReason::NotCacheable => "not_cacheable",
+            PassReason::MediaType => "media_type",
+            PassReason::Invalid => "invalid",
+            PassReason::TooNew => "too_new",
+            PassReason::NotRetained => "not_retained",
+            PassReason::ForeignContinue => "foreign_continue",
+            PassReason::TooOld => "too_old",
+        }
+    }
+}
+
+/// How the cache answered a request for a cached resource.
+pub enum Answer {
+    /// Served from the cache (an object, a list, a watch, or the apiserver's
+    /// own error for it, such as 404 or 410).
+    Hit(Response<Body>),
+    /// For the upstream to answer.
+    Pass(PassReason),
+    /// The caller may not read it (403), or its access could not be checked (503).
+    Refused(Refusal),
+}
+
+/// The `result` of a request for a cached resource (`r8s_cache_requests_total`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheResult {
+    /// Served from the cache.
+    Hit,
+    /// Refused by r8s's authorization.
+    Refused,
+    /// Passed to the upstream.
+    Pass(PassReason),
+}
+
+impl CacheResult {
+    /// Every result, as the README lists them.
+    pub fn all() -> impl Iterator<Item = CacheResult> {
+        [CacheResult::Hit, CacheResult::Refused]
+            .into_iter()
+            .chain(PassReason::ALL.map(CacheResult::Pass))
+    }
+
+    /// Its name in metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CacheResult::Hit => "hit",
+            CacheResult::Refused => "refused",
+            CacheResult::Pass(r) => r.as_str(),
+        }
+    }
+
+    /// Where its response comes from.
+    pub fn source(self) -> Source {
+        match self {
+            CacheResult::Hit => Source::Cache,
+            CacheResult::Refused => Source::Auth,
+            CacheResult::Pass(_) => Source::Upstream,
+        }
+    }
+}
+
+/// Where a response came from: its `X-R8s-Cache` header and the `cache`
+/// label of `r8s_requests_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// r8s's cache (`hit`).
+    Cache,
+    /// The upstream (`pass`).
+    Upstream,
+    /// r8s's authentication or authorization refused it (`auth`; no header).
+    Auth,
+}
+
+impl Source {
+    /// The `cache` label of `r8s_requests_total`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Source::Cache => "hit",
+            Source::Upstream => "pass",
+            Source::Auth => "auth",
+        }
+    }
+
+    /// The `X-R8s-Cache` value, if any.
+    pub fn header(self) -> Option<HeaderValue> {
+        match self {
+            Source::Cache => Some(HeaderValue::from_static("hit")),
+            Source::Upstream => Some(HeaderValue::from_static("pass")),
+            Source::Auth => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The README's table of results names exactly the values r8s records.
+    #[test]
+    fn should_match_the_readme_table_of_results() {
+        let readme = include_str!("../../README.md");
+        let start = readme
+            .find("| `result` | `X-R8s-Cache` |")
+            .expect("the README has the table of results");
+        let rows: Vec<(String, String)> = readme[start..]
+            .lines()
+            .skip(2)
+            .take_while(|l| l.starts_with('|'))
+            .map(|l| {
+                let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+                (
+                    cells[1].trim_matches('`').to_string(),
+                    cells[2].trim_matches('`').to_string(),
+                )
+            })
+            .collect();
+        let want: Vec<(String, String)> = CacheResult::all()
+            .map(|r| {
+                let header = r.source().header();
+                let header = header.as_ref().map_or("(none)", |h| h.to_str().unwrap());
+                (r.as_str().to_string(), header.to_string())
+            })
+            .collect();
+        assert_eq!(rows, want);
+    }
+}

@@ -1,0 +1,206 @@
+//! The running sim's state and what every handler shares: its
+//! configuration, the request as handlers see it, and JSON helpers.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, Method, Response, StatusCode};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use serde_json::Value;
+
+use super::{auth, store};
+use crate::api::query::Query;
+use crate::api::status::Status;
+use crate::body::{self, Body};
+use crate::shutdown::Signal;
+use crate::sync::MutexExt;
+
+/// How the sim is set up.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    /// Pods to seed.
+    pub pods: usize,
+    /// Namespaces `ns-0..` to spread them over.
+    pub namespaces: usize,
+    /// Nodes `node-00..` the scheduled pods (every other one) spread over;
+    /// 0: one per 100 pods, between 1 and 50.
+    pub nodes: usize,
+    /// Background writes per second (0: none).
+    pub churn: f64,
+    /// Events kept for resuming watches and old reads (the compaction window).
+    pub history: usize,
+    /// kube-apiserver `--token-auth-file` style CSV; authentication on when set.
+    pub tokens: Option<PathBuf>,
+    /// ABAC policy file (JSON lines) adding to the built-in rules; needs `tokens`.
+    pub policy: Option<PathBuf>,
+    /// Interval between watch bookmarks.
+    pub bookmark_interval: Duration,
+    /// Watches without `timeoutSeconds` end after a random time in [this, 2×this].
+    pub min_watch_timeout: Duration,
+    /// How long a read at a future resource version waits before 504.
+    pub future_rv_wait: Duration,
+}
+
+impl SimConfig {
+    /// The nodes to seed and schedule pods on.
+    pub fn node_count(&self) -> usize {
+        if self.nodes > 0 {
+            self.nodes
+        } else {
+            (self.pods / 100).clamp(1, 50)
+        }
+    }
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            pods: 100,
+            namespaces: 4,
+            nodes: 0,
+            churn: 0.0,
+            history: 10_000,
+            tokens: None,
+            policy: None,
+            bookmark_interval: Duration::from_secs(60),
+            min_watch_timeout: Duration::from_secs(1800),
+            future_rv_wait: Duration::from_secs(3),
+        }
+    }
+}
+
+/// The running sim's shared state.
+pub struct Sim {
+    /// Storage.
+    pub store: store::Store,
+    /// Configuration.
+    pub config: SimConfig,
+    /// The tokens file and authorizer, when authentication is on.
+    pub(super) auth: Option<auth::Tokens>,
+    counts: Mutex<HashMap<String, u64>>,
+    shutdown: Signal,
+    /// Bumped to end every open watch (a test hook: an upstream restart).
+    watch_epoch: tokio::sync::watch::Sender<u64>,
+    /// While set, new watches are refused with 503 (an upstream that is down).
+    refuse_watches: std::sync::atomic::AtomicBool,
+    /// While set, the background churn writes nothing.
+    churn_paused: std::sync::atomic::AtomicBool,
+}
+
+/// A request as the handlers see it.
+pub struct Req {
+    /// Method.
+    pub method: Method,
+    /// Headers.
+    pub headers: HeaderMap,
+    /// The query, decoded.
+    pub query: Query,
+    /// The requesting user (after authentication and impersonation).
+    pub user: Option<auth::User>,
+}
+
+impl Sim {
+    /// A sim with an empty store.
+    pub(super) fn new(config: SimConfig, auth: Option<auth::Tokens>, shutdown: Signal) -> Self {
+        Sim {
+            store: store::Store::new(config.history),
+            config,
+            auth,
+            counts: Mutex::new(HashMap::new()),
+            shutdown,
+            watch_epoch: tokio::sync::watch::channel(0).0,
+            refuse_watches: std::sync::atomic::AtomicBool::new(false),
+            churn_paused: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// How many requests of `verb` on `resource` the sim has answered (e.g. `list`, `pods`).
+    pub fn count(&self, verb: &str, resource: &str) -> u64 {
+        let c = self.counts.locked();
+        c.get(&format!("{verb} {resource}")).copied().unwrap_or(0)
+    }
+
+    /// Counts one request of `verb` on `resource`.
+    pub(super) fn bump(&self, verb: &str, resource: &str) {
+        let mut c = self.counts.locked();
+        *c.entry(format!("{verb} {resource}")).or_default() += 1;
+    }
+
+    /// Ends every open watch; with `refuse`, new watches get 503 until
+    /// [`Sim::accept_watches`] (simulates an upstream restart or outage).
+    pub fn interrupt_watches(&self, refuse: bool) {
+        self.refuse_watches
+            .store(refuse, std::sync::atomic::Ordering::SeqCst);
+        self.watch_epoch.send_modify(|e| *e += 1);
+    }
+
+    /// Ends every open watch and makes resuming from before now answer 410,
+    /// so watch clients (r8s's reflectors) must relist.
+    pub fn expire_watches(&self) {
+        self.store.expire_watches();
+        self.interrupt_watches(false);
+    }
+
+    /// Who impersonated whom so far: (authenticated user, user acted as).
+    pub fn impersonations(&self) -> Vec<(String, auth::User)> {
+        self.auth
+            .as_ref()
+            .map(|t| t.impersonations())
+            .unwrap_or_default()
+    }
+
+    /// Pauses (or resumes) the background churn.
+    pub fn pause_churn(&self, paused: bool) {
+        self.churn_paused
+            .store(paused, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Whether the churn is paused.
+    pub fn churn_paused(&self) -> bool {
+        self.churn_paused.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Accepts watches again after [`Sim::interrupt_watches`].
+    pub fn accept_watches(&self) {
+        self.refuse_watches
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// A receiver that changes when watches are interrupted.
+    pub fn watch_epoch(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.watch_epoch.subscribe()
+    }
+
+    /// Whether new watches are refused.
+    pub fn refusing_watches(&self) -> bool {
+        self.refuse_watches
+            .load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Whether the sim is shutting down (streams end).
+    pub fn shutdown(&self) -> &Signal {
+        &self.shutdown
+    }
+}
+
+/// Reads a request body whole (the sim only; writes are small).
+pub async fn read_body(body: Incoming) -> Result<Bytes, Status> {
+    body.collect()
+        .await
+        .map(|c| c.to_bytes())
+        .map_err(|e| Status::bad_request(format!("unable to read request body: {e}")))
+}
+
+/// Serializes a JSON value.
+pub fn to_bytes(v: &Value) -> Bytes {
+    Bytes::from(serde_json::to_vec(v).expect("JSON serializes"))
+}
+
+/// A JSON response with the apiserver's headers.
+pub fn json_response(code: StatusCode, bytes: Bytes) -> Response<Body> {
+    crate::api::json_response(code, body::full(bytes))
+}
