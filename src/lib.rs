@@ -1,21 +1,31 @@
 //! # r8s: a watch cache for the Kubernetes API
 //!
 //! # Layout
-//! - [`config`]: settings (defaults < TOML < `R8S_` env < flags), validated up front.
-//! - [`cli`]: the command line.
-//! - [`upstream`]: the connection to kube-apiserver(s): credentials, TLS, failover.
-//! - [`serve`]: the API listener: classify each request, answer it, record it;
-//!   [`serve::passthrough`] relays what is not served from cache.
-//! - [`auth`]: who is asking (TokenReview, client certificates) and whether
-//!   they may read from the cache (SubjectAccessReview), both cached.
-//! - [`tls`]: the API listener's TLS (rustls, ALPN, certificates reloaded).
-//! - [`api`]: Kubernetes API semantics shared by every side: paths, list/watch
-//!   options, selectors, continue tokens, `Status` errors.
-//! - [`admin`]: `/metrics`, `/healthz`, `/livez`, `/readyz`; [`metrics`]: metric names.
-//! - [`server`]: the HTTP accept loop; [`body`]: the response body type;
-//!   [`shutdown`]: the shutdown signal.
-//! - [`sim`]: the built-in upstream (an in-memory kube-apiserver for tests,
-//!   demos and benchmarks). Nothing outside `sim` depends on it but [`demo`].
+//! Bottom layer first; a module uses only its own layer (without a loop) or
+//! lower ones (`tests/structure.rs` checks it, and that no two files import
+//! each other, directly or around a loop).
+//!
+//! 1. Plumbing that knows no Kubernetes: [`body`] (the response body type),
+//!    [`sync`] (locks), [`shutdown`] (the shutdown signal), [`metrics`]
+//!    (metric names and typed recorders, fed plain numbers), [`config`]
+//!    (settings: defaults < TOML < `R8S_` env < flags, every value checked
+//!    before a port is bound).
+//! 2. The API's vocabulary: [`api`] (paths and [`api::Gvr`], the request
+//!    decoded once as [`api::request::ApiRequest`], list/watch options,
+//!    selectors, continue tokens, `Status` errors, users) and [`codec`]
+//!    (wire encodings: list envelopes streamed from stored items, watch lines).
+//! 3. [`cache`]: per resource, a versioned store, its event log and its
+//!    serving state.
+//! 4. What talks to the outside: [`upstream`] (the kube-apiserver(s):
+//!    credentials, failover, discovery, the reflectors that fill the caches)
+//!    and [`tls`] (the listener's certificates).
+//! 5. [`auth`] (who is asking, whether they may read from the cache) and
+//!    [`server`] (the HTTP accept loop, which knows nothing of auth).
+//! 6. The listeners: [`serve`] (the API: the corridor every request walks,
+//!    drawn in its module doc), [`admin`] (`/metrics`, health), and [`sim`]
+//!    (the built-in upstream: an in-memory kube-apiserver for tests, demos
+//!    and benchmarks; nothing depends on it but [`demo`]).
+//! 7. Wiring: this file ([`prepare`], [`Prepared::run`]), [`cli`], [`demo`].
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -67,6 +77,9 @@ pub struct Prepared {
 /// Why r8s could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum PrepareError {
+    /// Values out of range (a configuration that did not come through [`config::load`]).
+    #[error(transparent)]
+    Config(#[from] config::ConfigError),
     /// Credentials, TLS or the server list.
     #[error(transparent)]
     Upstream(#[from] upstream::SetupError),
@@ -78,9 +91,13 @@ pub enum PrepareError {
     Tls(#[from] tls::TlsError),
 }
 
-/// Checks the configuration against the world: kubeconfig, CA, credentials,
+/// Checks the configuration: its values (again, for a configuration built by
+/// hand), then against the world: kubeconfig, CA, credentials,
 /// and (when caching) the upstream's discovery for every `cache.resources` entry.
 pub async fn prepare(config: Config) -> Result<Prepared, PrepareError> {
+    config
+        .validate()
+        .map_err(|errs| config::ConfigError(errs.into_iter().map(|(_, m)| m).collect()))?;
     let tls = tls::Tls::load(&config.tls)?;
     let upstream = Arc::new(Upstream::new(&config.upstream).await?);
     let resolved =
@@ -198,12 +215,10 @@ impl Prepared {
                 on_too_new: self.config.read.on_too_new,
             },
             watch_policy: serve::watch::WatchPolicy {
-                bookmark_interval: Duration::from_secs(
-                    self.config.watch.bookmark_interval_seconds.max(1),
-                ),
-                min_timeout: Duration::from_secs(self.config.watch.min_timeout_seconds.max(1)),
+                bookmark_interval: Duration::from_secs(self.config.watch.bookmark_interval_seconds),
+                min_timeout: Duration::from_secs(self.config.watch.min_timeout_seconds),
                 on_too_old: self.config.watch.on_too_old,
-                drain: Duration::from_secs_f64(self.config.shutdown.watch_drain_seconds.max(0.0)),
+                drain: Duration::from_secs_f64(self.config.shutdown.watch_drain_seconds),
                 max_watchers: self.config.watch.max_watchers,
                 active: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
             },

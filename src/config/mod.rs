@@ -1,0 +1,92 @@
+//! Configuration: built-in defaults < TOML file < `R8S_` environment < CLI flags.
+//!
+//! - [`settings`]: the keys and their defaults (all in `config/r8s.toml`, with why).
+//! - [`load`](mod@load): reading the sources; every problem at once, each
+//!   naming the key, the value and where it came from.
+//! - [`validate`]: every number in range and every entry well formed, so a
+//!   bad value stops r8s before it binds a port, never later.
+
+pub mod load;
+pub mod settings;
+pub mod validate;
+
+pub use load::{CacheOverrides, ConfigError, Overrides, UpstreamOverrides, load};
+pub use settings::*;
+pub use validate::validate_resource;
+
+#[cfg(test)]
+#[allow(clippy::result_large_err)] // figment::Jail's closures return figment::Error
+mod tests {
+    use super::*;
+    use figment::Jail;
+    use std::path::Path;
+
+    #[test]
+    fn should_layer_file_env_and_flags() {
+        Jail::expect_with(|jail| {
+            jail.create_file(
+                "r8s.toml",
+                "listen = \"127.0.0.1:9000\"\n[upstream]\nservers = [\"http://a:1\"]\n",
+            )?;
+            jail.set_env("R8S_ADMIN_LISTEN", "127.0.0.1:9001");
+            jail.set_env("R8S_UPSTREAM__CONTEXT", "ctx");
+            let o = Overrides {
+                listen: Some("127.0.0.1:9002".into()),
+                ..Default::default()
+            };
+            let c = load(Some(Path::new("r8s.toml")), &o).map_err(|e| e.to_string())?;
+            assert_eq!(c.listen.port(), 9002);
+            assert_eq!(c.admin_listen.port(), 9001);
+            assert_eq!(c.upstream.servers, vec!["http://a:1".to_string()]);
+            assert_eq!(c.upstream.context.as_deref(), Some("ctx"));
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn should_name_key_value_and_file() {
+        Jail::expect_with(|jail| {
+            jail.create_file("bad.toml", "upstrem = 1\n")?;
+            let e = load(Some(Path::new("bad.toml")), &Overrides::default()).unwrap_err();
+            let all = e.to_string();
+            assert!(all.contains("unknown key \"upstrem\""), "{all}");
+            assert!(all.contains("bad.toml"), "{all}");
+            let e = load(Some(Path::new("missing.toml")), &Overrides::default()).unwrap_err();
+            assert!(e.to_string().contains("missing.toml"));
+            jail.create_file("bad2.toml", "listen = \"nope\"\n")?;
+            let e = load(Some(Path::new("bad2.toml")), &Overrides::default())
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("\"listen\"") && e.contains("nope") && e.contains("bad2.toml"),
+                "{e}"
+            );
+            jail.create_file(
+                "bad3.toml",
+                "[cache]\nresources = [\"apps/x/deployments\"]\n",
+            )?;
+            let e = load(Some(Path::new("bad3.toml")), &Overrides::default())
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("apps/x/deployments"), "{e}");
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn should_accept_documented_resource_forms() {
+        for r in [
+            "pods",
+            "v1/pods",
+            "apps/v1/deployments",
+            "example.r8s.dev/v1/widgets",
+            "*",
+            "batch/v1beta1/cronjobs",
+        ] {
+            validate_resource(r).unwrap();
+        }
+        for r in ["Pods", "v/pods", "a/b/c/d", "", "apps/1/x"] {
+            assert!(validate_resource(r).is_err(), "{r}");
+        }
+    }
+}

@@ -1,0 +1,317 @@
+//! The settings r8s reads, with their defaults (every key is documented in
+//! `config/r8s.toml` with its default and why).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// The whole configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Address of the Kubernetes API listener (loopback by default: a sidecar).
+    pub listen: SocketAddr,
+    /// Address of `/metrics`, `/healthz`, `/livez`, `/readyz`.
+    pub admin_listen: SocketAddr,
+    /// What happens on SIGTERM.
+    pub shutdown: ShutdownConfig,
+    /// The upstream kube-apiserver(s).
+    pub upstream: UpstreamConfig,
+    /// What to cache.
+    pub cache: CacheConfig,
+    /// Cached reads at the edges.
+    pub read: ReadConfig,
+    /// Cached watches.
+    pub watch: WatchConfig,
+    /// TLS for the API listener.
+    pub tls: TlsConfig,
+    /// Who may read what from the cache.
+    pub auth: AuthConfig,
+    /// Logging.
+    pub log: LogConfig,
+}
+
+/// How to reach the upstream.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct UpstreamConfig {
+    /// Servers of one cluster, tried in order on connection errors. Empty: the kubeconfig's server.
+    pub servers: Vec<String>,
+    /// Kubeconfig to take the server, CA and credentials from. Unset: `$KUBECONFIG`,
+    /// `~/.kube/config`, or the in-cluster service account, in that order, when
+    /// `servers` is empty; no credentials otherwise.
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context (unset: the current context).
+    pub context: Option<String>,
+    /// CA bundle to verify the upstream with (overrides the kubeconfig's).
+    pub ca_file: Option<PathBuf>,
+    /// Bearer token file, re-read as it rotates (overrides the kubeconfig's credentials).
+    pub token_file: Option<PathBuf>,
+    /// Bearer token (prefer `token_file`; redacted by `config check`).
+    pub token: Option<String>,
+    /// Skip TLS verification of the upstream (testing only).
+    pub insecure_skip_tls_verify: bool,
+    /// Seconds to wait for a TCP/TLS connection before failing over.
+    pub connect_timeout_seconds: f64,
+}
+
+/// What r8s caches and how.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CacheConfig {
+    /// Resources: `pods`, `v1/pods`, `apps/v1/deployments`, `example.r8s.dev/v1/widgets`, or `*`.
+    pub resources: Vec<String>,
+    /// Resources `*` leaves out.
+    pub exclude: Vec<String>,
+    /// Items per upstream LIST page during (re)lists.
+    pub page_size: usize,
+    /// (Re)list with streaming lists (`sendInitialEvents`) where the upstream serves them.
+    pub streaming_lists: bool,
+    /// Seconds recent versions are kept for Exact reads and pagination.
+    pub snapshot_retention_seconds: u64,
+    /// At most this many retained versions per resource (bounds memory under churn).
+    pub max_retained_versions: usize,
+    /// Seconds a "not older than" read waits for the cache to catch up.
+    pub wait_for_resource_version_seconds: f64,
+    /// Bytes one resource's cache may hold before it is evicted and passed through (0: no limit).
+    pub max_bytes_per_resource: u64,
+    /// Bytes all caches together may hold (0: no limit).
+    pub max_bytes_total: u64,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        CacheConfig {
+            resources: Vec::new(),
+            exclude: vec!["secrets".into(), "events".into()],
+            page_size: 500,
+            streaming_lists: true,
+            snapshot_retention_seconds: 75,
+            max_retained_versions: 10_000,
+            wait_for_resource_version_seconds: 3.0,
+            max_bytes_per_resource: 2 << 30,
+            max_bytes_total: 8 << 30,
+        }
+    }
+}
+
+/// How cached reads behave at the edges.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ReadConfig {
+    /// A read newer than the cache after the wait: `pass` (ask the upstream) or
+    /// `504` (answer `Too large resource version` like kube-apiserver).
+    pub on_too_new: OnTooNew,
+}
+
+/// Cached watches.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WatchConfig {
+    /// Seconds between bookmarks sent to clients that allow them.
+    pub bookmark_interval_seconds: u64,
+    /// Watches without `timeoutSeconds` end after a random time in [this, 2×this] seconds.
+    pub min_timeout_seconds: u64,
+    /// A watch from a version older than the history: `pass` (the upstream may
+    /// still have it) or `410` (kube-apiserver's ERROR event).
+    pub on_too_old: OnTooOld,
+    /// Events each resource's watch log keeps (resumable watches reach back this far).
+    pub history_events: usize,
+    /// Bytes each resource's watch log may keep alive.
+    pub history_bytes: u64,
+    /// Cached watches open at once (all resources); more get 429 with `Retry-After`.
+    pub max_watchers: usize,
+}
+
+impl Default for WatchConfig {
+    fn default() -> Self {
+        WatchConfig {
+            bookmark_interval_seconds: 60,
+            min_timeout_seconds: 1800,
+            on_too_old: OnTooOld::Pass,
+            // 5 minutes of churn at 100 writes/s.
+            history_events: 30_000,
+            history_bytes: 512 << 20,
+            max_watchers: 100_000,
+        }
+    }
+}
+
+/// TLS for the API listener (unset: plain HTTP, for loopback sidecars).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TlsConfig {
+    /// Serving certificate (PEM chain); re-read when it changes.
+    pub cert_file: Option<PathBuf>,
+    /// Its private key (PEM); re-read when it changes.
+    pub key_file: Option<PathBuf>,
+    /// CA bundle (PEM) client certificates are verified against; unset: no client certificates.
+    pub client_ca_file: Option<PathBuf>,
+}
+
+/// How requests are authenticated and cached reads authorized.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthConfig {
+    /// `delegated` (TokenReview + SubjectAccessReview against the upstream) or
+    /// `none` (loopback only). Unset: `none` on loopback, `delegated` otherwise.
+    pub mode: Option<AuthMode>,
+    /// Requests without credentials are `system:anonymous`; false: 401.
+    pub anonymous: bool,
+    /// Seconds an authenticated token's review is reused.
+    pub token_ttl_seconds: u64,
+    /// Seconds a rejected token's review is reused.
+    pub token_rejected_ttl_seconds: u64,
+    /// Seconds an "allowed" access review is reused.
+    pub decision_ttl_seconds: u64,
+    /// Seconds a "denied" access review is reused.
+    pub decision_denied_ttl_seconds: u64,
+    /// Entries in each of the token and decision caches.
+    pub cache_size: usize,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        AuthConfig {
+            mode: None,
+            anonymous: true,
+            token_ttl_seconds: 120,
+            token_rejected_ttl_seconds: 10,
+            decision_ttl_seconds: 10,
+            decision_denied_ttl_seconds: 5,
+            cache_size: 10_000,
+        }
+    }
+}
+
+/// Whether r8s checks who is asking.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AuthMode {
+    /// Every request authenticated, every cached read authorized, by the upstream.
+    #[serde(rename = "delegated")]
+    Delegated,
+    /// No checks: anyone who can connect reads with r8s's permissions.
+    #[serde(rename = "none")]
+    None,
+}
+
+/// Shutdown on SIGTERM.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ShutdownConfig {
+    /// How long in-flight requests may take to finish, in seconds.
+    pub grace_seconds: u64,
+    /// Cached watches get a final bookmark and close at random points over
+    /// this many seconds, so clients do not reconnect all at once.
+    pub watch_drain_seconds: f64,
+}
+
+impl Default for ShutdownConfig {
+    fn default() -> Self {
+        ShutdownConfig {
+            grace_seconds: 30,
+            watch_drain_seconds: 5.0,
+        }
+    }
+}
+
+/// What to do with a watch older than the history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum OnTooOld {
+    /// Pass it through to the upstream.
+    #[default]
+    #[serde(rename = "pass")]
+    Pass,
+    /// Answer 200 with one `ERROR` event carrying a 410 `Expired` Status.
+    #[serde(rename = "410")]
+    Gone,
+}
+
+/// What to do with a read the cache is too old for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum OnTooNew {
+    /// Pass it through to the upstream.
+    #[default]
+    #[serde(rename = "pass")]
+    Pass,
+    /// Answer 504 with `Retry-After: 1`.
+    #[serde(rename = "504")]
+    Timeout,
+}
+
+impl Default for ReadConfig {
+    fn default() -> Self {
+        ReadConfig {
+            on_too_new: OnTooNew::Pass,
+        }
+    }
+}
+
+/// Logging.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConfig {
+    /// A tracing filter: `info`, `r8s=debug`, ... (`RUST_LOG` overrides it).
+    pub level: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8001)),
+            admin_listen: SocketAddr::from(([127, 0, 0, 1], 8081)),
+            shutdown: ShutdownConfig::default(),
+            upstream: UpstreamConfig::default(),
+            cache: CacheConfig::default(),
+            read: ReadConfig::default(),
+            watch: WatchConfig::default(),
+            tls: TlsConfig::default(),
+            auth: AuthConfig::default(),
+            log: LogConfig::default(),
+        }
+    }
+}
+
+impl Default for UpstreamConfig {
+    fn default() -> Self {
+        UpstreamConfig {
+            servers: Vec::new(),
+            kubeconfig: None,
+            context: None,
+            ca_file: None,
+            token_file: None,
+            token: None,
+            insecure_skip_tls_verify: false,
+            connect_timeout_seconds: 5.0,
+        }
+    }
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            level: "info".into(),
+        }
+    }
+}
+
+impl Config {
+    /// The authentication mode in effect: as set, or by the listen address.
+    pub fn auth_mode(&self) -> AuthMode {
+        self.auth.mode.unwrap_or(if self.listen.ip().is_loopback() {
+            AuthMode::None
+        } else {
+            AuthMode::Delegated
+        })
+    }
+
+    /// The effective configuration as TOML, secrets redacted.
+    pub fn to_redacted_toml(&self) -> String {
+        let mut c = self.clone();
+        if c.upstream.token.is_some() {
+            c.upstream.token = Some("<redacted>".into());
+        }
+        toml::to_string_pretty(&c).unwrap_or_else(|e| format!("# cannot render: {e}\n"))
+    }
+}

@@ -1,0 +1,277 @@
+//! What types alone cannot check: every number in range, every resource
+//! entry well formed, settings that only make sense together.
+
+use super::settings::{AuthMode, Config};
+
+/// A number as a person would write it: `-1`, `0.5`, `NaN`, `inf`, `1e300`.
+pub(super) fn number(v: f64) -> String {
+    if v.is_finite() && v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{}", v as i64)
+    } else if v.is_finite() && (v.abs() >= 1e15 || (v != 0.0 && v.abs() < 1e-6)) {
+        format!("{v:e}")
+    } else {
+        format!("{v}")
+    }
+}
+
+/// The values a number may take: finite, from `min` (excluded when
+/// `above`) to `max`, in `unit`.
+#[derive(Debug, Clone, Copy)]
+struct Range {
+    min: f64,
+    above: bool,
+    max: f64,
+    unit: &'static str,
+}
+
+const DAY: f64 = 86_400.0;
+/// 1 PiB: no byte budget is larger.
+const PIB: f64 = (1u64 << 50) as f64;
+
+const fn range(min: f64, max: f64, unit: &'static str) -> Range {
+    Range {
+        min,
+        above: false,
+        max,
+        unit,
+    }
+}
+
+impl Range {
+    fn admits(&self, v: f64) -> bool {
+        v.is_finite()
+            && (if self.above {
+                v > self.min
+            } else {
+                v >= self.min
+            })
+            && v <= self.max
+    }
+
+    fn describe(&self) -> String {
+        let open = if self.above { '(' } else { '[' };
+        format!(
+            "{} in {open}{}, {}]",
+            self.unit,
+            number(self.min),
+            number(self.max)
+        )
+    }
+}
+
+fn valid_version(v: &str) -> bool {
+    let Some(rest) = v.strip_prefix('v') else {
+        return false;
+    };
+    let digits = rest.chars().take_while(char::is_ascii_digit).count();
+    if digits == 0 {
+        return false;
+    }
+    let tail = &rest[digits..];
+    tail.is_empty()
+        || ["alpha", "beta"].iter().any(|p| {
+            tail.strip_prefix(p)
+                .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
+        })
+}
+
+fn valid_dns(s: &str, allow_dots: bool) -> bool {
+    !s.is_empty()
+        && s.len() <= 253
+        && s.split('.').all(|l| {
+            !l.is_empty()
+                && l.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+        })
+        && (allow_dots || !s.contains('.'))
+}
+
+/// Checks a `cache.resources` entry: `*`, `RESOURCE`, `VERSION/RESOURCE`, or `GROUP/VERSION/RESOURCE`.
+pub fn validate_resource(entry: &str) -> Result<(), String> {
+    let parts: Vec<&str> = entry.split('/').collect();
+    let ok = match parts.as_slice() {
+        ["*"] => true,
+        [r] => valid_dns(r, false),
+        [v, r] => valid_version(v) && valid_dns(r, false),
+        [g, v, r] => valid_dns(g, true) && valid_version(v) && valid_dns(r, false),
+        _ => false,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "config: bad value \"{entry}\" for key \"cache.resources\": expected RESOURCE, VERSION/RESOURCE or GROUP/VERSION/RESOURCE (e.g. pods, v1/pods, apps/v1/deployments) or *"
+        ))
+    }
+}
+
+impl Config {
+    /// Checks what types alone cannot; every problem (key, message), not just the first.
+    pub fn validate(&self) -> Result<(), Vec<(&'static str, String)>> {
+        let mut errs = Vec::new();
+        for s in &self.upstream.servers {
+            let ok = s.parse::<http::Uri>().is_ok_and(|u| {
+                matches!(u.scheme_str(), Some("http" | "https")) && u.host().is_some()
+            });
+            if !ok {
+                errs.push(("upstream.servers", format!(
+                    "config: bad value \"{s}\" for key \"upstream.servers\": expected an http:// or https:// URL with a host"
+                )));
+            }
+        }
+        for (key, value, range) in self.numbers() {
+            if !range.admits(value) {
+                errs.push((
+                    key,
+                    format!(
+                        "config: bad value {} for key \"{key}\": expected {}",
+                        number(value),
+                        range.describe()
+                    ),
+                ));
+            }
+        }
+        for r in &self.cache.resources {
+            if let Err(e) = validate_resource(r) {
+                errs.push(("cache.resources", e));
+            }
+        }
+        let tls = &self.tls;
+        if tls.cert_file.is_some() != tls.key_file.is_some() {
+            let (key, missing) = if tls.cert_file.is_some() {
+                ("tls.cert_file", "tls.key_file")
+            } else {
+                ("tls.key_file", "tls.cert_file")
+            };
+            errs.push((key, format!(
+                "config: \"{key}\" is set but \"{missing}\" is not: TLS needs both the certificate and its key"
+            )));
+        }
+        if tls.client_ca_file.is_some() && tls.cert_file.is_none() {
+            errs.push(("tls.client_ca_file", "config: \"tls.client_ca_file\" needs TLS: set \"tls.cert_file\" and \"tls.key_file\" too".to_string()));
+        }
+        if self.auth.mode == Some(AuthMode::None) && !self.listen.ip().is_loopback() {
+            errs.push(("auth.mode", format!(
+                "config: auth.mode = \"none\" is only allowed when the API listens on loopback, but listen = {}: without authentication anyone who can reach that address reads every cached object (secrets included) with r8s's own permissions. Listen on 127.0.0.1 or [::1], or set auth.mode = \"delegated\"",
+                self.listen
+            )));
+        }
+        if let Err(e) = tracing_subscriber::EnvFilter::try_new(&self.log.level) {
+            errs.push((
+                "log.level",
+                format!(
+                    "config: bad value \"{}\" for key \"log.level\": {e}",
+                    self.log.level
+                ),
+            ));
+        }
+        if errs.is_empty() { Ok(()) } else { Err(errs) }
+    }
+
+    /// Every number that becomes a duration, a size or a count, with the
+    /// values it may take: anything else is rejected here, before a port is
+    /// bound, instead of panicking or misbehaving later.
+    fn numbers(&self) -> [(&'static str, f64, Range); 19] {
+        let secs = |v: u64| v as f64;
+        let (c, w, a) = (&self.cache, &self.watch, &self.auth);
+        let ttl = range(0.0, DAY, "seconds");
+        [
+            (
+                "upstream.connect_timeout_seconds",
+                self.upstream.connect_timeout_seconds,
+                Range {
+                    above: true,
+                    ..range(0.0, 600.0, "seconds")
+                },
+            ),
+            (
+                "cache.page_size",
+                c.page_size as f64,
+                range(1.0, 100_000.0, "items"),
+            ),
+            (
+                "cache.snapshot_retention_seconds",
+                secs(c.snapshot_retention_seconds),
+                range(0.0, DAY, "seconds"),
+            ),
+            (
+                "cache.max_retained_versions",
+                c.max_retained_versions as f64,
+                range(1.0, 10_000_000.0, "versions"),
+            ),
+            (
+                "cache.wait_for_resource_version_seconds",
+                c.wait_for_resource_version_seconds,
+                range(0.0, 600.0, "seconds"),
+            ),
+            (
+                "cache.max_bytes_per_resource",
+                c.max_bytes_per_resource as f64,
+                range(0.0, PIB, "bytes (0: no limit)"),
+            ),
+            (
+                "cache.max_bytes_total",
+                c.max_bytes_total as f64,
+                range(0.0, PIB, "bytes (0: no limit)"),
+            ),
+            (
+                "watch.bookmark_interval_seconds",
+                secs(w.bookmark_interval_seconds),
+                range(1.0, DAY, "seconds"),
+            ),
+            (
+                "watch.min_timeout_seconds",
+                secs(w.min_timeout_seconds),
+                range(1.0, 7.0 * DAY, "seconds"),
+            ),
+            (
+                "watch.history_events",
+                w.history_events as f64,
+                range(1.0, 100_000_000.0, "events"),
+            ),
+            (
+                "watch.history_bytes",
+                w.history_bytes as f64,
+                range(0.0, PIB, "bytes (0: no limit but history_events)"),
+            ),
+            (
+                "watch.max_watchers",
+                w.max_watchers as f64,
+                range(1.0, 10_000_000.0, "watches"),
+            ),
+            ("auth.token_ttl_seconds", secs(a.token_ttl_seconds), ttl),
+            (
+                "auth.token_rejected_ttl_seconds",
+                secs(a.token_rejected_ttl_seconds),
+                ttl,
+            ),
+            (
+                "auth.decision_ttl_seconds",
+                secs(a.decision_ttl_seconds),
+                ttl,
+            ),
+            (
+                "auth.decision_denied_ttl_seconds",
+                secs(a.decision_denied_ttl_seconds),
+                ttl,
+            ),
+            (
+                "auth.cache_size",
+                a.cache_size as f64,
+                range(1.0, 10_000_000.0, "entries"),
+            ),
+            (
+                "shutdown.grace_seconds",
+                secs(self.shutdown.grace_seconds),
+                range(0.0, 3600.0, "seconds"),
+            ),
+            (
+                "shutdown.watch_drain_seconds",
+                self.shutdown.watch_drain_seconds,
+                range(0.0, 3600.0, "seconds"),
+            ),
+        ]
+    }
+}
