@@ -166,26 +166,24 @@ mod tests {
 
     #[test]
     fn should_classify_like_request_info() {
-        assert_eq!(req("GET", "/api/v1/pods?watch=1").verb, Verb::Watch);
+        for (method, uri, verb) in [
+            ("GET", "/api/v1/pods?watch=1", Verb::Watch),
+            ("GET", "/api/v1/pods?watch=bogus", Verb::List),
+            ("GET", "/api/v1/namespaces/a/pods", Verb::List),
+            ("GET", "/api/v1/watch/namespaces/a/pods", Verb::Watch),
+            ("GET", "/api/v1/namespaces/a/pods/p?watch=1", Verb::Get),
+            ("DELETE", "/api/v1/namespaces/a/pods/p", Verb::Delete),
+            (
+                "DELETE",
+                "/api/v1/namespaces/a/pods",
+                Verb::DeleteCollection,
+            ),
+            ("POST", "/api/v1/namespaces/a/pods/p/exec", Verb::Connect),
+            ("OPTIONS", "/api/v1/pods", Verb::Other),
+        ] {
+            assert_eq!(req(method, uri).verb, verb, "{method} {uri}");
+        }
         assert!(req("GET", "/api/v1/pods?watch=1").streaming);
-        assert_eq!(req("GET", "/api/v1/pods?watch=bogus").verb, Verb::List);
-        assert_eq!(req("GET", "/api/v1/namespaces/a/pods").verb, Verb::List);
-        assert_eq!(
-            req("GET", "/api/v1/watch/namespaces/a/pods").verb,
-            Verb::Watch
-        );
-        assert_eq!(
-            req("DELETE", "/api/v1/namespaces/a/pods/p").verb,
-            Verb::Delete
-        );
-        assert_eq!(
-            req("DELETE", "/api/v1/namespaces/a/pods").verb,
-            Verb::DeleteCollection
-        );
-        assert_eq!(
-            req("POST", "/api/v1/namespaces/a/pods/p/exec").verb,
-            Verb::Connect
-        );
         let l = req("GET", "/api/v1/namespaces/a/pods/p/log?follow=true");
         assert_eq!(
             (l.verb, l.resource_label(), l.streaming),
