@@ -4,7 +4,13 @@
 //! `cargo bench --bench cache` (results in BENCHMARKS.md). The sim and r8s run
 //! as separate processes (the release binary), so r8s's RSS can be measured:
 //! RSS per cached byte = (RSS of r8s caching pods − RSS of r8s caching nothing)
-//! ÷ bytes of the pods' JSON. Everything runs on 127.0.0.1 and stops by itself.
+//! ÷ bytes of the pods' JSON. r8s's CPU per request is its user+system time
+//! over a run (`/proc/PID/stat`) divided by the requests: steadier than
+//! latency on a shared machine. Everything runs on 127.0.0.1 and stops by itself.
+//!
+//! `BENCH_R8S_BIN=/path/to/r8s cargo bench --bench cache` measures that r8s binary
+//! (e.g. a build of an older commit) against the same sim and floor, for
+//! before/after comparisons run alternately on one machine.
 
 mod common;
 
@@ -19,9 +25,14 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::TcpListener;
 
-use common::{Proc, free_port, rss_kib};
+use common::{Proc, cpu_time, free_port, rss_kib};
 
 const BIN: &str = env!("CARGO_BIN_EXE_r8s");
+
+/// The r8s under test: `BENCH_R8S_BIN`, or this build's.
+fn r8s_bin() -> String {
+    std::env::var("BENCH_R8S_BIN").unwrap_or_else(|_| BIN.to_string())
+}
 const PODS: usize = 10_000;
 
 type C = Client<HttpConnector, Empty<Bytes>>;
@@ -151,7 +162,7 @@ async fn main() {
     let sim = format!("http://127.0.0.1:{sim_port}");
     wait_ready(&c, &format!("{sim}/version")).await;
     let serve = |port: u16, admin: u16, cache: bool| {
-        let mut cmd = Command::new(BIN);
+        let mut cmd = Command::new(r8s_bin());
         cmd.args([
             "serve",
             "--upstream",
@@ -192,8 +203,11 @@ async fn main() {
 
     println!("| what | path | p50 | p99 | req/s |");
     println!("|---|---|---|---|---|");
-    let (lf50, lf99, lfr) = measure(&format!("{list_floor}/"), 40, 1).await;
-    let (l50, l99, lr) = measure(&format!("{r8s}{list_path}"), 40, 1).await;
+    let pid = r8s_proc.0.id();
+    let (lf50, lf99, lfr) = measure(&format!("{list_floor}/"), 100, 1).await;
+    let cpu = cpu_time(pid);
+    let (l50, l99, lr) = measure(&format!("{r8s}{list_path}"), 100, 1).await;
+    let list_cpu = (cpu_time(pid) - cpu) / (100 + 5);
     println!(
         "| LIST {PODS} pods RV=0 ({} MB) | floor | {} | {} | {lfr:.1} |",
         list.len() / 1_000_000,
@@ -206,7 +220,9 @@ async fn main() {
         ms(l99)
     );
     let (gf50, gf99, gfr) = measure(&format!("{get_floor}/"), 20_000, 8).await;
+    let cpu = cpu_time(pid);
     let (g50, g99, gr) = measure(&format!("{r8s}{get_path}"), 20_000, 8).await;
+    let get_cpu = (cpu_time(pid) - cpu) / (20_000 + 5);
     println!(
         "| GET one pod (8 clients) | floor | {} | {} | {gfr:.0} |",
         ms(gf50),
@@ -225,6 +241,11 @@ async fn main() {
     println!(
         "GET throughput ratio (r8s / floor): {:.2} (goal ≥ 0.7)",
         gr / gfr
+    );
+    println!(
+        "r8s CPU per request: LIST {:.2} ms, GET {:.1} µs",
+        list_cpu.as_secs_f64() * 1e3,
+        get_cpu.as_secs_f64() * 1e6
     );
     println!(
         "RSS: r8s caching {PODS} pods {} MiB, r8s caching nothing {} MiB, cached JSON {:.1} MiB → {ratio:.2} bytes of RSS per cached byte (goal ≤ 1.5)",
