@@ -75,7 +75,7 @@ pub async fn answer(
     };
     match result {
         Ok(payload) => Ok(respond(StatusCode::OK, payload, ar.pretty, ar.gzip)),
-        Err(Outcome::Status(s)) => {
+        Err(Early::Status(s)) => {
             let code = StatusCode::from_u16(s.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
             Ok(respond(
                 code,
@@ -84,11 +84,14 @@ pub async fn answer(
                 false,
             ))
         }
-        Err(Outcome::Pass(reason)) => Err(reason),
+        Err(Early::Pass(reason)) => Err(reason),
     }
 }
 
-enum Outcome {
+/// How a read ends without a payload: the apiserver's error, answered from
+/// the cache (a 404, a 410 for an expired continue token, a 504), or passed
+/// through.
+enum Early {
     Status(Status),
     Pass(PassReason),
 }
@@ -147,7 +150,7 @@ async fn not_older_than(
     cache: &ResourceCache,
     n: u64,
     policy: &ReadPolicy,
-) -> Result<Arc<Version>, Outcome> {
+) -> Result<Arc<Version>, Early> {
     let cur = cache.store.current();
     if cur.rv >= n {
         return Ok(cur);
@@ -156,8 +159,8 @@ async fn not_older_than(
         return Ok(cache.store.current());
     }
     match policy.on_too_new {
-        OnTooNew::Pass => Err(Outcome::Pass(PassReason::TooNew)),
-        OnTooNew::Timeout => Err(Outcome::Status(Status::too_large_resource_version(
+        OnTooNew::Pass => Err(Early::Pass(PassReason::TooNew)),
+        OnTooNew::Timeout => Err(Early::Status(Status::too_large_resource_version(
             n,
             cache.store.current().rv,
         ))),
@@ -169,14 +172,14 @@ async fn get(
     rp: &ResourcePath,
     opts: &ListOptions,
     policy: &ReadPolicy,
-) -> Result<Payload, Outcome> {
+) -> Result<Payload, Early> {
     let version = match opts.resource_version.as_str() {
-        "" => return Err(Outcome::Pass(PassReason::MostRecent)),
+        "" => return Err(Early::Pass(PassReason::MostRecent)),
         "0" => cache.store.current(),
         rv => {
             let n = rv
                 .parse::<u64>()
-                .map_err(|_| Outcome::Pass(PassReason::Invalid))?;
+                .map_err(|_| Early::Pass(PassReason::Invalid))?;
             not_older_than(cache, n, policy).await?
         }
     };
@@ -187,7 +190,7 @@ async fn get(
     };
     match version.objects.get(key.as_str()) {
         Some(o) => Ok(Payload::Bytes(o.json.clone())),
-        None => Err(Outcome::Status(Status::not_found(
+        None => Err(Early::Status(Status::not_found(
             cache.resource.gvr.resource(),
             name,
         ))),
@@ -199,36 +202,36 @@ async fn list(
     rp: &ResourcePath,
     opts: &ListOptions,
     policy: &ReadPolicy,
-) -> Result<Payload, Outcome> {
+) -> Result<Payload, Early> {
     let selectors = opts
         .selectors
         .as_ref()
-        .map_err(|_| Outcome::Pass(PassReason::Invalid))?;
+        .map_err(|_| Early::Pass(PassReason::Invalid))?;
     let rv = opts.resource_version.as_str();
     let (version, start) = if !opts.continue_token.is_empty() {
         if !rv.is_empty() && rv != "0" {
-            return Err(Outcome::Pass(PassReason::Invalid));
+            return Err(Early::Pass(PassReason::Invalid));
         }
         let tok = match ContinueToken::decode(&opts.continue_token, Format::R8S) {
             Ok(t) => t,
-            Err(e) if e.is_foreign() => return Err(Outcome::Pass(PassReason::ForeignContinue)),
-            Err(e) => return Err(Outcome::Status(e.into_status(Format::R8S))),
+            Err(e) if e.is_foreign() => return Err(Early::Pass(PassReason::ForeignContinue)),
+            Err(e) => return Err(Early::Status(e.into_status(Format::R8S))),
         };
         let version = if tok.rv < 0 {
             cache.store.current()
         } else {
-            let expired = || Outcome::Status(tok.expired(Format::R8S));
+            let expired = || Early::Status(tok.expired(Format::R8S));
             cache.store.at(tok.rv as u64).ok_or_else(expired)?
         };
         (version, Some(tok.start))
     } else if rv.is_empty() {
-        return Err(Outcome::Pass(PassReason::MostRecent));
+        return Err(Early::Pass(PassReason::MostRecent));
     } else if rv == "0" {
         (cache.store.current(), None)
     } else {
         let n = rv
             .parse::<u64>()
-            .map_err(|_| Outcome::Pass(PassReason::Invalid))?;
+            .map_err(|_| Early::Pass(PassReason::Invalid))?;
         let exact = opts.rv_match() == Some(RvMatch::Exact)
             || (opts.rv_match().is_none() && opts.limit > 0);
         if exact {
@@ -236,7 +239,7 @@ async fn list(
                 cache
                     .store
                     .at(n)
-                    .ok_or(Outcome::Pass(PassReason::NotRetained))?,
+                    .ok_or(Early::Pass(PassReason::NotRetained))?,
                 None,
             )
         } else {
