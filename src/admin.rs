@@ -8,7 +8,8 @@ use metrics_exporter_prometheus::PrometheusHandle;
 
 use crate::body::{self, Body};
 
-/// Readiness, owned by whoever knows (the upstream prober; later, the caches).
+/// Readiness, set by the upstream prober: the upstream answers `/version` and
+/// every cache has settled (synced, or passing through for good reason).
 #[derive(Debug, Default)]
 pub struct Health {
     ready: AtomicBool,
