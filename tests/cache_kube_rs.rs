@@ -102,3 +102,103 @@ async fn should_build_equal_stores_with_any_and_most_recent_semantics() {
     r8s.stop().await;
     sim.stop().await;
 }
+
+fn count(metrics: &str, verb: &str) -> u64 {
+    let prefix =
+        format!(r#"r8s_cache_requests_total{{resource="v1/pods",verb="{verb}",result="hit"}}"#);
+    metrics
+        .lines()
+        .find(|l| l.starts_with(&prefix))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// kube-rs's metadata-only watcher (an `Api<PartialObjectMeta<Pod>>`:
+/// `Accept: application/json;as=PartialObjectMetadata[List];g=meta.k8s.io;v=v1`)
+/// through r8s: its list and its watch are served from the cache, and its
+/// store holds every pod's metadata, labels included, and no spec.
+#[tokio::test(flavor = "multi_thread")]
+async fn should_serve_kube_rs_metadata_watcher_from_the_cache() {
+    let sim = start_sim(sim_config()).await;
+    let r8s = start_r8s_caching(vec![sim.url()], &["pods"]).await;
+    let truth = get(&format!("{}/api/v1/pods", sim.url())).await.json();
+    let mut want: Vec<(String, String)> = truth["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let m = &p["metadata"];
+            (
+                format!(
+                    "{}/{}",
+                    m["namespace"].as_str().unwrap(),
+                    m["name"].as_str().unwrap()
+                ),
+                m["labels"]["app"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    want.sort();
+    let metrics = || async { get(&format!("{}/metrics", r8s.admin_url())).await.text() };
+    let before = metrics().await;
+
+    let client = kube::Client::try_from(kube::Config::new(r8s.url().parse().unwrap())).unwrap();
+    // An Api of PartialObjectMeta makes metadata-only requests.
+    let api: kube::Api<kube::core::PartialObjectMeta<Pod>> = kube::Api::all(client);
+    let config = watcher::Config {
+        page_size: None,
+        ..watcher::Config::default()
+    }
+    .any_semantic();
+    let (reader, writer) = reflector::store();
+    let stream = reflector(writer, watcher(api, config)).applied_objects();
+    let task = tokio::spawn(async move {
+        let mut s = std::pin::pin!(stream);
+        while let Some(ev) = s.next().await {
+            ev.expect("metadata watch through r8s works");
+        }
+    });
+    tokio::time::timeout(Duration::from_secs(10), reader.wait_until_ready())
+        .await
+        .unwrap()
+        .unwrap();
+    // Let the watch that follows the list start.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    task.abort();
+    let mut got: Vec<(String, String)> = reader
+        .state()
+        .iter()
+        .map(|p| {
+            let m = &p.metadata;
+            (
+                format!(
+                    "{}/{}",
+                    m.namespace.clone().unwrap_or_default(),
+                    m.name.clone().unwrap_or_default()
+                ),
+                m.labels
+                    .as_ref()
+                    .and_then(|l| l.get("app").cloned())
+                    .unwrap_or_default(),
+            )
+        })
+        .collect();
+    got.sort();
+    assert_eq!(got, want, "every pod's metadata, labels included");
+    for p in reader.state() {
+        let kind = p.types.as_ref().map(|t| t.kind.as_str());
+        assert_eq!(kind, Some("PartialObjectMetadata"), "metadata-only answers");
+    }
+    let after = metrics().await;
+    assert!(
+        count(&after, "list") > count(&before, "list"),
+        "the metadata list was a cache hit"
+    );
+    assert!(
+        count(&after, "watch") > count(&before, "watch"),
+        "the metadata watch was a cache hit"
+    );
+    r8s.stop().await;
+    sim.stop().await;
+}

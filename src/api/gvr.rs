@@ -57,6 +57,15 @@ impl Gvr {
         &self.resource
     }
 
+    /// Whether this is one of Kubernetes' own types (a group without a dot, or
+    /// `*.k8s.io` but not the `*.x-k8s.io` groups of SIG projects' custom
+    /// resources): those have a protobuf encoding, and their list items carry
+    /// no `kind`/`apiVersion`.
+    pub fn is_builtin(&self) -> bool {
+        let g = self.group();
+        g.is_empty() || !g.contains('.') || (g.ends_with(".k8s.io") && !g.ends_with(".x-k8s.io"))
+    }
+
     /// `apiVersion` of its objects: `v1`, `apps/v1`.
     pub fn api_version(&self) -> String {
         if self.group.is_empty() {
@@ -108,6 +117,13 @@ mod tests {
     fn should_name_core_and_grouped_resources() {
         let pods = Gvr::from_static("", "v1", "pods");
         let deploys = Gvr::new("apps".to_string(), "v1", "deployments".to_string());
+        assert!(pods.is_builtin() && Gvr::from_static("apps", "v1", "deployments").is_builtin());
+        assert!(
+            Gvr::from_static("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+                .is_builtin()
+        );
+        assert!(!Gvr::from_static("example.r8s.dev", "v1", "widgets").is_builtin());
+        assert!(!Gvr::from_static("cluster.x-k8s.io", "v1beta1", "machines").is_builtin());
         assert_eq!(
             (pods.api_version(), pods.collection_path(), pods.to_string()),
             ("v1".into(), "/api/v1/pods".into(), "v1/pods".into())

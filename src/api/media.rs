@@ -1,34 +1,271 @@
-//! The media type of an answer, negotiated from the request's `Accept` and
-//! `Accept-Encoding` once, with the rest of the request.
+//! The media type of an answer, negotiated from `Accept` as kube-apiserver
+//! does it: goautoneg's parse and order of the clauses (by `q`, then by how
+//! specific they are), then for each clause the first serializer it matches
+//! whose parameters the endpoint accepts (`negotiation.NegotiateMediaTypeOptions`,
+//! `acceptMediaTypeOptions`, `RequestScope.AllowsMediaTypeTransform`).
 //!
-//! The cache serves JSON; anything else (Table, YAML, protobuf) is the
-//! upstream's to negotiate, 406 included.
+//! The cache answers JSON and metadata-only JSON (`PartialObjectMetadata`,
+//! `PartialObjectMetadataList`); protobuf is negotiated (so a protobuf-first
+//! client of a custom resource gets JSON, as from the apiserver) but not yet
+//! served. Table, YAML, CBOR, `meta.k8s.io/v1beta1` conversions, `pretty`
+//! and `export` parameters, and anything unacceptable (406) are the upstream's.
 
 use http::{HeaderMap, header};
 
-/// A media type the cache answers in.
+/// How an answer is encoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MediaType {
+pub enum Encoding {
     /// `application/json`.
     Json,
+    /// `application/vnd.kubernetes.protobuf`.
+    Protobuf,
 }
 
-/// What `Accept` asks for, if the cache can answer it: its first entry must
-/// take plain JSON (absent, `*/*`, `application/*` and `application/json`
-/// do, with no parameters but `q` and `charset`).
-pub fn negotiate(headers: &HeaderMap) -> Option<MediaType> {
-    let Some(accept) = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else {
-        return Some(MediaType::Json);
+/// What an answer holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// The objects themselves.
+    Object,
+    /// `meta.k8s.io/v1` `PartialObjectMetadata`: only an object's metadata.
+    Metadata,
+    /// `meta.k8s.io/v1` `PartialObjectMetadataList`: only the items' metadata.
+    MetadataList,
+}
+
+/// An answer the cache can give: an encoding and a shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MediaType {
+    /// JSON or protobuf.
+    pub encoding: Encoding,
+    /// Objects, or only their metadata.
+    pub shape: Shape,
+}
+
+impl MediaType {
+    /// Plain JSON objects.
+    pub const JSON: MediaType = MediaType {
+        encoding: Encoding::Json,
+        shape: Shape::Object,
     };
-    let first = accept.split(',').next().unwrap_or("").trim();
-    if first.is_empty() {
-        return Some(MediaType::Json);
+
+    /// The response's `Content-Type`, as the apiserver writes it: no `as`,
+    /// `g` or `v` parameters; protobuf watches say `;stream=watch`.
+    pub fn content_type(self, watch: bool) -> &'static str {
+        match (self.encoding, watch) {
+            (Encoding::Json, _) => "application/json",
+            (Encoding::Protobuf, false) => "application/vnd.kubernetes.protobuf",
+            (Encoding::Protobuf, true) => "application/vnd.kubernetes.protobuf;stream=watch",
+        }
     }
-    let mut parts = first.split(';').map(str::trim);
-    let mime = parts.next().unwrap_or("");
-    let params_ok = parts.all(|p| p.starts_with("q=") || p.starts_with("charset="));
-    (params_ok && matches!(mime, "application/json" | "*/*" | "application/*"))
-        .then_some(MediaType::Json)
+}
+
+/// What kube-apiserver would answer a request's `Accept` with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Choice {
+    /// JSON or protobuf, whole or metadata-only.
+    Media(MediaType),
+    /// A `meta.k8s.io` Table (`v1` or `v1beta1`), in JSON.
+    Table(&'static str),
+    /// YAML.
+    Yaml,
+    /// Something r8s leaves to the upstream: CBOR, a `v1beta1`
+    /// metadata-only conversion, a `pretty=1` or `export=1` parameter.
+    Other,
+    /// Nothing acceptable: the apiserver's 406.
+    NotAcceptable,
+}
+
+impl Choice {
+    /// The media type, if the answer is one the cache gives in some encoding.
+    pub fn media(self) -> Option<MediaType> {
+        match self {
+            Choice::Media(m) => Some(m),
+            _ => None,
+        }
+    }
+}
+
+/// Which serializers a resource's endpoints offer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Offer {
+    /// JSON, YAML and protobuf (Kubernetes' own types).
+    Builtin,
+    /// JSON and YAML; protobuf only for metadata-only answers (custom
+    /// resources, whose handler has no protobuf encoding of the objects).
+    Custom,
+    /// JSON and YAML (the built-in upstream, which speaks no protobuf yet).
+    Text,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Serializer {
+    Json,
+    Yaml,
+    Protobuf,
+}
+
+impl Serializer {
+    fn matches(self, ty: &str, sub: &str) -> bool {
+        let (t, s) = match self {
+            Serializer::Json => ("application", "json"),
+            Serializer::Yaml => ("application", "yaml"),
+            Serializer::Protobuf => ("application", "vnd.kubernetes.protobuf"),
+        };
+        (ty == t && (sub == s || sub == "*")) || (ty == "*" && sub == "*")
+    }
+
+    fn streams(self) -> bool {
+        self != Serializer::Yaml
+    }
+}
+
+/// One clause of `Accept`, as goautoneg parses it.
+struct Clause<'a> {
+    ty: &'a str,
+    sub: &'a str,
+    q: f64,
+    params: Vec<(&'a str, &'a str)>,
+}
+
+impl<'a> Clause<'a> {
+    fn param(&self, k: &str) -> Option<&'a str> {
+        self.params.iter().find(|(p, _)| *p == k).map(|(_, v)| *v)
+    }
+}
+
+/// goautoneg's `ParseAccept`: clauses ordered by `q` (descending), then
+/// specific types before `*`, then more parameters first; clauses it cannot
+/// read are dropped. Go's sort is stable for these short lists.
+fn parse_accept(header: &str) -> Vec<Clause<'_>> {
+    let mut out = Vec::new();
+    for part in header.split(',') {
+        let part = part.trim_matches(' ');
+        let mut mrp = part.split(';');
+        let range = mrp.next().unwrap_or("");
+        let sp: Vec<&str> = range.split('/').collect();
+        let ty = sp[0].trim_matches(' ');
+        let sub = match sp.as_slice() {
+            [_] if ty == "*" => "*",
+            [_, s] => s.trim_matches(' '),
+            _ => continue,
+        };
+        let mut c = Clause {
+            ty,
+            sub,
+            q: 1.0,
+            params: Vec::new(),
+        };
+        for param in mrp {
+            let Some((k, v)) = param.split_once('=') else {
+                continue;
+            };
+            let k = k.trim_matches(' ');
+            if k == "q" {
+                // Go: `a.Q, _ = strconv.ParseFloat(..)`: unreadable is 0.
+                c.q = v.parse::<f32>().map(f64::from).unwrap_or(0.0);
+            } else {
+                c.params.push((k, v.trim_matches(' ')));
+            }
+        }
+        out.push(c);
+    }
+    out.sort_by(|a, b| {
+        b.q.partial_cmp(&a.q)
+            .unwrap_or(std::cmp::Ordering::Equal)
+            .then((a.ty == "*").cmp(&(b.ty == "*")))
+            .then((a.sub == "*").cmp(&(b.sub == "*")))
+            .then(b.params.len().cmp(&a.params.len()))
+    });
+    out
+}
+
+/// What the apiserver answers `accept` (the first `Accept` header) with, on
+/// an endpoint offering `offer`.
+pub fn negotiate(accept: Option<&str>, offer: Offer) -> Choice {
+    let serializers: &[Serializer] = match offer {
+        Offer::Text => &[Serializer::Json, Serializer::Yaml],
+        Offer::Builtin | Offer::Custom => {
+            &[Serializer::Json, Serializer::Yaml, Serializer::Protobuf]
+        }
+    };
+    let Some(accept) = accept.filter(|a| !a.is_empty()) else {
+        return Choice::Media(MediaType::JSON);
+    };
+    for clause in parse_accept(accept) {
+        if clause.ty == "application" && clause.sub.ends_with("cbor") {
+            // Served only where the CBOR feature is on: the upstream knows.
+            return Choice::Other;
+        }
+        for &s in serializers {
+            if !s.matches(clause.ty, clause.sub) {
+                continue;
+            }
+            if let Some(choice) = accepts(&clause, s, offer) {
+                return choice;
+            }
+        }
+    }
+    Choice::NotAcceptable
+}
+
+/// `acceptMediaTypeOptions` and `AllowsMediaTypeTransform` for one clause and
+/// serializer: the answer, or `None` when the clause cannot use it.
+fn accepts(clause: &Clause<'_>, s: Serializer, offer: Offer) -> Option<Choice> {
+    if let Some(stream) = clause.param("stream")
+        && !stream.is_empty()
+        && (!s.streams() || stream != "watch")
+    {
+        return None;
+    }
+    if let Some(sv) = clause.param("sv")
+        && !sv.is_empty()
+        && sv != "v1"
+    {
+        return None;
+    }
+    let (kind, group, version) = (clause.param("as"), clause.param("g"), clause.param("v"));
+    let encoding = match s {
+        Serializer::Json => Encoding::Json,
+        Serializer::Protobuf => Encoding::Protobuf,
+        Serializer::Yaml => Encoding::Json, // unused: YAML is answered below
+    };
+    let choice = if kind.is_none() && group.is_none() && version.is_none() {
+        // No conversion: a custom resource has no protobuf encoding.
+        match s {
+            Serializer::Protobuf if offer == Offer::Custom => return None,
+            Serializer::Yaml => Choice::Yaml,
+            _ => Choice::Media(MediaType {
+                encoding,
+                shape: Shape::Object,
+            }),
+        }
+    } else {
+        if group != Some("meta.k8s.io") || !matches!(version, Some("v1" | "v1beta1")) {
+            return None;
+        }
+        match kind.unwrap_or("") {
+            "Table" => match s {
+                Serializer::Json if version == Some("v1") => Choice::Table("meta.k8s.io/v1"),
+                Serializer::Json => Choice::Table("meta.k8s.io/v1beta1"),
+                Serializer::Yaml => Choice::Other,
+                Serializer::Protobuf => return None,
+            },
+            kind @ ("PartialObjectMetadata" | "PartialObjectMetadataList") => {
+                let shape = if kind == "PartialObjectMetadata" {
+                    Shape::Metadata
+                } else {
+                    Shape::MetadataList
+                };
+                match (s, version) {
+                    (Serializer::Yaml, _) | (_, Some("v1beta1")) => Choice::Other,
+                    _ => Choice::Media(MediaType { encoding, shape }),
+                }
+            }
+            _ => return None,
+        }
+    };
+    let exotic = clause.param("pretty") == Some("1") || clause.param("export") == Some("1");
+    Some(if exotic { Choice::Other } else { choice })
 }
 
 /// Whether the client takes a gzipped body (`Accept-Encoding: gzip`, not `q=0`).
@@ -48,36 +285,186 @@ pub fn accepts_gzip(headers: &HeaderMap) -> bool {
 mod tests {
     use super::*;
 
-    fn with(name: header::HeaderName, v: &str) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        h.insert(name, v.parse().unwrap());
-        h
+    const PROTOBUF: MediaType = MediaType {
+        encoding: Encoding::Protobuf,
+        shape: Shape::Object,
+    };
+
+    fn media(encoding: Encoding, shape: Shape) -> Choice {
+        Choice::Media(MediaType { encoding, shape })
     }
 
     #[test]
-    fn should_take_json_first_and_gzip_unless_refused() {
-        assert_eq!(negotiate(&HeaderMap::new()), Some(MediaType::Json));
-        for a in [
-            "application/json",
-            "*/*",
-            "application/json;q=0.9, */*",
-            "application/*",
-        ] {
-            assert_eq!(
-                negotiate(&with(header::ACCEPT, a)),
-                Some(MediaType::Json),
-                "{a}"
-            );
+    fn should_negotiate_what_client_go_and_kubectl_ask_for() {
+        let json = Choice::Media(MediaType::JSON);
+        let cases: &[(Option<&str>, Offer, Choice)] = &[
+            (None, Offer::Builtin, json),
+            (Some(""), Offer::Builtin, json),
+            (Some("application/json"), Offer::Builtin, json),
+            (Some("*/*"), Offer::Builtin, json),
+            (Some("application/*"), Offer::Builtin, json),
+            (Some("application/json;charset=utf-8"), Offer::Builtin, json),
+            // client-go up to 1.31, and 1.32+ typed clients.
+            (
+                Some("application/vnd.kubernetes.protobuf, */*"),
+                Offer::Builtin,
+                Choice::Media(PROTOBUF),
+            ),
+            (
+                Some("application/vnd.kubernetes.protobuf,application/json"),
+                Offer::Builtin,
+                Choice::Media(PROTOBUF),
+            ),
+            // A custom resource has no protobuf: the apiserver answers JSON.
+            (
+                Some("application/vnd.kubernetes.protobuf, */*"),
+                Offer::Custom,
+                json,
+            ),
+            (
+                Some("application/vnd.kubernetes.protobuf,application/json"),
+                Offer::Custom,
+                json,
+            ),
+            (
+                Some("application/vnd.kubernetes.protobuf"),
+                Offer::Custom,
+                Choice::NotAcceptable,
+            ),
+            // q-values order the clauses.
+            (
+                Some("application/vnd.kubernetes.protobuf;q=0.5, application/json"),
+                Offer::Builtin,
+                json,
+            ),
+            (
+                Some("application/json;q=0.1, application/vnd.kubernetes.protobuf;q=0.9"),
+                Offer::Builtin,
+                Choice::Media(PROTOBUF),
+            ),
+            // Specific before wildcard at equal q; q=0 still counts, last.
+            (
+                Some("*/*, application/vnd.kubernetes.protobuf"),
+                Offer::Builtin,
+                Choice::Media(PROTOBUF),
+            ),
+            (
+                Some("text/html, application/json;q=0"),
+                Offer::Builtin,
+                json,
+            ),
+            // Metadata-only informers.
+            (
+                Some(
+                    "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json",
+                ),
+                Offer::Builtin,
+                media(Encoding::Protobuf, Shape::MetadataList),
+            ),
+            (
+                Some(
+                    "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
+                ),
+                Offer::Custom,
+                media(Encoding::Protobuf, Shape::Metadata),
+            ),
+            (
+                Some("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"),
+                Offer::Text,
+                media(Encoding::Json, Shape::Metadata),
+            ),
+            (
+                Some(
+                    "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
+                ),
+                Offer::Text,
+                media(Encoding::Json, Shape::MetadataList),
+            ),
+            (
+                Some("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1beta1"),
+                Offer::Builtin,
+                Choice::Other,
+            ),
+            // Table (kubectl get), YAML, watch streams, what no one serves.
+            (
+                Some(
+                    "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json",
+                ),
+                Offer::Builtin,
+                Choice::Table("meta.k8s.io/v1"),
+            ),
+            (
+                Some("application/json;as=Table;g=meta.k8s.io;v=v2, application/json"),
+                Offer::Builtin,
+                json,
+            ),
+            (
+                Some("application/json;as=Table;g=meta.k8s.io;v=v2"),
+                Offer::Builtin,
+                Choice::NotAcceptable,
+            ),
+            (
+                Some("application/vnd.kubernetes.protobuf;as=Table;g=meta.k8s.io;v=v1"),
+                Offer::Builtin,
+                Choice::NotAcceptable,
+            ),
+            (
+                Some("application/json;as=Pod;g=;v=v1"),
+                Offer::Builtin,
+                Choice::NotAcceptable,
+            ),
+            (Some("application/yaml"), Offer::Builtin, Choice::Yaml),
+            (Some("application/json;stream=watch"), Offer::Builtin, json),
+            (
+                Some("application/yaml;stream=watch, application/json"),
+                Offer::Builtin,
+                json,
+            ),
+            (
+                Some("application/json;stream=other"),
+                Offer::Builtin,
+                Choice::NotAcceptable,
+            ),
+            (
+                Some("application/json;pretty=1"),
+                Offer::Builtin,
+                Choice::Other,
+            ),
+            (
+                Some("application/cbor, application/json"),
+                Offer::Builtin,
+                Choice::Other,
+            ),
+            (Some("text/html"), Offer::Builtin, Choice::NotAcceptable),
+            (Some("   "), Offer::Builtin, Choice::NotAcceptable),
+        ];
+        for (accept, offer, want) in cases {
+            assert_eq!(negotiate(*accept, *offer), *want, "{accept:?} on {offer:?}");
         }
-        for a in [
-            "application/vnd.kubernetes.protobuf, */*",
-            "application/json;as=Table;v=v1;g=meta.k8s.io",
-            "application/yaml",
-        ] {
-            assert_eq!(negotiate(&with(header::ACCEPT, a)), None, "{a}");
-        }
-        assert!(accepts_gzip(&with(header::ACCEPT_ENCODING, "br, gzip")));
-        assert!(!accepts_gzip(&with(header::ACCEPT_ENCODING, "gzip;q=0")));
+    }
+
+    #[test]
+    fn should_name_content_types_as_the_apiserver() {
+        assert_eq!(MediaType::JSON.content_type(true), "application/json");
+        assert_eq!(
+            PROTOBUF.content_type(false),
+            "application/vnd.kubernetes.protobuf"
+        );
+        assert_eq!(
+            PROTOBUF.content_type(true),
+            "application/vnd.kubernetes.protobuf;stream=watch"
+        );
+    }
+
+    #[test]
+    fn should_take_gzip_unless_refused() {
+        let with = |v: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(header::ACCEPT_ENCODING, v.parse().unwrap());
+            h
+        };
+        assert!(accepts_gzip(&with("br, gzip")));
+        assert!(!accepts_gzip(&with("gzip;q=0")));
         assert!(!accepts_gzip(&HeaderMap::new()));
     }
 }

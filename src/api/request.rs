@@ -7,7 +7,7 @@ use std::borrow::Cow;
 
 use http::{HeaderMap, Method, Uri, header};
 
-use super::media::{self, MediaType};
+use super::media::{self, Choice, Offer};
 use super::params::ListOptions;
 use super::path::{self, ApiPath, ResourcePath};
 use super::query::Query;
@@ -94,8 +94,8 @@ pub struct ApiRequest {
     pub pretty: bool,
     /// Whether the answer is a long-lived stream (a watch, a followed log).
     pub streaming: bool,
-    /// The media type the cache would answer in (`None`: only the upstream can).
-    pub media: Option<MediaType>,
+    /// What kube-apiserver answers its `Accept` with.
+    pub media: Choice,
     /// Whether the client takes gzip.
     pub gzip: bool,
 }
@@ -103,7 +103,10 @@ pub struct ApiRequest {
 impl ApiRequest {
     /// The request for a resource that `method`, `uri` and `headers` make;
     /// `None` for other paths (discovery, `/version`, `/openapi`, health).
-    pub fn parse(method: &Method, uri: &Uri, headers: &HeaderMap) -> Option<Self> {
+    /// `protobuf`: whether the server answering speaks protobuf for built-in
+    /// types (r8s negotiates as kube-apiserver does; the built-in upstream
+    /// offers JSON and YAML only).
+    pub fn parse(method: &Method, uri: &Uri, headers: &HeaderMap, protobuf: bool) -> Option<Self> {
         let ApiPath::Resource(path) = path::parse(uri.path()) else {
             return None;
         };
@@ -116,6 +119,7 @@ impl ApiRequest {
                 .unwrap_or_else(|| verb != Verb::Watch && from_curl(headers)),
             Err(_) => from_curl(headers),
         };
+        let path_builtin = path.gvr.is_builtin();
         let streaming = verb == Verb::Watch
             || (path.subresource.as_deref() == Some("log") && query.flag("follow"));
         Some(ApiRequest {
@@ -125,7 +129,14 @@ impl ApiRequest {
             options,
             pretty,
             streaming,
-            media: media::negotiate(headers),
+            media: media::negotiate(
+                headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()),
+                match (protobuf, path_builtin) {
+                    (false, _) => Offer::Text,
+                    (true, true) => Offer::Builtin,
+                    (true, false) => Offer::Custom,
+                },
+            ),
             gzip: media::accepts_gzip(headers),
         })
     }
@@ -161,7 +172,7 @@ mod tests {
 
     fn req(method: &str, uri: &str) -> ApiRequest {
         let uri: Uri = uri.parse().unwrap();
-        ApiRequest::parse(&method.parse().unwrap(), &uri, &HeaderMap::new()).unwrap()
+        ApiRequest::parse(&method.parse().unwrap(), &uri, &HeaderMap::new(), true).unwrap()
     }
 
     #[test]
@@ -190,7 +201,7 @@ mod tests {
             (Verb::Get, "pods/log".into(), true)
         );
         let uri: Uri = "/apis/apps/v1".parse().unwrap();
-        assert!(ApiRequest::parse(&Method::GET, &uri, &HeaderMap::new()).is_none());
+        assert!(ApiRequest::parse(&Method::GET, &uri, &HeaderMap::new(), true).is_none());
     }
 
     #[test]

@@ -15,7 +15,7 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use super::object::{CachedObject, Objects};
-use crate::codec::json::watch_line;
+use crate::codec::json::{partial_object_metadata, watch_line, watch_line_of};
 
 /// What a watcher would have seen happen to one object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,6 +37,16 @@ impl EventKind {
             EventKind::Deleted => "DELETED",
         }
     }
+}
+
+/// What a watcher is sent of each object: the object, or only its metadata
+/// (a `PartialObjectMetadata`, for metadata-only informers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Form {
+    /// The object as cached.
+    Object,
+    /// Its `PartialObjectMetadata`.
+    Metadata,
 }
 
 /// An exact value of an indexed field (hashed: a collision only costs a
@@ -99,10 +109,9 @@ pub struct Event {
     pub arrived: Instant,
     /// The JSON watch-stream line, serialized once when appended.
     line: Bytes,
-    /// The same object as `ADDED` (for watchers it starts matching), on first use.
-    as_added: OnceLock<Bytes>,
-    /// The previous state as `DELETED` (for watchers it stops matching), on first use.
-    as_deleted: OnceLock<Bytes>,
+    /// The other forms watchers may need ([`Event::line`]), each built once
+    /// on first use; most events never need one, so they cost a pointer.
+    others: OnceLock<Box<[OnceLock<Bytes>; 5]>>,
     triggers: Box<[Trigger]>,
 }
 
@@ -122,40 +131,46 @@ impl Event {
             prev,
             arrived: Instant::now(),
             line: Bytes::new(),
-            as_added: OnceLock::new(),
-            as_deleted: OnceLock::new(),
+            others: OnceLock::new(),
             triggers: Box::new([]),
         }
     }
 
-    /// `{"type":"MODIFIED","object":{...}}\n`, shared by every watcher.
-    pub fn line(&self) -> &Bytes {
-        &self.line
-    }
-
-    /// This change as the `ADDED` of an object entering a watcher's filter.
-    pub fn line_as_added(&self) -> &Bytes {
-        if self.kind == EventKind::Added {
-            return &self.line;
-        }
-        self.as_added.get_or_init(|| {
+    /// This event as a watcher sees it, shared by every watcher that does:
+    /// `kind` is what the watcher's filter makes of it (its own type; ADDED
+    /// for an object entering the filter; DELETED for one leaving it, whose
+    /// previous state is stamped with the version of the change, for a
+    /// relist's events the object's own, so the relist's events stay in
+    /// version order), and `form` the object or only its metadata. `None`
+    /// for a DELETED of an object that had no previous state.
+    pub fn line(&self, form: Form, kind: EventKind) -> Option<&Bytes> {
+        let own = kind == self.kind;
+        let slot = match (form, kind) {
+            (Form::Object, _) if own => return Some(&self.line),
+            (Form::Object, EventKind::Added) => 0,
+            (Form::Object, _) => 1,
+            (Form::Metadata, _) if own => 2,
+            (Form::Metadata, EventKind::Added) => 3,
+            (Form::Metadata, _) => 4,
+        };
+        let leaving;
+        let object = match kind {
+            _ if own => &*self.object,
+            EventKind::Added => &*self.object,
+            _ => {
+                leaving = self.prev.as_ref()?.at_version(self.object.rv);
+                &leaving
+            }
+        };
+        let slots = self.others.get_or_init(Default::default);
+        Some(slots[slot].get_or_init(|| {
             count_encoding();
-            watch_line("ADDED", &self.object.json)
-        })
-    }
-
-    /// This change as the `DELETED` of an object leaving a watcher's filter:
-    /// its previous state at the version of the change (for a relist's
-    /// events, the object's own version, so the relist's events stay in
-    /// version order).
-    pub fn line_as_deleted(&self) -> Option<&Bytes> {
-        if self.kind == EventKind::Deleted {
-            return Some(&self.line);
-        }
-        let prev = self.prev.as_ref()?;
-        Some(self.as_deleted.get_or_init(|| {
-            count_encoding();
-            watch_line("DELETED", &prev.at_version(self.object.rv).json)
+            match form {
+                Form::Object => watch_line(kind.as_str(), &object.json),
+                Form::Metadata => {
+                    watch_line_of(kind.as_str(), &partial_object_metadata(object.metadata()))
+                }
+            }
         }))
     }
 

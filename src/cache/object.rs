@@ -12,7 +12,7 @@ use bytes::Bytes;
 use serde::Deserialize;
 
 use crate::api::selector::{Selectors, supported_fields};
-use crate::codec::json::ListItem;
+use crate::codec::json::{self, ListItem};
 
 /// Where a label or field value lives in the object's JSON.
 #[derive(Debug, Clone, Copy)]
@@ -44,6 +44,8 @@ pub struct CachedObject {
     /// Byte offset in `json` where the list-item form continues after `{`
     /// (skips `"kind":..,"apiVersion":..,` for built-ins; 1 when nothing to skip).
     pub item_skip: usize,
+    /// Where the `metadata` value is in `json` (for metadata-only answers).
+    meta: (u32, u32),
     /// Labels and selectable field values, as spans into `json`.
     spans: Box<[Span]>,
     /// Values that could not be spans (JSON escapes, booleans): rare.
@@ -69,6 +71,12 @@ impl CachedObject {
         } else {
             &self.key[self.ns_len + 1..]
         }
+    }
+
+    /// The `metadata` value as the upstream wrote it.
+    pub fn metadata(&self) -> &[u8] {
+        let (at, len) = self.meta;
+        &self.json[at as usize..(at + len) as usize]
     }
 
     fn text(&self, at: u32, len: u16) -> &str {
@@ -140,12 +148,14 @@ impl CachedObject {
                 p
             }
         };
+        let meta = meta_span(&json).unwrap_or(self.meta);
         CachedObject {
             key: self.key.clone(),
             ns_len: self.ns_len,
             rv,
             json,
             item_skip: self.item_skip,
+            meta,
             spans: self
                 .spans
                 .iter()
@@ -181,6 +191,22 @@ impl CachedObject {
     }
 }
 
+/// An object in a `PartialObjectMetadataList`: its metadata bytes, cut from
+/// the cached JSON (never re-serialized).
+pub struct MetadataItem(pub Arc<CachedObject>);
+
+impl ListItem for MetadataItem {
+    fn item_len(&self) -> usize {
+        self.0.meta.1 as usize + json::PARTIAL_OBJECT_METADATA_HEAD.len() + 2
+    }
+
+    fn write_item(&self, out: &mut bytes::BytesMut) {
+        for part in json::partial_object_metadata(self.0.metadata()) {
+            out.extend_from_slice(part);
+        }
+    }
+}
+
 /// Lists stream straight from cached objects.
 impl ListItem for CachedObject {
     fn item_len(&self) -> usize {
@@ -192,6 +218,12 @@ impl ListItem for CachedObject {
         out.extend_from_slice(b"{");
         out.extend_from_slice(&self.json[self.item_skip..]);
     }
+}
+
+/// Where the `metadata` value is in an object's JSON.
+fn meta_span(json: &[u8]) -> Option<(u32, u32)> {
+    let r = json::top_level_value(json, "metadata")?;
+    Some((r.start as u32, r.len() as u32))
 }
 
 /// Objects by key, ordered as the apiserver lists them (`namespace/name`).
@@ -452,12 +484,14 @@ impl TypeInfo {
         } else {
             1
         };
+        let meta = meta_span(&json).ok_or_else(|| ObjectError::Malformed("no metadata".into()))?;
         Ok(CachedObject {
             key,
             ns_len,
             rv,
             json,
             item_skip,
+            meta,
             spans: spans.into_boxed_slice(),
             owned: owned.into_boxed_slice(),
             field_names,

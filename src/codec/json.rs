@@ -25,17 +25,28 @@ pub trait ListItem {
     fn write_item(&self, out: &mut BytesMut);
 }
 
+/// Items shared with the cache stream as they are.
+impl<T: ListItem + ?Sized> ListItem for Arc<T> {
+    fn item_len(&self) -> usize {
+        (**self).item_len()
+    }
+
+    fn write_item(&self, out: &mut BytesMut) {
+        (**self).write_item(out)
+    }
+}
+
 /// A list response: envelope head (through `"items":[`) and its items.
-pub struct ListBody<T> {
+pub struct ListBody<I> {
     head: Option<Bytes>,
-    items: std::vec::IntoIter<Arc<T>>,
+    items: std::vec::IntoIter<I>,
     first: bool,
     done: bool,
 }
 
-impl<T: ListItem> ListBody<T> {
+impl<I: ListItem> ListBody<I> {
     /// A list of `items` after `head`.
-    pub fn new(head: Bytes, items: Vec<Arc<T>>) -> Self {
+    pub fn new(head: Bytes, items: Vec<I>) -> Self {
         ListBody {
             head: Some(head),
             items: items.into_iter(),
@@ -93,7 +104,7 @@ impl<T: ListItem> ListBody<T> {
     }
 }
 
-impl<T: ListItem> HttpBody for ListBody<T> {
+impl<I: ListItem + Unpin> HttpBody for ListBody<I> {
     type Data = Bytes;
     type Error = BoxError;
 
@@ -116,13 +127,125 @@ impl<T: ListItem> HttpBody for ListBody<T> {
 /// One JSON watch-stream line: `{"type":T,"object":OBJ}` and a newline, as
 /// kube-apiserver frames watch events.
 pub fn watch_line(kind: &str, object: &[u8]) -> Bytes {
-    let mut out = BytesMut::with_capacity(object.len() + kind.len() + 24);
+    watch_line_of(kind, &[object])
+}
+
+/// [`watch_line`] of an object given in pieces (a metadata-only form).
+pub fn watch_line_of(kind: &str, object: &[&[u8]]) -> Bytes {
+    let len: usize = object.iter().map(|p| p.len()).sum();
+    let mut out = BytesMut::with_capacity(len + kind.len() + 24);
     out.extend_from_slice(b"{\"type\":\"");
     out.extend_from_slice(kind.as_bytes());
     out.extend_from_slice(b"\",\"object\":");
-    out.extend_from_slice(object);
+    for p in object {
+        out.extend_from_slice(p);
+    }
     out.extend_from_slice(b"}\n");
     out.freeze()
+}
+
+/// `apiVersion` of the metadata-only kinds.
+pub const META_API_VERSION: &str = "meta.k8s.io/v1";
+/// The JSON of a `PartialObjectMetadata` before its metadata: an object's
+/// metadata-only form is this, the object's `metadata` bytes, and `}`.
+pub const PARTIAL_OBJECT_METADATA_HEAD: &[u8] =
+    br#"{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":"#;
+
+/// The metadata-only form of an object whose `metadata` value is `meta`, as
+/// the apiserver writes it: the same metadata bytes, never re-serialized.
+pub fn partial_object_metadata(meta: &[u8]) -> [&[u8]; 3] {
+    [PARTIAL_OBJECT_METADATA_HEAD, meta, b"}"]
+}
+
+/// Where the value of a top-level `key` of a JSON object is in `json` (the
+/// bytes of the value, as written). A scan, not a parse: strings (with their
+/// escapes) and nested values are skipped over, so a key of the same name in
+/// a nested object is never taken for it.
+pub fn top_level_value(json: &[u8], key: &str) -> Option<std::ops::Range<usize>> {
+    let mut i = skip_ws(json, 0);
+    if json.get(i) != Some(&b'{') {
+        return None;
+    }
+    i += 1;
+    loop {
+        i = skip_ws(json, i);
+        if json.get(i) != Some(&b'"') {
+            return None;
+        }
+        let k_end = skip_string(json, i)?;
+        let k = &json[i + 1..k_end - 1];
+        i = skip_ws(json, k_end);
+        if json.get(i) != Some(&b':') {
+            return None;
+        }
+        let v_start = skip_ws(json, i + 1);
+        let v_end = skip_value(json, v_start)?;
+        if k == key.as_bytes() {
+            return Some(v_start..v_end);
+        }
+        i = skip_ws(json, v_end);
+        match json.get(i) {
+            Some(b',') => i += 1,
+            _ => return None,
+        }
+    }
+}
+
+fn skip_ws(json: &[u8], mut i: usize) -> usize {
+    while json.get(i).is_some_and(u8::is_ascii_whitespace) {
+        i += 1;
+    }
+    i
+}
+
+/// The end (exclusive) of the string starting at `json[i] == '"'`.
+fn skip_string(json: &[u8], mut i: usize) -> Option<usize> {
+    i += 1;
+    loop {
+        match json.get(i)? {
+            b'\\' => i += 2,
+            b'"' => return Some(i + 1),
+            _ => i += 1,
+        }
+    }
+}
+
+/// The end (exclusive) of the value starting at `i`.
+fn skip_value(json: &[u8], i: usize) -> Option<usize> {
+    match json.get(i)? {
+        b'"' => skip_string(json, i),
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            let mut j = i;
+            loop {
+                match json.get(j)? {
+                    b'"' => {
+                        j = skip_string(json, j)?;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Some(j + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                j += 1;
+            }
+        }
+        _ => {
+            let mut j = i;
+            while json
+                .get(j)
+                .is_some_and(|b| !matches!(b, b',' | b'}' | b']') && !b.is_ascii_whitespace())
+            {
+                j += 1;
+            }
+            (j > i).then_some(j)
+        }
+    }
 }
 
 /// Responses at least this large are gzipped for clients that accept it
@@ -130,14 +253,14 @@ pub fn watch_line(kind: &str, object: &[u8]) -> Bytes {
 pub const GZIP_MIN: usize = 128 * 1024;
 
 /// A [`ListBody`] gzipped chunk by chunk.
-pub struct GzipListBody<T> {
-    list: Option<ListBody<T>>,
+pub struct GzipListBody<I> {
+    list: Option<ListBody<I>>,
     enc: Option<flate2::write::GzEncoder<Vec<u8>>>,
 }
 
-impl<T: ListItem> GzipListBody<T> {
+impl<I: ListItem> GzipListBody<I> {
     /// Compresses `list` as it streams.
-    pub fn new(list: ListBody<T>) -> Self {
+    pub fn new(list: ListBody<I>) -> Self {
         GzipListBody {
             list: Some(list),
             enc: Some(flate2::write::GzEncoder::new(
@@ -148,7 +271,7 @@ impl<T: ListItem> GzipListBody<T> {
     }
 }
 
-impl<T: ListItem> HttpBody for GzipListBody<T> {
+impl<I: ListItem + Unpin> HttpBody for GzipListBody<I> {
     type Data = Bytes;
     type Error = BoxError;
 
@@ -271,6 +394,29 @@ mod tests {
             .unwrap();
         assert_eq!(out, plain.to_vec());
         assert!(compressed.len() < plain.len() / 4);
+    }
+
+    #[test]
+    fn should_find_top_level_values_only() {
+        let j = br#"{"apiVersion":"x/v1","data":{"metadata":{"fake":1},"s":"}\"metadata\""},"kind":"W","metadata":{"name":"a","labels":{"k":"v}"}},"spec":[1,{"metadata":2}]}"#;
+        let r = top_level_value(j, "metadata").unwrap();
+        assert_eq!(&j[r], br#"{"name":"a","labels":{"k":"v}"}}"#);
+        assert_eq!(&j[top_level_value(j, "kind").unwrap()], br#""W""#);
+        assert_eq!(
+            &j[top_level_value(j, "spec").unwrap()],
+            br#"[1,{"metadata":2}]"#
+        );
+        let n = br#"{ "a" : 12 , "metadata" : null }"#;
+        assert_eq!(&n[top_level_value(n, "a").unwrap()], b"12");
+        assert_eq!(&n[top_level_value(n, "metadata").unwrap()], b"null");
+        assert_eq!(top_level_value(j, "status"), None);
+        assert_eq!(top_level_value(b"[1]", "a"), None);
+        assert_eq!(top_level_value(br#"{"a":"unterminated"#, "b"), None);
+        let pom: Vec<u8> = partial_object_metadata(br#"{"name":"a"}"#).concat();
+        assert_eq!(
+            pom,
+            br#"{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"a"}}"#
+        );
     }
 
     #[test]

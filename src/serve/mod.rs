@@ -61,7 +61,7 @@ impl Api {
         peer: Arc<Peer>,
     ) -> Response<Body> {
         let start = Instant::now();
-        let ar = ApiRequest::parse(req.method(), req.uri(), req.headers());
+        let ar = ApiRequest::parse(req.method(), req.uri(), req.headers(), true);
         let (verb, resource) = match &ar {
             Some(ar) => (ar.verb, ar.resource_label()),
             None => (Verb::Other, Cow::Owned(non_resource_label(req.uri()))),

@@ -17,6 +17,7 @@ use http::{HeaderValue, Response, StatusCode, header};
 
 use super::outcome::PassReason;
 use crate::api::continue_token::{ContinueToken, Format};
+use crate::api::media::{Encoding, Shape};
 use crate::api::params::{ListOptions, RvMatch};
 use crate::api::path::ResourcePath;
 use crate::api::request::{ApiRequest, Verb};
@@ -24,9 +25,9 @@ use crate::api::selector::Selectors;
 use crate::api::status::Status;
 use crate::body::{self, Body};
 use crate::cache::ResourceCache;
-use crate::cache::object::CachedObject;
+use crate::cache::object::{CachedObject, MetadataItem};
 use crate::cache::store::{Serving, Version};
-use crate::codec::json::{GZIP_MIN, GzipListBody, ListBody, gzip as gzip_bytes};
+use crate::codec::json::{self, GZIP_MIN, GzipListBody, ListBody, ListItem, gzip as gzip_bytes};
 use crate::config::OnTooNew;
 
 /// How cached reads behave.
@@ -46,10 +47,24 @@ pub fn unservable(cache: &ResourceCache, ar: &ApiRequest) -> Option<PassReason> 
         Serving::OverBudget => return Some(PassReason::OverBudget),
         Serving::Uncacheable => return Some(PassReason::NotCacheable),
     }
-    if ar.media.is_none() {
-        return Some(PassReason::MediaType);
+    match ar.media.media() {
+        Some(m) if m.encoding == Encoding::Json => None,
+        // Protobuf is not served from the cache yet; Table, YAML, CBOR, 406
+        // are the upstream's.
+        _ => Some(PassReason::MediaType),
     }
-    None
+}
+
+/// The shape a request of `verb` gets, if the cache gives it: the apiserver
+/// answers a list asked as `PartialObjectMetadata` (or one object asked as a
+/// list) with 406, which is the upstream's to give.
+pub fn shape_for(ar: &ApiRequest) -> Option<Shape> {
+    let shape = ar.media.media()?.shape;
+    match (ar.verb, shape) {
+        (Verb::Get | Verb::Watch, Shape::Object | Shape::Metadata) => Some(shape),
+        (Verb::List, Shape::Object | Shape::MetadataList) => Some(shape),
+        _ => None,
+    }
 }
 
 /// The answer to a get or list from `cache`, or why the upstream must give it.
@@ -64,14 +79,15 @@ pub async fn answer(
     if let Some(reason) = unservable(cache, ar) {
         return Err(reason);
     }
+    let shape = shape_for(ar).ok_or(PassReason::MediaType)?;
     let opts = ar.options.as_ref().map_err(|_| PassReason::Invalid)?;
     if opts.validate().is_err() {
         return Err(PassReason::Invalid);
     }
     let result = if ar.verb == Verb::Get {
-        get(cache, &ar.path, opts, policy).await
+        get(cache, &ar.path, opts, shape, policy).await
     } else {
-        list(cache, &ar.path, opts, policy).await
+        list(cache, &ar.path, opts, shape, policy).await
     };
     match result {
         Ok(payload) => Ok(respond(StatusCode::OK, payload, ar.pretty, ar.gzip)),
@@ -99,7 +115,8 @@ enum Early {
 /// What a hit sends: one object's bytes, or a streamed list.
 enum Payload {
     Bytes(Bytes),
-    List(ListBody<CachedObject>),
+    List(ListBody<Arc<CachedObject>>),
+    MetadataList(ListBody<MetadataItem>),
 }
 
 fn hit(code: StatusCode, body: Body, gzipped: bool) -> Response<Body> {
@@ -115,16 +132,11 @@ fn hit(code: StatusCode, body: Body, gzipped: bool) -> Response<Body> {
 /// The response for a hit: lists stream (gzipped when large and accepted);
 /// pretty-printing (curl) materializes, off the fast path.
 fn respond(code: StatusCode, payload: Payload, pretty: bool, gzip: bool) -> Response<Body> {
-    use http_body_util::BodyExt;
     let bytes = match payload {
-        Payload::List(list) if !pretty => {
-            return if gzip && list.estimated_len() >= GZIP_MIN {
-                hit(code, GzipListBody::new(list).boxed_unsync(), true)
-            } else {
-                hit(code, list.boxed_unsync(), false)
-            };
-        }
+        Payload::List(list) if !pretty => return stream(code, list, gzip),
+        Payload::MetadataList(list) if !pretty => return stream(code, list, gzip),
         Payload::List(list) => list.collect(),
+        Payload::MetadataList(list) => list.collect(),
         Payload::Bytes(b) => b,
     };
     let bytes = if pretty {
@@ -143,6 +155,20 @@ fn respond(code: StatusCode, payload: Payload, pretty: bool, gzip: bool) -> Resp
         return hit(code, body::full(gzip_bytes(&bytes)), true);
     }
     hit(code, body::full(bytes), false)
+}
+
+/// A list streamed as it is written, gzipped when large and accepted.
+fn stream<I: ListItem + Unpin + Send + 'static>(
+    code: StatusCode,
+    list: ListBody<I>,
+    gzip: bool,
+) -> Response<Body> {
+    use http_body_util::BodyExt;
+    if gzip && list.estimated_len() >= GZIP_MIN {
+        hit(code, GzipListBody::new(list).boxed_unsync(), true)
+    } else {
+        hit(code, list.boxed_unsync(), false)
+    }
 }
 
 /// The version a "not older than N" read may use, after waiting for it.
@@ -171,6 +197,7 @@ async fn get(
     cache: &ResourceCache,
     rp: &ResourcePath,
     opts: &ListOptions,
+    shape: Shape,
     policy: &ReadPolicy,
 ) -> Result<Payload, Early> {
     let version = match opts.resource_version.as_str() {
@@ -189,6 +216,9 @@ async fn get(
         None => name.to_string(),
     };
     match version.objects.get(key.as_str()) {
+        Some(o) if shape == Shape::Metadata => Ok(Payload::Bytes(Bytes::from(
+            json::partial_object_metadata(o.metadata()).concat(),
+        ))),
         Some(o) => Ok(Payload::Bytes(o.json.clone())),
         None => Err(Early::Status(Status::not_found(
             cache.resource.gvr.resource(),
@@ -201,6 +231,7 @@ async fn list(
     cache: &ResourceCache,
     rp: &ResourcePath,
     opts: &ListOptions,
+    shape: Shape,
     policy: &ReadPolicy,
 ) -> Result<Payload, Early> {
     let selectors = opts
@@ -253,6 +284,7 @@ async fn list(
         start,
         opts.limit,
         selectors,
+        shape,
     ))
 }
 
@@ -264,6 +296,7 @@ fn assemble(
     start: Option<String>,
     limit: i64,
     selectors: &Selectors,
+    shape: Shape,
 ) -> Payload {
     let prefix = namespace.map(|ns| format!("{ns}/")).unwrap_or_default();
     let from: Arc<str> = Arc::from(format!("{prefix}{}", start.unwrap_or_default()));
@@ -272,10 +305,12 @@ fn assemble(
         .range((Bound::Included(from), Bound::Unbounded))
         .take_while(|(k, _)| k.starts_with(&prefix));
     let filtered = !selectors.is_empty();
+    let (kind, api_version) = match shape {
+        Shape::MetadataList => ("PartialObjectMetadataList", json::META_API_VERSION.into()),
+        _ => (cache.list_kind.as_str(), cache.resource.gvr.api_version()),
+    };
     let head = format!(
-        "{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{{\"resourceVersion\":\"{}\"",
-        cache.list_kind,
-        cache.resource.gvr.api_version(),
+        "{{\"kind\":\"{kind}\",\"apiVersion\":\"{api_version}\",\"metadata\":{{\"resourceVersion\":\"{}\"",
         version.rv
     );
     let mut picked = Vec::new();
@@ -306,8 +341,12 @@ fn assemble(
         }
     }
     out.put_slice(b"},\"items\":[");
-    Payload::List(ListBody::new(
-        out.freeze(),
-        picked.into_iter().cloned().collect(),
-    ))
+    let items = picked.into_iter().cloned();
+    match shape {
+        Shape::MetadataList => Payload::MetadataList(ListBody::new(
+            out.freeze(),
+            items.map(MetadataItem).collect(),
+        )),
+        _ => Payload::List(ListBody::new(out.freeze(), items.collect())),
+    }
 }

@@ -22,14 +22,18 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::outcome::PassReason;
+use crate::api::media::Shape;
 use crate::api::request::ApiRequest;
 use crate::api::selector::Selectors;
 use crate::api::status::Status;
 use crate::body::{self, Body};
 use crate::cache::ResourceCache;
-use crate::cache::history::{Cursor, Event, EventKind, Trigger};
+use crate::cache::history::{Cursor, Event, EventKind, Form, Trigger};
 use crate::cache::object::CachedObject;
-use crate::codec::json::{bookmark, initial_events_end, watch_line};
+use crate::codec::json::{
+    META_API_VERSION, bookmark, initial_events_end, partial_object_metadata, watch_line,
+    watch_line_of,
+};
 use crate::config::OnTooOld;
 use crate::metrics::{WatchEnd, WatchMetrics};
 use crate::shutdown::Signal;
@@ -112,6 +116,7 @@ pub struct Plan {
     filter: Filter,
     timeout_seconds: Option<u64>,
     bookmarks: bool,
+    form: Form,
 }
 
 /// Whether a watch can be served from the cache: its plan, or why not.
@@ -123,6 +128,11 @@ pub fn plan(
     if let Some(reason) = super::read::unservable(cache, ar) {
         return Err(reason);
     }
+    let form = match super::read::shape_for(ar) {
+        Some(Shape::Object) => Form::Object,
+        Some(Shape::Metadata) => Form::Metadata,
+        _ => return Err(PassReason::MediaType),
+    };
     let opts = ar.options.as_ref().map_err(|_| PassReason::Invalid)?;
     if opts.validate().is_err() {
         return Err(PassReason::Invalid);
@@ -161,6 +171,7 @@ pub fn plan(
         },
         timeout_seconds: opts.timeout_seconds,
         bookmarks: opts.allow_watch_bookmarks,
+        form,
     })
 }
 
@@ -186,6 +197,7 @@ impl Plan {
             filter: self.filter,
             tx,
             bookmarks: self.bookmarks,
+            form: self.form,
             policy: policy.clone(),
             shutdown: shutdown.clone(),
             counts: [0; 4],
@@ -210,6 +222,7 @@ struct Watcher {
     trigger: Option<Trigger>,
     tx: mpsc::Sender<Bytes>,
     bookmarks: bool,
+    form: Form,
     policy: WatchPolicy,
     shutdown: Signal,
     metrics: Arc<WatchMetrics>,
@@ -251,22 +264,43 @@ impl Watcher {
     /// an object entering the filter is ADDED, one leaving it is DELETED (its
     /// previous state at the event's version). All are encoded once per event.
     fn line_for<'e>(&self, ev: &'e Event) -> Option<(&'e Bytes, EventKind)> {
-        if self.filter.everything() {
-            return Some((ev.line(), ev.kind));
-        }
-        let cur = ev.kind != EventKind::Deleted && self.filter.passes(&ev.object);
-        let old = ev.prev.as_ref().is_some_and(|p| self.filter.passes(p));
-        match (cur, old) {
-            (true, true) => Some((ev.line(), ev.kind)),
-            (true, false) => Some((ev.line_as_added(), EventKind::Added)),
-            (false, true) => ev.line_as_deleted().map(|l| (l, EventKind::Deleted)),
-            (false, false) => None,
+        let kind = if self.filter.everything() {
+            ev.kind
+        } else {
+            let cur = ev.kind != EventKind::Deleted && self.filter.passes(&ev.object);
+            let old = ev.prev.as_ref().is_some_and(|p| self.filter.passes(p));
+            match (cur, old) {
+                (true, true) => ev.kind,
+                (true, false) => EventKind::Added,
+                (false, true) => EventKind::Deleted,
+                (false, false) => return None,
+            }
+        };
+        ev.line(self.form, kind).map(|l| (l, kind))
+    }
+
+    /// The `kind` and `apiVersion` of what this watcher is sent.
+    fn sent_type(&self) -> (&str, String) {
+        match self.form {
+            Form::Object => (
+                &self.cache.resource.kind,
+                self.cache.resource.gvr.api_version(),
+            ),
+            Form::Metadata => ("PartialObjectMetadata", META_API_VERSION.to_string()),
         }
     }
 
     fn bookmark_line(&self, rv: u64) -> Bytes {
-        let r = &self.cache.resource;
-        bookmark(&r.kind, &r.gvr.api_version(), rv)
+        let (kind, api_version) = self.sent_type();
+        bookmark(kind, &api_version, rv)
+    }
+
+    /// An initial ADDED for a cached object, in this watcher's form.
+    fn added_line(&self, o: &CachedObject) -> Bytes {
+        match self.form {
+            Form::Object => watch_line_of("ADDED", &[&o.json]),
+            Form::Metadata => watch_line_of("ADDED", &partial_object_metadata(o.metadata())),
+        }
     }
 
     async fn run(mut self, start: Start, timeout: Duration, active: ActiveGuard) {
@@ -394,15 +428,15 @@ impl Watcher {
                     .take_while(|(k, _)| k.starts_with(&prefix))
                 {
                     if self.filter.passes(o) {
-                        if let Err(e) = self.send(watch_line("ADDED", &o.json), &mut p, c).await {
+                        if let Err(e) = self.send(self.added_line(o), &mut p, c).await {
                             return self.ended(e, &mut p).await;
                         }
                         self.counts[0] += 1;
                     }
                 }
                 if end_bookmark {
-                    let r = &self.cache.resource;
-                    let line = initial_events_end(&r.kind, &r.gvr.api_version(), v.rv);
+                    let (kind, api_version) = self.sent_type();
+                    let line = initial_events_end(kind, &api_version, v.rv);
                     if let Err(e) = self.send(line, &mut p, c).await {
                         return self.ended(e, &mut p).await;
                     }

@@ -6,24 +6,29 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use http::{Response, StatusCode, header};
+use http::{Response, StatusCode};
 use serde_json::{Value, json};
 
 use super::resources::{RESOURCES, ResourceDef};
 use super::state::{Req, Sim, json_response, to_bytes};
 use super::store::{Obj, key};
 use crate::api::continue_token::{ContinueToken, Format as TokenFormat};
+use crate::api::media::{Choice, Shape};
 use crate::api::params::{ListOptions, RvMatch, parse_rv};
 use crate::api::path::ResourcePath;
 use crate::api::selector::{FieldSelector, LabelSelector, field_value, supported_fields};
 use crate::api::status::Status;
 use crate::body::Body;
+use crate::codec::json::{META_API_VERSION, partial_object_metadata, top_level_value};
 
 /// The representation a client asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
     /// Plain JSON objects.
     Json,
+    /// Only their metadata: `PartialObjectMetadata` (a list's items, a watch's
+    /// objects) in a `PartialObjectMetadataList` for a list.
+    Metadata,
     /// `meta.k8s.io` Table (`v1` or `v1beta1`), with row objects as given.
     Table(&'static str, IncludeObject),
 }
@@ -39,44 +44,55 @@ pub enum IncludeObject {
     Object,
 }
 
-/// Picks the first supported media type in `Accept` (406 when none).
-pub fn negotiate(r: &Req) -> Result<Format, Status> {
-    let accept = r
-        .headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    if accept.trim().is_empty() {
-        return Ok(Format::Json);
-    }
+/// What the request's `Accept` gets (as kube-apiserver negotiates it; the sim
+/// offers JSON only, and answers YAML and what it does not implement with
+/// 406) for one object (`list`: false; a watch's events are objects) or a
+/// list. Asking for the wrong metadata-only shape is the apiserver's 406.
+pub fn negotiate(r: &Req, def: &ResourceDef, list: bool) -> Result<Format, Status> {
     let include = match r.query.get("includeObject") {
         Some("None") => IncludeObject::None,
         Some("Object") => IncludeObject::Object,
         _ => IncludeObject::Metadata,
     };
-    for entry in accept.split(',') {
-        let mut parts = entry.split(';').map(str::trim);
-        let mime = parts.next().unwrap_or("");
-        let params: Vec<(&str, &str)> = parts.filter_map(|p| p.split_once('=')).collect();
-        let get = |k: &str| params.iter().find(|(a, _)| *a == k).map(|(_, v)| *v);
-        if !matches!(mime, "application/json" | "application/*" | "*/*") {
-            continue;
-        }
-        match get("as") {
-            None => return Ok(Format::Json),
-            Some("Table") if get("g") == Some("meta.k8s.io") => match get("v") {
-                Some("v1") => return Ok(Format::Table("meta.k8s.io/v1", include)),
-                Some("v1beta1") => return Ok(Format::Table("meta.k8s.io/v1beta1", include)),
-                _ => continue,
-            },
-            _ => continue,
-        }
+    let not_acceptable = |m: String| Status::new(406, "NotAcceptable", m);
+    match r.media {
+        Choice::Media(m) => match (m.shape, list) {
+            (Shape::Object, _) => Ok(Format::Json),
+            (Shape::Metadata, false) | (Shape::MetadataList, true) => Ok(Format::Metadata),
+            (Shape::Metadata, true) => Err(not_acceptable(format!(
+                "you requested PartialObjectMetadata, but the requested object is a list ({})",
+                go_type(def, true)
+            ))),
+            (Shape::MetadataList, false) => Err(not_acceptable(format!(
+                "you requested PartialObjectMetadataList, but the requested object is not a list ({})",
+                go_type(def, false)
+            ))),
+        },
+        Choice::Table(v) => Ok(Format::Table(v, include)),
+        Choice::Yaml | Choice::Other | Choice::NotAcceptable => Err(not_acceptable(
+            "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf".into(),
+        )),
     }
-    Err(Status::new(
-        406,
-        "NotAcceptable",
-        "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf",
-    ))
+}
+
+/// The Go type kube-apiserver names in a 406 for a metadata-only shape
+/// (`%T` of its storage's object: `*core.PodList`, `*unstructured.Unstructured`).
+fn go_type(def: &ResourceDef, list: bool) -> String {
+    let suffix = if list { "List" } else { "" };
+    if !def.gvr.is_builtin() {
+        return format!("*unstructured.Unstructured{suffix}");
+    }
+    let pkg = match def.gvr.group() {
+        "" => "core",
+        g => g.split('.').next().unwrap_or(g),
+    };
+    format!("*{pkg}.{}{suffix}", def.kind)
+}
+
+/// An object's `PartialObjectMetadata`: its metadata bytes, not re-serialized.
+pub fn metadata_form(full: &[u8]) -> Bytes {
+    let range = top_level_value(full, "metadata").unwrap_or(0..0);
+    Bytes::from(partial_object_metadata(&full[range]).concat())
 }
 
 /// Parses the selectors of a request (400 on bad syntax or unsupported fields).
@@ -120,7 +136,7 @@ pub async fn get(
 ) -> Result<Response<Body>, Status> {
     let def = &RESOURCES[res];
     let name = rp.name.as_deref().unwrap_or_default();
-    let format = negotiate(r)?;
+    let format = negotiate(r, def, false)?;
     match opts.resource_version.as_str() {
         "" | "0" => {}
         rv => wait_not_older_than(sim, parse_rv(rv).map_err(Status::internal)?).await?,
@@ -131,6 +147,7 @@ pub async fn get(
         .ok_or_else(|| Status::not_found(def.gvr.resource(), name))?;
     let bytes = match format {
         Format::Json => obj.full.clone(),
+        Format::Metadata => metadata_form(&obj.full),
         Format::Table(v, inc) => to_bytes(&table(def, v, inc, &obj.rv.to_string(), None, &[obj])),
     };
     Ok(json_response(StatusCode::OK, bytes))
@@ -153,7 +170,7 @@ pub async fn list(
 ) -> Result<Response<Body>, Status> {
     let def = &RESOURCES[res];
     opts.validate()?;
-    let format = negotiate(r)?;
+    let format = negotiate(r, def, true)?;
     let (lsel, fsel) = selectors(def, opts)?;
     let rv = opts.resource_version.as_str();
     let at = if !opts.continue_token.is_empty() {
@@ -226,8 +243,9 @@ pub async fn list(
         None
     };
     let bytes = match format {
-        Format::Json => list_json(
+        Format::Json | Format::Metadata => list_json(
             def,
+            format == Format::Metadata,
             &list_rv.to_string(),
             cont.as_deref(),
             remaining,
@@ -306,6 +324,7 @@ pub fn paginate(
 /// `{"kind":"PodList",...,"items":[...]}` from pre-serialized items.
 pub fn list_json(
     def: &ResourceDef,
+    metadata_only: bool,
     rv: &str,
     cont: Option<&str>,
     remaining: Option<usize>,
@@ -319,10 +338,16 @@ pub fn list_json(
     if let Some(n) = remaining {
         meta.insert("remainingItemCount".into(), json!(n));
     }
+    let (kind, api_version) = if metadata_only {
+        (
+            "PartialObjectMetadata".to_string(),
+            META_API_VERSION.to_string(),
+        )
+    } else {
+        (def.kind.to_string(), def.gvr.api_version())
+    };
     let head = format!(
-        "{{\"kind\":\"{}List\",\"apiVersion\":\"{}\",\"metadata\":{},\"items\":[",
-        def.kind,
-        def.gvr.api_version(),
+        "{{\"kind\":\"{kind}List\",\"apiVersion\":\"{api_version}\",\"metadata\":{},\"items\":[",
         Value::Object(meta)
     );
     let size: usize = items.iter().map(|o| o.item.len() + 1).sum();
@@ -332,7 +357,11 @@ pub fn list_json(
         if i > 0 {
             out.put_u8(b',');
         }
-        out.put_slice(&o.item);
+        if metadata_only {
+            out.put_slice(&metadata_form(&o.full));
+        } else {
+            out.put_slice(&o.item);
+        }
     }
     out.put_slice(b"]}");
     out.freeze()

@@ -22,7 +22,7 @@ impl Sim {
     /// Answers one request.
     pub(super) async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Response<Body> {
         let (parts, incoming) = req.into_parts();
-        let ar = ApiRequest::parse(&parts.method, &parts.uri, &parts.headers);
+        let ar = ApiRequest::parse(&parts.method, &parts.uri, &parts.headers, false);
         let pretty = match &ar {
             Some(ar) => ar.pretty && !ar.streaming,
             None => request::pretty_non_resource(&Query::parse(parts.uri.query()), &parts.headers),
@@ -57,12 +57,14 @@ impl Sim {
             path: rp,
             query,
             options,
+            media,
             ..
         } = ar;
         let r = Req {
             method: parts.method.clone(),
             headers: parts.headers.clone(),
             query,
+            media,
             user,
         };
         let opts = options?;

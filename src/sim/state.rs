@@ -13,6 +13,7 @@ use hyper::body::Incoming;
 use serde_json::Value;
 
 use super::{auth, store};
+use crate::api::media::Choice;
 use crate::api::query::Query;
 use crate::api::status::Status;
 use crate::body::{self, Body};
@@ -99,6 +100,8 @@ pub struct Req {
     pub headers: HeaderMap,
     /// The query, decoded.
     pub query: Query,
+    /// What kube-apiserver would answer its `Accept` with (the sim offering JSON only).
+    pub media: Choice,
     /// The requesting user (after authentication and impersonation).
     pub user: Option<auth::User>,
 }

@@ -11,7 +11,7 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::read::{Format, negotiate, passes, selectors, table};
+use super::read::{Format, metadata_form, negotiate, passes, selectors, table};
 use super::resources::{RESOURCES, ResourceDef};
 use super::state::{Req, Sim};
 use super::store::{Event, EventType, Obj};
@@ -61,7 +61,7 @@ pub fn watch(
     if sim.refusing_watches() {
         return Err(Status::unavailable("watches are refused (sim outage)"));
     }
-    let format = negotiate(r)?;
+    let format = negotiate(r, def, false)?;
     let (labels, fields) = selectors(def, &opts)?;
     let rv = opts.resource_version.as_str();
     let n = match rv {
@@ -132,6 +132,7 @@ impl Watcher {
     async fn send_obj(&self, etype: &str, obj: &Arc<Obj>) -> bool {
         match self.format {
             Format::Json => self.send(etype, &obj.full).await,
+            Format::Metadata => self.send(etype, &metadata_form(&obj.full)).await,
             Format::Table(v, inc) => {
                 let t = table(
                     self.def,
@@ -148,7 +149,13 @@ impl Watcher {
     }
 
     async fn bookmark(&self, rv: u64, initial_end: bool) -> bool {
-        let (kind, av) = (&self.def.kind, self.def.gvr.api_version());
+        let (kind, av) = match self.format {
+            Format::Metadata => (
+                "PartialObjectMetadata",
+                crate::codec::json::META_API_VERSION.to_string(),
+            ),
+            _ => (self.def.kind, self.def.gvr.api_version()),
+        };
         let line = if initial_end {
             crate::codec::json::initial_events_end(kind, &av, rv)
         } else {

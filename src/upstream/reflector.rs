@@ -132,12 +132,6 @@ struct RvOnly<'a> {
     metadata: ListMeta<'a>,
 }
 
-/// Whether a group is one of Kubernetes' own (no dot, or `*.k8s.io` but not
-/// the `*.x-k8s.io` groups of SIG projects' CRDs).
-fn is_builtin_group(g: &str) -> bool {
-    g.is_empty() || !g.contains('.') || (g.ends_with(".k8s.io") && !g.ends_with(".x-k8s.io"))
-}
-
 impl Reflector {
     /// Publishes the cache's size, version and event log after a change.
     fn record(&self, v: &crate::cache::store::Version) {
@@ -159,7 +153,7 @@ impl Reflector {
             resource: resource.gvr.resource().to_string(),
             // Built-in types' list items carry no kind; custom resources'
             // do. A paged LIST confirms it from the first page.
-            items_typed: !is_builtin_group(resource.gvr.group()),
+            items_typed: !resource.gvr.is_builtin(),
         };
         let label = resource.gvr.to_string();
         let streaming = config.streaming_lists;
