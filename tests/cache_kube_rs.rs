@@ -42,19 +42,6 @@ async fn names_via_reflector(url: &str, config: watcher::Config) -> Vec<String> 
     names
 }
 
-fn hits(metrics: &str) -> u64 {
-    metrics
-        .lines()
-        .find(|l| {
-            l.starts_with(
-                r#"r8s_cache_requests_total{resource="v1/pods",verb="list",result="hit"}"#,
-            )
-        })
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn should_build_equal_stores_with_any_and_most_recent_semantics() {
     let sim = start_sim(sim_config()).await;
@@ -74,7 +61,10 @@ async fn should_build_equal_stores_with_any_and_most_recent_semantics() {
         .collect();
     want.sort();
 
-    let before = hits(&get(&format!("{}/metrics", r8s.admin_url())).await.text());
+    let before = count(
+        &get(&format!("{}/metrics", r8s.admin_url())).await.text(),
+        "list",
+    );
     // kube-core drops resourceVersion=0 from a list that also has a limit
     // (params.rs), so the Any semantic only reaches the server unpaged.
     let any_config = watcher::Config {
@@ -84,7 +74,10 @@ async fn should_build_equal_stores_with_any_and_most_recent_semantics() {
     .any_semantic();
     let any = names_via_reflector(&r8s.url(), any_config).await;
     assert_eq!(any, want);
-    let after = hits(&get(&format!("{}/metrics", r8s.admin_url())).await.text());
+    let after = count(
+        &get(&format!("{}/metrics", r8s.admin_url())).await.text(),
+        "list",
+    );
     let m = get(&format!("{}/metrics", r8s.admin_url())).await.text();
     let lines: Vec<&str> = m.lines().filter(|l| l.contains("cache_requests")).collect();
     assert!(
@@ -95,7 +88,10 @@ async fn should_build_equal_stores_with_any_and_most_recent_semantics() {
     let most_recent = names_via_reflector(&r8s.url(), watcher::Config::default()).await;
     assert_eq!(most_recent, want);
     assert_eq!(
-        hits(&get(&format!("{}/metrics", r8s.admin_url())).await.text()),
+        count(
+            &get(&format!("{}/metrics", r8s.admin_url())).await.text(),
+            "list"
+        ),
         after,
         "MostRecent lists pass through"
     );
@@ -103,6 +99,7 @@ async fn should_build_equal_stores_with_any_and_most_recent_semantics() {
     sim.stop().await;
 }
 
+/// `r8s_cache_requests_total` hits on pods for `verb`.
 fn count(metrics: &str, verb: &str) -> u64 {
     let prefix =
         format!(r#"r8s_cache_requests_total{{resource="v1/pods",verb="{verb}",result="hit"}}"#);

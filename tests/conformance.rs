@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use common::*;
 use r8s::api::continue_token::{ContinueToken, Format};
+use r8s::sim::SimHandle;
 use serde_json::Value;
 
 /// What a case expects beyond "identical on both paths".
@@ -164,6 +165,17 @@ fn indented(r: &Resp) -> bool {
 }
 
 /// Sends a case straight to the sim and through r8s.
+/// Two identically seeded sims keeping `history` events: one asked straight,
+/// one behind an r8s caching `cached` (nothing: pass-through only).
+async fn twins(history: usize, cached: &[&str]) -> (SimHandle, SimHandle, R8s) {
+    let mut cfg = sim_config();
+    cfg.history = history;
+    let direct = start_sim(cfg.clone()).await;
+    let behind = start_sim(cfg).await;
+    let r8s = start_r8s_caching(vec![behind.url()], cached).await;
+    (direct, behind, r8s)
+}
+
 async fn both(direct: &str, via: &str, c: &Case) -> (Resp, Resp) {
     let limit = Duration::from_secs(5);
     let a = send(
@@ -438,11 +450,7 @@ const ACCEPTS: &[Accept] = &[
 
 #[tokio::test(flavor = "multi_thread")]
 async fn should_answer_every_accept_identically_from_the_cache() {
-    let mut cfg = sim_config();
-    cfg.history = 30;
-    let direct = start_sim(cfg.clone()).await;
-    let behind = start_sim(cfg).await;
-    let r8s = start_r8s_caching(vec![behind.url()], CACHED).await;
+    let (direct, behind, r8s) = twins(30, CACHED).await;
     let cur = direct.sim.store.current_rv();
     let mut hits = 0;
     for accept in ACCEPTS.iter().skip(1) {
@@ -549,11 +557,7 @@ async fn should_answer_every_accept_identically_from_the_cache() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn should_answer_identically_from_the_cache() {
-    let mut cfg = sim_config();
-    cfg.history = 30;
-    let direct = start_sim(cfg.clone()).await;
-    let behind = start_sim(cfg).await;
-    let r8s = start_r8s_caching(vec![behind.url()], CACHED).await;
+    let (direct, behind, r8s) = twins(30, CACHED).await;
     let cur = direct.sim.store.current_rv();
     let mut all = table_cases(cur);
     let generated = all.len();
@@ -618,11 +622,7 @@ async fn should_answer_identically_from_the_cache() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn should_answer_identically_straight_and_through_r8s() {
-    let mut cfg = sim_config();
-    cfg.history = 30;
-    let direct = start_sim(cfg.clone()).await;
-    let behind = start_sim(cfg).await;
-    let r8s = start_r8s(vec![behind.url()]).await;
+    let (direct, behind, r8s) = twins(30, &[]).await;
     let cur = direct.sim.store.current_rv();
     assert_eq!(
         cur,
@@ -681,11 +681,7 @@ async fn should_answer_identically_straight_and_through_r8s() {
 /// streams must equal the sim's event for event.
 #[tokio::test(flavor = "multi_thread")]
 async fn should_watch_identically_from_the_cache() {
-    let mut cfg = sim_config();
-    cfg.history = 500;
-    let direct = start_sim(cfg.clone()).await;
-    let behind = start_sim(cfg).await;
-    let r8s = start_r8s_caching(vec![behind.url()], CACHED).await;
+    let (direct, behind, r8s) = twins(500, CACHED).await;
     let cur0 = direct.sim.store.current_rv();
     let merge = ("content-type", "application/merge-patch+json");
     let writes = [
