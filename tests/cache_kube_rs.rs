@@ -4,6 +4,7 @@
 
 mod common;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
@@ -11,9 +12,19 @@ use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 
-async fn names_via_reflector(url: &str, config: watcher::Config) -> Vec<String> {
-    let client = kube::Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap();
-    let api: kube::Api<Pod> = kube::Api::all(client);
+/// The objects a kube-rs reflector over `api` holds once its list (and the
+/// watch after it, given `settle`) went through r8s.
+async fn reflect<K>(api: kube::Api<K>, config: watcher::Config, settle: Duration) -> Vec<Arc<K>>
+where
+    K: kube::Resource
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+{
     let (reader, writer) = reflector::store();
     let stream = reflector(writer, watcher(api, config)).applied_objects();
     let task = tokio::spawn(async move {
@@ -26,9 +37,16 @@ async fn names_via_reflector(url: &str, config: watcher::Config) -> Vec<String> 
         .await
         .unwrap()
         .unwrap();
+    tokio::time::sleep(settle).await;
     task.abort();
-    let mut names: Vec<String> = reader
-        .state()
+    reader.state()
+}
+
+async fn names_via_reflector(url: &str, config: watcher::Config) -> Vec<String> {
+    let client = kube::Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap();
+    let api: kube::Api<Pod> = kube::Api::all(client);
+    let state = reflect(api, config, Duration::ZERO).await;
+    let mut names: Vec<String> = state
         .iter()
         .map(|p| {
             format!(
@@ -148,23 +166,9 @@ async fn should_serve_kube_rs_metadata_watcher_from_the_cache() {
         ..watcher::Config::default()
     }
     .any_semantic();
-    let (reader, writer) = reflector::store();
-    let stream = reflector(writer, watcher(api, config)).applied_objects();
-    let task = tokio::spawn(async move {
-        let mut s = std::pin::pin!(stream);
-        while let Some(ev) = s.next().await {
-            ev.expect("metadata watch through r8s works");
-        }
-    });
-    tokio::time::timeout(Duration::from_secs(10), reader.wait_until_ready())
-        .await
-        .unwrap()
-        .unwrap();
-    // Let the watch that follows the list start.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    task.abort();
-    let mut got: Vec<(String, String)> = reader
-        .state()
+    // Time for the watch that follows the list to start.
+    let state = reflect(api, config, Duration::from_millis(500)).await;
+    let mut got: Vec<(String, String)> = state
         .iter()
         .map(|p| {
             let m = &p.metadata;
@@ -183,7 +187,7 @@ async fn should_serve_kube_rs_metadata_watcher_from_the_cache() {
         .collect();
     got.sort();
     assert_eq!(got, want, "every pod's metadata, labels included");
-    for p in reader.state() {
+    for p in &state {
         let kind = p.types.as_ref().map(|t| t.kind.as_str());
         assert_eq!(kind, Some("PartialObjectMetadata"), "metadata-only answers");
     }

@@ -165,6 +165,16 @@ fn indented(r: &Resp) -> bool {
 }
 
 /// Sends a case straight to the sim and through r8s.
+/// Whether a read's query is "Any" (`resourceVersion=0`) or "not older
+/// than" N (not Exact, not paged): what the cache answers.
+fn any_or_newer(q: &str) -> bool {
+    q.contains("resourceVersion=0")
+        || (q.contains("resourceVersion=")
+            && !q.contains("continue")
+            && !q.contains("limit=")
+            && !q.contains("Exact"))
+}
+
 /// Two identically seeded sims keeping `history` events: one asked straight,
 /// one behind an r8s caching `cached` (nothing: pass-through only).
 async fn twins(history: usize, cached: &[&str]) -> (SimHandle, SimHandle, R8s) {
@@ -515,12 +525,7 @@ async fn should_answer_every_accept_identically_from_the_cache() {
                 assert_eq!(view(&b).2[0]["kind"], kind, "{}: {}", accept.name, c.path);
             }
             let q = c.path.split('?').nth(1).unwrap_or("");
-            // As the JSON test: "Any" and "not older than" are hits, "most recent" passes.
-            let any_or_newer = q.contains("resourceVersion=0")
-                || (q.contains("resourceVersion=")
-                    && !q.contains("limit=")
-                    && !q.contains("Exact")
-                    && !q.contains("older"));
+            let any_or_newer = any_or_newer(q) && !q.contains("older");
             let answered = if c.path.contains("example.r8s.dev") {
                 accept.custom_hit
             } else {
@@ -591,11 +596,7 @@ async fn should_answer_identically_from_the_cache() {
             .get("x-r8s-cache")
             .map(|v| v.to_str().unwrap().to_string());
         let q = c.path.split('?').nth(1).unwrap_or("");
-        let any_or_newer = q.contains("resourceVersion=0")
-            || (q.contains("resourceVersion=")
-                && !q.contains("continue")
-                && !q.contains("limit=")
-                && !q.contains("Exact"));
+        let any_or_newer = any_or_newer(q);
         if c.method == "GET" && c.name.ends_with("cell") && any_or_newer && !q.contains("older") {
             assert_eq!(
                 served.as_deref(),

@@ -153,18 +153,23 @@ impl Event {
             (Form::Metadata, EventKind::Added) => 3,
             (Form::Metadata, _) => 4,
         };
-        let leaving;
-        let object = match kind {
-            _ if own => &*self.object,
-            EventKind::Added => &*self.object,
-            _ => {
-                leaving = self.prev.as_ref()?.at_version(self.object.rv);
-                &leaving
-            }
-        };
+        // The previous state of an object leaving a filter is stamped with
+        // this event's version once, when its line is first built.
+        let leaving = !own && kind == EventKind::Deleted;
+        if leaving && self.prev.is_none() {
+            return None;
+        }
         let slots = self.others.get_or_init(Default::default);
         Some(slots[slot].get_or_init(|| {
             count_encoding();
+            let stamped;
+            let object = match &self.prev {
+                Some(prev) if leaving => {
+                    stamped = prev.at_version(self.object.rv);
+                    &stamped
+                }
+                _ => &*self.object,
+            };
             match form {
                 Form::Object => watch_line(kind.as_str(), &object.json),
                 Form::Metadata => {
