@@ -108,24 +108,33 @@ pub async fn prepare(config: Config) -> Result<Prepared, PrepareError> {
         config.cache.max_bytes_per_resource as usize,
         config.cache.max_bytes_total as usize,
     ));
+    let protobuf = config.cache.encodings.iter().any(|e| e == "protobuf");
     for r in resolved {
-        let store = Arc::new(cache::store::Store::new(
-            cache::store::Limits {
-                retention: Duration::from_secs(config.cache.snapshot_retention_seconds),
-                max_retained: config.cache.max_retained_versions,
-                history_events: config.watch.history_events,
-                history_bytes: config.watch.history_bytes as usize,
-            },
-            budget.clone(),
-            r.gvr.group().is_empty() && r.gvr.resource() == "pods",
-        ));
+        let store = |encoding| {
+            Arc::new(
+                cache::store::Store::new(
+                    cache::store::Limits {
+                        retention: Duration::from_secs(config.cache.snapshot_retention_seconds),
+                        max_retained: config.cache.max_retained_versions,
+                        history_events: config.watch.history_events,
+                        history_bytes: config.watch.history_bytes as usize,
+                    },
+                    budget.clone(),
+                    r.gvr.group().is_empty() && r.gvr.resource() == "pods",
+                )
+                .with_encoding(encoding),
+            )
+        };
         let key = r.gvr.clone();
         let rc = cache::ResourceCache {
             list_kind: format!("{}List", r.kind),
             label: r.gvr.to_string(),
             watch_metrics: Default::default(),
+            store: store(api::media::Encoding::Json),
+            // Custom resources have no protobuf encoding.
+            protobuf: (protobuf && r.gvr.is_builtin())
+                .then(|| store(api::media::Encoding::Protobuf)),
             resource: r,
-            store,
         };
         caches.insert(key, Arc::new(rc));
     }
@@ -152,18 +161,29 @@ impl Prepared {
             "r8s serving"
         );
         for c in self.caches.values() {
-            let r = upstream::reflector::Reflector::new(
-                self.upstream.clone(),
-                c.resource.clone(),
-                c.store.clone(),
-                upstream::reflector::ReflectorConfig {
-                    page_size: self.config.cache.page_size,
-                    streaming_lists: self.config.cache.streaming_lists,
-                },
-            );
-            tokio::spawn(r.run(shutdown.clone()));
+            let encodings = [(api::media::Encoding::Json, Some(&c.store))]
+                .into_iter()
+                .chain([(api::media::Encoding::Protobuf, c.protobuf.as_ref())]);
+            for (encoding, store) in encodings {
+                let Some(store) = store else { continue };
+                let r = upstream::reflector::Reflector::new(
+                    self.upstream.clone(),
+                    c.resource.clone(),
+                    store.clone(),
+                    upstream::reflector::ReflectorConfig {
+                        page_size: self.config.cache.page_size,
+                        streaming_lists: self.config.cache.streaming_lists,
+                        encoding,
+                    },
+                );
+                tokio::spawn(r.run(shutdown.clone()));
+            }
         }
-        let stores: Vec<_> = self.caches.values().map(|c| c.store.clone()).collect();
+        let stores: Vec<_> = self
+            .caches
+            .values()
+            .flat_map(|c| c.stores().cloned())
+            .collect();
         tokio::spawn(probe_upstream(
             self.upstream.clone(),
             health.clone(),

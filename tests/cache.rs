@@ -219,8 +219,8 @@ async fn should_sync_with_a_streaming_list_sparing_the_upstream_a_list() {
     );
     assert_eq!(
         sim.sim.count("watch", "pods"),
-        1,
-        "one streaming list, then the same stream as a watch"
+        2,
+        "per encoding cached (JSON, protobuf): one streaming list, then the same stream as a watch"
     );
     let cached = get(&format!("{}/api/v1/pods?resourceVersion=0", r8s.url())).await;
     assert_eq!(cached.headers["x-r8s-cache"], "hit");
@@ -238,8 +238,8 @@ async fn should_sync_with_a_streaming_list_sparing_the_upstream_a_list() {
     let paged = start_r8s_config(config).await;
     assert_eq!(
         sim.sim.count("list", "pods") - lists_before,
-        1,
-        "streaming lists off: one paged LIST"
+        2,
+        "streaming lists off: one paged LIST per encoding"
     );
     paged.stop().await;
     sim.stop().await;

@@ -182,8 +182,8 @@ async fn should_stream_changes_that_replay_to_the_upstreams_state_under_churn() 
     }
     assert_eq!(
         sim.sim.count("watch", "pods"),
-        1,
-        "one upstream watch, however many clients"
+        2,
+        "one upstream watch per encoding cached (JSON, protobuf), however many clients"
     );
     assert_eq!(
         sim.sim.count("list", "pods"),

@@ -145,8 +145,8 @@ async fn run(tiered: bool) {
     let m = get(&format!("{admin}/metrics")).await.text();
     assert_eq!(
         upstream_watches,
-        1,
-        "{label}: one upstream watch however many clients and tiers: {}",
+        2,
+        "{label}: one upstream watch per encoding cached (JSON, protobuf) however many clients and tiers: {}",
         m.lines()
             .filter(|l| l.contains("cache_requests"))
             .collect::<Vec<_>>()

@@ -4,11 +4,11 @@
 //! whose parameters the endpoint accepts (`negotiation.NegotiateMediaTypeOptions`,
 //! `acceptMediaTypeOptions`, `RequestScope.AllowsMediaTypeTransform`).
 //!
-//! The cache answers JSON and metadata-only JSON (`PartialObjectMetadata`,
-//! `PartialObjectMetadataList`); protobuf is negotiated (so a protobuf-first
-//! client of a custom resource gets JSON, as from the apiserver) but not yet
-//! served. Table, YAML, CBOR, `meta.k8s.io/v1beta1` conversions, `pretty`
-//! and `export` parameters, and anything unacceptable (406) are the upstream's.
+//! The cache answers JSON and protobuf, whole or metadata-only
+//! (`PartialObjectMetadata`, `PartialObjectMetadataList`); a protobuf-first
+//! client of a custom resource gets JSON, as from the apiserver. Table, YAML,
+//! CBOR, `meta.k8s.io/v1beta1` conversions, `pretty` and `export`
+//! parameters, and anything unacceptable (406) are the upstream's.
 
 use http::{HeaderMap, header};
 
@@ -93,8 +93,6 @@ pub enum Offer {
     /// JSON and YAML; protobuf only for metadata-only answers (custom
     /// resources, whose handler has no protobuf encoding of the objects).
     Custom,
-    /// JSON and YAML (the built-in upstream, which speaks no protobuf yet).
-    Text,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -182,12 +180,7 @@ fn parse_accept(header: &str) -> Vec<Clause<'_>> {
 /// What the apiserver answers `accept` (the first `Accept` header) with, on
 /// an endpoint offering `offer`.
 pub fn negotiate(accept: Option<&str>, offer: Offer) -> Choice {
-    let serializers: &[Serializer] = match offer {
-        Offer::Text => &[Serializer::Json, Serializer::Yaml],
-        Offer::Builtin | Offer::Custom => {
-            &[Serializer::Json, Serializer::Yaml, Serializer::Protobuf]
-        }
-    };
+    let serializers = [Serializer::Json, Serializer::Yaml, Serializer::Protobuf];
     let Some(accept) = accept.filter(|a| !a.is_empty()) else {
         return Choice::Media(MediaType::JSON);
     };
@@ -196,7 +189,7 @@ pub fn negotiate(accept: Option<&str>, offer: Offer) -> Choice {
             // Served only where the CBOR feature is on: the upstream knows.
             return Choice::Other;
         }
-        for &s in serializers {
+        for s in serializers {
             if !s.matches(clause.ty, clause.sub) {
                 continue;
             }
@@ -370,15 +363,8 @@ mod tests {
             ),
             (
                 Some("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"),
-                Offer::Text,
+                Offer::Custom,
                 media(Encoding::Json, Shape::Metadata),
-            ),
-            (
-                Some(
-                    "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
-                ),
-                Offer::Text,
-                media(Encoding::Json, Shape::MetadataList),
             ),
             (
                 Some("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1beta1"),

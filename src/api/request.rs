@@ -103,10 +103,7 @@ pub struct ApiRequest {
 impl ApiRequest {
     /// The request for a resource that `method`, `uri` and `headers` make;
     /// `None` for other paths (discovery, `/version`, `/openapi`, health).
-    /// `protobuf`: whether the server answering speaks protobuf for built-in
-    /// types (r8s negotiates as kube-apiserver does; the built-in upstream
-    /// offers JSON and YAML only).
-    pub fn parse(method: &Method, uri: &Uri, headers: &HeaderMap, protobuf: bool) -> Option<Self> {
+    pub fn parse(method: &Method, uri: &Uri, headers: &HeaderMap) -> Option<Self> {
         let ApiPath::Resource(path) = path::parse(uri.path()) else {
             return None;
         };
@@ -131,10 +128,10 @@ impl ApiRequest {
             streaming,
             media: media::negotiate(
                 headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()),
-                match (protobuf, path_builtin) {
-                    (false, _) => Offer::Text,
-                    (true, true) => Offer::Builtin,
-                    (true, false) => Offer::Custom,
+                if path_builtin {
+                    Offer::Builtin
+                } else {
+                    Offer::Custom
                 },
             ),
             gzip: media::accepts_gzip(headers),
@@ -172,7 +169,7 @@ mod tests {
 
     fn req(method: &str, uri: &str) -> ApiRequest {
         let uri: Uri = uri.parse().unwrap();
-        ApiRequest::parse(&method.parse().unwrap(), &uri, &HeaderMap::new(), true).unwrap()
+        ApiRequest::parse(&method.parse().unwrap(), &uri, &HeaderMap::new()).unwrap()
     }
 
     #[test]
@@ -201,7 +198,7 @@ mod tests {
             (Verb::Get, "pods/log".into(), true)
         );
         let uri: Uri = "/apis/apps/v1".parse().unwrap();
-        assert!(ApiRequest::parse(&Method::GET, &uri, &HeaderMap::new(), true).is_none());
+        assert!(ApiRequest::parse(&Method::GET, &uri, &HeaderMap::new()).is_none());
     }
 
     #[test]

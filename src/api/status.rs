@@ -5,7 +5,9 @@
 //! `responsewriters.ErrorNegotiated` writes it: code, reason, message,
 //! details, `Retry-After`).
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
+
+use super::media::Encoding;
 use http::{HeaderValue, Response, StatusCode, header};
 use serde_json::{Map, Value, json};
 
@@ -318,6 +320,68 @@ impl Status {
         Bytes::from(serde_json::to_vec(&self.to_value()).expect("Status serializes"))
     }
 
+    /// The `Status` in protobuf (`k8s\0` + `runtime.Unknown`), as the apiserver
+    /// answers a protobuf client: `ListMeta`, status, message, reason (written
+    /// even when empty), details when set, code.
+    pub fn to_protobuf(&self) -> Bytes {
+        use crate::codec::protobuf::{bytes_field, envelope, list_meta, varint_field};
+        let mut raw = BytesMut::with_capacity(self.message.len() + 64);
+        let cont = self.continue_token.as_deref().unwrap_or("");
+        bytes_field(&mut raw, 1, &list_meta("", cont, None));
+        bytes_field(&mut raw, 2, b"Failure");
+        bytes_field(&mut raw, 3, self.message.as_bytes());
+        bytes_field(&mut raw, 4, self.reason.as_bytes());
+        if self.details.is_some() || self.retry_after.is_some() {
+            let empty = Map::new();
+            let d = self.details.as_deref().unwrap_or(&empty);
+            let text = |k: &str| d.get(k).and_then(Value::as_str).unwrap_or("");
+            let mut det = BytesMut::new();
+            bytes_field(&mut det, 1, text("name").as_bytes());
+            bytes_field(&mut det, 2, text("group").as_bytes());
+            bytes_field(&mut det, 3, text("kind").as_bytes());
+            for c in d
+                .get("causes")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                let field = |k: &str| c.get(k).and_then(Value::as_str).unwrap_or("");
+                let mut cause = BytesMut::new();
+                bytes_field(&mut cause, 1, field("reason").as_bytes());
+                bytes_field(&mut cause, 2, field("message").as_bytes());
+                bytes_field(&mut cause, 3, field("field").as_bytes());
+                bytes_field(&mut det, 4, &cause);
+            }
+            let retry = self
+                .retry_after
+                .map(u64::from)
+                .or_else(|| d.get("retryAfterSeconds").and_then(Value::as_u64))
+                .unwrap_or(0);
+            varint_field(&mut det, 5, retry);
+            bytes_field(&mut det, 6, text("uid").as_bytes());
+            bytes_field(&mut raw, 5, &det);
+        }
+        varint_field(&mut raw, 6, u64::from(self.code));
+        envelope("v1", "Status", &[&raw])
+    }
+
+    /// The response carrying this status in the negotiated encoding.
+    pub fn into_response_as(self, encoding: Encoding) -> Response<crate::body::Body> {
+        match encoding {
+            Encoding::Json => self.into_response(),
+            Encoding::Protobuf => {
+                let body = crate::body::full(self.to_protobuf());
+                let mut resp = self.into_response();
+                *resp.body_mut() = body;
+                resp.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/vnd.kubernetes.protobuf"),
+                );
+                resp
+            }
+        }
+    }
+
     /// A complete HTTP response carrying this status.
     pub fn into_response(self) -> Response<crate::body::Body> {
         let code = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
@@ -400,6 +464,29 @@ mod tests {
         let s = Status::too_large_resource_version(1015815, 15816);
         let want = r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Timeout: Too large resource version: 1015815, current: 15816","reason":"Timeout","details":{"causes":[{"reason":"ResourceVersionTooLarge","message":"Too large resource version"}],"retryAfterSeconds":1},"code":504}"#;
         assert_eq!(std::str::from_utf8(&s.to_bytes()).unwrap(), want);
+    }
+
+    #[test]
+    fn should_match_apiserver_protobuf_bytes_for_not_found() {
+        // Reference 12: `GET .../pods/nope` with a protobuf Accept, 97 bytes.
+        let want: Vec<u8> = "6b 38 73 00 0a 0c 0a 02 76 31 12 06 53 74 61 74 75 73 12 49 \
+            0a 06 0a 00 12 00 1a 00 12 07 46 61 69 6c 75 72 65 1a 15 70 6f 64 73 20 22 6e 6f 70 65 22 20 6e 6f 74 20 66 6f 75 6e 64 \
+            22 08 4e 6f 74 46 6f 75 6e 64 2a 12 0a 04 6e 6f 70 65 12 00 1a 04 70 6f 64 73 28 00 32 00 30 94 03 1a 00 22 00"
+            .split_whitespace()
+            .map(|b| u8::from_str_radix(b, 16).unwrap())
+            .collect();
+        let got = Status::not_found("pods", "nope").to_protobuf();
+        assert_eq!(got.len(), 97);
+        assert_eq!(&got[..], &want[..]);
+        let resp = Status::not_found("pods", "nope").into_response_as(Encoding::Protobuf);
+        assert_eq!(resp.status(), 404);
+        assert_eq!(
+            resp.headers()["content-type"],
+            "application/vnd.kubernetes.protobuf"
+        );
+        // A 504 carries its retry in the details, as its JSON does.
+        let s = Status::too_large_resource_version(9, 3).to_protobuf();
+        assert!(s.windows(2).any(|w| w == [0x28, 0x01]));
     }
 
     #[test]

@@ -22,6 +22,7 @@ use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_perc
 use ring::hmac;
 
 use crate::api::UserInfo;
+use crate::api::media::Encoding;
 use crate::api::request::{ApiRequest, Verb};
 use crate::api::status::{Status, Target};
 use crate::body::Body;
@@ -89,16 +90,17 @@ pub enum Refusal {
 }
 
 impl Refusal {
-    /// The response the client gets.
-    pub fn into_response(self) -> Response<Body> {
-        match self {
-            Refusal::Unauthorized => Status::unauthorized().into_response(),
-            Refusal::Status(s) => s.into_response(),
+    /// The response the client gets, in the encoding it negotiated (as
+    /// the apiserver's `ErrorNegotiated` writes its refusals).
+    pub fn into_response(self, encoding: Encoding) -> Response<Body> {
+        let s = match self {
+            Refusal::Unauthorized => Status::unauthorized(),
+            Refusal::Status(s) => s,
             Refusal::Unavailable(e) => Status::unavailable(format!(
                 "r8s could not check this request with the upstream: {e}"
-            ))
-            .into_response(),
-        }
+            )),
+        };
+        s.into_response_as(encoding)
     }
 }
 

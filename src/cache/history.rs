@@ -15,7 +15,7 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use super::object::{CachedObject, Objects};
-use crate::codec::json::{partial_object_metadata, watch_line, watch_line_of};
+use crate::api::media::Encoding;
 
 /// What a watcher would have seen happen to one object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,7 +107,7 @@ pub struct Event {
     pub prev: Option<Arc<CachedObject>>,
     /// When r8s applied it (for delivery latency).
     pub arrived: Instant,
-    /// The JSON watch-stream line, serialized once when appended.
+    /// The event as its watchers get it (a JSON line, or a protobuf frame), serialized once when appended.
     line: Bytes,
     /// The other forms watchers may need ([`Event::line`]), each built once
     /// on first use; most events never need one, so they cost a pointer.
@@ -165,17 +165,12 @@ impl Event {
             let stamped;
             let object = match &self.prev {
                 Some(prev) if leaving => {
-                    stamped = prev.at_version(self.object.rv);
+                    stamped = at_version(prev, self.object.rv);
                     &stamped
                 }
                 _ => &*self.object,
             };
-            match form {
-                Form::Object => watch_line(kind.as_str(), &object.json),
-                Form::Metadata => {
-                    watch_line_of(kind.as_str(), &partial_object_metadata(object.metadata()))
-                }
-            }
+            object.watch_event(kind.as_str(), form == Form::Metadata)
         }))
     }
 
@@ -195,6 +190,15 @@ impl Event {
             0
         };
         self.line.len() + prev + own + std::mem::size_of::<Self>() + 16 * self.triggers.len()
+    }
+}
+
+/// An object's last state stamped with a later resource version (a delete
+/// found by a relist, an object leaving a watcher's filter), in its encoding.
+fn at_version(o: &CachedObject, rv: u64) -> CachedObject {
+    match o.encoding {
+        Encoding::Json => o.json_at_version(rv),
+        Encoding::Protobuf => super::protobuf::at_version(o, rv),
     }
 }
 
@@ -236,7 +240,7 @@ pub fn diff(old: &Objects, new: &Objects, rv: u64) -> Vec<Event> {
             out.push(Event::new(
                 rv,
                 EventKind::Deleted,
-                Arc::new(p.at_version(rv)),
+                Arc::new(at_version(p, rv)),
                 Some(p.clone()),
             ));
         }
@@ -351,7 +355,7 @@ impl History {
         let mut touched = Vec::new();
         for mut e in events {
             e.seq = self.end();
-            e.line = watch_line(e.kind.as_str(), &e.object.json);
+            e.line = e.object.watch_event(e.kind.as_str(), false);
             count_encoding();
             let mut t = Vec::with_capacity(6);
             Trigger::of_object(&e.object, pods, &mut t);

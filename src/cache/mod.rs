@@ -1,24 +1,31 @@
 //! The watch cache: per resource, a versioned store kept current by a reflector.
 //!
 //! - [`object`]: a cached object (upstream bytes + parsed metadata).
+//! - [`protobuf`]: cached objects parsed from protobuf bodies.
 //! - [`store`]: immutable versions, one writer, lock-free readers.
 //! - [`history`]: the event log watchers read, indexed by trigger.
 
 pub mod history;
 pub mod object;
+pub mod protobuf;
 pub mod store;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::api::media::Encoding;
 use crate::api::{ApiResource, Gvr};
 
-/// One cached resource: what it is and its store.
+/// One cached resource: what it is and its stores, one per encoding cached.
 pub struct ResourceCache {
     /// What it caches.
     pub resource: ApiResource,
-    /// Its versions.
+    /// Its versions in JSON.
     pub store: Arc<store::Store>,
+    /// Its versions in protobuf (built-in resources, with `protobuf` in
+    /// `cache.encodings`): filled by a reflector of its own, so each object
+    /// is held in the upstream's own protobuf bytes.
+    pub protobuf: Option<Arc<store::Store>>,
     /// `kind` of its lists (`PodList`).
     pub list_kind: String,
     /// `group/version/resource`, for metric labels.
@@ -28,6 +35,19 @@ pub struct ResourceCache {
 }
 
 impl ResourceCache {
+    /// The store holding this resource in `encoding`, if one does.
+    pub fn store_for(&self, encoding: Encoding) -> Option<&Arc<store::Store>> {
+        match encoding {
+            Encoding::Json => Some(&self.store),
+            Encoding::Protobuf => self.protobuf.as_ref(),
+        }
+    }
+
+    /// Every store of this resource.
+    pub fn stores(&self) -> impl Iterator<Item = &Arc<store::Store>> {
+        std::iter::once(&self.store).chain(self.protobuf.as_ref())
+    }
+
     /// The watch metric handles of this resource.
     pub fn watch_metrics(&self) -> Arc<crate::metrics::WatchMetrics> {
         self.watch_metrics

@@ -1,9 +1,11 @@
 //! One cached object: the upstream's bytes, plus what is needed to key,
 //! filter and order it, parsed in one pass when it arrives.
 //!
-//! Memory is the point: the JSON is stored once, in one exact-size buffer,
-//! and labels and selectable fields are spans into it (one small allocation
-//! per object), so the cache costs little more than the bytes it serves.
+//! Memory is the point: the body (JSON, or protobuf in a protobuf cache) is
+//! stored once, in one exact-size buffer, and labels and selectable fields
+//! are spans into it (one small allocation per object), so the cache costs
+//! little more than the bytes it serves. [`super::protobuf`] parses the
+//! protobuf bodies.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -11,24 +13,27 @@ use std::sync::Arc;
 use bytes::Bytes;
 use serde::Deserialize;
 
+use crate::api::media::Encoding;
 use crate::api::selector::{Selectors, supported_fields};
 use crate::codec::json::{self, ListItem};
+use crate::codec::protobuf as pb;
 
-/// Where a label or field value lives in the object's JSON.
+/// Where a label or field value lives in the object's body.
 #[derive(Debug, Clone, Copy)]
-struct Span {
+pub(super) struct Span {
     /// `LABEL`, or the index of the field in `supported_fields(resource)`.
-    what: u8,
-    key_at: u32,
-    key_len: u16,
-    val_at: u32,
-    val_len: u16,
+    pub(super) what: u8,
+    pub(super) key_at: u32,
+    pub(super) key_len: u16,
+    pub(super) val_at: u32,
+    pub(super) val_len: u16,
 }
 
-const LABEL: u8 = u8::MAX;
+/// [`Span::what`] of a label.
+pub(super) const LABEL: u8 = u8::MAX;
 
 /// A label or field value kept as its own string: (what, key, value).
-type Owned = (u8, Box<str>, Box<str>);
+pub(super) type Owned = (u8, Box<str>, Box<str>);
 
 /// A cached object.
 #[derive(Debug)]
@@ -39,19 +44,24 @@ pub struct CachedObject {
     pub ns_len: usize,
     /// `metadata.resourceVersion`.
     pub rv: u64,
-    /// The object's JSON with `kind` and `apiVersion` (as a get or watch event carries it).
-    pub json: Bytes,
-    /// Byte offset in `json` where the list-item form continues after `{`
-    /// (skips `"kind":..,"apiVersion":..,` for built-ins; 1 when nothing to skip).
+    /// The object as a get or watch event carries it: JSON with `kind` and
+    /// `apiVersion`, or the protobuf body (`k8s\0` + `runtime.Unknown`).
+    pub body: Bytes,
+    /// Which of the two `body` is.
+    pub encoding: Encoding,
+    /// Where the list-item form starts in `body`. JSON: the byte after which
+    /// it continues after `{` (skipping `"kind":..,"apiVersion":..,` for
+    /// built-ins; 1 when nothing to skip). Protobuf: where the raw starts
+    /// (it ends before the body's last four bytes).
     pub item_skip: usize,
-    /// Where the `metadata` value is in `json` (for metadata-only answers).
-    meta: (u32, u32),
-    /// Labels and selectable field values, as spans into `json`.
-    spans: Box<[Span]>,
+    /// Where the `metadata` value is in `body` (for metadata-only answers).
+    pub(super) meta: (u32, u32),
+    /// Labels and selectable field values, as spans into `body`.
+    pub(super) spans: Box<[Span]>,
     /// Values that could not be spans (JSON escapes, booleans): rare.
-    owned: Box<[Owned]>,
+    pub(super) owned: Box<[Owned]>,
     /// The resource's selectable fields (index space of `Span::what`).
-    field_names: &'static [&'static str],
+    pub(super) field_names: &'static [&'static str],
 }
 
 impl CachedObject {
@@ -76,11 +86,11 @@ impl CachedObject {
     /// The `metadata` value as the upstream wrote it.
     pub fn metadata(&self) -> &[u8] {
         let (at, len) = self.meta;
-        &self.json[at as usize..(at + len) as usize]
+        &self.body[at as usize..(at + len) as usize]
     }
 
     fn text(&self, at: u32, len: u16) -> &str {
-        let b = &self.json[at as usize..at as usize + len as usize];
+        let b = &self.body[at as usize..at as usize + len as usize];
         std::str::from_utf8(b).unwrap_or("")
     }
 
@@ -123,12 +133,13 @@ impl CachedObject {
         }
     }
 
-    /// This object's last state as seen at resource version `rv` (a delete
-    /// found by a relist): same bytes, `metadata.resourceVersion` rewritten.
-    pub fn at_version(&self, rv: u64) -> CachedObject {
+    /// This JSON object's last state as seen at resource version `rv` (a
+    /// delete found by a relist): same bytes, `metadata.resourceVersion`
+    /// rewritten. [`super::history`] picks this or the protobuf one.
+    pub(super) fn json_at_version(&self, rv: u64) -> CachedObject {
         let old = format!("\"resourceVersion\":\"{}\"", self.rv);
         let new = format!("\"resourceVersion\":\"{rv}\"");
-        let text = String::from_utf8_lossy(&self.json);
+        let text = String::from_utf8_lossy(&self.body);
         let json = match text.find(&old) {
             Some(at) => {
                 let mut s = String::with_capacity(text.len() + 8);
@@ -137,9 +148,9 @@ impl CachedObject {
                 s.push_str(&text[at + old.len()..]);
                 Bytes::from(s)
             }
-            None => self.json.clone(),
+            None => self.body.clone(),
         };
-        let shift = json.len() as i64 - self.json.len() as i64;
+        let shift = json.len() as i64 - self.body.len() as i64;
         let at = text.find(&old).unwrap_or(usize::MAX) as i64;
         let moved = |p: u32| {
             if (p as i64) > at {
@@ -153,7 +164,8 @@ impl CachedObject {
             key: self.key.clone(),
             ns_len: self.ns_len,
             rv,
-            json,
+            body: json,
+            encoding: Encoding::Json,
             item_skip: self.item_skip,
             meta,
             spans: self
@@ -170,9 +182,55 @@ impl CachedObject {
         }
     }
 
+    /// Its `PartialObjectMetadata` as a get answers it, in its encoding:
+    /// the metadata bytes cut from the object, never re-serialized.
+    pub fn metadata_body(&self) -> Bytes {
+        match self.encoding {
+            Encoding::Json => Bytes::from(json::partial_object_metadata(self.metadata()).concat()),
+            Encoding::Protobuf => {
+                let meta = self.metadata();
+                let head = pb::partial_object_metadata_head(meta.len());
+                pb::envelope(
+                    json::META_API_VERSION,
+                    "PartialObjectMetadata",
+                    &[&head, meta],
+                )
+            }
+        }
+    }
+
+    /// A watch event of type `kind` carrying this object (or, with
+    /// `metadata_only`, its `PartialObjectMetadata`), framed in its
+    /// encoding: a JSON line, or a length-prefixed protobuf `WatchEvent`.
+    pub fn watch_event(&self, kind: &str, metadata_only: bool) -> Bytes {
+        match (self.encoding, metadata_only) {
+            (Encoding::Json, false) => json::watch_line(kind, &self.body),
+            (Encoding::Json, true) => {
+                json::watch_line_of(kind, &json::partial_object_metadata(self.metadata()))
+            }
+            (Encoding::Protobuf, false) => pb::watch_frame(kind, &[&self.body]),
+            (Encoding::Protobuf, true) => {
+                let meta = self.metadata();
+                let raw_head = pb::partial_object_metadata_head(meta.len());
+                let head = pb::envelope_head(
+                    json::META_API_VERSION,
+                    "PartialObjectMetadata",
+                    raw_head.len() + meta.len(),
+                );
+                pb::watch_frame(kind, &[&head, &raw_head, meta, pb::UNKNOWN_TAIL])
+            }
+        }
+    }
+
+    /// A protobuf object's own message (its body without the envelope).
+    pub fn raw(&self) -> &[u8] {
+        let end = self.body.len().saturating_sub(pb::UNKNOWN_TAIL.len());
+        &self.body[self.item_skip.min(end)..end]
+    }
+
     /// Bytes this object holds (for memory accounting).
     pub fn size(&self) -> usize {
-        self.json.len()
+        self.body.len()
             + self.key.len()
             + 16
             + self.spans.len() * std::mem::size_of::<Span>()
@@ -197,12 +255,26 @@ pub struct MetadataItem(pub Arc<CachedObject>);
 
 impl ListItem for MetadataItem {
     fn item_len(&self) -> usize {
-        self.0.meta.1 as usize + json::PARTIAL_OBJECT_METADATA_HEAD.len() + 2
+        let meta = self.0.meta.1 as usize;
+        match self.0.encoding {
+            Encoding::Json => meta + json::PARTIAL_OBJECT_METADATA_HEAD.len() + 2,
+            Encoding::Protobuf => pb::field_len(pb::field_len(meta)),
+        }
     }
 
     fn write_item(&self, out: &mut bytes::BytesMut) {
-        for part in json::partial_object_metadata(self.0.metadata()) {
-            out.extend_from_slice(part);
+        match self.0.encoding {
+            Encoding::Json => {
+                for part in json::partial_object_metadata(self.0.metadata()) {
+                    out.extend_from_slice(part);
+                }
+            }
+            Encoding::Protobuf => {
+                let meta = self.0.metadata();
+                pb::field_head(out, 2, pb::field_len(meta.len()));
+                pb::field_head(out, 1, meta.len());
+                out.extend_from_slice(meta);
+            }
         }
     }
 }
@@ -210,13 +282,26 @@ impl ListItem for MetadataItem {
 /// Lists stream straight from cached objects.
 impl ListItem for CachedObject {
     fn item_len(&self) -> usize {
-        self.json.len() + 1
+        match self.encoding {
+            Encoding::Json => self.body.len() + 1,
+            Encoding::Protobuf => pb::field_len(self.raw().len()),
+        }
     }
 
-    /// The list-item form: built-ins drop `kind`/`apiVersion`, as the apiserver does.
+    /// The list-item form: built-ins drop `kind`/`apiVersion`, as the
+    /// apiserver does; a protobuf item is the object's raw (field 2 of the list).
     fn write_item(&self, out: &mut bytes::BytesMut) {
-        out.extend_from_slice(b"{");
-        out.extend_from_slice(&self.json[self.item_skip..]);
+        match self.encoding {
+            Encoding::Json => {
+                out.extend_from_slice(b"{");
+                out.extend_from_slice(&self.body[self.item_skip..]);
+            }
+            Encoding::Protobuf => {
+                let raw = self.raw();
+                pb::field_head(out, 2, raw.len());
+                out.extend_from_slice(raw);
+            }
+        }
     }
 }
 
@@ -489,7 +574,8 @@ impl TypeInfo {
             key,
             ns_len,
             rv,
-            json,
+            body: json,
+            encoding: Encoding::Json,
             item_skip,
             meta,
             spans: spans.into_boxed_slice(),
@@ -533,7 +619,7 @@ mod tests {
         assert_eq!(o.field("status.phase"), "Running");
         assert_eq!(o.field("status.podIP"), "");
         assert!(
-            o.json
+            o.body
                 .starts_with(br#"{"kind":"Pod","apiVersion":"v1","metadata""#)
         );
         let mut out = bytes::BytesMut::new();

@@ -11,8 +11,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use imbl::OrdMap;
 use tokio::sync::{Notify, watch};
+
+use crate::api::media::Encoding;
 
 use super::history::{Appended, Batch, Cursor, History, Trigger};
 pub use super::history::{Event, EventKind, diff};
@@ -154,9 +157,40 @@ pub struct Store {
     wakers: Wakers,
     pods: bool,
     budget: Arc<Budget>,
+    /// A protobuf store's empty object of its type, as the upstream's own
+    /// `BOOKMARK` carried it: the template of the bookmarks it sends.
+    empty: Mutex<Option<Bytes>>,
+    /// What its objects' bodies are.
+    encoding: Encoding,
 }
 
 impl Store {
+    /// The same store holding objects in `encoding` (JSON unless set).
+    pub fn with_encoding(mut self, encoding: Encoding) -> Self {
+        self.encoding = encoding;
+        self
+    }
+
+    /// What its objects' bodies are.
+    pub fn encoding(&self) -> Encoding {
+        self.encoding
+    }
+
+    /// Keeps the raw of an upstream protobuf `BOOKMARK` as the template of
+    /// this store's bookmarks (the first one: the type's empty fields do
+    /// not change while r8s runs against one upstream version).
+    pub fn learn_empty_object(&self, raw: &[u8]) {
+        let mut e = self.empty.locked();
+        if e.is_none() {
+            *e = Some(Bytes::copy_from_slice(raw));
+        }
+    }
+
+    /// The template [`Store::learn_empty_object`] kept, if any yet.
+    pub fn empty_object(&self) -> Option<Bytes> {
+        self.empty.locked().clone()
+    }
+
     /// An empty store (syncing) keeping what `limits` say, counting its
     /// bytes against `budget`; `pods` indexes events by `spec.nodeName` too.
     pub fn new(limits: Limits, budget: Arc<Budget>, pods: bool) -> Self {
@@ -178,6 +212,8 @@ impl Store {
             wakers: Wakers::default(),
             pods,
             budget,
+            empty: Mutex::new(None),
+            encoding: Encoding::Json,
         }
     }
 
@@ -545,7 +581,7 @@ mod tests {
         );
         let gone = s.events_after(16).unwrap().pop().unwrap();
         assert!(
-            std::str::from_utf8(&gone.object.json)
+            std::str::from_utf8(&gone.object.body)
                 .unwrap()
                 .contains(r#""resourceVersion":"20""#)
         );
@@ -555,7 +591,7 @@ mod tests {
         item.write_item(&mut out);
         assert!(out.starts_with(b"{\"metadata\""), "{out:?}");
         assert!(
-            item.json
+            item.body
                 .starts_with(b"{\"kind\":\"ConfigMap\",\"apiVersion\":\"v1\",\"metadata\"")
         );
     }

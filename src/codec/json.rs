@@ -36,22 +36,34 @@ impl<T: ListItem + ?Sized> ListItem for Arc<T> {
     }
 }
 
-/// A list response: envelope head (through `"items":[`) and its items.
+/// A list response: envelope head (JSON: through `"items":[`; protobuf:
+/// through the `ListMeta`) and its items.
 pub struct ListBody<I> {
     head: Option<Bytes>,
     items: std::vec::IntoIter<I>,
     first: bool,
     done: bool,
+    /// Between items: `,` in JSON, nothing in protobuf.
+    separator: &'static [u8],
+    /// After the items: `]}` in JSON, the `runtime.Unknown` tail in protobuf.
+    tail: &'static [u8],
 }
 
 impl<I: ListItem> ListBody<I> {
-    /// A list of `items` after `head`.
-    pub fn new(head: Bytes, items: Vec<I>) -> Self {
+    /// A list of `items` after `head`, in JSON or (`protobuf`) protobuf.
+    pub fn new(head: Bytes, items: Vec<I>, protobuf: bool) -> Self {
+        let (separator, tail): (&[u8], &[u8]) = if protobuf {
+            (b"", crate::codec::protobuf::UNKNOWN_TAIL)
+        } else {
+            (b",", b"]}")
+        };
         ListBody {
             head: Some(head),
             items: items.into_iter(),
             first: true,
             done: false,
+            separator,
+            tail,
         }
     }
 
@@ -79,13 +91,13 @@ impl<I: ListItem> ListBody<I> {
             match self.items.next() {
                 Some(o) => {
                     if !self.first {
-                        out.extend_from_slice(b",");
+                        out.extend_from_slice(self.separator);
                     }
                     self.first = false;
                     o.write_item(&mut out);
                 }
                 None => {
-                    out.extend_from_slice(b"]}");
+                    out.extend_from_slice(self.tail);
                     self.done = true;
                     break;
                 }
@@ -378,10 +390,10 @@ mod tests {
             })
             .collect();
         let head = Bytes::from_static(br#"{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"9"},"items":["#);
-        let plain = ListBody::new(head.clone(), items.clone()).collect();
+        let plain = ListBody::new(head.clone(), items.clone(), false).collect();
         let v: serde_json::Value = serde_json::from_slice(&plain).unwrap();
         assert_eq!(v["items"].as_array().unwrap().len(), 2000);
-        let mut gz = GzipListBody::new(ListBody::new(head, items));
+        let mut gz = GzipListBody::new(ListBody::new(head, items, false));
         let mut compressed = Vec::new();
         let waker = std::task::Waker::noop();
         let mut cx = Context::from_waker(waker);

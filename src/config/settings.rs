@@ -68,6 +68,10 @@ pub struct CacheConfig {
     pub page_size: usize,
     /// (Re)list with streaming lists (`sendInitialEvents`) where the upstream serves them.
     pub streaming_lists: bool,
+    /// Encodings held for built-in resources, each by its own reflector:
+    /// `json` (always; custom resources and metadata-only JSON need it) and
+    /// `protobuf` (what client-go's typed clients ask for).
+    pub encodings: Vec<String>,
     /// Seconds recent versions are kept for Exact reads and pagination.
     pub snapshot_retention_seconds: u64,
     /// At most this many retained versions per resource (bounds memory under churn).
@@ -87,6 +91,7 @@ impl Default for CacheConfig {
             exclude: vec!["secrets".into(), "events".into()],
             page_size: 500,
             streaming_lists: true,
+            encodings: vec!["json".into(), "protobuf".into()],
             snapshot_retention_seconds: 75,
             max_retained_versions: 10_000,
             wait_for_resource_version_seconds: 3.0,

@@ -133,6 +133,16 @@ impl Config {
                 ));
             }
         }
+        for e in &self.cache.encodings {
+            if !matches!(e.as_str(), "json" | "protobuf") {
+                errs.push(("cache.encodings", format!(
+                    "config: bad value \"{e}\" for key \"cache.encodings\": expected \"json\" or \"protobuf\""
+                )));
+            }
+        }
+        if !self.cache.encodings.iter().any(|e| e == "json") {
+            errs.push(("cache.encodings", "config: key \"cache.encodings\" must list \"json\" (custom resources and metadata-only JSON answers are served from it)".to_string()));
+        }
         for r in &self.cache.resources {
             if let Err(e) = validate_resource(r) {
                 errs.push(("cache.resources", e));

@@ -24,8 +24,12 @@ pub enum PassReason {
     OverBudget,
     /// The resource's versions are not integers: it is never cached.
     NotCacheable,
-    /// An `Accept` the cache does not answer (Table, YAML, protobuf, ...).
+    /// An `Accept` the cache does not answer (Table, YAML, CBOR, unknown).
     MediaType,
+    /// An encoding the resource is not cached in: protobuf without
+    /// `protobuf` in `cache.encodings`, or a custom resource's metadata in
+    /// protobuf (its objects are cached as JSON only).
+    Encoding,
     /// A request the apiserver would reject: it gives its own error.
     Invalid,
     /// "Not older than" a version the cache did not reach in time (`read.on_too_new = "pass"`).
@@ -40,13 +44,14 @@ pub enum PassReason {
 
 impl PassReason {
     /// Every reason, in the README's order.
-    pub const ALL: [PassReason; 11] = [
+    pub const ALL: [PassReason; 12] = [
         PassReason::Verb,
         PassReason::MostRecent,
         PassReason::NotSynced,
         PassReason::OverBudget,
         PassReason::NotCacheable,
         PassReason::MediaType,
+        PassReason::Encoding,
         PassReason::Invalid,
         PassReason::TooNew,
         PassReason::NotRetained,
@@ -63,6 +68,7 @@ impl PassReason {
             PassReason::OverBudget => "over_budget",
             PassReason::NotCacheable => "not_cacheable",
             PassReason::MediaType => "media_type",
+            PassReason::Encoding => "encoding",
             PassReason::Invalid => "invalid",
             PassReason::TooNew => "too_new",
             PassReason::NotRetained => "not_retained",

@@ -26,8 +26,9 @@ use crate::api::status::Status;
 use crate::body::{self, Body};
 use crate::cache::ResourceCache;
 use crate::cache::object::{CachedObject, MetadataItem};
-use crate::cache::store::{Serving, Version};
+use crate::cache::store::{Serving, Store, Version};
 use crate::codec::json::{self, GZIP_MIN, GzipListBody, ListBody, ListItem, gzip as gzip_bytes};
+use crate::codec::protobuf as pb;
 use crate::config::OnTooNew;
 
 /// How cached reads behave.
@@ -39,19 +40,22 @@ pub struct ReadPolicy {
     pub on_too_new: OnTooNew,
 }
 
-/// Why `cache` cannot answer `ar` now, if it cannot (reads and watches alike).
-pub fn unservable(cache: &ResourceCache, ar: &ApiRequest) -> Option<PassReason> {
-    match cache.store.serving() {
-        Serving::Ready => {}
-        Serving::Syncing => return Some(PassReason::NotSynced),
-        Serving::OverBudget => return Some(PassReason::OverBudget),
-        Serving::Uncacheable => return Some(PassReason::NotCacheable),
-    }
-    match ar.media.media() {
-        Some(m) if m.encoding == Encoding::Json => None,
-        // Protobuf is not served from the cache yet; Table, YAML, CBOR, 406
-        // are the upstream's.
-        _ => Some(PassReason::MediaType),
+/// The store that answers `ar` from `cache` (the one holding its negotiated
+/// encoding), or why the upstream must (reads and watches alike).
+pub fn serving_store<'c>(
+    cache: &'c ResourceCache,
+    ar: &ApiRequest,
+) -> Result<&'c Store, PassReason> {
+    // Table, YAML, CBOR and 406 are the upstream's.
+    let media = ar.media.media().ok_or(PassReason::MediaType)?;
+    let store = cache
+        .store_for(media.encoding)
+        .ok_or(PassReason::Encoding)?;
+    match store.serving() {
+        Serving::Ready => Ok(store),
+        Serving::Syncing => Err(PassReason::NotSynced),
+        Serving::OverBudget => Err(PassReason::OverBudget),
+        Serving::Uncacheable => Err(PassReason::NotCacheable),
     }
 }
 
@@ -76,32 +80,39 @@ pub async fn answer(
     if !matches!(ar.verb, Verb::Get | Verb::List) || ar.path.subresource.is_some() {
         return Err(PassReason::Verb);
     }
-    if let Some(reason) = unservable(cache, ar) {
-        return Err(reason);
-    }
+    let store = serving_store(cache, ar)?;
     let shape = shape_for(ar).ok_or(PassReason::MediaType)?;
+    let encoding = store.encoding();
     let opts = ar.options.as_ref().map_err(|_| PassReason::Invalid)?;
     if opts.validate().is_err() {
         return Err(PassReason::Invalid);
     }
+    let at = Source { cache, store };
     let result = if ar.verb == Verb::Get {
-        get(cache, &ar.path, opts, shape, policy).await
+        get(at, &ar.path, opts, shape, policy).await
     } else {
-        list(cache, &ar.path, opts, shape, policy).await
+        list(at, &ar.path, opts, shape, policy).await
     };
+    let pretty = ar.pretty && encoding == Encoding::Json;
     match result {
-        Ok(payload) => Ok(respond(StatusCode::OK, payload, ar.pretty, ar.gzip)),
+        Ok(payload) => Ok(respond(StatusCode::OK, payload, encoding, pretty, ar.gzip)),
         Err(Early::Status(s)) => {
             let code = StatusCode::from_u16(s.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-            Ok(respond(
-                code,
-                Payload::Bytes(s.to_bytes()),
-                ar.pretty,
-                false,
-            ))
+            let body = match encoding {
+                Encoding::Json => s.to_bytes(),
+                Encoding::Protobuf => s.to_protobuf(),
+            };
+            Ok(respond(code, Payload::Bytes(body), encoding, pretty, false))
         }
         Err(Early::Pass(reason)) => Err(reason),
     }
+}
+
+/// The resource and the one of its stores a read is answered from.
+#[derive(Clone, Copy)]
+struct Source<'c> {
+    cache: &'c ResourceCache,
+    store: &'c Store,
 }
 
 /// How a read ends without a payload: the apiserver's error, answered from
@@ -119,8 +130,14 @@ enum Payload {
     MetadataList(ListBody<MetadataItem>),
 }
 
-fn hit(code: StatusCode, body: Body, gzipped: bool) -> Response<Body> {
+fn hit(code: StatusCode, body: Body, encoding: Encoding, gzipped: bool) -> Response<Body> {
     let mut resp = crate::api::json_response(code, body);
+    if encoding == Encoding::Protobuf {
+        resp.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/vnd.kubernetes.protobuf"),
+        );
+    }
     if gzipped {
         let h = resp.headers_mut();
         h.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
@@ -131,10 +148,16 @@ fn hit(code: StatusCode, body: Body, gzipped: bool) -> Response<Body> {
 
 /// The response for a hit: lists stream (gzipped when large and accepted);
 /// pretty-printing (curl) materializes, off the fast path.
-fn respond(code: StatusCode, payload: Payload, pretty: bool, gzip: bool) -> Response<Body> {
+fn respond(
+    code: StatusCode,
+    payload: Payload,
+    encoding: Encoding,
+    pretty: bool,
+    gzip: bool,
+) -> Response<Body> {
     let bytes = match payload {
-        Payload::List(list) if !pretty => return stream(code, list, gzip),
-        Payload::MetadataList(list) if !pretty => return stream(code, list, gzip),
+        Payload::List(list) if !pretty => return stream(code, list, encoding, gzip),
+        Payload::MetadataList(list) if !pretty => return stream(code, list, encoding, gzip),
         Payload::List(list) => list.collect(),
         Payload::MetadataList(list) => list.collect(),
         Payload::Bytes(b) => b,
@@ -152,49 +175,46 @@ fn respond(code: StatusCode, payload: Payload, pretty: bool, gzip: bool) -> Resp
         bytes
     };
     if gzip && bytes.len() >= GZIP_MIN {
-        return hit(code, body::full(gzip_bytes(&bytes)), true);
+        return hit(code, body::full(gzip_bytes(&bytes)), encoding, true);
     }
-    hit(code, body::full(bytes), false)
+    hit(code, body::full(bytes), encoding, false)
 }
 
 /// A list streamed as it is written, gzipped when large and accepted.
 fn stream<I: ListItem + Unpin + Send + 'static>(
     code: StatusCode,
     list: ListBody<I>,
+    encoding: Encoding,
     gzip: bool,
 ) -> Response<Body> {
     use http_body_util::BodyExt;
     if gzip && list.estimated_len() >= GZIP_MIN {
-        hit(code, GzipListBody::new(list).boxed_unsync(), true)
+        hit(code, GzipListBody::new(list).boxed_unsync(), encoding, true)
     } else {
-        hit(code, list.boxed_unsync(), false)
+        hit(code, list.boxed_unsync(), encoding, false)
     }
 }
 
 /// The version a "not older than N" read may use, after waiting for it.
-async fn not_older_than(
-    cache: &ResourceCache,
-    n: u64,
-    policy: &ReadPolicy,
-) -> Result<Arc<Version>, Early> {
-    let cur = cache.store.current();
+async fn not_older_than(store: &Store, n: u64, policy: &ReadPolicy) -> Result<Arc<Version>, Early> {
+    let cur = store.current();
     if cur.rv >= n {
         return Ok(cur);
     }
-    if cache.store.wait_for(n, policy.wait).await {
-        return Ok(cache.store.current());
+    if store.wait_for(n, policy.wait).await {
+        return Ok(store.current());
     }
     match policy.on_too_new {
         OnTooNew::Pass => Err(Early::Pass(PassReason::TooNew)),
         OnTooNew::Timeout => Err(Early::Status(Status::too_large_resource_version(
             n,
-            cache.store.current().rv,
+            store.current().rv,
         ))),
     }
 }
 
 async fn get(
-    cache: &ResourceCache,
+    at: Source<'_>,
     rp: &ResourcePath,
     opts: &ListOptions,
     shape: Shape,
@@ -202,12 +222,12 @@ async fn get(
 ) -> Result<Payload, Early> {
     let version = match opts.resource_version.as_str() {
         "" => return Err(Early::Pass(PassReason::MostRecent)),
-        "0" => cache.store.current(),
+        "0" => at.store.current(),
         rv => {
             let n = rv
                 .parse::<u64>()
                 .map_err(|_| Early::Pass(PassReason::Invalid))?;
-            not_older_than(cache, n, policy).await?
+            not_older_than(at.store, n, policy).await?
         }
     };
     let name = rp.name.as_deref().unwrap_or_default();
@@ -216,19 +236,17 @@ async fn get(
         None => name.to_string(),
     };
     match version.objects.get(key.as_str()) {
-        Some(o) if shape == Shape::Metadata => Ok(Payload::Bytes(Bytes::from(
-            json::partial_object_metadata(o.metadata()).concat(),
-        ))),
-        Some(o) => Ok(Payload::Bytes(o.json.clone())),
+        Some(o) if shape == Shape::Metadata => Ok(Payload::Bytes(o.metadata_body())),
+        Some(o) => Ok(Payload::Bytes(o.body.clone())),
         None => Err(Early::Status(Status::not_found(
-            cache.resource.gvr.resource(),
+            at.cache.resource.gvr.resource(),
             name,
         ))),
     }
 }
 
 async fn list(
-    cache: &ResourceCache,
+    at: Source<'_>,
     rp: &ResourcePath,
     opts: &ListOptions,
     shape: Shape,
@@ -249,16 +267,16 @@ async fn list(
             Err(e) => return Err(Early::Status(e.into_status(Format::R8S))),
         };
         let version = if tok.rv < 0 {
-            cache.store.current()
+            at.store.current()
         } else {
             let expired = || Early::Status(tok.expired(Format::R8S));
-            cache.store.at(tok.rv as u64).ok_or_else(expired)?
+            at.store.at(tok.rv as u64).ok_or_else(expired)?
         };
         (version, Some(tok.start))
     } else if rv.is_empty() {
         return Err(Early::Pass(PassReason::MostRecent));
     } else if rv == "0" {
-        (cache.store.current(), None)
+        (at.store.current(), None)
     } else {
         let n = rv
             .parse::<u64>()
@@ -267,18 +285,16 @@ async fn list(
             || (opts.rv_match().is_none() && opts.limit > 0);
         if exact {
             (
-                cache
-                    .store
-                    .at(n)
-                    .ok_or(Early::Pass(PassReason::NotRetained))?,
+                at.store.at(n).ok_or(Early::Pass(PassReason::NotRetained))?,
                 None,
             )
         } else {
-            (not_older_than(cache, n, policy).await?, None)
+            (not_older_than(at.store, n, policy).await?, None)
         }
     };
     Ok(assemble(
-        cache,
+        at.cache,
+        at.store.encoding(),
         &version,
         rp.namespace.as_deref(),
         start,
@@ -289,8 +305,10 @@ async fn list(
 }
 
 /// The list response from pre-serialized items, in key order.
+#[allow(clippy::too_many_arguments)]
 fn assemble(
     cache: &ResourceCache,
+    encoding: Encoding,
     version: &Version,
     namespace: Option<&str>,
     start: Option<String>,
@@ -309,44 +327,71 @@ fn assemble(
         Shape::MetadataList => ("PartialObjectMetadataList", json::META_API_VERSION.into()),
         _ => (cache.list_kind.as_str(), cache.resource.gvr.api_version()),
     };
-    let head = format!(
-        "{{\"kind\":\"{kind}\",\"apiVersion\":\"{api_version}\",\"metadata\":{{\"resourceVersion\":\"{}\"",
-        version.rv
-    );
     let mut picked = Vec::new();
     let mut last: Option<Arc<str>> = None;
     for (k, o) in iter.by_ref() {
         if filtered && !o.matches(selectors) {
             continue;
         }
-        picked.push(o);
+        picked.push(o.clone());
         if limit > 0 && picked.len() as i64 >= limit {
             last = Some(k.clone());
             break;
         }
     }
-    let mut out = BytesMut::with_capacity(head.len() + 256);
-    out.put_slice(head.as_bytes());
+    let mut cont = None;
+    let mut remaining_count = None;
     if let Some(last) = last {
         let remaining = iter.count();
         if remaining > 0 {
-            let tok =
-                ContinueToken::after(version.rv as i64, &last[prefix.len()..]).encode(Format::R8S);
-            out.put_slice(b",\"continue\":\"");
-            out.put_slice(tok.as_bytes());
-            out.put_u8(b'"');
+            cont = Some(
+                ContinueToken::after(version.rv as i64, &last[prefix.len()..]).encode(Format::R8S),
+            );
             if !filtered {
-                out.put_slice(format!(",\"remainingItemCount\":{remaining}").as_bytes());
+                remaining_count = Some(remaining as u64);
             }
         }
     }
-    out.put_slice(b"},\"items\":[");
-    let items = picked.into_iter().cloned();
+    let head = |items_len: usize| match encoding {
+        Encoding::Json => {
+            let mut out = BytesMut::with_capacity(256);
+            out.put_slice(
+                format!(
+                    "{{\"kind\":\"{kind}\",\"apiVersion\":\"{api_version}\",\"metadata\":{{\"resourceVersion\":\"{}\"",
+                    version.rv
+                )
+                .as_bytes(),
+            );
+            if let Some(tok) = &cont {
+                out.put_slice(b",\"continue\":\"");
+                out.put_slice(tok.as_bytes());
+                out.put_u8(b'"');
+            }
+            if let Some(n) = remaining_count {
+                out.put_slice(format!(",\"remainingItemCount\":{n}").as_bytes());
+            }
+            out.put_slice(b"},\"items\":[");
+            out.freeze()
+        }
+        Encoding::Protobuf => {
+            let meta = pb::list_meta(
+                &version.rv.to_string(),
+                cont.as_deref().unwrap_or(""),
+                remaining_count,
+            );
+            pb::list_head(&api_version, kind, &meta, items_len)
+        }
+    };
+    let protobuf = encoding == Encoding::Protobuf;
     match shape {
-        Shape::MetadataList => Payload::MetadataList(ListBody::new(
-            out.freeze(),
-            items.map(MetadataItem).collect(),
-        )),
-        _ => Payload::List(ListBody::new(out.freeze(), items.collect())),
+        Shape::MetadataList => {
+            let items: Vec<MetadataItem> = picked.into_iter().map(MetadataItem).collect();
+            let head = head(items.iter().map(ListItem::item_len).sum());
+            Payload::MetadataList(ListBody::new(head, items, protobuf))
+        }
+        _ => {
+            let head = head(picked.iter().map(|o| o.item_len()).sum());
+            Payload::List(ListBody::new(head, picked, protobuf))
+        }
     }
 }

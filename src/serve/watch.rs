@@ -22,7 +22,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::outcome::PassReason;
-use crate::api::media::Shape;
+use crate::api::media::{Encoding, MediaType, Shape};
 use crate::api::request::ApiRequest;
 use crate::api::selector::Selectors;
 use crate::api::status::Status;
@@ -30,10 +30,9 @@ use crate::body::{self, Body};
 use crate::cache::ResourceCache;
 use crate::cache::history::{Cursor, Event, EventKind, Form, Trigger};
 use crate::cache::object::CachedObject;
-use crate::codec::json::{
-    META_API_VERSION, bookmark, initial_events_end, partial_object_metadata, watch_line,
-    watch_line_of,
-};
+use crate::cache::store::Store;
+use crate::codec::json::{META_API_VERSION, bookmark, initial_events_end, watch_line};
+use crate::codec::protobuf as pb;
 use crate::config::OnTooOld;
 use crate::metrics::{WatchEnd, WatchMetrics};
 use crate::shutdown::Signal;
@@ -112,6 +111,8 @@ enum Start {
 /// be authorized before any watcher exists).
 pub struct Plan {
     cache: Arc<ResourceCache>,
+    /// The store of the negotiated encoding.
+    store: Arc<Store>,
     start: Start,
     filter: Filter,
     timeout_seconds: Option<u64>,
@@ -125,9 +126,7 @@ pub fn plan(
     ar: &ApiRequest,
     policy: &WatchPolicy,
 ) -> Result<Plan, PassReason> {
-    if let Some(reason) = super::read::unservable(cache, ar) {
-        return Err(reason);
-    }
+    let store = super::read::serving_store(cache, ar)?;
     let form = match super::read::shape_for(ar) {
         Some(Shape::Object) => Form::Object,
         Some(Shape::Metadata) => Form::Metadata,
@@ -153,17 +152,23 @@ pub fn plan(
             at_least: 0,
             end_bookmark: false,
         },
-        (Some(false), 0) => Start::After(cache.store.current().rv),
+        (Some(false), 0) => Start::After(store.current().rv),
         (_, n) => Start::After(n),
     };
     if let Start::After(n) = start
-        && n < cache.store.history_from()
+        && n < store.history_from()
         && policy.on_too_old == OnTooOld::Pass
     {
         return Err(PassReason::TooOld);
     }
+    let store = cache
+        .stores()
+        .find(|s| std::ptr::eq(s.as_ref(), store))
+        .expect("the store is the cache's")
+        .clone();
     Ok(Plan {
         cache: cache.clone(),
+        store,
         start,
         filter: Filter {
             namespace: ar.path.namespace.clone(),
@@ -181,7 +186,7 @@ impl Plan {
         if policy.active.fetch_add(1, Ordering::AcqRel) >= policy.max_watchers {
             policy.active.fetch_sub(1, Ordering::AcqRel);
             crate::metrics::watch_rejected();
-            return Status::too_many_requests().into_response();
+            return Status::too_many_requests().into_response_as(self.store.encoding());
         }
         let active = ActiveGuard(policy.active.clone());
         let timeout = match self.timeout_seconds {
@@ -191,9 +196,10 @@ impl Plan {
         let (tx, body) = body::channel(CHANNEL);
         let cache = self.cache;
         let w = Watcher {
-            trigger: self.filter.trigger(cache.store.indexes_nodes()),
+            trigger: self.filter.trigger(self.store.indexes_nodes()),
             metrics: cache.watch_metrics(),
             cache,
+            store: self.store,
             filter: self.filter,
             tx,
             bookmarks: self.bookmarks,
@@ -202,8 +208,17 @@ impl Plan {
             shutdown: shutdown.clone(),
             counts: [0; 4],
         };
+        let mut resp = crate::api::json_response(StatusCode::OK, body);
+        let media = MediaType {
+            encoding: w.store.encoding(),
+            shape: Shape::Object,
+        };
+        resp.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static(media.content_type(true)),
+        );
         tokio::spawn(w.run(self.start, timeout, active));
-        crate::api::json_response(StatusCode::OK, body)
+        resp
     }
 }
 
@@ -218,6 +233,8 @@ impl Drop for ActiveGuard {
 
 struct Watcher {
     cache: Arc<ResourceCache>,
+    /// The store it reads (of its encoding).
+    store: Arc<Store>,
     filter: Filter,
     trigger: Option<Trigger>,
     tx: mpsc::Sender<Bytes>,
@@ -291,16 +308,64 @@ impl Watcher {
     }
 
     fn bookmark_line(&self, rv: u64) -> Bytes {
+        self.bookmark(rv, false)
+    }
+
+    /// A BOOKMARK at `rv` in this watcher's encoding and form; `initial_end`:
+    /// the one ending a streaming list's initial events (annotated, with the
+    /// blueprint of an empty list). A protobuf bookmark is the upstream's own
+    /// empty object of the type where one has been seen.
+    fn bookmark(&self, rv: u64, initial_end: bool) -> Bytes {
         let (kind, api_version) = self.sent_type();
-        bookmark(kind, &api_version, rv)
+        if self.store.encoding() == Encoding::Json {
+            return if initial_end {
+                initial_events_end(kind, &api_version, rv)
+            } else {
+                bookmark(kind, &api_version, rv)
+            };
+        }
+        let blueprint;
+        let annotations = if initial_end {
+            use base64::Engine;
+            let empty = pb::empty_list(&api_version, &format!("{kind}List"));
+            blueprint = base64::engine::general_purpose::STANDARD.encode(empty);
+            Some([
+                ("k8s.io/initial-events-end", "true"),
+                ("k8s.io/initial-events-list-blueprint", blueprint.as_str()),
+            ])
+        } else {
+            None
+        };
+        let template = match self.form {
+            Form::Object => self.store.empty_object(),
+            // PartialObjectMetadata{1 ObjectMeta}: the type's empty metadata.
+            Form::Metadata => self.store.empty_object().and_then(|raw| {
+                let meta = pb::find(&raw, 1).ok().flatten()?;
+                let mut m = bytes::BytesMut::new();
+                pb::bytes_field(&mut m, 1, meta);
+                Some(m.freeze())
+            }),
+        };
+        let raw = pb::bookmark_raw(
+            template.as_deref(),
+            rv,
+            annotations.as_ref().map(|a| &a[..]),
+        );
+        let body = pb::envelope(&api_version, kind, &[&raw]);
+        pb::watch_frame("BOOKMARK", &[&body])
+    }
+
+    /// An ERROR event carrying `s`, in this watcher's encoding.
+    fn error_line(&self, s: &Status) -> Bytes {
+        match self.store.encoding() {
+            Encoding::Json => watch_line("ERROR", &s.to_bytes()),
+            Encoding::Protobuf => pb::watch_frame("ERROR", &[&s.to_protobuf()]),
+        }
     }
 
     /// An initial ADDED for a cached object, in this watcher's form.
     fn added_line(&self, o: &CachedObject) -> Bytes {
-        match self.form {
-            Form::Object => watch_line_of("ADDED", &[&o.json]),
-            Form::Metadata => watch_line_of("ADDED", &partial_object_metadata(o.metadata())),
-        }
+        o.watch_event("ADDED", self.form == Form::Metadata)
     }
 
     async fn run(mut self, start: Start, timeout: Duration, active: ActiveGuard) {
@@ -333,7 +398,7 @@ impl Watcher {
                     return Ok(());
                 }
                 _ = tokio::time::sleep(STALL_CHECK) => {
-                    if !self.cache.store.holds(resume) {
+                    if !self.store.holds(resume) {
                         return Err(WatchEnd::TooOld);
                     }
                 }
@@ -359,9 +424,9 @@ impl Watcher {
             let s = Status::expired(format!(
                 "too old resource version: {} ({})",
                 p.sent,
-                self.cache.store.history_from()
+                self.store.history_from()
             ));
-            let line = watch_line("ERROR", &s.to_bytes());
+            let line = self.error_line(&s);
             // Waits for room (the client may be stalled) until the watch would end anyway.
             tokio::select! {
                 _ = self.tx.send(line) => {}
@@ -372,7 +437,7 @@ impl Watcher {
     }
 
     async fn serve(&mut self, start: Start, timeout: Duration) -> WatchEnd {
-        let store = self.cache.store.clone();
+        let store = self.store.clone();
         let mut rx = store.subscribe();
         let guard = self.trigger.map(|t| store.register(t));
         let mut p = Progress {
@@ -435,8 +500,7 @@ impl Watcher {
                     }
                 }
                 if end_bookmark {
-                    let (kind, api_version) = self.sent_type();
-                    let line = initial_events_end(kind, &api_version, v.rv);
+                    let line = self.bookmark(v.rv, true);
                     if let Err(e) = self.send(line, &mut p, c).await {
                         return self.ended(e, &mut p).await;
                     }
@@ -522,7 +586,7 @@ impl Watcher {
         p: &mut Progress,
         next_lag_sample: &mut Instant,
     ) -> Result<(), WatchEnd> {
-        let store = self.cache.store.clone();
+        let store = self.store.clone();
         let mut first = true;
         loop {
             let Some((batch, current)) = store.read(p.cursor, self.trigger, BATCH) else {

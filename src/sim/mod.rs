@@ -14,7 +14,8 @@
 //! - [`write`]: create, update, patch, delete, `status`.
 //! - [`auth`]: tokens file, a small authorizer, TokenReview / SubjectAccessReview.
 //! - [`exec`]: `pods/log` and the WebSocket `pods/exec`.
-//! - [`protobuf`]: decoding the protobuf bodies client-go writes.
+//! - [`protobuf`]: protobuf answers, and decoding the protobuf bodies client-go writes.
+//! - [`schema`]: the protobuf layouts of the served kinds.
 //! - [`seed`]: realistic sample objects and background churn.
 
 pub mod auth;
@@ -23,6 +24,7 @@ pub mod protobuf;
 pub mod read;
 pub mod resources;
 pub mod route;
+pub mod schema;
 pub mod seed;
 pub mod state;
 pub mod store;

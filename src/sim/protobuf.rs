@@ -1,7 +1,9 @@
-//! Just enough of Kubernetes protobuf for kubectl's typed creates: kubectl
-//! sends `create configmap`, `create secret` and `create namespace` as
-//! `application/vnd.kubernetes.protobuf` (the `k8s\0` envelope), and a real
-//! apiserver accepts that. The sim decodes these three kinds into JSON.
+//! The sim's protobuf: its answers to protobuf clients (objects, lists,
+//! metadata-only forms and bookmarks, encoded from its JSON through
+//! [`super::schema`] in the layouts of reference 12), and just enough
+//! decoding for kubectl's typed creates (kubectl sends `create configmap`,
+//! `create secret` and `create namespace` as protobuf, and a real apiserver
+//! accepts that).
 
 use std::collections::BTreeMap;
 
@@ -9,7 +11,12 @@ use base64::Engine;
 use prost::Message;
 use serde_json::{Value, json};
 
+use super::resources::ResourceDef;
+use super::schema;
+use super::store::Obj;
 use crate::api::status::Status;
+use crate::codec::json::META_API_VERSION;
+use crate::codec::protobuf as pb;
 
 #[derive(Clone, PartialEq, Message)]
 struct TypeMeta {
@@ -148,6 +155,134 @@ pub fn decode(body: &[u8]) -> Result<Value, Status> {
     v["kind"] = json!(tm.kind);
     v["apiVersion"] = json!(tm.api_version);
     Ok(v)
+}
+
+/// A stored object's protobuf body (`k8s\0` + `runtime.Unknown`), encoded
+/// once, if its kind has one.
+pub fn body_of<'o>(def: &ResourceDef, o: &'o Obj) -> Option<&'o bytes::Bytes> {
+    o.proto.get_or_init(|| object_body(def, &o.value)).as_ref()
+}
+
+/// An object's protobuf body, if its kind has a protobuf encoding.
+fn object_body(def: &ResourceDef, v: &Value) -> Option<bytes::Bytes> {
+    if !def.gvr.is_builtin() {
+        return None;
+    }
+    let raw = schema::encode(def.kind, v)?;
+    Some(pb::envelope(&def.gvr.api_version(), def.kind, &[&raw]))
+}
+
+/// The raw of an object's `PartialObjectMetadata`: `{1 ObjectMeta}`, the
+/// object's own field 1 where it has a body, else encoded from its JSON.
+fn metadata_raw(def: &ResourceDef, o: &Obj) -> Vec<u8> {
+    let meta = match body_of(def, o) {
+        Some(body) => pb::unwrap(body)
+            .ok()
+            .and_then(|u| pb::find(u.raw, 1).ok().flatten())
+            .map(<[u8]>::to_vec)
+            .unwrap_or_default(),
+        None => schema::encode("ObjectMeta", &o.value["metadata"])
+            .map(|m| m.to_vec())
+            .unwrap_or_default(),
+    };
+    let mut raw = pb::partial_object_metadata_head(meta.len()).to_vec();
+    raw.extend_from_slice(&meta);
+    raw
+}
+
+/// An object's metadata-only body.
+pub fn metadata_body(def: &ResourceDef, o: &Obj) -> bytes::Bytes {
+    pb::envelope(
+        META_API_VERSION,
+        "PartialObjectMetadata",
+        &[&metadata_raw(def, o)],
+    )
+}
+
+/// A list body (`PodList`, or `PartialObjectMetadataList`): `ListMeta` and items.
+pub fn list_body(
+    def: &ResourceDef,
+    metadata_only: bool,
+    rv: &str,
+    cont: Option<&str>,
+    remaining: Option<usize>,
+    items: &[std::sync::Arc<Obj>],
+) -> Result<bytes::Bytes, Status> {
+    let mut raws: Vec<Vec<u8>> = Vec::with_capacity(items.len());
+    for o in items {
+        if metadata_only {
+            raws.push(metadata_raw(def, o));
+        } else {
+            let body = body_of(def, o).ok_or_else(|| no_protobuf(def))?;
+            let u = pb::unwrap(body).map_err(|e| Status::internal(e.to_string()))?;
+            raws.push(u.raw.to_vec());
+        }
+    }
+    let (api_version, kind) = if metadata_only {
+        (
+            META_API_VERSION.to_string(),
+            "PartialObjectMetadataList".to_string(),
+        )
+    } else {
+        (def.gvr.api_version(), format!("{}List", def.kind))
+    };
+    let meta = pb::list_meta(rv, cont.unwrap_or(""), remaining.map(|n| n as u64));
+    let items_len: usize = raws.iter().map(|r| pb::field_len(r.len())).sum();
+    let mut out = bytes::BytesMut::from(&pb::list_head(&api_version, &kind, &meta, items_len)[..]);
+    for r in &raws {
+        pb::bytes_field(&mut out, 2, r);
+    }
+    out.extend_from_slice(pb::UNKNOWN_TAIL);
+    Ok(out.freeze())
+}
+
+/// The 406 for protobuf of a kind the sim has no schema for.
+pub fn no_protobuf(def: &ResourceDef) -> Status {
+    Status::new(
+        406,
+        "NotAcceptable",
+        format!("the sim has no protobuf encoding of {}", def.kind),
+    )
+}
+
+/// A `BOOKMARK`'s body: the watched type empty but for its resource version
+/// (and the annotations ending a streaming list's initial events).
+pub fn bookmark_body(
+    def: &ResourceDef,
+    metadata_only: bool,
+    rv: u64,
+    initial_end: bool,
+) -> bytes::Bytes {
+    let (api_version, kind, empty) = if metadata_only {
+        let mut raw = bytes::BytesMut::new();
+        pb::bytes_field(
+            &mut raw,
+            1,
+            &schema::empty("ObjectMeta").unwrap_or_default(),
+        );
+        (META_API_VERSION.to_string(), "PartialObjectMetadata", raw)
+    } else {
+        (
+            def.gvr.api_version(),
+            def.kind,
+            schema::empty(def.kind).unwrap_or_default(),
+        )
+    };
+    let list_kind = format!("{kind}List");
+    let blueprint;
+    let annotations: Option<[(&str, &str); 2]> = if initial_end {
+        use base64::Engine;
+        blueprint = base64::engine::general_purpose::STANDARD
+            .encode(pb::empty_list(&api_version, &list_kind));
+        Some([
+            ("k8s.io/initial-events-end", "true"),
+            ("k8s.io/initial-events-list-blueprint", blueprint.as_str()),
+        ])
+    } else {
+        None
+    };
+    let raw = pb::bookmark_raw(Some(&empty), rv, annotations.as_ref().map(|a| &a[..]));
+    pb::envelope(&api_version, kind, &[&raw])
 }
 
 #[cfg(test)]

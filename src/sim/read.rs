@@ -10,10 +10,11 @@ use http::{Response, StatusCode};
 use serde_json::{Value, json};
 
 use super::resources::{RESOURCES, ResourceDef};
+use super::schema;
 use super::state::{Req, Sim, json_response, to_bytes};
 use super::store::{Obj, key};
 use crate::api::continue_token::{ContinueToken, Format as TokenFormat};
-use crate::api::media::{Choice, Shape};
+use crate::api::media::{Choice, Encoding, Shape};
 use crate::api::params::{ListOptions, RvMatch, parse_rv};
 use crate::api::path::ResourcePath;
 use crate::api::selector::{FieldSelector, LabelSelector, field_value, supported_fields};
@@ -29,6 +30,10 @@ pub enum Format {
     /// Only their metadata: `PartialObjectMetadata` (a list's items, a watch's
     /// objects) in a `PartialObjectMetadataList` for a list.
     Metadata,
+    /// Objects in protobuf.
+    Protobuf,
+    /// Only their metadata, in protobuf.
+    ProtobufMetadata,
     /// `meta.k8s.io` Table (`v1` or `v1beta1`), with row objects as given.
     Table(&'static str, IncludeObject),
 }
@@ -45,8 +50,7 @@ pub enum IncludeObject {
 }
 
 /// What the request's `Accept` gets (as kube-apiserver negotiates it; the sim
-/// offers JSON only, and answers YAML and what it does not implement with
-/// 406) for one object (`list`: false; a watch's events are objects) or a
+/// answers YAML and what it does not implement with 406) for one object (`list`: false; a watch's events are objects) or a
 /// list. Asking for the wrong metadata-only shape is the apiserver's 406.
 pub fn negotiate(r: &Req, def: &ResourceDef, list: bool) -> Result<Format, Status> {
     let include = match r.query.get("includeObject") {
@@ -57,7 +61,18 @@ pub fn negotiate(r: &Req, def: &ResourceDef, list: bool) -> Result<Format, Statu
     let not_acceptable = |m: String| Status::new(406, "NotAcceptable", m);
     match r.media {
         Choice::Media(m) => match (m.shape, list) {
+            (Shape::Object, _) if m.encoding == Encoding::Protobuf => {
+                if !schema::knows(def.kind) {
+                    return Err(super::protobuf::no_protobuf(def));
+                }
+                Ok(Format::Protobuf)
+            }
             (Shape::Object, _) => Ok(Format::Json),
+            (Shape::Metadata, false) | (Shape::MetadataList, true)
+                if m.encoding == Encoding::Protobuf =>
+            {
+                Ok(Format::ProtobufMetadata)
+            }
             (Shape::Metadata, false) | (Shape::MetadataList, true) => Ok(Format::Metadata),
             (Shape::Metadata, true) => Err(not_acceptable(format!(
                 "you requested PartialObjectMetadata, but the requested object is a list ({})",
@@ -148,6 +163,14 @@ pub async fn get(
     let bytes = match format {
         Format::Json => obj.full.clone(),
         Format::Metadata => metadata_form(&obj.full),
+        Format::Protobuf => {
+            let body = super::protobuf::body_of(def, &obj)
+                .ok_or_else(|| super::protobuf::no_protobuf(def))?;
+            return Ok(protobuf_response(body.clone()));
+        }
+        Format::ProtobufMetadata => {
+            return Ok(protobuf_response(super::protobuf::metadata_body(def, &obj)));
+        }
         Format::Table(v, inc) => to_bytes(&table(def, v, inc, &obj.rv.to_string(), None, &[obj])),
     };
     Ok(json_response(StatusCode::OK, bytes))
@@ -243,6 +266,16 @@ pub async fn list(
         None
     };
     let bytes = match format {
+        Format::Protobuf | Format::ProtobufMetadata => {
+            return Ok(protobuf_response(super::protobuf::list_body(
+                def,
+                format == Format::ProtobufMetadata,
+                &list_rv.to_string(),
+                cont.as_deref(),
+                remaining,
+                &page.items,
+            )?));
+        }
         Format::Json | Format::Metadata => list_json(
             def,
             format == Format::Metadata,
@@ -267,6 +300,16 @@ pub async fn list(
         }
     };
     Ok(json_response(StatusCode::OK, bytes))
+}
+
+/// A 200 with a protobuf body.
+fn protobuf_response(body: Bytes) -> Response<Body> {
+    let mut resp = json_response(StatusCode::OK, body);
+    resp.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/vnd.kubernetes.protobuf"),
+    );
+    resp
 }
 
 /// One page of a list.

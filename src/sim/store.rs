@@ -6,7 +6,7 @@
 //! tokens are served; older revisions are "compacted" (410).
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -28,6 +28,9 @@ pub struct Obj {
     pub item: Bytes,
     /// Its `metadata.resourceVersion`.
     pub rv: u64,
+    /// Its protobuf body, encoded on first use by `sim::protobuf::body_of`
+    /// (`None`: a kind without one).
+    pub proto: OnceLock<Option<Bytes>>,
 }
 
 impl Obj {
@@ -52,6 +55,7 @@ impl Obj {
             full,
             item,
             rv,
+            proto: OnceLock::new(),
         })
     }
 }

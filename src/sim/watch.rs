@@ -105,7 +105,13 @@ pub fn watch(
         };
         w.run(start, timeout).await;
     });
-    let resp = crate::api::json_response(StatusCode::OK, body);
+    let mut resp = crate::api::json_response(StatusCode::OK, body);
+    if matches!(format, Format::Protobuf | Format::ProtobufMetadata) {
+        resp.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/vnd.kubernetes.protobuf;stream=watch"),
+        );
+    }
     Ok(resp)
 }
 
@@ -120,9 +126,29 @@ struct Watcher {
 }
 
 impl Watcher {
+    /// Whether this watcher is sent protobuf frames.
+    fn protobuf(&self) -> bool {
+        matches!(self.format, Format::Protobuf | Format::ProtobufMetadata)
+    }
+
+    /// Sends one event of `object`'s body (JSON, or an enveloped protobuf body).
     async fn send(&self, etype: &str, object: &[u8]) -> bool {
-        self.send_line(crate::codec::json::watch_line(etype, object))
-            .await
+        let line = if self.protobuf() {
+            crate::codec::protobuf::watch_frame(etype, &[object])
+        } else {
+            crate::codec::json::watch_line(etype, object)
+        };
+        self.send_line(line).await
+    }
+
+    /// Sends an ERROR event of `s` in this watcher's encoding.
+    async fn send_error(&self, s: &Status) -> bool {
+        let body = if self.protobuf() {
+            s.to_protobuf()
+        } else {
+            s.to_bytes()
+        };
+        self.send("ERROR", &body).await
     }
 
     async fn send_line(&self, line: Bytes) -> bool {
@@ -133,6 +159,14 @@ impl Watcher {
         match self.format {
             Format::Json => self.send(etype, &obj.full).await,
             Format::Metadata => self.send(etype, &metadata_form(&obj.full)).await,
+            Format::Protobuf => match super::protobuf::body_of(self.def, obj) {
+                Some(body) => self.send(etype, body).await,
+                None => false,
+            },
+            Format::ProtobufMetadata => {
+                let body = super::protobuf::metadata_body(self.def, obj);
+                self.send(etype, &body).await
+            }
             Format::Table(v, inc) => {
                 let t = table(
                     self.def,
@@ -149,6 +183,11 @@ impl Watcher {
     }
 
     async fn bookmark(&self, rv: u64, initial_end: bool) -> bool {
+        if self.protobuf() {
+            let metadata_only = self.format == Format::ProtobufMetadata;
+            let body = super::protobuf::bookmark_body(self.def, metadata_only, rv, initial_end);
+            return self.send("BOOKMARK", &body).await;
+        }
         let (kind, av) = match self.format {
             Format::Metadata => (
                 "PartialObjectMetadata",
@@ -188,6 +227,7 @@ impl Watcher {
                     item: Bytes::new(),
                     value: v,
                     rv: ev.rv,
+                    proto: Default::default(),
                 });
                 self.send_obj("DELETED", &o).await
             }
@@ -213,7 +253,7 @@ impl Watcher {
                         "too old resource version: {n} ({})",
                         too_old.oldest
                     ));
-                    self.send("ERROR", &s.to_bytes()).await;
+                    self.send_error(&s).await;
                     return;
                 }
             },
@@ -268,7 +308,7 @@ impl Watcher {
                     }
                     Err(RecvError::Lagged(_)) => {
                         let s = Status::expired(format!("too old resource version: {seen_rv} ({})", store.compacted()));
-                        self.send("ERROR", &s.to_bytes()).await;
+                        self.send_error(&s).await;
                         return;
                     }
                     Err(RecvError::Closed) => return,

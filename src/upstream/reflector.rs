@@ -21,9 +21,11 @@ use serde_json::value::RawValue;
 
 use super::Upstream;
 use crate::api::ApiResource;
+use crate::api::media::Encoding;
 use crate::api::query;
-use crate::cache::object::{ObjectError, Objects, TypeInfo};
+use crate::cache::object::{CachedObject, ObjectError, Objects, TypeInfo};
 use crate::cache::store::{Change, Serving, Store};
+use crate::codec::protobuf as pb;
 use crate::metrics;
 use crate::shutdown::Signal;
 
@@ -79,6 +81,33 @@ struct Bookmark {
     metadata: BookmarkMeta,
 }
 
+/// An object the upstream sent that the cache cannot hold: a resource
+/// version that is not an integer makes the resource uncacheable; anything
+/// else is malformed data (relist).
+fn object_error(e: ObjectError) -> StepError {
+    match e {
+        ObjectError::BadResourceVersion(_) => StepError::Uncacheable(e),
+        e => StepError::Malformed(e.to_string()),
+    }
+}
+
+/// One event of a streaming list's initial phase into `objects`; `Some(rv)` at its end.
+fn initial_event(ev: Decoded, objects: &mut Objects) -> Result<Option<u64>, StepError> {
+    match ev {
+        Decoded::Put("ADDED", o) => {
+            objects.insert(o.key.clone(), Arc::new(o));
+            Ok(None)
+        }
+        Decoded::Bookmark { rv, end } => Ok(end.then_some(rv)),
+        Decoded::Put(kind, _) => Err(StepError::StreamingUnsupported(format!(
+            "{kind} event before the initial-events-end bookmark"
+        ))),
+        Decoded::Deleted(_) => Err(StepError::StreamingUnsupported(
+            "DELETED event before the initial-events-end bookmark".into(),
+        )),
+    }
+}
+
 /// Tunables.
 #[derive(Debug, Clone)]
 pub struct ReflectorConfig {
@@ -86,6 +115,18 @@ pub struct ReflectorConfig {
     pub page_size: usize,
     /// Try streaming lists (`sendInitialEvents`) before paged LISTs.
     pub streaming_lists: bool,
+    /// What the store holds: the upstream's JSON, or its protobuf.
+    pub encoding: Encoding,
+}
+
+/// One watch event, decoded as far as the cache needs.
+enum Decoded {
+    /// ADDED or MODIFIED: the object's new state.
+    Put(&'static str, CachedObject),
+    /// DELETED: its last state.
+    Deleted(CachedObject),
+    /// A BOOKMARK at this version; `end`: it ends a streaming list's initial events.
+    Bookmark { rv: u64, end: bool },
 }
 
 /// Keeps `store` equal to the upstream's state of `resource`.
@@ -126,12 +167,6 @@ struct WatchEvent<'a> {
     object: &'a RawValue,
 }
 
-#[derive(Deserialize)]
-struct RvOnly<'a> {
-    #[serde(borrow)]
-    metadata: ListMeta<'a>,
-}
-
 impl Reflector {
     /// Publishes the cache's size, version and event log after a change.
     fn record(&self, v: &crate::cache::store::Version) {
@@ -155,7 +190,10 @@ impl Reflector {
             // do. A paged LIST confirms it from the first page.
             items_typed: !resource.gvr.is_builtin(),
         };
-        let label = resource.gvr.to_string();
+        let label = match config.encoding {
+            Encoding::Json => resource.gvr.to_string(),
+            Encoding::Protobuf => format!("{}:protobuf", resource.gvr),
+        };
         let streaming = config.streaming_lists;
         Reflector {
             upstream,
@@ -172,8 +210,12 @@ impl Reflector {
     /// `GET {collection}?{query}` with r8s's credentials, any status.
     async fn request(&self, query: &str) -> Result<http::Response<Incoming>, StepError> {
         let uri = format!("{}?{query}", self.resource.gvr.collection_path());
+        let accept = match self.config.encoding {
+            Encoding::Json => "application/json",
+            Encoding::Protobuf => "application/vnd.kubernetes.protobuf",
+        };
         let (parts, ()) = Request::get(uri)
-            .header("accept", "application/json")
+            .header("accept", accept)
             .body(())
             .map_err(|e| StepError::Failed(e.to_string()))?
             .into_parts();
@@ -183,11 +225,35 @@ impl Reflector {
             .map_err(|e| StepError::Failed(e.to_string()))
     }
 
+    /// A 200 in the encoding asked for: an upstream that answers a
+    /// protobuf request in JSON (a resource without protobuf, a server that
+    /// does not speak it) makes this encoding uncacheable, not a relist loop.
+    fn check_encoding(&self, resp: &http::Response<Incoming>) -> Result<(), StepError> {
+        if self.config.encoding == Encoding::Json {
+            return Ok(());
+        }
+        let ctype = resp
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        if ctype.starts_with("application/vnd.kubernetes.protobuf") {
+            Ok(())
+        } else {
+            Err(StepError::Uncacheable(ObjectError::Malformed(format!(
+                "the upstream answers protobuf requests with Content-Type {ctype:?}"
+            ))))
+        }
+    }
+
     /// A list or watch request: 200, or the error its status means.
     async fn get(&self, query: &str) -> Result<http::Response<Incoming>, StepError> {
         let resp = self.request(query).await?;
         match resp.status() {
-            StatusCode::OK => Ok(resp),
+            StatusCode::OK => {
+                self.check_encoding(&resp)?;
+                Ok(resp)
+            }
             StatusCode::GONE => Err(StepError::Expired),
             s => Err(StepError::Failed(format!(
                 "GET {}: HTTP {s}",
@@ -221,35 +287,85 @@ impl Reflector {
                     scratch.extend_from_slice(&data);
                 }
             }
-            let body = &scratch[..];
-            let page: ListPage =
-                serde_json::from_slice(body).map_err(|e| StepError::Malformed(e.to_string()))?;
-            if first {
-                self.info.items_typed = page
-                    .items
-                    .first()
-                    .is_some_and(|i| i.get().contains("\"kind\""));
-                first = false;
-            }
-            for item in &page.items {
-                let o = self
-                    .info
-                    .parse(item.get().as_bytes())
-                    .map_err(|e| match e {
-                        ObjectError::BadResourceVersion(_) => StepError::Uncacheable(e),
-                        e => StepError::Malformed(e.to_string()),
-                    })?;
-                objects.insert(o.key.clone(), Arc::new(o));
-            }
-            let rv_s = page.metadata.resource_version.as_deref().unwrap_or("");
+            let (rv_s, next) = match self.config.encoding {
+                Encoding::Json => self.json_page(&scratch, &mut objects, &mut first)?,
+                Encoding::Protobuf => self.protobuf_page(&scratch, &mut objects)?,
+            };
             let rv: u64 = rv_s.parse().map_err(|_| {
                 StepError::Uncacheable(ObjectError::BadResourceVersion(rv_s.to_string()))
             })?;
-            match page.metadata.cont.as_deref() {
-                Some(c) if !c.is_empty() => cont = c.to_string(),
+            match next {
+                Some(c) if !c.is_empty() => cont = c,
                 _ => return Ok((objects, rv)),
             }
         }
+    }
+
+    /// One JSON LIST page into `objects`: its resource version and continue token.
+    fn json_page(
+        &mut self,
+        body: &[u8],
+        objects: &mut Objects,
+        first: &mut bool,
+    ) -> Result<(String, Option<String>), StepError> {
+        let page: ListPage =
+            serde_json::from_slice(body).map_err(|e| StepError::Malformed(e.to_string()))?;
+        if *first {
+            self.info.items_typed = page
+                .items
+                .first()
+                .is_some_and(|i| i.get().contains("\"kind\""));
+            *first = false;
+        }
+        for item in &page.items {
+            let o = self
+                .info
+                .parse(item.get().as_bytes())
+                .map_err(object_error)?;
+            objects.insert(o.key.clone(), Arc::new(o));
+        }
+        Ok((
+            page.metadata
+                .resource_version
+                .as_deref()
+                .unwrap_or("")
+                .to_string(),
+            page.metadata.cont.map(|c| c.into_owned()),
+        ))
+    }
+
+    /// One protobuf LIST page (`k8s\0` + Unknown{raw: XList{1 ListMeta, 2 items}}).
+    fn protobuf_page(
+        &self,
+        body: &[u8],
+        objects: &mut Objects,
+    ) -> Result<(String, Option<String>), StepError> {
+        let bad = |e: pb::Malformed| StepError::Malformed(e.to_string());
+        let u = pb::unwrap(body).map_err(bad)?;
+        let (mut rv, mut cont) = (String::new(), None);
+        for f in pb::fields(u.raw) {
+            let f = f.map_err(bad)?;
+            let pb::Value::Bytes(v) = f.value else {
+                continue;
+            };
+            match f.number {
+                1 => {
+                    let text = |n| {
+                        pb::find(v, n)
+                            .map(|b| String::from_utf8_lossy(b.unwrap_or_default()).into_owned())
+                            .map_err(bad)
+                    };
+                    rv = text(2)?;
+                    cont = Some(text(3)?);
+                }
+                2 => {
+                    let o = self.info.parse_protobuf(v, false).map_err(object_error)?;
+                    objects.insert(o.key.clone(), Arc::new(o));
+                }
+                _ => {}
+            }
+        }
+        Ok((rv, cont))
     }
 
     /// One watch stream from `rv`; returns the last version seen when it ends cleanly.
@@ -277,7 +393,7 @@ impl Reflector {
         );
         let resp = self.request(&q).await?;
         match resp.status() {
-            StatusCode::OK => {}
+            StatusCode::OK => self.check_encoding(&resp)?,
             s if s.is_client_error()
                 && s != StatusCode::GONE
                 && s != StatusCode::TOO_MANY_REQUESTS =>
@@ -324,20 +440,16 @@ impl Reflector {
                 continue;
             };
             buf.extend_from_slice(&data);
-            while let Some(nl) = buf.iter().position(|b| *b == b'\n') {
-                let line = buf.split_to(nl + 1).freeze();
-                let line = line.slice(..nl);
-                if line.iter().all(u8::is_ascii_whitespace) {
-                    continue;
-                }
+            while let Some(unit) = self.next_unit(&mut buf)? {
+                let ev = self.decode(&unit)?;
                 let Some(objects) = initial.as_mut() else {
-                    rv = self.apply_event(&line, rv)?;
+                    rv = self.apply_event(ev, rv)?;
                     continue;
                 };
                 quiet
                     .as_mut()
                     .reset(tokio::time::Instant::now() + INITIAL_EVENTS_QUIET);
-                if let Some(end) = self.initial_event(&line, objects)? {
+                if let Some(end) = initial_event(ev, objects)? {
                     let objects = initial.take().expect("in the initial phase");
                     let v = self.store.apply(vec![Change::Replace(objects, end)]);
                     self.record(&v);
@@ -352,33 +464,74 @@ impl Reflector {
         }
     }
 
-    /// One event of a streaming list's initial phase; `Some(rv)` at its end.
-    fn initial_event(
-        &mut self,
-        line: &Bytes,
-        objects: &mut Objects,
-    ) -> Result<Option<u64>, StepError> {
-        let ev: WatchEvent =
-            serde_json::from_slice(line).map_err(|e| StepError::Malformed(e.to_string()))?;
-        match &*ev.kind {
-            "ADDED" => {
-                let o = self
-                    .info
-                    .parse(ev.object.get().as_bytes())
-                    .map_err(|e| match e {
-                        ObjectError::BadResourceVersion(_) => StepError::Uncacheable(e),
-                        e => StepError::Malformed(e.to_string()),
-                    })?;
-                objects.insert(o.key.clone(), Arc::new(o));
+    /// The next whole event in `buf`: a JSON line, or a protobuf frame.
+    fn next_unit(&self, buf: &mut BytesMut) -> Result<Option<Bytes>, StepError> {
+        match self.config.encoding {
+            Encoding::Json => {
+                while let Some(nl) = buf.iter().position(|b| *b == b'\n') {
+                    let line = buf.split_to(nl + 1).freeze().slice(..nl);
+                    if !line.iter().all(u8::is_ascii_whitespace) {
+                        return Ok(Some(line));
+                    }
+                }
                 Ok(None)
             }
-            "BOOKMARK" => {
-                let b: Bookmark = serde_json::from_str(ev.object.get())
+            Encoding::Protobuf => match pb::next_frame_raw(buf) {
+                None => Ok(None),
+                Some(frame) => Ok(Some(frame)),
+            },
+        }
+    }
+
+    /// One watch event, decoded: its object parsed, a bookmark's version
+    /// read, an ERROR turned into what it means for the reflector.
+    fn decode(&self, unit: &[u8]) -> Result<Decoded, StepError> {
+        let (kind, object, owned);
+        match self.config.encoding {
+            Encoding::Json => {
+                let ev: WatchEvent = serde_json::from_slice(unit)
+                    .map_err(|e| StepError::Malformed(e.to_string()))?;
+                owned = ev.kind.into_owned();
+                kind = owned.as_str();
+                object = ev.object.get().as_bytes();
+            }
+            Encoding::Protobuf => {
+                let (k, o) =
+                    pb::watch_event(unit).map_err(|e| StepError::Malformed(e.to_string()))?;
+                owned = String::from_utf8_lossy(k).into_owned();
+                kind = owned.as_str();
+                object = o;
+            }
+        }
+        let parse = |b: &[u8]| match self.config.encoding {
+            Encoding::Json => self.info.parse(b),
+            Encoding::Protobuf => self.info.parse_protobuf(b, true),
+        };
+        let decoded = match kind {
+            "ADDED" => Decoded::Put("ADDED", parse(object).map_err(object_error)?),
+            "MODIFIED" => Decoded::Put("MODIFIED", parse(object).map_err(object_error)?),
+            "DELETED" => Decoded::Deleted(parse(object).map_err(object_error)?),
+            "BOOKMARK" => self.bookmark(object)?,
+            "ERROR" => return Err(self.watch_error(object)),
+            other => {
+                return Err(StepError::Malformed(format!(
+                    "unknown watch event type {other:?}"
+                )));
+            }
+        };
+        Ok(decoded)
+    }
+
+    /// A BOOKMARK's version and whether it ends the initial events. A
+    /// protobuf store keeps the first plain one as its bookmarks' template.
+    fn bookmark(&self, object: &[u8]) -> Result<Decoded, StepError> {
+        let bad_rv = |s: &str| StepError::Malformed(format!("bookmark resourceVersion {s:?}"));
+        match self.config.encoding {
+            Encoding::Json => {
+                let b: Bookmark = serde_json::from_slice(object)
                     .map_err(|e| StepError::Malformed(e.to_string()))?;
                 let s = b.metadata.resource_version.as_deref().unwrap_or("");
-                let rv: u64 = s
-                    .parse()
-                    .map_err(|_| StepError::Malformed(format!("bookmark resourceVersion {s:?}")))?;
+                let rv: u64 = s.parse().map_err(|_| bad_rv(s))?;
                 let end = b
                     .metadata
                     .annotations
@@ -386,66 +539,82 @@ impl Reflector {
                     .and_then(|a| a.get("k8s.io/initial-events-end"))
                     .map(String::as_str)
                     == Some("true");
-                Ok(end.then_some(rv))
+                Ok(Decoded::Bookmark { rv, end })
             }
-            "ERROR" => {
-                let s: serde_json::Value =
-                    serde_json::from_str(ev.object.get()).unwrap_or_default();
-                Err(if s["code"] == 410 {
-                    StepError::Expired
-                } else {
-                    StepError::Failed(format!("watch ERROR event: {}", s["message"]))
-                })
+            Encoding::Protobuf => {
+                let bad = |e: pb::Malformed| StepError::Malformed(e.to_string());
+                let u = pb::unwrap(object).map_err(bad)?;
+                let meta = pb::find(u.raw, 1).map_err(bad)?.unwrap_or_default();
+                let s =
+                    String::from_utf8_lossy(pb::find(meta, 6).map_err(bad)?.unwrap_or_default());
+                let rv: u64 = s.parse().map_err(|_| bad_rv(&s))?;
+                let mut annotated = false;
+                let mut end = false;
+                for f in pb::fields(meta) {
+                    let f = f.map_err(bad)?;
+                    if let (12, pb::Value::Bytes(entry)) = (f.number, f.value) {
+                        annotated = true;
+                        end |= pb::find(entry, 1).map_err(bad)?
+                            == Some(b"k8s.io/initial-events-end")
+                            && pb::find(entry, 2).map_err(bad)? == Some(b"true");
+                    }
+                }
+                // The type's empty object (a streaming list's last bookmark
+                // is the same, annotated): the template of r8s's bookmarks.
+                if self.store.empty_object().is_none() {
+                    let plain = if annotated {
+                        pb::with_metadata(u.raw, rv, Some(&[]))
+                            .map_err(bad)?
+                            .freeze()
+                    } else {
+                        Bytes::copy_from_slice(u.raw)
+                    };
+                    self.store.learn_empty_object(&plain);
+                }
+                Ok(Decoded::Bookmark { rv, end })
             }
-            other => Err(StepError::StreamingUnsupported(format!(
-                "{other} event before the initial-events-end bookmark"
-            ))),
         }
     }
 
-    fn apply_event(&mut self, line: &Bytes, rv: u64) -> Result<u64, StepError> {
-        let ev: WatchEvent =
-            serde_json::from_slice(line).map_err(|e| StepError::Malformed(e.to_string()))?;
-        metrics::reflector_event(&self.label, &ev.kind);
-        let parse = |raw: &RawValue| {
-            self.info.parse(raw.get().as_bytes()).map_err(|e| match e {
-                ObjectError::BadResourceVersion(_) => StepError::Uncacheable(e),
-                e => StepError::Malformed(e.to_string()),
-            })
+    /// What an ERROR event means: 410 relists, anything else retries.
+    fn watch_error(&self, object: &[u8]) -> StepError {
+        let (code, message) = match self.config.encoding {
+            Encoding::Json => {
+                let s: serde_json::Value = serde_json::from_slice(object).unwrap_or_default();
+                (s["code"].as_u64(), s["message"].to_string())
+            }
+            Encoding::Protobuf => {
+                let raw = pb::unwrap(object).map(|u| u.raw).unwrap_or_default();
+                let code = match pb::find_path(raw, &[6]) {
+                    Ok(Some(pb::Value::Varint(c))) => Some(c),
+                    _ => None,
+                };
+                let message = pb::find(raw, 3).ok().flatten().unwrap_or_default();
+                (code, format!("{:?}", String::from_utf8_lossy(message)))
+            }
         };
-        let change =
-            match &*ev.kind {
-                "ADDED" | "MODIFIED" => {
-                    let o = parse(ev.object)?;
-                    Change::Put(Arc::new(o))
-                }
-                "DELETED" => {
-                    let o = parse(ev.object)?;
-                    Change::Delete(Arc::new(o))
-                }
-                "BOOKMARK" => {
-                    let m: RvOnly = serde_json::from_str(ev.object.get())
-                        .map_err(|e| StepError::Malformed(e.to_string()))?;
-                    let s = m.metadata.resource_version.as_deref().unwrap_or("");
-                    Change::Progress(s.parse().map_err(|_| {
-                        StepError::Malformed(format!("bookmark resourceVersion {s:?}"))
-                    })?)
-                }
-                "ERROR" => {
-                    let s: serde_json::Value =
-                        serde_json::from_str(ev.object.get()).unwrap_or_default();
-                    return Err(if s["code"] == 410 {
-                        StepError::Expired
-                    } else {
-                        StepError::Failed(format!("watch ERROR event: {}", s["message"]))
-                    });
-                }
-                other => {
-                    return Err(StepError::Malformed(format!(
-                        "unknown watch event type {other:?}"
-                    )));
-                }
-            };
+        if code == Some(410) {
+            StepError::Expired
+        } else {
+            StepError::Failed(format!("watch ERROR event: {message}"))
+        }
+    }
+
+    fn apply_event(&mut self, ev: Decoded, rv: u64) -> Result<u64, StepError> {
+        let change = match ev {
+            Decoded::Put(kind, o) => {
+                metrics::reflector_event(&self.label, kind);
+                Change::Put(Arc::new(o))
+            }
+            Decoded::Deleted(o) => {
+                metrics::reflector_event(&self.label, "DELETED");
+                Change::Delete(Arc::new(o))
+            }
+            Decoded::Bookmark { rv, .. } => {
+                metrics::reflector_event(&self.label, "BOOKMARK");
+                Change::Progress(rv)
+            }
+        };
         let v = self.store.apply(vec![change]);
         self.record(&v);
         self.last_rv = v.rv.max(rv);

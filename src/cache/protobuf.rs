@@ -1,0 +1,289 @@
+//! Cached objects from protobuf: the upstream's body kept as it came, its
+//! key, resource version, labels and selectable fields read from the bytes
+//! (`ObjectMeta` and the few spec/status fields the apiserver lets clients
+//! select on), never decoded into types.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::object::{CachedObject, LABEL, ObjectError, Owned, Span, TypeInfo};
+use crate::api::media::Encoding;
+use crate::api::selector::supported_fields;
+use crate::codec::protobuf::{self as pb, Malformed, Value};
+
+/// `ObjectMeta` field numbers r8s reads.
+const META_NAME: u32 = 1;
+const META_NAMESPACE: u32 = 3;
+const META_RESOURCE_VERSION: u32 = 6;
+const META_LABELS: u32 = 11;
+
+/// Where a selectable field lies in a core/v1 object's message (the
+/// generated.proto numbers, stable across Kubernetes versions).
+fn field_path(resource: &str, field: &str) -> Option<&'static [u32]> {
+    Some(match (resource, field) {
+        ("pods", "spec.nodeName") => &[2, 10],
+        ("pods", "spec.restartPolicy") => &[2, 3],
+        ("pods", "spec.schedulerName") => &[2, 19],
+        ("pods", "spec.serviceAccountName") => &[2, 8],
+        ("pods", "spec.hostNetwork") => &[2, 11],
+        ("pods", "status.phase") => &[3, 1],
+        ("pods", "status.podIP") => &[3, 6],
+        ("pods", "status.nominatedNodeName") => &[3, 11],
+        ("secrets", "type") => &[3],
+        ("nodes", "spec.unschedulable") => &[2, 4],
+        ("namespaces", "status.phase") => &[3, 1],
+        ("events", "involvedObject.kind") => &[2, 1],
+        ("events", "involvedObject.namespace") => &[2, 2],
+        ("events", "involvedObject.name") => &[2, 3],
+        ("events", "involvedObject.uid") => &[2, 4],
+        ("events", "involvedObject.apiVersion") => &[2, 5],
+        ("events", "involvedObject.resourceVersion") => &[2, 6],
+        ("events", "involvedObject.fieldPath") => &[2, 7],
+        ("events", "reason") => &[3],
+        ("events", "source") => &[5, 1],
+        ("events", "type") => &[9],
+        ("events", "reportingComponent") => &[14],
+        _ => return None,
+    })
+}
+
+fn malformed(e: Malformed) -> ObjectError {
+    ObjectError::Malformed(e.to_string())
+}
+
+impl TypeInfo {
+    /// Parses a protobuf object: a whole body (`enveloped`, as a watch event
+    /// carries it) or a list item (its raw, wrapped here in the envelope a
+    /// GET would carry).
+    pub fn parse_protobuf(&self, src: &[u8], enveloped: bool) -> Result<CachedObject, ObjectError> {
+        let body = if enveloped {
+            Bytes::copy_from_slice(src)
+        } else {
+            pb::envelope(&self.api_version, &self.kind, &[src])
+        };
+        let field_names = supported_fields(&self.resource);
+        // Field paths hold for core/v1 only (events.k8s.io's Event differs).
+        let core = self.api_version == "v1";
+        let paths: Vec<Option<&[u32]>> = field_names
+            .iter()
+            .map(|f| field_path(&self.resource, f).filter(|_| core))
+            .collect();
+        parse(body, field_names, &paths)
+    }
+}
+
+/// A cached object over `body`, an enveloped protobuf object.
+fn parse(
+    body: Bytes,
+    field_names: &'static [&'static str],
+    paths: &[Option<&[u32]>],
+) -> Result<CachedObject, ObjectError> {
+    let u = pb::unwrap(&body).map_err(malformed)?;
+    let base = body.as_ptr() as usize;
+    let offset = |s: &[u8]| (s.as_ptr() as usize - base) as u32;
+    let meta = pb::find(u.raw, 1)
+        .map_err(malformed)?
+        .ok_or_else(|| ObjectError::Malformed("no metadata".into()))?;
+    fn text(b: &[u8]) -> Result<&str, ObjectError> {
+        std::str::from_utf8(b).map_err(|_| ObjectError::Malformed("a string is not UTF-8".into()))
+    }
+    let (mut name, mut namespace, mut rv) = ("", "", "");
+    let mut spans = Vec::new();
+    for f in pb::fields(meta) {
+        let f = f.map_err(malformed)?;
+        let Value::Bytes(v) = f.value else { continue };
+        match f.number {
+            META_NAME => name = text(v)?,
+            META_NAMESPACE => namespace = text(v)?,
+            META_RESOURCE_VERSION => rv = text(v)?,
+            META_LABELS => {
+                let k = pb::find(v, 1).map_err(malformed)?.unwrap_or_default();
+                let val = pb::find(v, 2).map_err(malformed)?.unwrap_or_default();
+                text(k)?;
+                text(val)?;
+                spans.push(span(LABEL, offset(k), k.len(), offset(val), val.len())?);
+            }
+            _ => {}
+        }
+    }
+    if name.is_empty() {
+        return Err(ObjectError::Malformed("no metadata.name".into()));
+    }
+    let rv = rv
+        .parse::<u64>()
+        .map_err(|_| ObjectError::BadResourceVersion(rv.to_string()))?;
+    let mut owned: Vec<Owned> = Vec::new();
+    for (i, path) in paths.iter().enumerate() {
+        let Some(path) = path else { continue };
+        match pb::find_path(u.raw, path).map_err(malformed)? {
+            Some(Value::Bytes(v)) if !v.is_empty() => {
+                text(v)?;
+                spans.push(span(i as u8, 0, 0, offset(v), v.len())?);
+            }
+            Some(Value::Varint(b)) => {
+                let b = if b != 0 { "true" } else { "false" };
+                owned.push((i as u8, Box::from(""), Box::from(b)));
+            }
+            _ => {}
+        }
+    }
+    let key: Arc<str> = if namespace.is_empty() {
+        Arc::from(name)
+    } else {
+        Arc::from(format!("{namespace}/{name}"))
+    };
+    Ok(CachedObject {
+        key,
+        ns_len: namespace.len(),
+        rv,
+        item_skip: u.raw_at,
+        meta: (offset(meta), meta.len() as u32),
+        spans: spans.into_boxed_slice(),
+        owned: owned.into_boxed_slice(),
+        field_names,
+        encoding: Encoding::Protobuf,
+        body,
+    })
+}
+
+fn span(
+    what: u8,
+    key_at: u32,
+    key_len: usize,
+    val_at: u32,
+    val_len: usize,
+) -> Result<Span, ObjectError> {
+    let short = |n: usize| {
+        u16::try_from(n).map_err(|_| ObjectError::Malformed("a label or field over 64 KiB".into()))
+    };
+    Ok(Span {
+        what,
+        key_at,
+        key_len: short(key_len)?,
+        val_at,
+        val_len: short(val_len)?,
+    })
+}
+
+/// A protobuf object's last state stamped with resource version `rv`: its
+/// `ObjectMeta.resourceVersion` rewritten, every other byte kept.
+pub(super) fn at_version(o: &CachedObject, rv: u64) -> CachedObject {
+    let stamped = pb::unwrap(&o.body).ok().and_then(|u| {
+        let raw = pb::with_metadata(u.raw, rv, None).ok()?;
+        let api_version = std::str::from_utf8(u.api_version).ok()?;
+        let kind = std::str::from_utf8(u.kind).ok()?;
+        Some((
+            api_version == "v1",
+            pb::envelope(api_version, kind, &[&raw]),
+        ))
+    });
+    let resource = resource_of(o.field_names);
+    stamped
+        .and_then(|(core, body)| {
+            let paths: Vec<Option<&[u32]>> = o
+                .field_names
+                .iter()
+                .map(|f| field_path(resource, f).filter(|_| core))
+                .collect();
+            parse(body, o.field_names, &paths).ok()
+        })
+        .unwrap_or_else(|| CachedObject {
+            key: o.key.clone(),
+            body: o.body.clone(),
+            spans: o.spans.clone(),
+            owned: o.owned.clone(),
+            rv,
+            ..*o
+        })
+}
+
+/// The resource whose selectable fields are `names` (they are one static per resource).
+fn resource_of(names: &'static [&'static str]) -> &'static str {
+    ["pods", "secrets", "nodes", "namespaces", "events"]
+        .into_iter()
+        .find(|r| std::ptr::eq(supported_fields(r), names))
+        .unwrap_or("")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::selector::{FieldSelector, LabelSelector, Selectors};
+    use crate::codec::json::ListItem;
+
+    fn pod_raw(rv: &str) -> Vec<u8> {
+        let mut meta = bytes::BytesMut::new();
+        pb::bytes_field(&mut meta, 1, b"p");
+        pb::bytes_field(&mut meta, 3, b"ns");
+        pb::bytes_field(&mut meta, 6, rv.as_bytes());
+        let mut label = bytes::BytesMut::new();
+        pb::bytes_field(&mut label, 1, b"app");
+        pb::bytes_field(&mut label, 2, b"web");
+        pb::bytes_field(&mut meta, 11, &label);
+        let mut spec = bytes::BytesMut::new();
+        pb::bytes_field(&mut spec, 10, b"n1");
+        pb::varint_field(&mut spec, 11, 1);
+        let mut status = bytes::BytesMut::new();
+        pb::bytes_field(&mut status, 1, b"Running");
+        let mut raw = bytes::BytesMut::new();
+        pb::bytes_field(&mut raw, 1, &meta);
+        pb::bytes_field(&mut raw, 2, &spec);
+        pb::bytes_field(&mut raw, 3, &status);
+        raw.to_vec()
+    }
+
+    fn info() -> TypeInfo {
+        TypeInfo {
+            kind: "Pod".into(),
+            api_version: "v1".into(),
+            resource: "pods".into(),
+            items_typed: false,
+        }
+    }
+
+    #[test]
+    fn should_read_key_labels_and_fields_from_the_bytes() {
+        let raw = pod_raw("7");
+        let o = info().parse_protobuf(&raw, false).unwrap();
+        assert_eq!((o.namespace(), o.name(), o.rv), ("ns", "p", 7));
+        assert_eq!(o.label("app"), Some("web"));
+        assert_eq!(o.field("spec.nodeName"), "n1");
+        assert_eq!(o.field("spec.hostNetwork"), "true");
+        assert_eq!(o.field("status.phase"), "Running");
+        assert_eq!(o.field("status.podIP"), "");
+        assert_eq!(o.raw(), &raw[..], "a list item is the object's raw");
+        assert!(o.body.starts_with(b"k8s\0\x0a\x09\x0a\x02v1\x12\x03Pod"));
+        let mut item = bytes::BytesMut::new();
+        o.write_item(&mut item);
+        assert_eq!(item.len(), o.item_len());
+        assert_eq!(&item[item.len() - raw.len()..], &raw[..]);
+        let same = info().parse_protobuf(&o.body, true).unwrap();
+        assert_eq!(same.body, o.body);
+        let s = Selectors {
+            labels: LabelSelector::parse("app=web").unwrap(),
+            fields: FieldSelector::parse("spec.nodeName=n1", supported_fields("pods")).unwrap(),
+        };
+        assert!(o.matches(&s));
+        assert_eq!(o.metadata(), pb::find(&raw, 1).unwrap().unwrap());
+    }
+
+    #[test]
+    fn should_stamp_a_version_keeping_the_rest() {
+        let o = info().parse_protobuf(&pod_raw("7"), false).unwrap();
+        let d = at_version(&o, 1234);
+        assert_eq!(d.rv, 1234);
+        assert_eq!(d.field("spec.nodeName"), "n1");
+        assert_eq!(d.label("app"), Some("web"));
+        let want = info().parse_protobuf(&pod_raw("1234"), false).unwrap();
+        assert_eq!(d.body, want.body);
+    }
+
+    #[test]
+    fn should_refuse_malformed_objects() {
+        assert!(info().parse_protobuf(b"\x0a\x05ab", false).is_err());
+        assert!(info().parse_protobuf(b"{}", true).is_err());
+        let no_rv = info().parse_protobuf(&pod_raw("x"), false);
+        assert!(matches!(no_rv, Err(ObjectError::BadResourceVersion(_))));
+    }
+}
