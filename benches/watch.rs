@@ -646,7 +646,7 @@ async fn all_pods() {
         );
     }
     let m = setup.metrics().await;
-    let encodings = metric(&m, "r8s_watch_encodings_total");
+    let encodings = metric(&m, r#"r8s_watch_encodings_total{encoding="json"}"#);
     let events = upstream_events(&m);
     println!();
     println!(
@@ -794,7 +794,10 @@ async fn kubelets() {
         &NODES.to_string(),
     ])
     .await;
-    let enc0 = metric(&setup.metrics().await, "r8s_watch_encodings_total");
+    let enc0 = metric(
+        &setup.metrics().await,
+        r#"r8s_watch_encodings_total{encoding="json"}"#,
+    );
     let ev0 = upstream_events(&setup.metrics().await);
     println!(
         "(b) {} pods, {NODES} nodes running one each; writes spread evenly over the pods of the first 1,000 nodes.",
@@ -833,7 +836,7 @@ async fn kubelets() {
         println!("| {target} | {row} |");
     }
     let m = setup.metrics().await;
-    let enc = metric(&m, "r8s_watch_encodings_total") - enc0;
+    let enc = metric(&m, r#"r8s_watch_encodings_total{encoding="json"}"#) - enc0;
     let ev = upstream_events(&m) - ev0;
     println!();
     println!(

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use http::{HeaderValue, Method, Request, Response, StatusCode, header};
 use metrics_exporter_prometheus::PrometheusHandle;
 
+use crate::api::media::Encoding;
 use crate::body::{self, Body};
 
 /// Readiness, set by the upstream prober: the upstream answers `/version` and
@@ -52,7 +53,9 @@ pub fn handle<B>(
         "/metrics" => text(
             StatusCode::OK,
             {
-                crate::metrics::watch_encodings(crate::cache::history::encodings());
+                for (name, e) in [("json", Encoding::Json), ("protobuf", Encoding::Protobuf)] {
+                    crate::metrics::watch_encodings(name, crate::cache::history::encodings(e));
+                }
                 metrics.render()
             },
             "text/plain; version=0.0.4",

@@ -328,14 +328,16 @@ pub fn watch_log(resource: &str, events: usize, bytes: usize) {
     metrics::gauge!(WATCH_LOG_BYTES, "resource" => resource.to_string()).set(bytes as f64);
 }
 
-/// Watch-event encodings (JSON lines built) since start, process-wide: one
-/// per event in the logs, plus the ADDED/DELETED forms of objects crossing a
-/// watcher's selector; none per watcher.
+/// Watch events encoded (JSON lines, protobuf frames) since start, by
+/// encoding, process-wide: one per event in the logs, plus the ADDED/DELETED
+/// forms of objects crossing a watcher's selector and metadata-only forms;
+/// none per watcher.
 pub const WATCH_ENCODINGS_TOTAL: &str = "r8s_watch_encodings_total";
 
-/// Publishes the encoding count (read from the watch logs' counter at scrape time).
-pub fn watch_encodings(total: u64) {
-    metrics::counter!(WATCH_ENCODINGS_TOTAL).absolute(total);
+/// Publishes an encoding's count (`json`, `protobuf`; read from the watch
+/// logs' counters at scrape time).
+pub fn watch_encodings(encoding: &'static str, total: u64) {
+    metrics::counter!(WATCH_ENCODINGS_TOTAL, "encoding" => encoding).absolute(total);
 }
 
 /// Records a watch refused for `watch.max_watchers`.

@@ -73,6 +73,15 @@ pub static RESOURCES: &[ResourceDef] = &[
         items_typed: false,
     },
     ResourceDef {
+        gvr: Gvr::from_static("", "v1", "endpoints"),
+        singular: "endpoints",
+        kind: "Endpoints",
+        namespaced: true,
+        short_names: &["ep"],
+        subresources: &[],
+        items_typed: false,
+    },
+    ResourceDef {
         gvr: Gvr::from_static("", "v1", "nodes"),
         singular: "node",
         kind: "Node",

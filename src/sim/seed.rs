@@ -149,6 +149,25 @@ pub fn seed(sim: &Sim) {
     );
     put(
         sim,
+        ("", "v1", "events"),
+        Some("default"),
+        json!({"kind": "Event", "apiVersion": "v1",
+        "metadata": meta("kubernetes.sim", Some("default")),
+        "involvedObject": {"kind": "Service", "namespace": "default", "name": "kubernetes", "apiVersion": "v1"},
+        "reason": "Seeded", "message": "the sim seeded its objects", "source": {"component": "sim"},
+        "firstTimestamp": now(), "lastTimestamp": now(), "count": 1, "type": "Normal",
+        "eventTime": null, "reportingComponent": "sim", "reportingInstance": ""}),
+    );
+    put(
+        sim,
+        ("", "v1", "endpoints"),
+        Some("default"),
+        json!({"kind": "Endpoints", "apiVersion": "v1",
+        "metadata": meta("kubernetes", Some("default")),
+        "subsets": [{"addresses": [{"ip": "10.0.0.1"}], "ports": [{"name": "https", "port": 6443, "protocol": "TCP"}]}]}),
+    );
+    put(
+        sim,
         ("", "v1", "secrets"),
         Some("default"),
         json!({"kind": "Secret", "apiVersion": "v1",
