@@ -38,7 +38,19 @@ const PODS: usize = 10_000;
 type C = Client<HttpConnector, Empty<Bytes>>;
 
 async fn fetch(c: &C, url: &str) -> Bytes {
-    let resp = c.get(url.parse().unwrap()).await.unwrap();
+    fetch_as(c, url, None).await
+}
+
+/// What client-go's typed clients ask for.
+const PROTOBUF: &str = "application/vnd.kubernetes.protobuf, */*";
+
+/// A GET with `accept` (none: JSON).
+async fn fetch_as(c: &C, url: &str, accept: Option<&str>) -> Bytes {
+    let mut req = http::Request::get(url);
+    if let Some(a) = accept {
+        req = req.header("accept", a);
+    }
+    let resp = c.request(req.body(Empty::new()).unwrap()).await.unwrap();
     assert!(resp.status().is_success(), "{url}: {}", resp.status());
     resp.into_body().collect().await.unwrap().to_bytes()
 }
@@ -97,9 +109,19 @@ async fn floor_server(body: Bytes, port: u16) {
 
 /// (p50, p99, requests per second) over `n` requests by `conc` clients.
 async fn measure(url: &str, n: usize, conc: usize) -> (Duration, Duration, f64) {
+    measure_as(url, n, conc, None).await
+}
+
+/// [`measure`] with an `Accept`.
+async fn measure_as(
+    url: &str,
+    n: usize,
+    conc: usize,
+    accept: Option<&'static str>,
+) -> (Duration, Duration, f64) {
     let c: C = Client::builder(TokioExecutor::new()).build(HttpConnector::new());
     for _ in 0..5 {
-        fetch(&c, url).await;
+        fetch_as(&c, url, accept).await;
     }
     let start = Instant::now();
     let mut tasks = Vec::new();
@@ -109,7 +131,7 @@ async fn measure(url: &str, n: usize, conc: usize) -> (Duration, Duration, f64) 
             let mut lat = Vec::new();
             for _ in 0..n / conc {
                 let t = Instant::now();
-                fetch(&c, &url).await;
+                fetch_as(&c, &url, accept).await;
                 lat.push(t.elapsed());
             }
             lat
@@ -137,13 +159,19 @@ async fn main() {
         return;
     }
     let c: C = Client::builder(TokioExecutor::new()).build(HttpConnector::new());
-    let (sim_port, r8s_port, r8s_admin, bare_port, bare_admin) = (
+    let (sim_port, r8s_port, r8s_admin, bare_port, bare_admin, json_port, json_admin) = (
+        free_port(),
+        free_port(),
         free_port(),
         free_port(),
         free_port(),
         free_port(),
         free_port(),
     );
+    // An r8s holding pods in JSON only, to tell the two encodings' memory apart.
+    let json_only =
+        std::env::temp_dir().join(format!("r8s-bench-json-{}.toml", std::process::id()));
+    std::fs::write(&json_only, "[cache]\nencodings = [\"json\"]\n").unwrap();
     let _sim = Proc(
         Command::new(BIN)
             .args([
@@ -161,7 +189,7 @@ async fn main() {
     );
     let sim = format!("http://127.0.0.1:{sim_port}");
     wait_ready(&c, &format!("{sim}/version")).await;
-    let serve = |port: u16, admin: u16, cache: bool| {
+    let serve = |port: u16, admin: u16, cache: bool, config: Option<&std::path::Path>| {
         let mut cmd = Command::new(r8s_bin());
         cmd.args([
             "serve",
@@ -175,31 +203,52 @@ async fn main() {
         if cache {
             cmd.args(["--cache", "pods"]);
         }
+        if let Some(path) = config {
+            cmd.args(["--config", &path.display().to_string()]);
+        }
         Proc(cmd.stderr(Stdio::null()).spawn().unwrap())
     };
-    let r8s_proc = serve(r8s_port, r8s_admin, true);
-    let bare_proc = serve(bare_port, bare_admin, false);
+    let r8s_proc = serve(r8s_port, r8s_admin, true, None);
+    let bare_proc = serve(bare_port, bare_admin, false, None);
+    let json_proc = serve(json_port, json_admin, true, Some(&json_only));
     let r8s = format!("http://127.0.0.1:{r8s_port}");
     wait_ready(&c, &format!("http://127.0.0.1:{r8s_admin}/readyz")).await;
     wait_ready(&c, &format!("http://127.0.0.1:{bare_admin}/readyz")).await;
+    wait_ready(&c, &format!("http://127.0.0.1:{json_admin}/readyz")).await;
 
     let list_path = "/api/v1/pods?resourceVersion=0";
     let get_path = "/api/v1/namespaces/ns-3/pods/pod-00003?resourceVersion=0";
     let list = fetch(&c, &format!("{r8s}{list_path}")).await;
     let one = fetch(&c, &format!("{r8s}{get_path}")).await;
+    let pb_list = fetch_as(&c, &format!("{r8s}{list_path}"), Some(PROTOBUF)).await;
+    let pb_one = fetch_as(&c, &format!("{r8s}{get_path}"), Some(PROTOBUF)).await;
+    assert!(pb_list.starts_with(b"k8s\0") && pb_one.starts_with(b"k8s\0"));
     let (_lf, list_floor) = floor(&list, "list");
     let (_gf, get_floor) = floor(&one, "get");
-    wait_ready(&c, &format!("{list_floor}/")).await;
-    wait_ready(&c, &format!("{get_floor}/")).await;
+    let (_plf, pb_list_floor) = floor(&pb_list, "pb-list");
+    let (_pgf, pb_get_floor) = floor(&pb_one, "pb-get");
+    for f in [&list_floor, &get_floor, &pb_list_floor, &pb_get_floor] {
+        wait_ready(&c, &format!("{f}/")).await;
+    }
 
-    // Touch both servers equally before reading RSS.
+    // Touch the servers equally before reading RSS.
+    let json_r8s = format!("http://127.0.0.1:{json_port}");
     for _ in 0..3 {
         fetch(&c, &format!("{r8s}{list_path}")).await;
+        fetch_as(&c, &format!("{r8s}{list_path}"), Some(PROTOBUF)).await;
+        fetch(&c, &format!("{json_r8s}{list_path}")).await;
+        fetch(&c, &format!("{json_r8s}{list_path}")).await;
         fetch(&c, &format!("http://127.0.0.1:{bare_port}/version")).await;
     }
-    let (rss_cache, rss_bare) = (rss_kib(r8s_proc.0.id()), rss_kib(bare_proc.0.id()));
+    let (rss_cache, rss_bare, rss_json) = (
+        rss_kib(r8s_proc.0.id()),
+        rss_kib(bare_proc.0.id()),
+        rss_kib(json_proc.0.id()),
+    );
     let cached_json = list.len();
-    let ratio = (rss_cache.saturating_sub(rss_bare) * 1024) as f64 / cached_json as f64;
+    let cached_both = list.len() + pb_list.len();
+    let ratio = (rss_cache.saturating_sub(rss_bare) * 1024) as f64 / cached_both as f64;
+    let ratio_json = (rss_json.saturating_sub(rss_bare) * 1024) as f64 / cached_json as f64;
 
     println!("| what | path | p50 | p99 | req/s |");
     println!("|---|---|---|---|---|");
@@ -233,10 +282,52 @@ async fn main() {
         ms(g50),
         ms(g99)
     );
+    let (plf50, plf99, plfr) =
+        measure_as(&format!("{pb_list_floor}/"), 300, 1, Some(PROTOBUF)).await;
+    let cpu = cpu_time(pid);
+    let (pl50, pl99, plr) = measure_as(&format!("{r8s}{list_path}"), 300, 1, Some(PROTOBUF)).await;
+    let pb_list_cpu = (cpu_time(pid) - cpu) / (300 + 5);
+    println!(
+        "| LIST {PODS} pods RV=0, protobuf ({} MB) | floor | {} | {} | {plfr:.1} |",
+        pb_list.len() / 1_000_000,
+        ms(plf50),
+        ms(plf99)
+    );
+    println!(
+        "| LIST {PODS} pods RV=0, protobuf | r8s cache | {} | {} | {plr:.1} |",
+        ms(pl50),
+        ms(pl99)
+    );
+    let (pgf50, pgf99, pgfr) =
+        measure_as(&format!("{pb_get_floor}/"), 20_000, 8, Some(PROTOBUF)).await;
+    let cpu = cpu_time(pid);
+    let (pg50, pg99, pgr) =
+        measure_as(&format!("{r8s}{get_path}"), 20_000, 8, Some(PROTOBUF)).await;
+    let pb_get_cpu = (cpu_time(pid) - cpu) / (20_000 + 5);
+    println!(
+        "| GET one pod, protobuf (8 clients) | floor | {} | {} | {pgfr:.0} |",
+        ms(pgf50),
+        ms(pgf99)
+    );
+    println!(
+        "| GET one pod, protobuf (8 clients) | r8s cache | {} | {} | {pgr:.0} |",
+        ms(pg50),
+        ms(pg99)
+    );
     println!();
     println!(
-        "LIST latency ratio (p50, r8s / floor): {:.2} (goal ≤ 1.5)",
-        l50.as_secs_f64() / lf50.as_secs_f64()
+        "LIST latency ratio (p50, r8s / floor): JSON {:.2}, protobuf {:.2} (goal ≤ 1.5)",
+        l50.as_secs_f64() / lf50.as_secs_f64(),
+        pl50.as_secs_f64() / plf50.as_secs_f64()
+    );
+    println!(
+        "GET throughput ratio (r8s / floor), protobuf: {:.2} (goal ≥ 0.7)",
+        pgr / pgfr
+    );
+    println!(
+        "r8s CPU per protobuf request: LIST {:.2} ms, GET {:.1} µs",
+        pb_list_cpu.as_secs_f64() * 1e3,
+        pb_get_cpu.as_secs_f64() * 1e6
     );
     println!(
         "GET throughput ratio (r8s / floor): {:.2} (goal ≥ 0.7)",
@@ -248,9 +339,16 @@ async fn main() {
         get_cpu.as_secs_f64() * 1e6
     );
     println!(
-        "RSS: r8s caching {PODS} pods {} MiB, r8s caching nothing {} MiB, cached JSON {:.1} MiB → {ratio:.2} bytes of RSS per cached byte (goal ≤ 1.5)",
-        rss_cache / 1024,
+        "RSS, JSON only: r8s caching {PODS} pods {} MiB, r8s caching nothing {} MiB, cached JSON {:.1} MiB → {ratio_json:.2} bytes of RSS per cached byte (goal ≤ 1.5)",
+        rss_json / 1024,
         rss_bare / 1024,
         cached_json as f64 / (1 << 20) as f64
+    );
+    println!(
+        "RSS, JSON and protobuf: r8s caching {PODS} pods {} MiB, cached JSON + protobuf {:.1} MiB ({:.1} + {:.1}) → {ratio:.2} bytes of RSS per cached byte",
+        rss_cache / 1024,
+        cached_both as f64 / (1 << 20) as f64,
+        cached_json as f64 / (1 << 20) as f64,
+        pb_list.len() as f64 / (1 << 20) as f64
     );
 }

@@ -199,6 +199,12 @@ const EVENT: &[u8] = b"{\"type\":\"";
 const LINE_EVENT: &[u8] = b"\n{\"type\":\"";
 const LINE_BOOKMARK: &[u8] = b"\n{\"type\":\"BOOKMARK\"";
 const SENT: &[u8] = b"\"bench/sent\":\"";
+/// A protobuf frame's event type (`WatchEvent` field 1) of the three event types.
+const PB_EVENTS: [&[u8]; 3] = [b"\x0a\x05ADDED", b"\x0a\x08MODIFIED", b"\x0a\x07DELETED"];
+/// The stamp's map entry in protobuf: key, then field 2 (tag, length, digits).
+const PB_SENT: &[u8] = b"bench/sent\x12";
+/// Bytes a protobuf reader carries between reads: more than a marker or a stamp.
+const PB_CARRY: usize = 48;
 
 /// Reads a watch stream's bytes: counts the events, and (sampled) records
 /// each one's latency from its send stamp. Events are lines; the partial last
@@ -207,12 +213,14 @@ const SENT: &[u8] = b"\"bench/sent\":\"";
 struct Reader {
     buf: Vec<u8>,
     sampled: bool,
+    /// Protobuf frames (counted by their event type field) rather than JSON lines.
+    protobuf: bool,
     tally: Arc<Tally>,
     own: Arc<AtomicU64>,
 }
 
 impl Reader {
-    fn new(sampled: bool, tally: Arc<Tally>, path: &str) -> Self {
+    fn new(sampled: bool, protobuf: bool, tally: Arc<Tally>, path: &str) -> Self {
         let own = Arc::new(AtomicU64::new(0));
         tally
             .per
@@ -220,8 +228,9 @@ impl Reader {
             .unwrap()
             .push((path.to_string(), own.clone()));
         Reader {
-            buf: Vec::with_capacity(if sampled { 8192 } else { 32 }),
+            buf: Vec::with_capacity(if sampled { 8192 } else { 64 }),
             sampled,
+            protobuf,
             tally,
             own,
         }
@@ -232,7 +241,50 @@ impl Reader {
         self.own.fetch_add(n, Ordering::Relaxed);
     }
 
+    /// Protobuf frames: each event's type field counted once (markers and
+    /// stamps wholly inside the bytes carried from the last read were seen).
+    fn feed_protobuf(&mut self, data: &[u8]) {
+        let carried = self.buf.len();
+        self.buf.extend_from_slice(data);
+        let buf = &self.buf;
+        let n: u64 = PB_EVENTS
+            .iter()
+            .map(|pat| {
+                memchr::memmem::find_iter(buf, pat)
+                    .filter(|at| at + pat.len() > carried)
+                    .count() as u64
+            })
+            .sum();
+        let mut lats = Vec::new();
+        if self.sampled {
+            for at in memchr::memmem::find_iter(buf, PB_SENT) {
+                let len_at = at + PB_SENT.len();
+                let Some(&len) = buf.get(len_at) else {
+                    continue;
+                };
+                let end = len_at + 1 + len as usize;
+                if end > buf.len() || end <= carried {
+                    continue;
+                }
+                let at_us: u64 = std::str::from_utf8(&buf[len_at + 1..end])
+                    .unwrap()
+                    .parse()
+                    .unwrap();
+                lats.push(now_us().saturating_sub(at_us));
+            }
+        }
+        self.count(n);
+        if !lats.is_empty() {
+            self.tally.latencies.lock().unwrap().extend(lats);
+        }
+        let keep = self.buf.len().min(PB_CARRY);
+        self.buf.drain(..self.buf.len() - keep);
+    }
+
     fn feed(&mut self, data: &[u8]) {
+        if self.protobuf {
+            return self.feed_protobuf(data);
+        }
         if !self.sampled {
             // Bytes carried from the last read: a marker wholly inside them was counted.
             let carried = self.buf.len();
@@ -274,10 +326,15 @@ impl Reader {
 /// One watch on its own HTTP/1.1 connection (as kubelets and most
 /// non-Go clients watch), read raw: chunk headers never start a line, so
 /// counting lines that start an event is exact.
-async fn watcher(addr: SocketAddr, path: String, sampled: bool, tally: Arc<Tally>) {
+async fn watcher(addr: SocketAddr, path: String, sampled: bool, protobuf: bool, tally: Arc<Tally>) {
     let mut s = TcpStream::connect(addr).await.expect("connect to r8s");
     let _ = s.set_nodelay(true);
-    let req = format!("GET {path} HTTP/1.1\r\nHost: r8s\r\nAccept: application/json\r\n\r\n");
+    let accept = if protobuf {
+        "application/vnd.kubernetes.protobuf, */*"
+    } else {
+        "application/json"
+    };
+    let req = format!("GET {path} HTTP/1.1\r\nHost: r8s\r\nAccept: {accept}\r\n\r\n");
     s.write_all(req.as_bytes()).await.unwrap();
     let mut buf = vec![0u8; 8192];
     let mut have = 0;
@@ -298,7 +355,7 @@ async fn watcher(addr: SocketAddr, path: String, sampled: bool, tally: Arc<Tally
         }
     }
     tally.open.fetch_add(1, Ordering::Relaxed);
-    let mut reader = Reader::new(sampled, tally, &path);
+    let mut reader = Reader::new(sampled, protobuf, tally, &path);
     // The first chunk header's line ends before the first event.
     reader.feed(b"\n");
     reader.feed(&buf[..have]);
@@ -331,7 +388,7 @@ async fn h2_watchers(addr: SocketAddr, paths: Vec<(String, bool)>, tally: Arc<Ta
         let tally = tally.clone();
         streams.spawn(async move {
             let mut body = resp.into_body();
-            let mut reader = Reader::new(sampled, tally, &path);
+            let mut reader = Reader::new(sampled, false, tally, &path);
             reader.feed(b"\n");
             while let Some(Ok(f)) = body.frame().await {
                 if let Ok(d) = f.into_data() {
@@ -419,6 +476,8 @@ enum Transport {
     H1,
     /// 100 watchers per HTTP/2 connection.
     H2,
+    /// One HTTP/1.1 connection per watcher, in protobuf (client-go's typed informers' encoding).
+    H1Protobuf,
 }
 
 const PER_H2_CONN: usize = 100;
@@ -434,12 +493,13 @@ async fn open_watchers(
     let want = tally.open.load(Ordering::Relaxed) + paths.len();
     let mut handles = Vec::with_capacity(paths.len());
     match transport {
-        Transport::H1 => {
+        Transport::H1 | Transport::H1Protobuf => {
             for (i, p) in paths.into_iter().enumerate() {
                 handles.push(tokio::spawn(watcher(
                     setup.r8s,
                     p,
                     i % sample == 0,
+                    transport == Transport::H1Protobuf,
                     tally.clone(),
                 )));
                 if i % 500 == 499 {
@@ -569,6 +629,7 @@ async fn idle_rss(n: usize, transport: Transport) {
         match transport {
             Transport::H1 => "HTTP/1.1, a connection each",
             Transport::H2 => "HTTP/2, 100 per connection",
+            Transport::H1Protobuf => "HTTP/1.1, protobuf",
         },
         before as f64 / 1024.0,
         after as f64 / 1024.0,
@@ -605,6 +666,7 @@ async fn all_pods() {
         (Transport::H2, 2_500),
         (Transport::H2, 5_000),
         (Transport::H2, ALL_WATCHERS),
+        (Transport::H1Protobuf, ALL_WATCHERS),
     ];
     let mut open: Vec<tokio::task::JoinHandle<()>> = Vec::new();
     let mut transport = Transport::H1;
@@ -638,21 +700,26 @@ async fn all_pods() {
         .await;
         println!(
             "| {} | {target} | {row} |",
-            if t == Transport::H1 {
-                "HTTP/1.1"
-            } else {
-                "HTTP/2"
+            match t {
+                Transport::H1 => "HTTP/1.1",
+                Transport::H2 => "HTTP/2",
+                Transport::H1Protobuf => "HTTP/1.1, protobuf",
             }
         );
     }
     let m = setup.metrics().await;
-    let encodings = metric(&m, r#"r8s_watch_encodings_total{encoding="json"}"#);
-    let events = upstream_events(&m);
     println!();
-    println!(
-        "(a) encodings: {encodings} for {events} upstream events = {:.3} per event, with up to {ALL_WATCHERS} watchers",
-        encodings / events.max(1.0)
-    );
+    for (e, store) in [("json", "v1/pods"), ("protobuf", "v1/pods:protobuf")] {
+        let events = store_events(&m, store);
+        let encodings = metric(
+            &m,
+            &format!("r8s_watch_encodings_total{{encoding=\"{e}\"}}"),
+        );
+        println!(
+            "(a) {e} encodings: {encodings} for {events} upstream events = {:.3} per event, with up to {ALL_WATCHERS} watchers",
+            encodings / events.max(1.0)
+        );
+    }
 }
 
 /// What a write should reach: every watcher, or (kubelets) the watcher of
@@ -769,12 +836,17 @@ async fn deliver(
 
 /// Upstream change events the reflector has received (pods).
 fn upstream_events(m: &str) -> f64 {
+    store_events(m, "v1/pods")
+}
+
+/// Upstream events one store (`v1/pods`, `v1/pods:protobuf`) applied.
+fn store_events(m: &str, store: &str) -> f64 {
     ["ADDED", "MODIFIED", "DELETED"]
         .iter()
         .map(|t| {
             metric(
                 m,
-                &format!(r#"r8s_reflector_events_total{{resource="v1/pods",type="{t}"}}"#),
+                &format!(r#"r8s_reflector_events_total{{resource="{store}",type="{t}"}}"#),
             )
         })
         .sum()

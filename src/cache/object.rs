@@ -253,13 +253,20 @@ impl CachedObject {
 /// the cached JSON (never re-serialized).
 pub struct MetadataItem(pub Arc<CachedObject>);
 
-impl ListItem for MetadataItem {
-    fn item_len(&self) -> usize {
-        let meta = self.0.meta.1 as usize;
-        match self.0.encoding {
+impl MetadataItem {
+    /// [`ListItem::item_len`] of `o`'s metadata-only form.
+    pub fn len_of(o: &CachedObject) -> usize {
+        let meta = o.meta.1 as usize;
+        match o.encoding {
             Encoding::Json => meta + json::PARTIAL_OBJECT_METADATA_HEAD.len() + 2,
             Encoding::Protobuf => pb::field_len(pb::field_len(meta)),
         }
+    }
+}
+
+impl ListItem for MetadataItem {
+    fn item_len(&self) -> usize {
+        Self::len_of(&self.0)
     }
 
     fn write_item(&self, out: &mut bytes::BytesMut) {

@@ -321,18 +321,28 @@ fn assemble(
     let mut iter = version
         .objects
         .range((Bound::Included(from), Bound::Unbounded))
-        .take_while(|(k, _)| k.starts_with(&prefix));
+        .take_while(|(k, _)| prefix.is_empty() || k.starts_with(&prefix));
     let filtered = !selectors.is_empty();
     let (kind, api_version) = match shape {
         Shape::MetadataList => ("PartialObjectMetadataList", json::META_API_VERSION.into()),
         _ => (cache.list_kind.as_str(), cache.resource.gvr.api_version()),
     };
-    let mut picked = Vec::new();
+    let mut picked = Vec::with_capacity(match limit {
+        1.. => (limit as usize).min(version.objects.len()),
+        _ => version.objects.len(),
+    });
     let mut last: Option<Arc<str>> = None;
+    // The items' length (a protobuf list's head carries it), summed while
+    // each object is in cache rather than in a second pass over them all.
+    let mut items_len = 0;
     for (k, o) in iter.by_ref() {
         if filtered && !o.matches(selectors) {
             continue;
         }
+        items_len += match shape {
+            Shape::MetadataList => MetadataItem::len_of(o),
+            _ => o.item_len(),
+        };
         picked.push(o.clone());
         if limit > 0 && picked.len() as i64 >= limit {
             last = Some(k.clone());
@@ -386,12 +396,8 @@ fn assemble(
     match shape {
         Shape::MetadataList => {
             let items: Vec<MetadataItem> = picked.into_iter().map(MetadataItem).collect();
-            let head = head(items.iter().map(ListItem::item_len).sum());
-            Payload::MetadataList(ListBody::new(head, items, protobuf))
+            Payload::MetadataList(ListBody::new(head(items_len), items, protobuf))
         }
-        _ => {
-            let head = head(picked.iter().map(|o| o.item_len()).sum());
-            Payload::List(ListBody::new(head, picked, protobuf))
-        }
+        _ => Payload::List(ListBody::new(head(items_len), picked, protobuf)),
     }
 }
