@@ -77,7 +77,7 @@ pub struct Prepared {
 /// Why r8s could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum PrepareError {
-    /// Values out of range (a configuration that did not come through [`config::load`]).
+    /// Values out of range (a configuration that did not come through [`config::load()`]).
     #[error(transparent)]
     Config(#[from] config::ConfigError),
     /// Credentials, TLS or the server list.

@@ -197,7 +197,7 @@ impl Event {
 /// found by a relist, an object leaving a watcher's filter), in its encoding.
 fn at_version(o: &CachedObject, rv: u64) -> CachedObject {
     match o.encoding {
-        Encoding::Json => o.json_at_version(rv),
+        Encoding::Json => super::json::at_version(o, rv),
         Encoding::Protobuf => super::protobuf::at_version(o, rv),
     }
 }

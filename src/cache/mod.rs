@@ -1,11 +1,12 @@
 //! The watch cache: per resource, a versioned store kept current by a reflector.
 //!
 //! - [`object`]: a cached object (upstream bytes + parsed metadata).
-//! - [`protobuf`]: cached objects parsed from protobuf bodies.
+//! - [`json`], [`protobuf`]: cached objects parsed from the upstream's bodies.
 //! - [`store`]: immutable versions, one writer, lock-free readers.
 //! - [`history`]: the event log watchers read, indexed by trigger.
 
 pub mod history;
+pub mod json;
 pub mod object;
 pub mod protobuf;
 pub mod store;

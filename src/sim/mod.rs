@@ -11,7 +11,7 @@
 //! - [`resources`]: the served types and discovery documents.
 //! - [`read`]: get and list (resource version semantics, paging, selectors, tables).
 //! - [`watch`]: watch streams (initial events, bookmarks, timeouts).
-//! - [`write`]: create, update, patch, delete, `status`.
+//! - [`mod@write`]: create, update, patch, delete, `status`.
 //! - [`auth`]: tokens file, a small authorizer, TokenReview / SubjectAccessReview.
 //! - [`exec`]: `pods/log` and the WebSocket `pods/exec`.
 //! - [`protobuf`]: protobuf answers, and decoding the protobuf bodies client-go writes.

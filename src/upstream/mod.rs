@@ -6,6 +6,7 @@
 //! order, failing over on connection errors only.
 
 pub mod body;
+pub mod decode;
 pub mod discovery;
 pub mod reflector;
 

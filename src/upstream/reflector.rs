@@ -11,21 +11,19 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use http::{Request, StatusCode};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use imbl::OrdMap;
-use serde::Deserialize;
-use serde_json::value::RawValue;
 
 use super::Upstream;
+use super::decode::{DecodeError, Decoded, Decoder};
 use crate::api::ApiResource;
 use crate::api::media::Encoding;
 use crate::api::query;
-use crate::cache::object::{CachedObject, ObjectError, Objects, TypeInfo};
+use crate::cache::object::{ObjectError, Objects, TypeInfo};
 use crate::cache::store::{Change, Serving, Store};
-use crate::codec::protobuf as pb;
 use crate::metrics;
 use crate::shutdown::Signal;
 
@@ -64,32 +62,20 @@ enum StepError {
     StreamingUnsupported(String),
 }
 
+impl From<DecodeError> for StepError {
+    fn from(e: DecodeError) -> Self {
+        match e {
+            DecodeError::Malformed(m) => StepError::Malformed(m),
+            DecodeError::Uncacheable(e) => StepError::Uncacheable(e),
+            DecodeError::Expired => StepError::Expired,
+            DecodeError::Failed(m) => StepError::Failed(format!("watch ERROR event: {m}")),
+        }
+    }
+}
+
 /// How long the initial phase of a streaming list may go without an event
 /// before the upstream is taken to ignore `sendInitialEvents`.
 const INITIAL_EVENTS_QUIET: Duration = Duration::from_secs(10);
-
-#[derive(Deserialize)]
-struct BookmarkMeta {
-    #[serde(default, rename = "resourceVersion")]
-    resource_version: Option<String>,
-    #[serde(default)]
-    annotations: Option<std::collections::HashMap<String, String>>,
-}
-
-#[derive(Deserialize)]
-struct Bookmark {
-    metadata: BookmarkMeta,
-}
-
-/// An object the upstream sent that the cache cannot hold: a resource
-/// version that is not an integer makes the resource uncacheable; anything
-/// else is malformed data (relist).
-fn object_error(e: ObjectError) -> StepError {
-    match e {
-        ObjectError::BadResourceVersion(_) => StepError::Uncacheable(e),
-        e => StepError::Malformed(e.to_string()),
-    }
-}
 
 /// One event of a streaming list's initial phase into `objects`; `Some(rv)` at its end.
 fn initial_event(ev: Decoded, objects: &mut Objects) -> Result<Option<u64>, StepError> {
@@ -98,7 +84,7 @@ fn initial_event(ev: Decoded, objects: &mut Objects) -> Result<Option<u64>, Step
             objects.insert(o.key.clone(), Arc::new(o));
             Ok(None)
         }
-        Decoded::Bookmark { rv, end } => Ok(end.then_some(rv)),
+        Decoded::Bookmark { rv, end, .. } => Ok(end.then_some(rv)),
         Decoded::Put(kind, _) => Err(StepError::StreamingUnsupported(format!(
             "{kind} event before the initial-events-end bookmark"
         ))),
@@ -119,21 +105,11 @@ pub struct ReflectorConfig {
     pub encoding: Encoding,
 }
 
-/// One watch event, decoded as far as the cache needs.
-enum Decoded {
-    /// ADDED or MODIFIED: the object's new state.
-    Put(&'static str, CachedObject),
-    /// DELETED: its last state.
-    Deleted(CachedObject),
-    /// A BOOKMARK at this version; `end`: it ends a streaming list's initial events.
-    Bookmark { rv: u64, end: bool },
-}
-
 /// Keeps `store` equal to the upstream's state of `resource`.
 pub struct Reflector {
     upstream: Arc<Upstream>,
     resource: ApiResource,
-    info: TypeInfo,
+    decoder: Decoder,
     store: Arc<Store>,
     config: ReflectorConfig,
     label: String,
@@ -141,30 +117,6 @@ pub struct Reflector {
     last_rv: u64,
     /// Whether to try a streaming list next (cleared when the upstream refuses them).
     streaming: bool,
-}
-
-#[derive(Deserialize)]
-struct ListMeta<'a> {
-    #[serde(borrow, default, rename = "resourceVersion")]
-    resource_version: Option<std::borrow::Cow<'a, str>>,
-    #[serde(borrow, default, rename = "continue")]
-    cont: Option<std::borrow::Cow<'a, str>>,
-}
-
-#[derive(Deserialize)]
-struct ListPage<'a> {
-    #[serde(borrow)]
-    metadata: ListMeta<'a>,
-    #[serde(borrow, default)]
-    items: Vec<&'a RawValue>,
-}
-
-#[derive(Deserialize)]
-struct WatchEvent<'a> {
-    #[serde(rename = "type")]
-    kind: std::borrow::Cow<'a, str>,
-    #[serde(borrow)]
-    object: &'a RawValue,
 }
 
 impl Reflector {
@@ -198,7 +150,10 @@ impl Reflector {
         Reflector {
             upstream,
             resource,
-            info,
+            decoder: Decoder {
+                info,
+                encoding: config.encoding,
+            },
             store,
             config,
             label,
@@ -287,10 +242,7 @@ impl Reflector {
                     scratch.extend_from_slice(&data);
                 }
             }
-            let (rv_s, next) = match self.config.encoding {
-                Encoding::Json => self.json_page(&scratch, &mut objects, &mut first)?,
-                Encoding::Protobuf => self.protobuf_page(&scratch, &mut objects)?,
-            };
+            let (rv_s, next) = self.decoder.page(&scratch, &mut objects, &mut first)?;
             let rv: u64 = rv_s.parse().map_err(|_| {
                 StepError::Uncacheable(ObjectError::BadResourceVersion(rv_s.to_string()))
             })?;
@@ -299,73 +251,6 @@ impl Reflector {
                 _ => return Ok((objects, rv)),
             }
         }
-    }
-
-    /// One JSON LIST page into `objects`: its resource version and continue token.
-    fn json_page(
-        &mut self,
-        body: &[u8],
-        objects: &mut Objects,
-        first: &mut bool,
-    ) -> Result<(String, Option<String>), StepError> {
-        let page: ListPage =
-            serde_json::from_slice(body).map_err(|e| StepError::Malformed(e.to_string()))?;
-        if *first {
-            self.info.items_typed = page
-                .items
-                .first()
-                .is_some_and(|i| i.get().contains("\"kind\""));
-            *first = false;
-        }
-        for item in &page.items {
-            let o = self
-                .info
-                .parse(item.get().as_bytes())
-                .map_err(object_error)?;
-            objects.insert(o.key.clone(), Arc::new(o));
-        }
-        Ok((
-            page.metadata
-                .resource_version
-                .as_deref()
-                .unwrap_or("")
-                .to_string(),
-            page.metadata.cont.map(|c| c.into_owned()),
-        ))
-    }
-
-    /// One protobuf LIST page (`k8s\0` + Unknown{raw: XList{1 ListMeta, 2 items}}).
-    fn protobuf_page(
-        &self,
-        body: &[u8],
-        objects: &mut Objects,
-    ) -> Result<(String, Option<String>), StepError> {
-        let bad = |e: pb::Malformed| StepError::Malformed(e.to_string());
-        let u = pb::unwrap(body).map_err(bad)?;
-        let (mut rv, mut cont) = (String::new(), None);
-        for f in pb::fields(u.raw) {
-            let f = f.map_err(bad)?;
-            let pb::Value::Bytes(v) = f.value else {
-                continue;
-            };
-            match f.number {
-                1 => {
-                    let text = |n| {
-                        pb::find(v, n)
-                            .map(|b| String::from_utf8_lossy(b.unwrap_or_default()).into_owned())
-                            .map_err(bad)
-                    };
-                    rv = text(2)?;
-                    cont = Some(text(3)?);
-                }
-                2 => {
-                    let o = self.info.parse_protobuf(v, false).map_err(object_error)?;
-                    objects.insert(o.key.clone(), Arc::new(o));
-                }
-                _ => {}
-            }
-        }
-        Ok((rv, cont))
     }
 
     /// One watch stream from `rv`; returns the last version seen when it ends cleanly.
@@ -440,8 +325,12 @@ impl Reflector {
                 continue;
             };
             buf.extend_from_slice(&data);
-            while let Some(unit) = self.next_unit(&mut buf)? {
-                let ev = self.decode(&unit)?;
+            while let Some(unit) = self.decoder.next_unit(&mut buf) {
+                let want_empty = self.store.empty_object().is_none();
+                let ev = self.decoder.event(&unit, want_empty)?;
+                if let Decoded::Bookmark { empty: Some(e), .. } = &ev {
+                    self.store.learn_empty_object(e);
+                }
                 let Some(objects) = initial.as_mut() else {
                     rv = self.apply_event(ev, rv)?;
                     continue;
@@ -461,142 +350,6 @@ impl Reflector {
                     }
                 }
             }
-        }
-    }
-
-    /// The next whole event in `buf`: a JSON line, or a protobuf frame.
-    fn next_unit(&self, buf: &mut BytesMut) -> Result<Option<Bytes>, StepError> {
-        match self.config.encoding {
-            Encoding::Json => {
-                while let Some(nl) = buf.iter().position(|b| *b == b'\n') {
-                    let line = buf.split_to(nl + 1).freeze().slice(..nl);
-                    if !line.iter().all(u8::is_ascii_whitespace) {
-                        return Ok(Some(line));
-                    }
-                }
-                Ok(None)
-            }
-            Encoding::Protobuf => match pb::next_frame_raw(buf) {
-                None => Ok(None),
-                Some(frame) => Ok(Some(frame)),
-            },
-        }
-    }
-
-    /// One watch event, decoded: its object parsed, a bookmark's version
-    /// read, an ERROR turned into what it means for the reflector.
-    fn decode(&self, unit: &[u8]) -> Result<Decoded, StepError> {
-        let (kind, object, owned);
-        match self.config.encoding {
-            Encoding::Json => {
-                let ev: WatchEvent = serde_json::from_slice(unit)
-                    .map_err(|e| StepError::Malformed(e.to_string()))?;
-                owned = ev.kind.into_owned();
-                kind = owned.as_str();
-                object = ev.object.get().as_bytes();
-            }
-            Encoding::Protobuf => {
-                let (k, o) =
-                    pb::watch_event(unit).map_err(|e| StepError::Malformed(e.to_string()))?;
-                owned = String::from_utf8_lossy(k).into_owned();
-                kind = owned.as_str();
-                object = o;
-            }
-        }
-        let parse = |b: &[u8]| match self.config.encoding {
-            Encoding::Json => self.info.parse(b),
-            Encoding::Protobuf => self.info.parse_protobuf(b, true),
-        };
-        let decoded = match kind {
-            "ADDED" => Decoded::Put("ADDED", parse(object).map_err(object_error)?),
-            "MODIFIED" => Decoded::Put("MODIFIED", parse(object).map_err(object_error)?),
-            "DELETED" => Decoded::Deleted(parse(object).map_err(object_error)?),
-            "BOOKMARK" => self.bookmark(object)?,
-            "ERROR" => return Err(self.watch_error(object)),
-            other => {
-                return Err(StepError::Malformed(format!(
-                    "unknown watch event type {other:?}"
-                )));
-            }
-        };
-        Ok(decoded)
-    }
-
-    /// A BOOKMARK's version and whether it ends the initial events. A
-    /// protobuf store keeps the first plain one as its bookmarks' template.
-    fn bookmark(&self, object: &[u8]) -> Result<Decoded, StepError> {
-        let bad_rv = |s: &str| StepError::Malformed(format!("bookmark resourceVersion {s:?}"));
-        match self.config.encoding {
-            Encoding::Json => {
-                let b: Bookmark = serde_json::from_slice(object)
-                    .map_err(|e| StepError::Malformed(e.to_string()))?;
-                let s = b.metadata.resource_version.as_deref().unwrap_or("");
-                let rv: u64 = s.parse().map_err(|_| bad_rv(s))?;
-                let end = b
-                    .metadata
-                    .annotations
-                    .as_ref()
-                    .and_then(|a| a.get("k8s.io/initial-events-end"))
-                    .map(String::as_str)
-                    == Some("true");
-                Ok(Decoded::Bookmark { rv, end })
-            }
-            Encoding::Protobuf => {
-                let bad = |e: pb::Malformed| StepError::Malformed(e.to_string());
-                let u = pb::unwrap(object).map_err(bad)?;
-                let meta = pb::find(u.raw, 1).map_err(bad)?.unwrap_or_default();
-                let s =
-                    String::from_utf8_lossy(pb::find(meta, 6).map_err(bad)?.unwrap_or_default());
-                let rv: u64 = s.parse().map_err(|_| bad_rv(&s))?;
-                let mut annotated = false;
-                let mut end = false;
-                for f in pb::fields(meta) {
-                    let f = f.map_err(bad)?;
-                    if let (12, pb::Value::Bytes(entry)) = (f.number, f.value) {
-                        annotated = true;
-                        end |= pb::find(entry, 1).map_err(bad)?
-                            == Some(b"k8s.io/initial-events-end")
-                            && pb::find(entry, 2).map_err(bad)? == Some(b"true");
-                    }
-                }
-                // The type's empty object (a streaming list's last bookmark
-                // is the same, annotated): the template of r8s's bookmarks.
-                if self.store.empty_object().is_none() {
-                    let plain = if annotated {
-                        pb::with_metadata(u.raw, rv, Some(&[]))
-                            .map_err(bad)?
-                            .freeze()
-                    } else {
-                        Bytes::copy_from_slice(u.raw)
-                    };
-                    self.store.learn_empty_object(&plain);
-                }
-                Ok(Decoded::Bookmark { rv, end })
-            }
-        }
-    }
-
-    /// What an ERROR event means: 410 relists, anything else retries.
-    fn watch_error(&self, object: &[u8]) -> StepError {
-        let (code, message) = match self.config.encoding {
-            Encoding::Json => {
-                let s: serde_json::Value = serde_json::from_slice(object).unwrap_or_default();
-                (s["code"].as_u64(), s["message"].to_string())
-            }
-            Encoding::Protobuf => {
-                let raw = pb::unwrap(object).map(|u| u.raw).unwrap_or_default();
-                let code = match pb::find_path(raw, &[6]) {
-                    Ok(Some(pb::Value::Varint(c))) => Some(c),
-                    _ => None,
-                };
-                let message = pb::find(raw, 3).ok().flatten().unwrap_or_default();
-                (code, format!("{:?}", String::from_utf8_lossy(message)))
-            }
-        };
-        if code == Some(410) {
-            StepError::Expired
-        } else {
-            StepError::Failed(format!("watch ERROR event: {message}"))
         }
     }
 

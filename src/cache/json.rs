@@ -1,0 +1,369 @@
+//! Cached objects from JSON: key, resource version, labels and selectable
+//! fields found in one borrowing parse of the upstream's bytes, kept as
+//! spans into one exact-size copy of them.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde::Deserialize;
+
+use super::object::{CachedObject, LABEL, ObjectError, Span, TypeInfo};
+use crate::api::media::Encoding;
+use crate::api::selector::supported_fields;
+use crate::codec::json;
+
+/// A string borrowed from the input when it has no escapes.
+#[derive(Deserialize, PartialEq, Eq, PartialOrd, Ord)]
+struct BStr<'a>(#[serde(borrow)] Cow<'a, str>);
+
+#[derive(Deserialize)]
+struct Meta<'a> {
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    namespace: Option<Cow<'a, str>>,
+    #[serde(borrow, default, rename = "resourceVersion")]
+    resource_version: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    labels: Option<std::collections::BTreeMap<BStr<'a>, BStr<'a>>>,
+}
+
+/// Value of one selectable field, as serde found it.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Scalar<'a> {
+    Str(#[serde(borrow)] Cow<'a, str>),
+    Bool(bool),
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct SpecProbe<'a> {
+    #[serde(borrow, default)]
+    node_name: Option<Scalar<'a>>,
+    #[serde(borrow, default)]
+    restart_policy: Option<Scalar<'a>>,
+    #[serde(borrow, default)]
+    scheduler_name: Option<Scalar<'a>>,
+    #[serde(borrow, default)]
+    service_account_name: Option<Scalar<'a>>,
+    #[serde(borrow, default)]
+    host_network: Option<Scalar<'a>>,
+    #[serde(borrow, default)]
+    unschedulable: Option<Scalar<'a>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct StatusProbe<'a> {
+    #[serde(borrow, default)]
+    phase: Option<Scalar<'a>>,
+    #[serde(borrow, default, rename = "podIP")]
+    pod_ip: Option<Scalar<'a>>,
+    #[serde(borrow, default)]
+    nominated_node_name: Option<Scalar<'a>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct InvolvedProbe<'a> {
+    #[serde(borrow, default)]
+    kind: Option<Scalar<'a>>,
+    #[serde(borrow, default)]
+    namespace: Option<Scalar<'a>>,
+    #[serde(borrow, default)]
+    name: Option<Scalar<'a>>,
+    #[serde(borrow, default)]
+    uid: Option<Scalar<'a>>,
+    #[serde(borrow, default)]
+    api_version: Option<Scalar<'a>>,
+    #[serde(borrow, default)]
+    resource_version: Option<Scalar<'a>>,
+    #[serde(borrow, default)]
+    field_path: Option<Scalar<'a>>,
+}
+
+#[derive(Deserialize, Default)]
+struct SourceProbe<'a> {
+    #[serde(borrow, default)]
+    component: Option<Scalar<'a>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Probe<'a> {
+    #[serde(borrow, default)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    metadata: Meta<'a>,
+    #[serde(borrow, default)]
+    spec: Option<SpecProbe<'a>>,
+    #[serde(borrow, default)]
+    status: Option<StatusProbe<'a>>,
+    #[serde(borrow, default, rename = "type")]
+    type_: Option<Scalar<'a>>,
+    #[serde(borrow, default)]
+    reason: Option<Scalar<'a>>,
+    #[serde(borrow, default)]
+    involved_object: Option<InvolvedProbe<'a>>,
+    #[serde(borrow, default)]
+    reporting_component: Option<Scalar<'a>>,
+    #[serde(borrow, default)]
+    source: Option<SourceProbe<'a>>,
+}
+
+impl<'a> Probe<'a> {
+    fn field(&self, name: &str) -> Option<&Scalar<'a>> {
+        let spec = self.spec.as_ref();
+        let status = self.status.as_ref();
+        let inv = self.involved_object.as_ref();
+        match name {
+            "spec.nodeName" => spec?.node_name.as_ref(),
+            "spec.restartPolicy" => spec?.restart_policy.as_ref(),
+            "spec.schedulerName" => spec?.scheduler_name.as_ref(),
+            "spec.serviceAccountName" => spec?.service_account_name.as_ref(),
+            "spec.hostNetwork" => spec?.host_network.as_ref(),
+            "spec.unschedulable" => spec?.unschedulable.as_ref(),
+            "status.phase" => status?.phase.as_ref(),
+            "status.podIP" => status?.pod_ip.as_ref(),
+            "status.nominatedNodeName" => status?.nominated_node_name.as_ref(),
+            "type" => self.type_.as_ref(),
+            "reason" => self.reason.as_ref(),
+            "reportingComponent" => self.reporting_component.as_ref(),
+            "source" => self.source.as_ref()?.component.as_ref(),
+            "involvedObject.kind" => inv?.kind.as_ref(),
+            "involvedObject.namespace" => inv?.namespace.as_ref(),
+            "involvedObject.name" => inv?.name.as_ref(),
+            "involvedObject.uid" => inv?.uid.as_ref(),
+            "involvedObject.apiVersion" => inv?.api_version.as_ref(),
+            "involvedObject.resourceVersion" => inv?.resource_version.as_ref(),
+            "involvedObject.fieldPath" => inv?.field_path.as_ref(),
+            _ => None,
+        }
+    }
+}
+
+impl TypeInfo {
+    /// Parses an upstream object (`src` may lack `kind`/`apiVersion`, as list
+    /// items do) into a cached object owning an exact-size copy of its JSON.
+    pub fn parse(&self, src: &[u8]) -> Result<CachedObject, ObjectError> {
+        let p: Probe =
+            serde_json::from_slice(src).map_err(|e| ObjectError::Malformed(e.to_string()))?;
+        let name = p
+            .metadata
+            .name
+            .as_deref()
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| ObjectError::Malformed("no metadata.name".into()))?;
+        let rv_s = p.metadata.resource_version.as_deref().unwrap_or("");
+        let rv = rv_s
+            .parse::<u64>()
+            .map_err(|_| ObjectError::BadResourceVersion(rv_s.to_string()))?;
+        let ns = p.metadata.namespace.as_deref().unwrap_or("");
+        let key: Arc<str> = if ns.is_empty() {
+            Arc::from(name)
+        } else {
+            Arc::from(format!("{ns}/{name}"))
+        };
+        let prefix = format!(
+            "{{\"kind\":\"{}\",\"apiVersion\":\"{}\",",
+            self.kind, self.api_version
+        );
+        let add_prefix = p.kind.is_none() && src.len() > 1;
+        // Offsets of borrowed strings shift by what is prepended.
+        let shift = if add_prefix { prefix.len() - 1 } else { 0 };
+        let base = src.as_ptr() as usize;
+        let span_of = |s: &str| -> Option<(u32, u16)> {
+            let at = (s.as_ptr() as usize).checked_sub(base)?;
+            (at + s.len() <= src.len() && s.len() <= u16::MAX as usize)
+                .then(|| ((at + shift) as u32, s.len() as u16))
+        };
+        let mut spans = Vec::new();
+        let mut owned = Vec::new();
+        let mut record = |what: u8, k: &Cow<str>, v: &str, v_borrowed: bool| {
+            let ks = if let Cow::Borrowed(k) = k {
+                span_of(k)
+            } else {
+                None
+            };
+            let vs = if v_borrowed { span_of(v) } else { None };
+            match (ks, vs) {
+                (Some((ka, kl)), Some((va, vl))) => spans.push(Span {
+                    what,
+                    key_at: ka,
+                    key_len: kl,
+                    val_at: va,
+                    val_len: vl,
+                }),
+                (None, Some((va, vl))) if what != LABEL => spans.push(Span {
+                    what,
+                    key_at: 0,
+                    key_len: 0,
+                    val_at: va,
+                    val_len: vl,
+                }),
+                _ => owned.push((what, Box::from(&**k), Box::from(v))),
+            }
+        };
+        for (BStr(k), BStr(v)) in p.metadata.labels.iter().flatten() {
+            record(LABEL, k, v, matches!(v, Cow::Borrowed(_)));
+        }
+        let field_names = supported_fields(&self.resource);
+        for (i, f) in field_names.iter().enumerate() {
+            match p.field(f) {
+                Some(Scalar::Str(Cow::Borrowed(s))) if !s.is_empty() => {
+                    record(i as u8, &Cow::Borrowed(""), s, true)
+                }
+                Some(Scalar::Str(Cow::Owned(s))) if !s.is_empty() => {
+                    record(i as u8, &Cow::Owned(String::new()), s, false)
+                }
+                Some(Scalar::Bool(b)) => record(
+                    i as u8,
+                    &Cow::Owned(String::new()),
+                    if *b { "true" } else { "false" },
+                    false,
+                ),
+                _ => {}
+            }
+        }
+        let ns_len = ns.len();
+        let has_kind = !add_prefix;
+        drop(p);
+        let json = if add_prefix {
+            let mut full = Vec::with_capacity(src.len() + prefix.len() - 1);
+            full.extend_from_slice(prefix.as_bytes());
+            full.extend_from_slice(&src[1..]);
+            Bytes::from(full)
+        } else {
+            Bytes::copy_from_slice(src)
+        };
+        let item_skip = if !self.items_typed && (!has_kind || json.starts_with(prefix.as_bytes())) {
+            prefix.len()
+        } else {
+            1
+        };
+        let meta = meta_span(&json).ok_or_else(|| ObjectError::Malformed("no metadata".into()))?;
+        Ok(CachedObject {
+            key,
+            ns_len,
+            rv,
+            body: json,
+            encoding: Encoding::Json,
+            item_skip,
+            meta,
+            spans: spans.into_boxed_slice(),
+            owned: owned.into_boxed_slice(),
+            field_names,
+        })
+    }
+}
+
+/// This JSON object's last state as seen at resource version `rv` (a
+/// delete found by a relist): same bytes, `metadata.resourceVersion`
+/// rewritten. [`super::history`] picks this or the protobuf one.
+pub(super) fn at_version(o: &CachedObject, rv: u64) -> CachedObject {
+    let old = format!("\"resourceVersion\":\"{}\"", o.rv);
+    let new = format!("\"resourceVersion\":\"{rv}\"");
+    let text = String::from_utf8_lossy(&o.body);
+    let json = match text.find(&old) {
+        Some(at) => {
+            let mut s = String::with_capacity(text.len() + 8);
+            s.push_str(&text[..at]);
+            s.push_str(&new);
+            s.push_str(&text[at + old.len()..]);
+            Bytes::from(s)
+        }
+        None => o.body.clone(),
+    };
+    let shift = json.len() as i64 - o.body.len() as i64;
+    let at = text.find(&old).unwrap_or(usize::MAX) as i64;
+    let moved = |p: u32| {
+        if (p as i64) > at {
+            (p as i64 + shift) as u32
+        } else {
+            p
+        }
+    };
+    let meta = meta_span(&json).unwrap_or(o.meta);
+    CachedObject {
+        key: o.key.clone(),
+        ns_len: o.ns_len,
+        rv,
+        body: json,
+        encoding: Encoding::Json,
+        item_skip: o.item_skip,
+        meta,
+        spans: o
+            .spans
+            .iter()
+            .map(|s| Span {
+                key_at: moved(s.key_at),
+                val_at: moved(s.val_at),
+                ..*s
+            })
+            .collect(),
+        owned: o.owned.clone(),
+        field_names: o.field_names,
+    }
+}
+
+/// Where the `metadata` value is in an object's JSON.
+fn meta_span(json: &[u8]) -> Option<(u32, u32)> {
+    let r = json::top_level_value(json, "metadata")?;
+    Some((r.start as u32, r.len() as u32))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::selector::{FieldSelector, LabelSelector, Selectors};
+    use crate::codec::json::ListItem;
+
+    #[test]
+    fn should_find_labels_and_fields_in_the_stored_bytes() {
+        let t = TypeInfo {
+            kind: "Pod".into(),
+            api_version: "v1".into(),
+            resource: "pods".into(),
+            items_typed: false,
+        };
+        let src = br#"{"metadata":{"name":"p","namespace":"ns","resourceVersion":"7","labels":{"app":"web","esc\u0041":"x"}},"spec":{"nodeName":"n1","hostNetwork":true},"status":{"phase":"Running"}}"#;
+        let o = t.parse(src).unwrap();
+        assert_eq!((o.namespace(), o.name(), o.rv), ("ns", "p", 7));
+        assert_eq!(o.label("app"), Some("web"));
+        assert_eq!(
+            o.label("escA"),
+            Some("x"),
+            "escaped keys fall back to owned strings"
+        );
+        assert_eq!(
+            o.owned.len(),
+            2,
+            "only the escaped label and the boolean are owned"
+        );
+        assert_eq!(o.spans.len(), 3, "the rest are spans into the JSON");
+        assert_eq!(o.label("nope"), None);
+        assert_eq!(o.field("spec.nodeName"), "n1");
+        assert_eq!(o.field("spec.hostNetwork"), "true");
+        assert_eq!(o.field("status.phase"), "Running");
+        assert_eq!(o.field("status.podIP"), "");
+        assert!(
+            o.body
+                .starts_with(br#"{"kind":"Pod","apiVersion":"v1","metadata""#)
+        );
+        let mut out = bytes::BytesMut::new();
+        o.write_item(&mut out);
+        assert_eq!(&out[..], &src[..]);
+        let sel = FieldSelector::parse(
+            "spec.nodeName=n1,metadata.namespace=ns",
+            supported_fields("pods"),
+        )
+        .unwrap();
+        let labels = LabelSelector::parse("app in (web)").unwrap();
+        assert!(o.matches(&Selectors {
+            labels,
+            fields: sel
+        }));
+    }
+}

@@ -1,0 +1,437 @@
+//! What the upstream's list pages and watch streams say, in JSON or
+//! protobuf: objects parsed into cached objects, bookmarks' versions, ERROR
+//! events' meaning. The reflector decides what follows; this only reads.
+
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use crate::api::media::Encoding;
+use crate::cache::object::{CachedObject, ObjectError, Objects, TypeInfo};
+use crate::codec::protobuf as pb;
+
+/// Why upstream data cannot be taken as it is.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    /// Undecodable data: relist (never serve a half-applied state).
+    #[error("malformed upstream data: {0}")]
+    Malformed(String),
+    /// Resource versions are not integers: stop caching.
+    #[error("{0}")]
+    Uncacheable(ObjectError),
+    /// An ERROR event with 410: the version is gone.
+    #[error("resource version expired")]
+    Expired,
+    /// Any other ERROR event.
+    #[error("watch ERROR event: {0}")]
+    Failed(String),
+}
+
+#[derive(Deserialize)]
+struct BookmarkMeta {
+    #[serde(default, rename = "resourceVersion")]
+    resource_version: Option<String>,
+    #[serde(default)]
+    annotations: Option<std::collections::HashMap<String, String>>,
+}
+
+#[derive(Deserialize)]
+struct Bookmark {
+    metadata: BookmarkMeta,
+}
+
+#[derive(Deserialize)]
+struct ListMeta<'a> {
+    #[serde(borrow, default, rename = "resourceVersion")]
+    resource_version: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow, default, rename = "continue")]
+    cont: Option<std::borrow::Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct ListPage<'a> {
+    #[serde(borrow)]
+    metadata: ListMeta<'a>,
+    #[serde(borrow, default)]
+    items: Vec<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct WatchEvent<'a> {
+    #[serde(rename = "type")]
+    kind: std::borrow::Cow<'a, str>,
+    #[serde(borrow)]
+    object: &'a RawValue,
+}
+
+/// One watch event, decoded as far as the cache needs.
+pub enum Decoded {
+    /// ADDED or MODIFIED: the object's new state.
+    Put(&'static str, CachedObject),
+    /// DELETED: its last state.
+    Deleted(CachedObject),
+    /// A BOOKMARK at this version; `end`: it ends a streaming list's initial
+    /// events; `empty`: (protobuf, when asked) the type's empty object it
+    /// carries, without annotations: the template of r8s's own bookmarks.
+    Bookmark {
+        /// Its resource version.
+        rv: u64,
+        /// Whether it ends a streaming list's initial events.
+        end: bool,
+        /// The type's empty object, when asked for.
+        empty: Option<Bytes>,
+    },
+}
+
+/// An object the upstream sent that the cache cannot hold: a resource
+/// version that is not an integer makes the resource uncacheable; anything
+/// else is malformed data (relist).
+fn object_error(e: ObjectError) -> DecodeError {
+    match e {
+        ObjectError::BadResourceVersion(_) => DecodeError::Uncacheable(e),
+        e => DecodeError::Malformed(e.to_string()),
+    }
+}
+
+/// Reads one resource's list pages and watch events in one encoding.
+pub struct Decoder {
+    /// The resource's type (what objects are parsed as).
+    pub info: TypeInfo,
+    /// The upstream's bodies: JSON, or protobuf.
+    pub encoding: Encoding,
+}
+
+impl Decoder {
+    /// One LIST page into `objects`: its resource version and continue token.
+    pub fn page(
+        &mut self,
+        body: &[u8],
+        objects: &mut Objects,
+        first: &mut bool,
+    ) -> Result<(String, Option<String>), DecodeError> {
+        match self.encoding {
+            Encoding::Json => self.json_page(body, objects, first),
+            Encoding::Protobuf => self.protobuf_page(body, objects),
+        }
+    }
+
+    /// One JSON LIST page into `objects`: its resource version and continue token.
+    fn json_page(
+        &mut self,
+        body: &[u8],
+        objects: &mut Objects,
+        first: &mut bool,
+    ) -> Result<(String, Option<String>), DecodeError> {
+        let page: ListPage =
+            serde_json::from_slice(body).map_err(|e| DecodeError::Malformed(e.to_string()))?;
+        if *first {
+            self.info.items_typed = page
+                .items
+                .first()
+                .is_some_and(|i| i.get().contains("\"kind\""));
+            *first = false;
+        }
+        for item in &page.items {
+            let o = self
+                .info
+                .parse(item.get().as_bytes())
+                .map_err(object_error)?;
+            objects.insert(o.key.clone(), Arc::new(o));
+        }
+        Ok((
+            page.metadata
+                .resource_version
+                .as_deref()
+                .unwrap_or("")
+                .to_string(),
+            page.metadata.cont.map(|c| c.into_owned()),
+        ))
+    }
+
+    /// One protobuf LIST page (`k8s\0` + Unknown{raw: XList{1 ListMeta, 2 items}}).
+    fn protobuf_page(
+        &self,
+        body: &[u8],
+        objects: &mut Objects,
+    ) -> Result<(String, Option<String>), DecodeError> {
+        let bad = |e: pb::Malformed| DecodeError::Malformed(e.to_string());
+        let u = pb::unwrap(body).map_err(bad)?;
+        let (mut rv, mut cont) = (String::new(), None);
+        for f in pb::fields(u.raw) {
+            let f = f.map_err(bad)?;
+            let pb::Value::Bytes(v) = f.value else {
+                continue;
+            };
+            match f.number {
+                1 => {
+                    let text = |n| {
+                        pb::find(v, n)
+                            .map(|b| String::from_utf8_lossy(b.unwrap_or_default()).into_owned())
+                            .map_err(bad)
+                    };
+                    rv = text(2)?;
+                    cont = Some(text(3)?);
+                }
+                2 => {
+                    let o = self.info.parse_protobuf(v, false).map_err(object_error)?;
+                    objects.insert(o.key.clone(), Arc::new(o));
+                }
+                _ => {}
+            }
+        }
+        Ok((rv, cont))
+    }
+
+    /// Splits the next whole event off `buf`: a JSON line, or a protobuf frame.
+    pub fn next_unit(&self, buf: &mut BytesMut) -> Option<Bytes> {
+        match self.encoding {
+            Encoding::Json => {
+                while let Some(nl) = buf.iter().position(|b| *b == b'\n') {
+                    let line = buf.split_to(nl + 1).freeze().slice(..nl);
+                    if !line.iter().all(u8::is_ascii_whitespace) {
+                        return Some(line);
+                    }
+                }
+                None
+            }
+            Encoding::Protobuf => pb::next_frame_raw(buf),
+        }
+    }
+
+    /// One watch event, decoded: its object parsed, a bookmark's version
+    /// read (and with `want_empty`, a protobuf bookmark's empty object), an
+    /// ERROR turned into what it means.
+    pub fn event(&self, unit: &[u8], want_empty: bool) -> Result<Decoded, DecodeError> {
+        let (kind, object, owned);
+        match self.encoding {
+            Encoding::Json => {
+                let ev: WatchEvent = serde_json::from_slice(unit)
+                    .map_err(|e| DecodeError::Malformed(e.to_string()))?;
+                owned = ev.kind.into_owned();
+                kind = owned.as_str();
+                object = ev.object.get().as_bytes();
+            }
+            Encoding::Protobuf => {
+                let (k, o) =
+                    pb::watch_event(unit).map_err(|e| DecodeError::Malformed(e.to_string()))?;
+                owned = String::from_utf8_lossy(k).into_owned();
+                kind = owned.as_str();
+                object = o;
+            }
+        }
+        let parse = |b: &[u8]| match self.encoding {
+            Encoding::Json => self.info.parse(b),
+            Encoding::Protobuf => self.info.parse_protobuf(b, true),
+        };
+        let decoded = match kind {
+            "ADDED" => Decoded::Put("ADDED", parse(object).map_err(object_error)?),
+            "MODIFIED" => Decoded::Put("MODIFIED", parse(object).map_err(object_error)?),
+            "DELETED" => Decoded::Deleted(parse(object).map_err(object_error)?),
+            "BOOKMARK" => self.bookmark(object, want_empty)?,
+            "ERROR" => return Err(self.watch_error(object)),
+            other => {
+                return Err(DecodeError::Malformed(format!(
+                    "unknown watch event type {other:?}"
+                )));
+            }
+        };
+        Ok(decoded)
+    }
+
+    /// A BOOKMARK's version, whether it ends the initial events, and (asked
+    /// for, protobuf) the type's empty object it is.
+    fn bookmark(&self, object: &[u8], want_empty: bool) -> Result<Decoded, DecodeError> {
+        let bad_rv = |s: &str| DecodeError::Malformed(format!("bookmark resourceVersion {s:?}"));
+        match self.encoding {
+            Encoding::Json => {
+                let b: Bookmark = serde_json::from_slice(object)
+                    .map_err(|e| DecodeError::Malformed(e.to_string()))?;
+                let s = b.metadata.resource_version.as_deref().unwrap_or("");
+                let rv: u64 = s.parse().map_err(|_| bad_rv(s))?;
+                let end = b
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get("k8s.io/initial-events-end"))
+                    .map(String::as_str)
+                    == Some("true");
+                Ok(Decoded::Bookmark {
+                    rv,
+                    end,
+                    empty: None,
+                })
+            }
+            Encoding::Protobuf => {
+                let bad = |e: pb::Malformed| DecodeError::Malformed(e.to_string());
+                let u = pb::unwrap(object).map_err(bad)?;
+                let meta = pb::find(u.raw, 1).map_err(bad)?.unwrap_or_default();
+                let s =
+                    String::from_utf8_lossy(pb::find(meta, 6).map_err(bad)?.unwrap_or_default());
+                let rv: u64 = s.parse().map_err(|_| bad_rv(&s))?;
+                let mut annotated = false;
+                let mut end = false;
+                for f in pb::fields(meta) {
+                    let f = f.map_err(bad)?;
+                    if let (12, pb::Value::Bytes(entry)) = (f.number, f.value) {
+                        annotated = true;
+                        end |= pb::find(entry, 1).map_err(bad)?
+                            == Some(b"k8s.io/initial-events-end")
+                            && pb::find(entry, 2).map_err(bad)? == Some(b"true");
+                    }
+                }
+                // The type's empty object (a streaming list's last bookmark
+                // is the same, annotated).
+                let empty = match (want_empty, annotated) {
+                    (false, _) => None,
+                    (true, true) => Some(
+                        pb::with_metadata(u.raw, rv, Some(&[]))
+                            .map_err(bad)?
+                            .freeze(),
+                    ),
+                    (true, false) => Some(Bytes::copy_from_slice(u.raw)),
+                };
+                Ok(Decoded::Bookmark { rv, end, empty })
+            }
+        }
+    }
+
+    /// What an ERROR event means: 410 relists, anything else retries.
+    fn watch_error(&self, object: &[u8]) -> DecodeError {
+        let (code, message) = match self.encoding {
+            Encoding::Json => {
+                let s: serde_json::Value = serde_json::from_slice(object).unwrap_or_default();
+                (s["code"].as_u64(), s["message"].to_string())
+            }
+            Encoding::Protobuf => {
+                let raw = pb::unwrap(object).map(|u| u.raw).unwrap_or_default();
+                let code = match pb::find_path(raw, &[6]) {
+                    Ok(Some(pb::Value::Varint(c))) => Some(c),
+                    _ => None,
+                };
+                let message = pb::find(raw, 3).ok().flatten().unwrap_or_default();
+                (code, format!("{:?}", String::from_utf8_lossy(message)))
+            }
+        };
+        if code == Some(410) {
+            DecodeError::Expired
+        } else {
+            DecodeError::Failed(format!("watch ERROR event: {message}"))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::status::Status;
+
+    fn decoder() -> Decoder {
+        Decoder {
+            info: TypeInfo {
+                kind: "Pod".into(),
+                api_version: "v1".into(),
+                resource: "pods".into(),
+                items_typed: false,
+            },
+            encoding: Encoding::Protobuf,
+        }
+    }
+
+    fn pod(name: &str, rv: &str, annotations: &[(&str, &str)]) -> Vec<u8> {
+        let mut meta = BytesMut::new();
+        pb::bytes_field(&mut meta, 1, name.as_bytes());
+        pb::bytes_field(&mut meta, 3, b"ns");
+        pb::bytes_field(&mut meta, 6, rv.as_bytes());
+        for (k, v) in annotations {
+            let mut e = BytesMut::new();
+            pb::bytes_field(&mut e, 1, k.as_bytes());
+            pb::bytes_field(&mut e, 2, v.as_bytes());
+            pb::bytes_field(&mut meta, 12, &e);
+        }
+        let mut raw = BytesMut::new();
+        pb::bytes_field(&mut raw, 1, &meta);
+        pb::bytes_field(&mut raw, 2, b"");
+        raw.to_vec()
+    }
+
+    fn frame(kind: &str, raw: &[u8]) -> BytesMut {
+        let body = pb::envelope("v1", "Pod", &[raw]);
+        BytesMut::from(&pb::watch_frame(kind, &[&body])[..])
+    }
+
+    #[test]
+    fn should_read_a_protobuf_page() {
+        let (a, b) = (pod("a", "3", &[]), pod("b", "4", &[]));
+        let meta = pb::list_meta("9", "next", None);
+        let mut body = BytesMut::from(
+            &pb::list_head(
+                "v1",
+                "PodList",
+                &meta,
+                pb::field_len(a.len()) + pb::field_len(b.len()),
+            )[..],
+        );
+        pb::bytes_field(&mut body, 2, &a);
+        pb::bytes_field(&mut body, 2, &b);
+        body.extend_from_slice(pb::UNKNOWN_TAIL);
+        let mut objects = Objects::new();
+        let (rv, cont) = decoder().page(&body, &mut objects, &mut true).unwrap();
+        assert_eq!((rv.as_str(), cont.as_deref()), ("9", Some("next")));
+        assert_eq!(objects.len(), 2);
+        assert_eq!(objects["ns/b"].raw(), &b[..]);
+        let mut none = Objects::new();
+        assert!(matches!(
+            decoder().page(&body[..body.len() - 20], &mut none, &mut true),
+            Err(DecodeError::Malformed(_))
+        ));
+    }
+
+    #[test]
+    fn should_read_protobuf_events_bookmarks_and_errors() {
+        let d = decoder();
+        let mut buf = frame("MODIFIED", &pod("a", "5", &[]));
+        let unit = d.next_unit(&mut buf).unwrap();
+        assert!(matches!(d.event(&unit, false), Ok(Decoded::Put("MODIFIED", o)) if o.rv == 5));
+        // The end of a streaming list's initial events: its template without annotations.
+        let end = pod("", "7", &[("k8s.io/initial-events-end", "true")]);
+        let unit = d.next_unit(&mut frame("BOOKMARK", &end)).unwrap();
+        let Ok(Decoded::Bookmark {
+            rv,
+            end: true,
+            empty: Some(e),
+        }) = d.event(&unit, true)
+        else {
+            panic!("the annotated bookmark");
+        };
+        assert_eq!((rv, &e[..]), (7, &pod("", "7", &[])[..]));
+        // ERROR events: 410 relists, others retry.
+        let gone = Status::expired("too old resource version: 1 (5)").to_protobuf();
+        let unit = d
+            .next_unit(&mut BytesMut::from(&pb::watch_frame("ERROR", &[&gone])[..]))
+            .unwrap();
+        assert!(matches!(d.event(&unit, false), Err(DecodeError::Expired)));
+        let other = Status::internal("boom").to_protobuf();
+        let unit = d
+            .next_unit(&mut BytesMut::from(
+                &pb::watch_frame("ERROR", &[&other])[..],
+            ))
+            .unwrap();
+        assert!(matches!(d.event(&unit, false), Err(DecodeError::Failed(m)) if m.contains("boom")));
+        // Garbage is malformed (the reflector relists), never applied.
+        let unit = d
+            .next_unit(&mut BytesMut::from(&[0, 0, 0, 2, 0x0a, 0x09][..]))
+            .unwrap();
+        assert!(matches!(
+            d.event(&unit, false),
+            Err(DecodeError::Malformed(_))
+        ));
+        let mut junk = frame("ADDED", b"\x0a\x03abc");
+        let unit = d.next_unit(&mut junk).unwrap();
+        assert!(matches!(
+            d.event(&unit, false),
+            Err(DecodeError::Malformed(_))
+        ));
+    }
+}
