@@ -131,9 +131,8 @@ pub async fn prepare(config: Config) -> Result<Prepared, PrepareError> {
             label: r.gvr.to_string(),
             watch_metrics: Default::default(),
             store: store(api::media::Encoding::Json),
-            // Custom resources have no protobuf encoding.
-            protobuf: (protobuf && r.gvr.is_builtin())
-                .then(|| store(api::media::Encoding::Protobuf)),
+            // (Custom resources': their objects' PartialObjectMetadata.)
+            protobuf: protobuf.then(|| store(api::media::Encoding::Protobuf)),
             resource: r,
         };
         caches.insert(key, Arc::new(rc));

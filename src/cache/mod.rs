@@ -23,9 +23,11 @@ pub struct ResourceCache {
     pub resource: ApiResource,
     /// Its versions in JSON.
     pub store: Arc<store::Store>,
-    /// Its versions in protobuf (built-in resources, with `protobuf` in
-    /// `cache.encodings`): filled by a reflector of its own, so each object
-    /// is held in the upstream's own protobuf bytes.
+    /// Its versions in protobuf (with `protobuf` in `cache.encodings`):
+    /// filled by a reflector of its own, so each object is held in the
+    /// upstream's own protobuf bytes. A custom resource has no protobuf
+    /// encoding; this holds its objects' `PartialObjectMetadata`, which is
+    /// all a protobuf client can be answered with.
     pub protobuf: Option<Arc<store::Store>>,
     /// `kind` of its lists (`PodList`).
     pub list_kind: String,

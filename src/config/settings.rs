@@ -68,9 +68,9 @@ pub struct CacheConfig {
     pub page_size: usize,
     /// (Re)list with streaming lists (`sendInitialEvents`) where the upstream serves them.
     pub streaming_lists: bool,
-    /// Encodings held for built-in resources, each by its own reflector:
-    /// `json` (always; custom resources and metadata-only JSON need it) and
-    /// `protobuf` (what client-go's typed clients ask for).
+    /// Encodings held, each by its own reflector: `json` (always; custom
+    /// resources and metadata-only JSON need it) and `protobuf` (what
+    /// client-go's typed clients ask for; custom resources' metadata only).
     pub encodings: Vec<String>,
     /// Seconds recent versions are kept for Exact reads and pagination.
     pub snapshot_retention_seconds: u64,

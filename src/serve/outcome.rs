@@ -27,8 +27,7 @@ pub enum PassReason {
     /// An `Accept` the cache does not answer (Table, YAML, CBOR, unknown).
     MediaType,
     /// An encoding the resource is not cached in: protobuf without
-    /// `protobuf` in `cache.encodings`, or a custom resource's metadata in
-    /// protobuf (its objects are cached as JSON only).
+    /// `protobuf` in `cache.encodings`.
     Encoding,
     /// A request the apiserver would reject: it gives its own error.
     Invalid,

@@ -24,6 +24,7 @@ use crate::api::media::Encoding;
 use crate::api::query;
 use crate::cache::object::{ObjectError, Objects, TypeInfo};
 use crate::cache::store::{Change, Serving, Store};
+use crate::codec::json::META_API_VERSION;
 use crate::metrics;
 use crate::shutdown::Signal;
 
@@ -134,9 +135,21 @@ impl Reflector {
         store: Arc<Store>,
         config: ReflectorConfig,
     ) -> Self {
+        // A custom resource has no protobuf encoding: its protobuf store
+        // holds what the apiserver does give in protobuf, each object's
+        // PartialObjectMetadata (for metadata-only informers).
+        let metadata_only = config.encoding == Encoding::Protobuf && !resource.gvr.is_builtin();
+        let (kind, api_version) = if metadata_only {
+            (
+                "PartialObjectMetadata".to_string(),
+                META_API_VERSION.to_string(),
+            )
+        } else {
+            (resource.kind.clone(), resource.gvr.api_version())
+        };
         let info = TypeInfo {
-            kind: resource.kind.clone(),
-            api_version: resource.gvr.api_version(),
+            kind,
+            api_version,
             resource: resource.gvr.resource().to_string(),
             // Built-in types' list items carry no kind; custom resources'
             // do. A paged LIST confirms it from the first page.
@@ -165,9 +178,16 @@ impl Reflector {
     /// `GET {collection}?{query}` with r8s's credentials, any status.
     async fn request(&self, query: &str) -> Result<http::Response<Incoming>, StepError> {
         let uri = format!("{}?{query}", self.resource.gvr.collection_path());
-        let accept = match self.config.encoding {
-            Encoding::Json => "application/json",
-            Encoding::Protobuf => "application/vnd.kubernetes.protobuf",
+        let watch = query.starts_with("watch=1");
+        let accept = match (self.config.encoding, self.resource.gvr.is_builtin(), watch) {
+            (Encoding::Json, _, _) => "application/json",
+            (Encoding::Protobuf, true, _) => "application/vnd.kubernetes.protobuf",
+            (Encoding::Protobuf, false, false) => {
+                "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+            }
+            (Encoding::Protobuf, false, true) => {
+                "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+            }
         };
         let (parts, ()) = Request::get(uri)
             .header("accept", accept)
