@@ -45,7 +45,7 @@ pub struct ReadPolicy {
 pub fn serving_store<'c>(
     cache: &'c ResourceCache,
     ar: &ApiRequest,
-) -> Result<&'c Store, PassReason> {
+) -> Result<&'c Arc<Store>, PassReason> {
     // Table, YAML, CBOR and 406 are the upstream's.
     let media = ar.media.media().ok_or(PassReason::MediaType)?;
     let store = cache
@@ -87,7 +87,10 @@ pub async fn answer(
     if opts.validate().is_err() {
         return Err(PassReason::Invalid);
     }
-    let at = Source { cache, store };
+    let at = Source {
+        cache,
+        store: store.as_ref(),
+    };
     let result = if ar.verb == Verb::Get {
         get(at, &ar.path, opts, shape, policy).await
     } else {

@@ -161,11 +161,7 @@ pub fn plan(
     {
         return Err(PassReason::TooOld);
     }
-    let store = cache
-        .stores()
-        .find(|s| std::ptr::eq(s.as_ref(), store))
-        .expect("the store is the cache's")
-        .clone();
+    let store = store.clone();
     Ok(Plan {
         cache: cache.clone(),
         store,
