@@ -69,6 +69,23 @@ mod tests {
                 .unwrap_err()
                 .to_string();
             assert!(e.contains("apps/x/deployments"), "{e}");
+            jail.create_file("bad4.toml", "[cache]\nencodings = [\"yaml\"]\n")?;
+            let e = load(Some(Path::new("bad4.toml")), &Overrides::default())
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("\"cache.encodings\"") && e.contains("\"yaml\""),
+                "{e}"
+            );
+            jail.create_file("bad5.toml", "[cache]\nencodings = [\"protobuf\"]\n")?;
+            let e = load(Some(Path::new("bad5.toml")), &Overrides::default())
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("must list \"json\""), "{e}");
+            jail.create_file("good.toml", "[cache]\nencodings = [\"json\"]\n")?;
+            let c = load(Some(Path::new("good.toml")), &Overrides::default())
+                .map_err(|e| e.to_string())?;
+            assert_eq!(c.cache.encodings, vec!["json".to_string()]);
             Ok(())
         });
     }
