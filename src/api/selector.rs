@@ -385,25 +385,22 @@ pub struct FieldSelector {
 }
 
 impl FieldSelector {
-    /// Parses a `fieldSelector` and checks every field is one `supported` lists.
+    /// Parses a `fieldSelector` as apimachinery's `fields.ParseSelector`
+    /// does (terms split on unescaped commas and sorted; each split at its
+    /// first operator; values unescaped, where an unescaped `,` or `=` or an
+    /// unknown escape is an error), then checks every field is one
+    /// `supported` lists, in that order: the apiserver's first error.
     pub fn parse(s: &str, supported: &[&str]) -> Result<Self, String> {
+        let mut terms = split_terms(s);
+        terms.sort_unstable();
         let mut reqs = Vec::new();
-        if s.trim().is_empty() {
-            return Ok(Self::default());
-        }
-        for part in split_unescaped(s, ',') {
-            let (key, eq, val) = if let Some((k, v)) = part.split_once("!=") {
-                (k, false, v)
-            } else if let Some((k, v)) = part.split_once("==") {
-                (k, true, v)
-            } else if let Some((k, v)) = part.split_once('=') {
-                (k, true, v)
-            } else {
+        for term in terms.into_iter().filter(|t| !t.is_empty()) {
+            let Some((field, op, value)) = split_term(term) else {
                 return Err(format!(
-                    "invalid selector: '{s}'; can't understand '{part}'"
+                    "invalid selector: '{s}'; can't understand '{term}'"
                 ));
             };
-            reqs.push((key.trim().to_string(), eq, unescape(val)));
+            reqs.push((field.to_string(), op != "!=", unescape_value(value)?));
         }
         for (k, _, _) in &reqs {
             if !supported.contains(&k.as_str()) {
@@ -437,37 +434,72 @@ impl FieldSelector {
     }
 }
 
-fn split_unescaped(s: &str, sep: char) -> Vec<String> {
-    let mut out = vec![String::new()];
-    let mut esc = false;
-    for c in s.chars() {
-        if esc {
-            out.last_mut().expect("non-empty").push('\\');
-            out.last_mut().expect("non-empty").push(c);
-            esc = false;
-        } else if c == '\\' {
-            esc = true;
-        } else if c == sep {
-            out.push(String::new());
-        } else {
-            out.last_mut().expect("non-empty").push(c);
+/// A field selector's terms: split on commas not escaped by a backslash,
+/// escapes kept (apimachinery's `splitTerms`).
+fn split_terms(s: &str) -> Vec<&str> {
+    if s.is_empty() {
+        return Vec::new();
+    }
+    let mut terms = Vec::new();
+    let (mut start, mut escaped) = (0, false);
+    for (i, c) in s.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' => escaped = true,
+            ',' => {
+                terms.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
         }
     }
-    out
+    terms.push(&s[start..]);
+    terms
 }
 
-fn unescape(s: &str) -> String {
-    let mut out = String::new();
-    let mut esc = false;
+/// A term split at the first place an operator (`!=`, `==`, `=`, tried in
+/// that order) starts: field, operator, raw value (`splitTerm`).
+fn split_term(term: &str) -> Option<(&str, &'static str, &str)> {
+    term.char_indices().find_map(|(i, _)| {
+        ["!=", "==", "="]
+            .into_iter()
+            .find(|op| term[i..].starts_with(op))
+            .map(|op| (&term[..i], op, &term[i + op.len()..]))
+    })
+}
+
+/// A field selector value unescaped (`\\`, `\,`, `\=`), with apimachinery's
+/// errors for an unescaped `,` or `=` (named by its code point, as Go's `%v`
+/// prints a rune) and an unknown or trailing escape.
+fn unescape_value(s: &str) -> Result<String, String> {
+    let mut out = String::with_capacity(s.len());
+    let mut escaped = false;
     for c in s.chars() {
-        if esc || c != '\\' {
+        if escaped {
+            if !matches!(c, '\\' | ',' | '=') {
+                return Err(format!(
+                    "invalid field selector: invalid escape sequence: \\{c}"
+                ));
+            }
             out.push(c);
-            esc = false;
-        } else {
-            esc = true;
+            escaped = false;
+            continue;
+        }
+        match c {
+            '\\' => escaped = true,
+            ',' | '=' => {
+                return Err(format!(
+                    "invalid field selector: unescaped character in value: {}",
+                    c as u32
+                ));
+            }
+            _ => out.push(c),
         }
     }
-    out
+    if escaped {
+        return Err("invalid field selector: invalid escape sequence: \\".into());
+    }
+    Ok(out)
 }
 
 /// The field labels each resource supports in field selectors (beyond metadata).
@@ -569,5 +601,38 @@ mod tests {
         assert_eq!(s.exact("metadata.namespace"), Some("ns-7"));
         let s = FieldSelector::parse("spec.nodeName=", f).unwrap();
         assert!(s.matches(|k| field_value(&pod, k)));
+    }
+
+    #[test]
+    fn should_parse_field_selector_values_as_apimachinery() {
+        let f = supported_fields("pods");
+        let err = |s: &str| FieldSelector::parse(s, f).unwrap_err();
+        // Recorded from kube-apiserver (issue 11): 400 with this message.
+        assert_eq!(
+            err("metadata.name=a=b"),
+            "invalid field selector: unescaped character in value: 61"
+        );
+        assert_eq!(
+            err(r"metadata.name=a\x"),
+            r"invalid field selector: invalid escape sequence: \x"
+        );
+        assert_eq!(
+            err(r"metadata.name=a\"),
+            r"invalid field selector: invalid escape sequence: \"
+        );
+        // The first operator splits: `f=b!=c` is field `f`, value `b!=c`.
+        assert_eq!(
+            err("metadata.name=b!=c"),
+            "invalid field selector: unescaped character in value: 61"
+        );
+        // Terms are sorted before they are checked: the first error in that order.
+        assert_eq!(err("z.y=1,a.b=2"), "field label not supported: a.b");
+        assert_eq!(err(" "), "invalid selector: ' '; can't understand ' '");
+        // Escapes are honoured, empty terms skipped.
+        let s = FieldSelector::parse(r"metadata.name=a\=b\,c\\d,,", f).unwrap();
+        assert_eq!(s.exact("metadata.name"), Some(r"a=b,c\d"));
+        let s = FieldSelector::parse("metadata.namespace==ns,metadata.name!=x", f).unwrap();
+        assert_eq!(s.exact("metadata.namespace"), Some("ns"));
+        assert_eq!(s.exact("metadata.name"), None);
     }
 }
