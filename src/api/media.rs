@@ -12,6 +12,11 @@
 
 use http::{HeaderMap, header};
 
+/// `Content-Type` of a protobuf answer.
+pub const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+/// `Content-Type` of a protobuf watch stream.
+pub const PROTOBUF_WATCH: &str = "application/vnd.kubernetes.protobuf;stream=watch";
+
 /// How an answer is encoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Encoding {
@@ -53,8 +58,8 @@ impl MediaType {
     pub fn content_type(self, watch: bool) -> &'static str {
         match (self.encoding, watch) {
             (Encoding::Json, _) => "application/json",
-            (Encoding::Protobuf, false) => "application/vnd.kubernetes.protobuf",
-            (Encoding::Protobuf, true) => "application/vnd.kubernetes.protobuf;stream=watch",
+            (Encoding::Protobuf, false) => PROTOBUF,
+            (Encoding::Protobuf, true) => PROTOBUF_WATCH,
         }
     }
 }

@@ -138,6 +138,14 @@ impl ApiRequest {
         })
     }
 
+    /// The encoding its answers, errors included, come in: the negotiated
+    /// one, JSON where the answer is none the cache gives (Table, YAML, 406).
+    pub fn encoding(&self) -> media::Encoding {
+        self.media
+            .media()
+            .map_or(media::Encoding::Json, |m| m.encoding)
+    }
+
     /// The resource as metrics label it: `pods`, or `pods/log` for a subresource.
     pub fn resource_label(&self) -> Cow<'_, str> {
         match &self.path.subresource {

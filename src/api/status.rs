@@ -375,7 +375,7 @@ impl Status {
                 *resp.body_mut() = body;
                 resp.headers_mut().insert(
                     header::CONTENT_TYPE,
-                    HeaderValue::from_static("application/vnd.kubernetes.protobuf"),
+                    HeaderValue::from_static(super::media::PROTOBUF),
                 );
                 resp
             }

@@ -486,6 +486,34 @@ pub fn bookmark_raw(
     })
 }
 
+/// A `BOOKMARK`'s whole body: `kind` (of `api_version`) empty but for
+/// resource version `rv`, from the upstream's `empty` object of the type when
+/// known; `initial_end`: the one ending a streaming list's initial events,
+/// annotated `k8s.io/initial-events-end: "true"` and with the blueprint
+/// (`k8s.io/initial-events-list-blueprint`: the base64 of an empty list of
+/// the kind, in protobuf), as kube-apiserver writes it.
+pub fn bookmark(
+    empty: Option<&[u8]>,
+    api_version: &str,
+    kind: &str,
+    rv: u64,
+    initial_end: bool,
+) -> Bytes {
+    use base64::Engine;
+    let blueprint = initial_end.then(|| {
+        base64::engine::general_purpose::STANDARD
+            .encode(empty_list(api_version, &format!("{kind}List")))
+    });
+    let annotations = blueprint.as_deref().map(|b| {
+        [
+            ("k8s.io/initial-events-end", "true"),
+            ("k8s.io/initial-events-list-blueprint", b),
+        ]
+    });
+    let raw = bookmark_raw(empty, rv, annotations.as_ref().map(|a| &a[..]));
+    envelope(api_version, kind, &[&raw])
+}
+
 /// An empty list of `list_kind` as a whole body (the blueprint a streaming
 /// list's last bookmark carries, base64-encoded, in the response's encoding).
 pub fn empty_list(api_version: &str, list_kind: &str) -> Bytes {

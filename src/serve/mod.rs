@@ -64,10 +64,7 @@ impl Api {
         let start = Instant::now();
         let ar = ApiRequest::parse(req.method(), req.uri(), req.headers());
         // r8s's own errors come in the negotiated encoding.
-        let encoding = ar
-            .as_ref()
-            .and_then(|ar| ar.media.media())
-            .map_or(Encoding::Json, |m| m.encoding);
+        let encoding = ar.as_ref().map_or(Encoding::Json, ApiRequest::encoding);
         let (verb, resource) = match &ar {
             Some(ar) => (ar.verb, ar.resource_label()),
             None => (Verb::Other, Cow::Owned(non_resource_label(req.uri()))),

@@ -138,7 +138,7 @@ fn hit(code: StatusCode, body: Body, encoding: Encoding, gzipped: bool) -> Respo
     if encoding == Encoding::Protobuf {
         resp.headers_mut().insert(
             header::CONTENT_TYPE,
-            HeaderValue::from_static("application/vnd.kubernetes.protobuf"),
+            HeaderValue::from_static(crate::api::media::PROTOBUF),
         );
     }
     if gzipped {

@@ -320,18 +320,6 @@ impl Watcher {
                 bookmark(kind, &api_version, rv)
             };
         }
-        let blueprint;
-        let annotations = if initial_end {
-            use base64::Engine;
-            let empty = pb::empty_list(&api_version, &format!("{kind}List"));
-            blueprint = base64::engine::general_purpose::STANDARD.encode(empty);
-            Some([
-                ("k8s.io/initial-events-end", "true"),
-                ("k8s.io/initial-events-list-blueprint", blueprint.as_str()),
-            ])
-        } else {
-            None
-        };
         let template = match self.form {
             Form::Object => self.store.empty_object(),
             // PartialObjectMetadata{1 ObjectMeta}: the type's empty metadata.
@@ -342,12 +330,7 @@ impl Watcher {
                 Some(m.freeze())
             }),
         };
-        let raw = pb::bookmark_raw(
-            template.as_deref(),
-            rv,
-            annotations.as_ref().map(|a| &a[..]),
-        );
-        let body = pb::envelope(&api_version, kind, &[&raw]);
+        let body = pb::bookmark(template.as_deref(), &api_version, kind, rv, initial_end);
         pb::watch_frame("BOOKMARK", &[&body])
     }
 

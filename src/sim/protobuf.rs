@@ -268,21 +268,7 @@ pub fn bookmark_body(
             schema::empty(def.kind).unwrap_or_default(),
         )
     };
-    let list_kind = format!("{kind}List");
-    let blueprint;
-    let annotations: Option<[(&str, &str); 2]> = if initial_end {
-        use base64::Engine;
-        blueprint = base64::engine::general_purpose::STANDARD
-            .encode(pb::empty_list(&api_version, &list_kind));
-        Some([
-            ("k8s.io/initial-events-end", "true"),
-            ("k8s.io/initial-events-list-blueprint", blueprint.as_str()),
-        ])
-    } else {
-        None
-    };
-    let raw = pb::bookmark_raw(Some(&empty), rv, annotations.as_ref().map(|a| &a[..]));
-    pb::envelope(&api_version, kind, &[&raw])
+    pb::bookmark(Some(&empty), &api_version, kind, rv, initial_end)
 }
 
 #[cfg(test)]

@@ -307,7 +307,7 @@ fn protobuf_response(body: Bytes) -> Response<Body> {
     let mut resp = json_response(StatusCode::OK, body);
     resp.headers_mut().insert(
         http::header::CONTENT_TYPE,
-        http::HeaderValue::from_static("application/vnd.kubernetes.protobuf"),
+        http::HeaderValue::from_static(crate::api::media::PROTOBUF),
     );
     resp
 }

@@ -25,10 +25,7 @@ impl Sim {
         let (parts, incoming) = req.into_parts();
         let ar = ApiRequest::parse(&parts.method, &parts.uri, &parts.headers);
         // Errors come in the negotiated encoding, as the apiserver's do.
-        let encoding = ar
-            .as_ref()
-            .and_then(|ar| ar.media.media())
-            .map_or(Encoding::Json, |m| m.encoding);
+        let encoding = ar.as_ref().map_or(Encoding::Json, ApiRequest::encoding);
         let pretty = match &ar {
             Some(ar) => ar.pretty && !ar.streaming,
             None => request::pretty_non_resource(&Query::parse(parts.uri.query()), &parts.headers),

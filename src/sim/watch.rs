@@ -109,7 +109,7 @@ pub fn watch(
     if matches!(format, Format::Protobuf | Format::ProtobufMetadata) {
         resp.headers_mut().insert(
             http::header::CONTENT_TYPE,
-            http::HeaderValue::from_static("application/vnd.kubernetes.protobuf;stream=watch"),
+            http::HeaderValue::from_static(crate::api::media::PROTOBUF_WATCH),
         );
     }
     Ok(resp)

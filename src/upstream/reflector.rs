@@ -20,7 +20,7 @@ use imbl::OrdMap;
 use super::Upstream;
 use super::decode::{DecodeError, Decoded, Decoder};
 use crate::api::ApiResource;
-use crate::api::media::Encoding;
+use crate::api::media::{self, Encoding};
 use crate::api::query;
 use crate::cache::object::{ObjectError, Objects, TypeInfo};
 use crate::cache::store::{Change, Serving, Store};
@@ -118,6 +118,10 @@ pub struct Reflector {
     last_rv: u64,
     /// Whether to try a streaming list next (cleared when the upstream refuses them).
     streaming: bool,
+    /// Whether the store still lacks its bookmark template (protobuf stores
+    /// learn it from the upstream's first bookmark; checked per event, so
+    /// kept here rather than asked of the store's lock).
+    wants_empty: bool,
 }
 
 impl Reflector {
@@ -160,6 +164,7 @@ impl Reflector {
             Encoding::Protobuf => format!("{}:protobuf", resource.gvr),
         };
         let streaming = config.streaming_lists;
+        let wants_empty = config.encoding == Encoding::Protobuf;
         Reflector {
             upstream,
             resource,
@@ -172,6 +177,7 @@ impl Reflector {
             label,
             last_rv: 0,
             streaming,
+            wants_empty,
         }
     }
 
@@ -181,7 +187,7 @@ impl Reflector {
         let watch = query.starts_with("watch=1");
         let accept = match (self.config.encoding, self.resource.gvr.is_builtin(), watch) {
             (Encoding::Json, _, _) => "application/json",
-            (Encoding::Protobuf, true, _) => "application/vnd.kubernetes.protobuf",
+            (Encoding::Protobuf, true, _) => media::PROTOBUF,
             (Encoding::Protobuf, false, false) => {
                 "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
             }
@@ -212,7 +218,7 @@ impl Reflector {
             .get(http::header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .unwrap_or("");
-        if ctype.starts_with("application/vnd.kubernetes.protobuf") {
+        if ctype.starts_with(media::PROTOBUF) {
             Ok(())
         } else {
             Err(StepError::Uncacheable(ObjectError::Malformed(format!(
@@ -346,10 +352,10 @@ impl Reflector {
             };
             buf.extend_from_slice(&data);
             while let Some(unit) = self.decoder.next_unit(&mut buf) {
-                let want_empty = self.store.empty_object().is_none();
-                let ev = self.decoder.event(&unit, want_empty)?;
+                let ev = self.decoder.event(&unit, self.wants_empty)?;
                 if let Decoded::Bookmark { empty: Some(e), .. } = &ev {
                     self.store.learn_empty_object(e);
+                    self.wants_empty = false;
                 }
                 let Some(objects) = initial.as_mut() else {
                     rv = self.apply_event(ev, rv)?;
