@@ -18,10 +18,20 @@ admin-token,admin,uid-admin,\"system:masters\"
 alice-token,alice,uid-alice,
 carol-token,carol,uid-carol,\"devs\"
 node-00-token,system:node:node-00,uid-node-00,\"system:nodes\"
+dave-token,dave,uid-dave,
+erin-token,erin,uid-erin,
+frank-token,frank,uid-frank,
 ";
 
-/// carol may read secrets in ns-1 (and, as any authenticated user, all but secrets).
-const CAROL_SECRETS: &str = r#"{"apiVersion":"abac.authorization.kubernetes.io/v1beta1","kind":"Policy","spec":{"user":"carol","namespace":"ns-1","resource":"secrets","apiGroup":"*","readonly":true}}
+/// Beyond what any authenticated user may read (all but secrets and
+/// namespaces): carol may read secrets in ns-1; dave only the secret
+/// api-key in ns-1 (a Role with `resourceNames`); erin the namespace ns-2
+/// (a RoleBinding in ns-2 to a ClusterRole on namespaces); frank the
+/// namespace ns-2 cluster-wide by name (a ClusterRole with `resourceNames`).
+const POLICY: &str = r#"{"apiVersion":"abac.authorization.kubernetes.io/v1beta1","kind":"Policy","spec":{"user":"carol","namespace":"ns-1","resource":"secrets","apiGroup":"*","readonly":true}}
+{"apiVersion":"abac.authorization.kubernetes.io/v1beta1","kind":"Policy","spec":{"user":"dave","namespace":"ns-1","resource":"secrets","apiGroup":"*","readonly":true,"resourceNames":["api-key"]}}
+{"apiVersion":"abac.authorization.kubernetes.io/v1beta1","kind":"Policy","spec":{"user":"erin","namespace":"ns-2","resource":"namespaces","apiGroup":"*","readonly":true}}
+{"apiVersion":"abac.authorization.kubernetes.io/v1beta1","kind":"Policy","spec":{"user":"frank","namespace":"*","resource":"namespaces","apiGroup":"*","readonly":true,"resourceNames":["ns-2"]}}
 "#;
 
 struct Env {
@@ -38,8 +48,8 @@ fn dir(name: &str) -> PathBuf {
 }
 
 /// A sim with tokens and policy files (plus `users` more users `user-i`),
-/// a secret in ns-1, and r8s in delegated mode caching pods, secrets and
-/// configmaps with r8s's own token.
+/// a secret in ns-1, and r8s in delegated mode caching pods, secrets,
+/// configmaps and namespaces with r8s's own token.
 async fn setup(name: &str, users: usize, tweak: impl FnOnce(&mut Config)) -> Env {
     let d = dir(name);
     let tokens = d.join("tokens.csv");
@@ -49,7 +59,7 @@ async fn setup(name: &str, users: usize, tweak: impl FnOnce(&mut Config)) -> Env
     }
     std::fs::write(&tokens, t).unwrap();
     let policy = d.join("policy.jsonl");
-    std::fs::write(&policy, CAROL_SECRETS).unwrap();
+    std::fs::write(&policy, POLICY).unwrap();
     let own = d.join("r8s-token");
     std::fs::write(&own, "r8s-token").unwrap();
     let sim = start_sim(SimConfig {
@@ -70,7 +80,12 @@ async fn setup(name: &str, users: usize, tweak: impl FnOnce(&mut Config)) -> Env
     let mut config = Config::default();
     config.upstream.servers = vec![sim.url()];
     config.upstream.token_file = Some(own);
-    config.cache.resources = vec!["pods".into(), "v1/secrets".into(), "v1/configmaps".into()];
+    config.cache.resources = vec![
+        "pods".into(),
+        "v1/secrets".into(),
+        "v1/configmaps".into(),
+        "v1/namespaces".into(),
+    ];
     config.auth.mode = Some(AuthMode::Delegated);
     tweak(&mut config);
     let r8s = start_r8s_config(config).await;
@@ -247,6 +262,121 @@ async fn should_serve_from_cache_only_what_the_apiserver_would_show() {
         "{m}"
     );
     assert!(metric(&m, r#"r8s_authn_total{result="rejected",cached="false"}"#) >= 1.0);
+    env.r8s.stop().await;
+    env.sim.stop().await;
+}
+
+/// Answers from r8s and the sim straight for the same request, which must
+/// agree on status and body (a watch: status); r8s's answer.
+async fn same_as_sim(env: &Env, path: &str, token: &str) -> Resp {
+    let via = req("GET", &env.r8s.url(), path, Some(token), None).await;
+    let direct = req("GET", &env.sim.url(), path, Some(token), None).await;
+    assert_eq!(
+        via.status,
+        direct.status,
+        "{path} as {token}: {}",
+        via.text()
+    );
+    if !path.contains("watch=1") {
+        assert_eq!(via.body, direct.body, "{path} as {token}");
+    }
+    via
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn should_authorize_single_object_reads_as_request_info_does() {
+    let env = setup("names", 0, |_| {}).await;
+
+    // dave's Role names one secret: his informer of it lists and watches
+    // with a name selector, served from cache.
+    let one =
+        "/api/v1/namespaces/ns-1/secrets?resourceVersion=0&fieldSelector=metadata.name%3Dapi-key";
+    let r = same_as_sim(&env, one, "dave-token").await;
+    assert_eq!(
+        (r.status.as_u16(), cache_result(&r)),
+        (200, "hit"),
+        "{}",
+        r.text()
+    );
+    let items = r.json()["items"].as_array().unwrap().clone();
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0]["metadata"]["name"], "api-key");
+    let w = format!("{one}&watch=1&timeoutSeconds=1");
+    let r = same_as_sim(&env, &w, "dave-token").await;
+    assert_eq!((r.status.as_u16(), cache_result(&r)), (200, "hit"));
+    assert!(r.text().contains(r#""name":"api-key""#), "{}", r.text());
+
+    // Anything else is denied, and the 403 names the object asked for.
+    let other = "/api/v1/namespaces/ns-1/secrets?resourceVersion=0&fieldSelector=metadata.name%3Ddb-password";
+    let r = same_as_sim(&env, other, "dave-token").await;
+    assert_eq!(r.status, 403);
+    let s = r.json();
+    assert_eq!(
+        s["message"],
+        r#"secrets "db-password" is forbidden: User "dave" cannot list resource "secrets" in API group "" in the namespace "ns-1""#
+    );
+    assert_eq!(s["details"]["name"], "db-password");
+    let all = "/api/v1/namespaces/ns-1/secrets?resourceVersion=0";
+    let r = same_as_sim(&env, all, "dave-token").await;
+    assert_eq!(r.status, 403);
+    assert_eq!(
+        r.json()["message"],
+        r#"secrets is forbidden: User "dave" cannot list resource "secrets" in API group "" in the namespace "ns-1""#
+    );
+    assert!(r.json()["details"].get("name").is_none());
+
+    // erin's RoleBinding in ns-2 grants ns-2 itself: the namespace object
+    // is in its own namespace.
+    let r = same_as_sim(
+        &env,
+        "/api/v1/namespaces/ns-2?resourceVersion=0",
+        "erin-token",
+    )
+    .await;
+    assert_eq!(
+        (r.status.as_u16(), cache_result(&r)),
+        (200, "hit"),
+        "{}",
+        r.text()
+    );
+    assert_eq!(r.json()["metadata"]["name"], "ns-2");
+    let r = same_as_sim(
+        &env,
+        "/api/v1/namespaces/ns-1?resourceVersion=0",
+        "erin-token",
+    )
+    .await;
+    assert_eq!(r.status, 403);
+    assert_eq!(
+        r.json()["message"],
+        r#"namespaces "ns-1" is forbidden: User "erin" cannot get resource "namespaces" in API group "" in the namespace "ns-1""#
+    );
+    // Listing namespaces is cluster-scoped even when it names one: not hers.
+    let named = "/api/v1/namespaces?resourceVersion=0&fieldSelector=metadata.name%3Dns-2";
+    let r = same_as_sim(&env, named, "erin-token").await;
+    assert_eq!(r.status, 403);
+    assert_eq!(
+        r.json()["message"],
+        r#"namespaces "ns-2" is forbidden: User "erin" cannot list resource "namespaces" in API group "" at the cluster scope"#
+    );
+    // frank's ClusterRole names ns-2: he may list and watch it by name.
+    let r = same_as_sim(&env, named, "frank-token").await;
+    assert_eq!(
+        (r.status.as_u16(), cache_result(&r)),
+        (200, "hit"),
+        "{}",
+        r.text()
+    );
+    assert_eq!(r.json()["items"].as_array().unwrap().len(), 1);
+    let r = same_as_sim(
+        &env,
+        &format!("{named}&watch=1&timeoutSeconds=1"),
+        "frank-token",
+    )
+    .await;
+    assert_eq!((r.status.as_u16(), cache_result(&r)), (200, "hit"));
+    let r = same_as_sim(&env, "/api/v1/namespaces?resourceVersion=0", "frank-token").await;
+    assert_eq!(r.status, 403);
     env.r8s.stop().await;
     env.sim.stop().await;
 }
@@ -484,6 +614,9 @@ async fn should_answer_every_request_with_the_apiservers_status() {
         Some("admin-token"),
         Some("alice-token"),
         Some("carol-token"),
+        Some("dave-token"),
+        Some("erin-token"),
+        Some("frank-token"),
         Some("node-00-token"),
         None,
         Some("wrong-token"),
@@ -506,6 +639,31 @@ async fn should_answer_every_request_with_the_apiservers_status() {
             }
             if ns.is_some() {
                 requests.push(("DELETE", format!("{base}/missing")));
+            }
+        }
+    }
+    // Single-object informers (a name selector; RBAC `resourceNames`), and
+    // namespace objects, which are in their own namespace.
+    for name in ["api-key", "db-password"] {
+        for base in ["/api/v1/namespaces/ns-1/secrets", "/api/v1/secrets"] {
+            for rv in ["resourceVersion=0", "resourceVersion="] {
+                for watch in ["", "watch=1&timeoutSeconds=1&"] {
+                    requests.push((
+                        "GET",
+                        format!("{base}?{watch}fieldSelector=metadata.name%3D{name}&{rv}"),
+                    ));
+                }
+            }
+        }
+    }
+    for ns in ["ns-1", "ns-2", "missing"] {
+        for rv in ["resourceVersion=0", "resourceVersion="] {
+            requests.push(("GET", format!("/api/v1/namespaces/{ns}?{rv}")));
+            for watch in ["", "watch=1&timeoutSeconds=1&"] {
+                requests.push((
+                    "GET",
+                    format!("/api/v1/namespaces?{watch}fieldSelector=metadata.name%3D{ns}&{rv}"),
+                ));
             }
         }
     }

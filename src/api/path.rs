@@ -19,6 +19,20 @@ pub struct ResourcePath {
     pub watch_prefix: bool,
 }
 
+impl ResourcePath {
+    /// The namespace an authorizer sees: the path's, and for a namespace
+    /// object (`/api/v1/namespaces/X`, its `status` and `finalize`) the
+    /// namespace X itself, as RequestInfo sets it, so a RoleBinding in X
+    /// can grant reading X.
+    pub fn authz_namespace(&self) -> &str {
+        match (&self.namespace, &self.name) {
+            (Some(ns), _) => ns,
+            (None, Some(name)) if self.gvr.resource() == "namespaces" => name,
+            (None, _) => "",
+        }
+    }
+}
+
 /// What a path addresses.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ApiPath {
@@ -53,6 +67,11 @@ pub fn parse(path: &str) -> ApiPath {
         })
     };
     match rest {
+        // /namespaces/{ns}/status and /finalize: the namespace's own
+        // subresources (RequestInfo's namespaceSubresources).
+        ["namespaces", ns, sub @ ("status" | "finalize")] => {
+            mk(None, "namespaces", Some(ns), Some(sub.to_string()))
+        }
         // /namespaces/{ns}/{resource}[/{name}[/{sub...}]]
         ["namespaces", ns, res, tail @ ..] => match tail {
             [] => mk(Some(ns), res, None, None),
@@ -91,6 +110,15 @@ mod tests {
         assert_eq!(
             (r.gvr.resource(), r.name.as_deref()),
             ("namespaces", Some("ns-1"))
+        );
+        let r = res("/api/v1/namespaces/ns-1/finalize");
+        assert_eq!(
+            (
+                r.gvr.resource(),
+                r.name.as_deref(),
+                r.subresource.as_deref()
+            ),
+            ("namespaces", Some("ns-1"), Some("finalize"))
         );
         let r = res("/api/v1/watch/namespaces/ns-1/pods");
         assert!(r.watch_prefix);

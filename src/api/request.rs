@@ -11,6 +11,7 @@ use super::media::{self, Choice, Offer};
 use super::params::ListOptions;
 use super::path::{self, ApiPath, ResourcePath};
 use super::query::Query;
+use super::selector::{FieldSelector, LabelSelector};
 use super::status::Status;
 
 /// kube-apiserver's verbs (RequestInfo's), as an authorizer and metrics see them.
@@ -155,6 +156,36 @@ impl ApiRequest {
     }
 }
 
+/// The object name an authorizer sees for a request, as RequestInfo sets
+/// it: the path's, or for a list or watch of a collection the name its
+/// field selector requires (`metadata.name=X`, the first such term in
+/// sorted order, when X is a valid path segment), so RBAC `resourceNames`
+/// apply to single-object informers. `options`: `None` when they did not
+/// decode, where RequestInfo reads no name either.
+pub fn authz_name<'a>(
+    verb: Verb,
+    rp: &'a ResourcePath,
+    options: Option<&ListOptions>,
+) -> Cow<'a, str> {
+    if let Some(name) = &rp.name {
+        return Cow::Borrowed(name);
+    }
+    let Some(o) = options.filter(|_| matches!(verb, Verb::List | Verb::Watch)) else {
+        return Cow::Borrowed("");
+    };
+    // DecodeParameters fails as a whole on a bad label selector.
+    if o.field_selector.is_empty() || LabelSelector::parse(&o.label_selector).is_err() {
+        return Cow::Borrowed("");
+    }
+    let Ok(fields) = FieldSelector::parse_syntax(&o.field_selector) else {
+        return Cow::Borrowed("");
+    };
+    match fields.exact("metadata.name") {
+        Some(n) if !matches!(n, "." | "..") && !n.contains(['/', '%']) => Cow::Owned(n.into()),
+        _ => Cow::Borrowed(""),
+    }
+}
+
 /// Whether a JSON answer to a non-resource path (discovery) is pretty-printed.
 pub fn pretty_non_resource(query: &Query, headers: &HeaderMap) -> bool {
     match query.get("pretty").map(super::query::parse_bool) {
@@ -228,5 +259,71 @@ mod tests {
             "field label not supported: spec.bogus"
         );
         assert!(req("GET", "/api/v1/pods?limit=x").options.is_err());
+    }
+
+    #[test]
+    fn should_name_the_object_a_request_is_for_as_request_info() {
+        let name = |method: &str, uri: &str| {
+            let r = req(method, uri);
+            authz_name(r.verb, &r.path, r.options.as_ref().ok()).into_owned()
+        };
+        for (method, uri, want) in [
+            ("GET", "/api/v1/namespaces/a/configmaps/cm", "cm"),
+            (
+                "GET",
+                "/api/v1/namespaces/a/configmaps?fieldSelector=metadata.name%3Dcm",
+                "cm",
+            ),
+            (
+                "GET",
+                "/api/v1/configmaps?watch=1&fieldSelector=metadata.name%3D%3Dcm",
+                "cm",
+            ),
+            // The first exact term in sorted order; `!=` requires no name.
+            (
+                "GET",
+                "/api/v1/pods?fieldSelector=metadata.name%3Db,metadata.name%3Da",
+                "a",
+            ),
+            ("GET", "/api/v1/pods?fieldSelector=metadata.name!%3Dcm", ""),
+            // An unsupported field is the handler's 400, after RequestInfo.
+            (
+                "GET",
+                "/api/v1/pods?fieldSelector=metadata.name%3Dp,spec.bogus%3D1",
+                "p",
+            ),
+            (
+                "GET",
+                "/api/v1/pods?fieldSelector=metadata.name%3Dp&labelSelector=a%20in",
+                "",
+            ),
+            (
+                "GET",
+                "/api/v1/pods?fieldSelector=metadata.name%3Da%2Fb",
+                "",
+            ),
+            ("GET", "/api/v1/pods?fieldSelector=metadata.name%3D..", ""),
+            (
+                "GET",
+                "/api/v1/pods?fieldSelector=metadata.name%3Dp&limit=x",
+                "",
+            ),
+            (
+                "DELETE",
+                "/api/v1/namespaces/a/pods?fieldSelector=metadata.name%3Dp",
+                "",
+            ),
+        ] {
+            assert_eq!(name(method, uri), want, "{method} {uri}");
+        }
+        let ns = |uri: &str| req("GET", uri).path.authz_namespace().to_string();
+        assert_eq!(ns("/api/v1/namespaces/ns-2"), "ns-2");
+        assert_eq!(ns("/api/v1/namespaces/ns-2/status"), "ns-2");
+        assert_eq!(ns("/api/v1/namespaces/ns-2/pods"), "ns-2");
+        assert_eq!(
+            ns("/api/v1/namespaces?fieldSelector=metadata.name%3Dns-2"),
+            ""
+        );
+        assert_eq!(ns("/api/v1/nodes/n1"), "");
     }
 }

@@ -391,6 +391,19 @@ impl FieldSelector {
     /// unknown escape is an error), then checks every field is one
     /// `supported` lists, in that order: the apiserver's first error.
     pub fn parse(s: &str, supported: &[&str]) -> Result<Self, String> {
+        let sel = Self::parse_syntax(s)?;
+        for (k, _, _) in &sel.reqs {
+            if !supported.contains(&k.as_str()) {
+                return Err(format!("field label not supported: {k}"));
+            }
+        }
+        Ok(sel)
+    }
+
+    /// Parses a `fieldSelector` as `fields.ParseSelector` alone does, for
+    /// any field: what RequestInfo reads a list's name from, before the
+    /// handler checks the fields against the resource's.
+    pub fn parse_syntax(s: &str) -> Result<Self, String> {
         let mut terms = split_terms(s);
         terms.sort_unstable();
         let mut reqs = Vec::new();
@@ -401,11 +414,6 @@ impl FieldSelector {
                 ));
             };
             reqs.push((field.to_string(), op != "!=", unescape_value(value)?));
-        }
-        for (k, _, _) in &reqs {
-            if !supported.contains(&k.as_str()) {
-                return Err(format!("field label not supported: {k}"));
-            }
         }
         Ok(Self { reqs })
     }

@@ -23,7 +23,7 @@ use ring::hmac;
 
 use crate::api::UserInfo;
 use crate::api::media::Encoding;
-use crate::api::request::{ApiRequest, Verb};
+use crate::api::request::{ApiRequest, Verb, authz_name};
 use crate::api::status::{Status, Target};
 use crate::body::Body;
 use crate::config::{AuthConfig, AuthMode};
@@ -300,7 +300,9 @@ impl Auth {
     }
 
     /// May `caller` do what `req` asks (a cache read, with its selectors for
-    /// a list or watch)? `Trusted` always may.
+    /// a list or watch)? Asked with the namespace and name RequestInfo gives
+    /// it (a `metadata.name` field selector names the object; a namespace
+    /// object is in itself). `Trusted` always may.
     pub async fn authorize(&self, caller: &Caller, req: &ApiRequest) -> Result<(), Refusal> {
         let user = match caller {
             Caller::Trusted => return Ok(()),
@@ -322,8 +324,8 @@ impl Auth {
             version: rp.gvr.version().to_string(),
             resource: rp.gvr.resource().to_string(),
             subresource: rp.subresource.clone().unwrap_or_default(),
-            namespace: rp.namespace.clone().unwrap_or_default(),
-            name: rp.name.clone().unwrap_or_default(),
+            namespace: rp.authz_namespace().to_string(),
+            name: authz_name(req.verb, rp, req.options.as_ref().ok()).into_owned(),
         };
         self.decide(user, attrs).await
     }

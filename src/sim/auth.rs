@@ -11,7 +11,9 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Response, StatusCode, header};
 use serde_json::{Value, json};
 
+use crate::api::params::ListOptions;
 use crate::api::path::ResourcePath;
+use crate::api::request::{Verb, authz_name};
 use crate::api::status::{Status, Target};
 use crate::body::{self, Body};
 use crate::sync::MutexExt;
@@ -85,18 +87,40 @@ struct PolicySpec {
     api_group: String,
     namespace: String,
     resource: String,
+    /// Not ABAC's: RBAC's `resourceNames`. When set, only requests for one
+    /// of these objects match (a list or watch only with a `metadata.name`
+    /// field selector naming one).
+    resource_names: Vec<String>,
 }
 
 impl PolicySpec {
-    fn matches(&self, user: &User, verb: &str, group: &str, resource: &str, ns: &str) -> bool {
+    fn matches(&self, user: &User, verb: &str, target: &Resource<'_>) -> bool {
         let who = (!self.user.is_empty() && (self.user == "*" || self.user == user.name))
             || (!self.group.is_empty() && (self.group == "*" || user.groups.contains(&self.group)));
         let field = |rule: &str, v: &str| rule == "*" || rule == v;
+        let ns = target.namespace;
         who && (!self.readonly || matches!(verb, "get" | "list" | "watch"))
-            && field(&self.api_group, group)
-            && field(&self.resource, resource)
+            && field(&self.api_group, target.group)
+            && field(&self.resource, target.resource)
             && (self.namespace == "*" || (!ns.is_empty() && self.namespace == ns))
+            && (self.resource_names.is_empty()
+                || self.resource_names.iter().any(|n| n == target.name))
     }
+}
+
+/// What an authorizer decides on besides the user and verb.
+#[derive(Debug, Clone, Copy)]
+pub struct Resource<'a> {
+    /// API group.
+    pub group: &'a str,
+    /// Resource, with `/subresource` if any.
+    pub resource: &'a str,
+    /// Namespace (empty: cluster scope).
+    pub namespace: &'a str,
+    /// Object name (empty: none).
+    pub name: &'a str,
+    /// The raw field selector (the node authorizer decides on it).
+    pub field_selector: &'a str,
 }
 
 fn read_policy(path: &Path) -> std::io::Result<Vec<PolicySpec>> {
@@ -248,13 +272,15 @@ impl Tokens {
         Ok(acting)
     }
 
-    /// Authorizes `verb` on a resource path; 403 in the apiserver's words.
+    /// Authorizes `verb` on a resource path, with the namespace and name
+    /// RequestInfo gives it (`options`: `None` when they did not decode);
+    /// 403 in the apiserver's words.
     pub fn authorize(
         &self,
         user: Option<&User>,
-        verb: &str,
+        verb: Verb,
         rp: &ResourcePath,
-        field_selector: &str,
+        options: Option<&ListOptions>,
     ) -> Result<(), Status> {
         let anon = User::anonymous();
         let user = user.unwrap_or(&anon);
@@ -262,70 +288,59 @@ impl Tokens {
             Some(s) => format!("{}/{s}", rp.gvr.resource()),
             None => rp.gvr.resource().to_string(),
         };
-        if self.allows(
-            user,
-            verb,
-            rp.gvr.group(),
-            &resource,
-            rp.namespace.as_deref().unwrap_or(""),
-            field_selector,
-        ) {
+        let name = authz_name(verb, rp, options);
+        let namespace = rp.authz_namespace();
+        let target = Resource {
+            group: rp.gvr.group(),
+            resource: &resource,
+            namespace,
+            name: &name,
+            field_selector: options.map_or("", |o| o.field_selector.as_str()),
+        };
+        if self.allows(user, verb.as_str(), &target) {
             return Ok(());
         }
-        Err(forbidden(user, verb, rp))
+        let target = Target {
+            group: rp.gvr.group(),
+            resource: rp.gvr.resource(),
+            subresource: rp.subresource.as_deref(),
+            namespace: Some(namespace),
+            name: Some(&name),
+        };
+        Err(Status::forbidden(&user.name, verb.as_str(), &target, ""))
     }
 
     /// The sim's rule set: `system:masters` may do anything; nodes
     /// (`system:node:NAME` in `system:nodes`) only what the node authorizer
     /// with selectors allows them here: get nodes, and list/watch pods with
     /// `fieldSelector=spec.nodeName=NAME`; other authenticated users may get,
-    /// list and watch everything but secrets; anonymous nothing; plus whatever
-    /// the policy file grants.
-    pub fn allows(
-        &self,
-        user: &User,
-        verb: &str,
-        group: &str,
-        resource: &str,
-        ns: &str,
-        field_selector: &str,
-    ) -> bool {
+    /// list and watch everything but secrets and namespaces; anonymous
+    /// nothing; plus whatever the policy file grants.
+    pub fn allows(&self, user: &User, verb: &str, target: &Resource<'_>) -> bool {
         if user.is_master() {
             return true;
         }
         if user.groups.iter().any(|g| g == "system:nodes") {
             let node = user.name.strip_prefix("system:node:").unwrap_or_default();
-            return match (verb, resource) {
+            return match (verb, target.resource) {
                 ("get", "nodes") => true,
                 ("list" | "watch", "pods") => {
-                    !node.is_empty() && field_selector == format!("spec.nodeName={node}")
+                    !node.is_empty() && target.field_selector == format!("spec.nodeName={node}")
                 }
                 _ => false,
             };
         }
         let authenticated = user.groups.iter().any(|g| g == "system:authenticated");
-        if authenticated && matches!(verb, "get" | "list" | "watch") && resource != "secrets" {
+        if authenticated
+            && matches!(verb, "get" | "list" | "watch")
+            && !matches!(target.resource, "secrets" | "namespaces")
+        {
             return true;
         }
-        self.policy.as_ref().is_some_and(|p| {
-            p.with(|rules| {
-                rules
-                    .iter()
-                    .any(|r| r.matches(user, verb, group, resource, ns))
-            })
-        })
+        self.policy
+            .as_ref()
+            .is_some_and(|p| p.with(|rules| rules.iter().any(|r| r.matches(user, verb, target))))
     }
-}
-
-fn forbidden(user: &User, verb: &str, rp: &ResourcePath) -> Status {
-    let target = Target {
-        group: rp.gvr.group(),
-        resource: rp.gvr.resource(),
-        subresource: rp.subresource.as_deref(),
-        namespace: rp.namespace.as_deref(),
-        name: rp.name.as_deref(),
-    };
-    Status::forbidden(&user.name, verb, &target, "")
 }
 
 /// Whether the path is one of the review APIs.
@@ -378,18 +393,17 @@ pub fn review(
                 Some(s) => format!("{}/{s}", ra["resource"].as_str().unwrap_or_default()),
                 None => ra["resource"].as_str().unwrap_or_default().to_string(),
             };
-            tokens.is_some_and(|t| {
-                t.allows(
-                    &user,
-                    ra["verb"].as_str().unwrap_or_default(),
-                    ra["group"].as_str().unwrap_or_default(),
-                    &res,
-                    ra["namespace"].as_str().unwrap_or_default(),
-                    ra["fieldSelector"]["rawSelector"]
-                        .as_str()
-                        .unwrap_or_default(),
-                )
-            })
+            fn text(v: &Value) -> &str {
+                v.as_str().unwrap_or_default()
+            }
+            let target = Resource {
+                group: text(&ra["group"]),
+                resource: &res,
+                namespace: text(&ra["namespace"]),
+                name: text(&ra["name"]),
+                field_selector: text(&ra["fieldSelector"]["rawSelector"]),
+            };
+            tokens.is_some_and(|t| t.allows(&user, text(&ra["verb"]), &target))
         } else {
             true
         };

@@ -74,7 +74,7 @@ impl Sim {
         self.bump(verb.as_str(), rp.gvr.resource());
         if auth::is_review(&rp) {
             if let Some(t) = &self.auth {
-                t.authorize(r.user.as_ref(), verb.as_str(), &rp, &opts.field_selector)?;
+                t.authorize(r.user.as_ref(), verb, &rp, Some(&opts))?;
             }
             let body = read_body(incoming).await?;
             return auth::review(self.auth.as_ref(), &r.method, &rp, &body);
@@ -87,7 +87,7 @@ impl Sim {
             return Err(Status::path_not_found());
         }
         if let Some(t) = &self.auth {
-            t.authorize(r.user.as_ref(), verb.as_str(), &rp, &opts.field_selector)?;
+            t.authorize(r.user.as_ref(), verb, &rp, Some(&opts))?;
         }
         let pods = def.gvr.resource() == "pods";
         match (verb, rp.subresource.as_deref()) {

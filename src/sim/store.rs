@@ -35,6 +35,7 @@ pub struct Obj {
 
 impl Obj {
     fn new(res: usize, value: Value, rv: u64) -> Arc<Obj> {
+        let value = go_order(value);
         let full = Bytes::from(serde_json::to_vec(&value).expect("JSON serializes"));
         let item = if RESOURCES[res].items_typed {
             full.clone()
@@ -58,6 +59,23 @@ impl Obj {
             proto: OnceLock::new(),
         })
     }
+}
+
+/// The object's top-level fields in the order Go's encoder writes a typed
+/// object (`kind`, `apiVersion`, `metadata`, then the rest as they came),
+/// whatever order a client sent them in.
+fn go_order(value: Value) -> Value {
+    let Value::Object(mut m) = value else {
+        return value;
+    };
+    let mut out = Map::with_capacity(m.len());
+    for k in ["kind", "apiVersion", "metadata"] {
+        if let Some(v) = m.shift_remove(k) {
+            out.insert(k.to_string(), v);
+        }
+    }
+    out.extend(m);
+    Value::Object(out)
 }
 
 /// Watch event types.
