@@ -22,6 +22,49 @@ pub fn full(bytes: impl Into<Bytes>) -> Body {
         .boxed_unsync()
 }
 
+/// A body holding `bytes` and then a newline, in two frames with an exact
+/// length: a JSON answer as Go's encoder ends it, without copying the
+/// (cached) bytes to append one byte.
+pub fn full_line(bytes: Bytes) -> Body {
+    Line {
+        bytes: Some(bytes),
+        newline: true,
+    }
+    .boxed_unsync()
+}
+
+struct Line {
+    bytes: Option<Bytes>,
+    newline: bool,
+}
+
+impl HttpBody for Line {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        if let Some(b) = self.bytes.take().filter(|b| !b.is_empty()) {
+            return Poll::Ready(Some(Ok(Frame::data(b))));
+        }
+        if std::mem::take(&mut self.newline) {
+            return Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(b"\n")))));
+        }
+        Poll::Ready(None)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        !self.newline
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        let len = self.bytes.as_ref().map_or(0, Bytes::len) + usize::from(self.newline);
+        SizeHint::with_exact(len as u64)
+    }
+}
+
 /// An empty body.
 pub fn empty() -> Body {
     http_body_util::Empty::new()

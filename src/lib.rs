@@ -1,5 +1,8 @@
 //! # r8s: a watch cache for the Kubernetes API
 //!
+//! How the pieces fit (data flow, module map, resource-version rules,
+//! invariants): `docs/architecture.md`.
+//!
 //! # Layout
 //! Bottom layer first; a module uses only its own layer (without a loop) or
 //! lower ones (`tests/structure.rs` checks it, and that no two files import

@@ -316,6 +316,10 @@ async fn should_authorize_single_object_reads_as_request_info_does() {
         r#"secrets "db-password" is forbidden: User "dave" cannot list resource "secrets" in API group "" in the namespace "ns-1""#
     );
     assert_eq!(s["details"]["name"], "db-password");
+    assert!(
+        r.body.ends_with(b"}\n"),
+        "a Status ends as Go's encoder ends it"
+    );
     let all = "/api/v1/namespaces/ns-1/secrets?resourceVersion=0";
     let r = same_as_sim(&env, all, "dave-token").await;
     assert_eq!(r.status, 403);
@@ -394,7 +398,8 @@ async fn should_answer_401_without_credentials_when_anonymous_is_off() {
         assert_eq!(r.status, 401, "{path}");
         assert_eq!(
             r.body,
-            bytes::Bytes::from_static(br#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}"#)
+            bytes::Bytes::from_static(br#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}
+"#)
         );
     }
     let r = req(

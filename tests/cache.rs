@@ -244,3 +244,86 @@ async fn should_sync_with_a_streaming_list_sparing_the_upstream_a_list() {
     paged.stop().await;
     sim.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn should_end_json_bodies_with_a_newline_as_the_apiserver_does() {
+    let sim = start_sim(sim_config()).await;
+    let mut config = r8s::config::Config::default();
+    config.upstream.servers = vec![sim.url()];
+    config.cache.resources = vec!["pods".into()];
+    config.read.on_too_new = r8s::config::OnTooNew::Timeout;
+    let r8s = start_r8s_config(config).await;
+    let base = r8s.url();
+    let meta = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
+    for (path, accept, status) in [
+        (
+            "/api/v1/namespaces/ns-0/pods/pod-00000?resourceVersion=0",
+            "application/json",
+            200,
+        ),
+        (
+            "/api/v1/namespaces/ns-0/pods/pod-00000?resourceVersion=0",
+            meta,
+            200,
+        ),
+        (
+            "/api/v1/namespaces/ns-0/pods?resourceVersion=0",
+            "application/json",
+            200,
+        ),
+        (
+            "/api/v1/pods?resourceVersion=0&limit=2",
+            "application/json",
+            200,
+        ),
+        (
+            "/api/v1/namespaces/ns-0/pods/missing?resourceVersion=0",
+            "application/json",
+            404,
+        ),
+        (
+            "/api/v1/pods?resourceVersion=99999999",
+            "application/json",
+            504,
+        ),
+        (
+            "/api/v1/pods?resourceVersion=0&pretty=true",
+            "application/json",
+            200,
+        ),
+    ] {
+        let r = send(
+            "GET",
+            &format!("{base}{path}"),
+            &[("accept", accept)],
+            None,
+            Duration::from_secs(10),
+        )
+        .await;
+        assert_eq!(r.status, status, "{path}: {}", r.text());
+        assert_eq!(r.headers["x-r8s-cache"], "hit", "{path}");
+        assert!(r.body.ends_with(b"}\n"), "{path} {accept}: {:?}", r.text());
+        assert!(!r.body.ends_with(b"\n\n"), "{path}");
+        serde_json::from_slice::<Value>(&r.body).unwrap();
+        if let Some(len) = r.headers.get("content-length") {
+            assert_eq!(len.to_str().unwrap(), r.body.len().to_string(), "{path}");
+        }
+        if status == 504 {
+            assert_eq!(r.headers["retry-after"], "1", "{path}");
+        }
+        // The same bytes as the upstream's own answer where it is the same answer.
+        if status == 200 && !path.contains("limit") {
+            let direct = send(
+                "GET",
+                &format!("{}{path}", sim.url()),
+                &[("accept", accept)],
+                None,
+                Duration::from_secs(10),
+            )
+            .await;
+            assert_eq!(r.body, direct.body, "{path} {accept}");
+        }
+    }
+    r8s.stop().await;
+    sim.stop().await;
+}

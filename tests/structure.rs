@@ -206,3 +206,83 @@ fn should_find_a_loop_and_the_edges_behind_it() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The backticked spans of a Markdown text.
+fn code_spans(text: &str) -> Vec<&str> {
+    text.split('`').skip(1).step_by(2).collect()
+}
+
+/// `docs/architecture.md` stays true to the source: every top-level module
+/// is in its module map; every module path, file, test and config key it
+/// names exists.
+#[test]
+fn should_describe_the_code_as_it_is_in_docs_architecture() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(root.join("docs/architecture.md")).unwrap();
+    let spans = code_spans(&doc);
+    let mut problems = Vec::new();
+    for m in LAYERS
+        .iter()
+        .flat_map(|l| l.iter())
+        .filter(|m| **m != "<root>")
+    {
+        if !doc.contains(&format!("| `{m}` |")) {
+            problems.push(format!("module `{m}` has no row in the module map"));
+        }
+    }
+    let module_file = |segs: &[&str]| {
+        let p = root.join("src").join(segs.join("/"));
+        p.with_extension("rs").exists() || p.join("mod.rs").exists()
+    };
+    let tops: BTreeSet<&str> = LAYERS.iter().flat_map(|l| l.iter().copied()).collect();
+    let config = std::fs::read_to_string(root.join("config/r8s.toml")).unwrap();
+    let tests: String = std::fs::read_dir(root.join("tests"))
+        .unwrap()
+        .filter_map(|e| std::fs::read_to_string(e.unwrap().path()).ok())
+        .collect();
+    for span in &spans {
+        let word = span.split_whitespace().next().unwrap_or("");
+        if word.contains("::") {
+            // A module path, perhaps ending in an item (`api::request::ApiRequest`).
+            let segs: Vec<&str> = word
+                .split("::")
+                .take_while(|s| s.starts_with(|c: char| c.is_ascii_lowercase()))
+                .collect();
+            if segs.first().is_some_and(|s| tops.contains(s)) && !module_file(&segs) {
+                problems.push(format!("`{word}` names no module in src/"));
+            }
+        } else if word.starts_with("src/")
+            || word.starts_with("tests/")
+            || word.starts_with("deploy/")
+        {
+            if !root.join(word).exists() {
+                problems.push(format!("`{word}` does not exist"));
+            }
+        } else if word.starts_with("should_") {
+            if !tests.contains(&format!("fn {word}(")) {
+                problems.push(format!("test `{word}` does not exist"));
+            }
+        } else if let Some((section, key)) = word.split_once('.')
+            && [
+                "upstream", "cache", "read", "watch", "shutdown", "tls", "auth", "log",
+            ]
+            .contains(&section)
+            && key.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+        {
+            let in_section = config
+                .split("\n[")
+                .find(|s| s.starts_with(&format!("{section}]")))
+                .is_some_and(|s| {
+                    s.lines().any(|l| {
+                        l.trim_start_matches(['#', ' '])
+                            .starts_with(&format!("{key} ="))
+                    })
+                });
+            if !in_section {
+                problems.push(format!("config key `{word}` is not in config/r8s.toml"));
+            }
+        }
+    }
+    assert!(spans.len() > 50, "the page names what it describes");
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}

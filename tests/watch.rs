@@ -233,3 +233,73 @@ async fn should_answer_too_old_watches_with_410_when_configured() {
     r8s.stop().await;
     sim.stop().await;
 }
+
+/// The versions of a stream's events, as `TYPE rv`.
+fn typed_versions(r: &Resp) -> Vec<String> {
+    events(r)
+        .iter()
+        .map(|e| {
+            format!(
+                "{} {}",
+                e["type"].as_str().unwrap(),
+                e["object"]["metadata"]["resourceVersion"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn should_send_bookmarks_once_past_the_version_the_watch_started_from() {
+    let mut cfg = sim_config();
+    cfg.bookmark_interval = Duration::from_secs(1);
+    let direct = start_sim(cfg.clone()).await;
+    let behind = start_sim(cfg).await;
+    let mut config = r8s::config::Config::default();
+    config.upstream.servers = vec![behind.url()];
+    config.cache.resources = vec!["pods".into()];
+    config.watch.bookmark_interval_seconds = 1;
+    let r8s = start_r8s_config(config).await;
+    let watch_both = |rv: u64| {
+        let path = format!(
+            "/api/v1/namespaces/ns-0/pods?watch=1&allowWatchBookmarks=true&resourceVersion={rv}&timeoutSeconds=4"
+        );
+        let (d, v) = (
+            format!("{}{path}", direct.url()),
+            format!("{}{path}", r8s.url()),
+        );
+        (
+            tokio::spawn(async move { send("GET", &d, &[], None, Duration::from_secs(8)).await }),
+            tokio::spawn(async move { send("GET", &v, &[], None, Duration::from_secs(8)).await }),
+        )
+    };
+
+    // One event, then bookmarks: they repeat the event's version, since the
+    // cache is past the version the watch started from (reference 06, A).
+    let rv = direct.sim.store.current_rv();
+    let (a, b) = watch_both(rv);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for sim in [&direct, &behind] {
+        relabel(sim, "ns-0", "pod-00000", "touched");
+    }
+    let (a, b) = (a.await.unwrap(), b.await.unwrap());
+    assert_eq!(b.headers["x-r8s-cache"], "hit");
+    for (who, r) in [("sim", &a), ("r8s", &b)] {
+        let got = typed_versions(r);
+        assert_eq!(got[0], format!("MODIFIED {}", rv + 1), "{who}: {got:?}");
+        assert!(got.len() >= 2, "{who}: bookmarks after the event: {got:?}");
+        for e in &got[1..] {
+            assert_eq!(*e, format!("BOOKMARK {}", rv + 1), "{who}: {got:?}");
+        }
+    }
+
+    // Nothing written since the version the watch starts from: no bookmark
+    // (reference 06, C).
+    let (a, b) = watch_both(rv + 1);
+    let (a, b) = (a.await.unwrap(), b.await.unwrap());
+    assert_eq!(b.headers["x-r8s-cache"], "hit");
+    assert_eq!(typed_versions(&a), Vec::<String>::new(), "sim");
+    assert_eq!(typed_versions(&b), Vec::<String>::new(), "r8s");
+    r8s.stop().await;
+    direct.stop().await;
+    behind.stop().await;
+}

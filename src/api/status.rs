@@ -385,7 +385,7 @@ impl Status {
     /// A complete HTTP response carrying this status.
     pub fn into_response(self) -> Response<crate::body::Body> {
         let code = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let mut resp = super::json_response(code, crate::body::full(self.to_bytes()));
+        let mut resp = super::json_response(code, crate::body::full_line(self.to_bytes()));
         let h = resp.headers_mut();
         if let Some(secs) = self.retry_after {
             h.insert(header::RETRY_AFTER, HeaderValue::from(secs));

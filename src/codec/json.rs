@@ -1,7 +1,7 @@
 //! JSON lists streamed from pre-serialized items.
 //!
 //! A list response is the envelope head, then the items' stored bytes joined
-//! by commas, then `]}`; it is written in chunks of about [`CHUNK`] bytes
+//! by commas, then `]}` and a newline; it is written in chunks of about [`CHUNK`] bytes
 //! straight from the cache version it reads, so an in-flight list of any size
 //! costs one chunk of memory, not a copy of the whole list.
 
@@ -45,7 +45,8 @@ pub struct ListBody<I> {
     done: bool,
     /// Between items: `,` in JSON, nothing in protobuf.
     separator: &'static [u8],
-    /// After the items: `]}` in JSON, the `runtime.Unknown` tail in protobuf.
+    /// After the items: `]}` and a newline in JSON (as Go's encoder ends a
+    /// body), the `runtime.Unknown` tail in protobuf.
     tail: &'static [u8],
 }
 
@@ -55,7 +56,7 @@ impl<I: ListItem> ListBody<I> {
         let (separator, tail): (&[u8], &[u8]) = if protobuf {
             (b"", crate::codec::protobuf::UNKNOWN_TAIL)
         } else {
-            (b",", b"]}")
+            (b",", b"]}\n")
         };
         ListBody {
             head: Some(head),

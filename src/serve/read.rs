@@ -105,7 +105,12 @@ pub async fn answer(
                 Encoding::Json => s.to_bytes(),
                 Encoding::Protobuf => s.to_protobuf(),
             };
-            Ok(respond(code, Payload::Bytes(body), encoding, pretty, false))
+            let mut resp = respond(code, Payload::Bytes(body), encoding, pretty, false);
+            if let Some(secs) = s.retry_after {
+                resp.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+            }
+            Ok(resp)
         }
         Err(Early::Pass(reason)) => Err(reason),
     }
@@ -165,19 +170,28 @@ fn respond(
         Payload::MetadataList(list) => list.collect(),
         Payload::Bytes(b) => b,
     };
-    let bytes = if pretty {
-        match serde_json::from_slice::<serde_json::Value>(&bytes) {
+    let compress = gzip && bytes.len() >= GZIP_MIN;
+    // JSON ends with a newline, as Go's encoder ends every body (a streamed
+    // list's comes with its tail).
+    let bytes = match encoding {
+        Encoding::Protobuf => bytes,
+        Encoding::Json if pretty => match serde_json::from_slice::<serde_json::Value>(&bytes) {
             Ok(v) => {
                 let mut s = serde_json::to_vec_pretty(&v).expect("JSON serializes");
                 s.push(b'\n');
                 Bytes::from(s)
             }
             Err(_) => bytes,
+        },
+        Encoding::Json if !compress => return hit(code, body::full_line(bytes), encoding, false),
+        Encoding::Json => {
+            let mut line = Vec::with_capacity(bytes.len() + 1);
+            line.extend_from_slice(&bytes);
+            line.push(b'\n');
+            Bytes::from(line)
         }
-    } else {
-        bytes
     };
-    if gzip && bytes.len() >= GZIP_MIN {
+    if compress {
         return hit(code, body::full(gzip_bytes(&bytes)), encoding, true);
     }
     hit(code, body::full(bytes), encoding, false)

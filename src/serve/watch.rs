@@ -251,6 +251,10 @@ struct Progress {
     rv: u64,
     /// The version of the last event or bookmark the client got.
     sent: u64,
+    /// The version the watch started from: bookmarks go out only once the
+    /// cache is past it (the cacher's rule; one may repeat the version of
+    /// the event just sent).
+    start: u64,
     /// The watch ends here.
     deadline: Instant,
     /// Set on shutdown: the watch closes here, after a final bookmark.
@@ -423,6 +427,7 @@ impl Watcher {
             cursor: 0,
             rv: 0,
             sent: 0,
+            start: 0,
             deadline: Instant::now() + timeout,
             drain_at: None,
         };
@@ -430,6 +435,7 @@ impl Watcher {
             Start::After(n) => {
                 p.rv = n;
                 p.sent = n;
+                p.start = n;
                 // A version the cache has not reached yet (the client listed
                 // elsewhere): wait for it, as the apiserver does, so that no
                 // event up to it is sent.
@@ -487,6 +493,7 @@ impl Watcher {
                 }
                 p.rv = v.rv;
                 p.sent = v.rv;
+                p.start = at_least;
                 self.flush_counts();
             }
         }
@@ -521,7 +528,7 @@ impl Watcher {
                 if now >= next_bookmark || near_end {
                     final_bookmark |= near_end;
                     next_bookmark = now + interval;
-                    if p.rv > p.sent {
+                    if p.rv > p.start {
                         let (line, c) = (self.bookmark_line(p.rv), p.cursor);
                         if let Err(e) = self.send(line, &mut p, c).await {
                             return self.ended(e, &mut p).await;

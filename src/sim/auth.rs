@@ -15,7 +15,7 @@ use crate::api::params::ListOptions;
 use crate::api::path::ResourcePath;
 use crate::api::request::{Verb, authz_name};
 use crate::api::status::{Status, Target};
-use crate::body::{self, Body};
+use crate::body::Body;
 use crate::sync::MutexExt;
 
 /// An authenticated (or anonymous) user.
@@ -416,7 +416,8 @@ pub fn review(
     v["status"] = status;
     v["metadata"] = json!({"creationTimestamp": null});
     let bytes = serde_json::to_vec(&v).expect("JSON serializes");
-    let mut resp = crate::api::json_response(StatusCode::CREATED, body::full(bytes));
+    let mut resp =
+        crate::api::json_response(StatusCode::CREATED, crate::body::full_line(bytes.into()));
     resp.headers_mut().insert(
         "x-content-type-options",
         HeaderValue::from_static("nosniff"),

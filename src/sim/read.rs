@@ -304,7 +304,7 @@ pub async fn list(
 
 /// A 200 with a protobuf body.
 fn protobuf_response(body: Bytes) -> Response<Body> {
-    let mut resp = json_response(StatusCode::OK, body);
+    let mut resp = crate::api::json_response(StatusCode::OK, crate::body::full(body));
     resp.headers_mut().insert(
         http::header::CONTENT_TYPE,
         http::HeaderValue::from_static(crate::api::media::PROTOBUF),

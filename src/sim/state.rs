@@ -203,7 +203,8 @@ pub fn to_bytes(v: &Value) -> Bytes {
     Bytes::from(serde_json::to_vec(v).expect("JSON serializes"))
 }
 
-/// A JSON response with the apiserver's headers.
+/// A JSON response with the apiserver's headers, ending with a newline as
+/// Go's encoder ends every body.
 pub fn json_response(code: StatusCode, bytes: Bytes) -> Response<Body> {
-    crate::api::json_response(code, body::full(bytes))
+    crate::api::json_response(code, body::full_line(bytes))
 }

@@ -238,7 +238,7 @@ impl Watcher {
     async fn run(self, start: Start, timeout: Duration) {
         let deadline = Instant::now() + timeout;
         let store = &self.sim.store;
-        let (mut rx, mut sent_rv) = match start {
+        let (mut rx, read_rv) = match start {
             Start::After(n) => match store.watch_from(self.res, n) {
                 Ok((past, rx)) => {
                     for ev in &past {
@@ -284,10 +284,21 @@ impl Watcher {
                 (rx, rv)
             }
         };
-        let mut seen_rv = sent_rv;
+        // The version the watch starts from: bookmarks go out once the store
+        // is past it (the cacher's rule), whatever this watcher was sent.
+        let start_rv = match start {
+            Start::After(n) => n,
+            Start::InitialEvents { at_least, .. } => at_least,
+            Start::Now => read_rv,
+        };
+        let mut seen_rv = read_rv;
         let interval = self.sim.config.bookmark_interval;
         let mut next_bookmark = Instant::now() + interval;
-        let mut final_bookmark_sent = false;
+        // As the cacher: no bookmark is scheduled when the point 2 s before
+        // the end has already passed (watches of 2 s or less get none).
+        let mut final_bookmark_sent = deadline
+            .checked_sub(Duration::from_secs(2))
+            .is_none_or(|t| t <= Instant::now());
         let mut tick = tokio::time::interval(Duration::from_millis(250));
         let mut epoch = self.sim.watch_epoch();
         epoch.mark_unchanged();
@@ -299,11 +310,8 @@ impl Watcher {
                             continue;
                         }
                         seen_rv = ev.rv;
-                        if ev.res == self.res {
-                            if !self.deliver(&ev).await {
-                                return;
-                            }
-                            sent_rv = ev.rv;
+                        if ev.res == self.res && !self.deliver(&ev).await {
+                            return;
                         }
                     }
                     Err(RecvError::Lagged(_)) => {
@@ -324,11 +332,8 @@ impl Watcher {
                             final_bookmark_sent = true;
                         }
                         next_bookmark = now + interval;
-                        if seen_rv > sent_rv {
-                            if !self.bookmark(seen_rv, false).await {
-                                return;
-                            }
-                            sent_rv = seen_rv;
+                        if seen_rv > start_rv && !self.bookmark(seen_rv, false).await {
+                            return;
                         }
                     }
                 }
