@@ -121,6 +121,7 @@ pub async fn prepare(config: Config) -> Result<Prepared, PrepareError> {
                         max_retained: config.cache.max_retained_versions,
                         history_events: config.watch.history_events,
                         history_bytes: config.watch.history_bytes as usize,
+                        max_staleness: Duration::from_secs(config.cache.max_staleness_seconds),
                     },
                     budget.clone(),
                     r.gvr.group().is_empty() && r.gvr.resource() == "pods",
@@ -153,7 +154,17 @@ impl Prepared {
     /// configured grace period and returns.
     pub async fn run(self, listeners: Listeners, shutdown: Signal) {
         let metrics = metrics::install();
-        let health = Arc::new(Health::default());
+        let labelled: Vec<(String, Arc<cache::store::Store>)> = self
+            .caches
+            .values()
+            .flat_map(|c| {
+                [(c.label.clone(), Some(&c.store))]
+                    .into_iter()
+                    .chain([(format!("{}:protobuf", c.label), c.protobuf.as_ref())])
+                    .filter_map(|(l, s)| s.map(|s| (l, s.clone())))
+            })
+            .collect();
+        let health = Arc::new(Health::new(labelled));
         let grace = Duration::from_secs(self.config.shutdown.grace_seconds);
         tokio::spawn(metrics_upkeep(metrics.clone(), shutdown.clone()));
         tracing::info!(
@@ -181,15 +192,9 @@ impl Prepared {
                 tokio::spawn(r.run(shutdown.clone()));
             }
         }
-        let stores: Vec<_> = self
-            .caches
-            .values()
-            .flat_map(|c| c.stores().cloned())
-            .collect();
         tokio::spawn(probe_upstream(
             self.upstream.clone(),
             health.clone(),
-            stores,
             shutdown.clone(),
         ));
         let mode = self.config.auth_mode();
@@ -273,26 +278,23 @@ async fn metrics_upkeep(handle: metrics_exporter_prometheus::PrometheusHandle, s
 
 /// Keeps readiness and `r8s_upstream_up` current: `/version` every few
 /// seconds; with caches, ready once every cache has synced.
-async fn probe_upstream(
-    upstream: Arc<Upstream>,
-    health: Arc<Health>,
-    stores: Vec<Arc<cache::store::Store>>,
-    shutdown: Signal,
-) {
+async fn probe_upstream(upstream: Arc<Upstream>, health: Arc<Health>, shutdown: Signal) {
     let mut logged = false;
     loop {
         match upstream.probe().await {
             // An evicted (over budget) cache passes through: it does not hold readiness back.
-            Ok(()) if !stores.iter().all(|s| s.settled()) => health.set_ready(false),
+            Ok(()) if !health.settled() => {
+                health.set_unready("caches syncing (their requests pass through)".into())
+            }
             Ok(()) => {
                 if !health.is_ready() {
                     tracing::info!("upstream answered /version; ready");
                 }
-                health.set_ready(true);
+                health.set_ready();
                 logged = false;
             }
             Err(e) => {
-                health.set_ready(false);
+                health.set_unready(format!("the upstream does not answer /version: {e}"));
                 if !logged {
                     tracing::warn!(error = %e, "upstream not answering /version; not ready");
                     logged = true;

@@ -167,6 +167,24 @@ pub fn cache_synced(resource: &str, synced: bool) {
     });
 }
 
+/// Upstream silences noticed (no answer in time, or a watch silent past its
+/// deadline: a silent partition), after which the reflector reconnects.
+pub const REFLECTOR_SILENT_TOTAL: &str = "r8s_reflector_silent_total";
+/// Seconds since a cache last heard from its upstream (an event, a
+/// bookmark, a response, a watch ending on time).
+pub const CACHE_STALENESS_SECONDS: &str = "r8s_cache_staleness_seconds";
+
+/// Records that a cache's upstream went silent.
+pub fn reflector_silent(resource: &str) {
+    metrics::counter!(REFLECTOR_SILENT_TOTAL, "resource" => resource.to_string()).increment(1);
+}
+
+/// Records how long a cache has gone without word from its upstream.
+pub fn cache_staleness(resource: &str, since: Duration) {
+    metrics::gauge!(CACHE_STALENESS_SECONDS, "resource" => resource.to_string())
+        .set(since.as_secs_f64());
+}
+
 /// Records a relist.
 pub fn relist(resource: &str, reason: &'static str) {
     metrics::counter!(RELISTS_TOTAL, "resource" => resource.to_string(), "reason" => reason)

@@ -240,7 +240,13 @@ async fn should_keep_a_protobuf_informer_equal_to_the_upstream_under_churn() {
     cfg.churn = 200.0;
     cfg.history = 200_000;
     let sim = start_sim(cfg).await;
-    let r8s = start_r8s_caching(vec![sim.url()], &["pods"]).await;
+    let mut config = r8s::config::Config::default();
+    config.upstream.servers = vec![sim.url()];
+    config.cache.resources = vec!["pods".into()];
+    // Upstream watches renewed no sooner than every 5 min (a quarter of the
+    // bound), so that the count below is of watches opened, not renewed.
+    config.cache.max_staleness_seconds = 1200;
+    let r8s = start_r8s_config(config).await;
     // List at resourceVersion=0, then watch from the list's version with
     // bookmarks, resuming from the last version seen, as client-go's reflector.
     let list = pb_get(format!("{}/api/v1/pods?resourceVersion=0", r8s.url())).await;

@@ -4,11 +4,13 @@
 //! - [`json`], [`protobuf`]: cached objects parsed from the upstream's bodies.
 //! - [`store`]: immutable versions, one writer, lock-free readers.
 //! - [`history`]: the event log watchers read, indexed by trigger.
+//! - [`staleness`]: how long a store has gone without word from its upstream.
 
 pub mod history;
 pub mod json;
 pub mod object;
 pub mod protobuf;
+pub mod staleness;
 pub mod store;
 
 use std::collections::HashMap;

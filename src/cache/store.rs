@@ -20,6 +20,7 @@ use crate::api::media::Encoding;
 use super::history::{Appended, Batch, Cursor, History, Trigger};
 pub use super::history::{Event, EventKind, diff};
 use super::object::{CachedObject, Objects};
+use super::staleness::Staleness;
 use crate::sync::{MutexExt, RwLockExt};
 
 /// A consistent state of the resource at one resource version.
@@ -119,6 +120,8 @@ pub struct Limits {
     pub history_events: usize,
     /// Bytes the watch log may keep alive (0: no limit but `history_events`).
     pub history_bytes: usize,
+    /// Silence from the upstream after which the store stops serving (zero: never).
+    pub max_staleness: Duration,
 }
 
 /// Wakes the watchers waiting on a trigger (indexed watchers): each event
@@ -162,6 +165,8 @@ pub struct Store {
     empty: Mutex<Option<Bytes>>,
     /// What its objects' bodies are.
     encoding: Encoding,
+    /// When its upstream last said something (the reflector marks it).
+    pub staleness: Staleness,
 }
 
 impl Store {
@@ -214,6 +219,7 @@ impl Store {
             budget,
             empty: Mutex::new(None),
             encoding: Encoding::Json,
+            staleness: Staleness::new(limits.max_staleness),
         }
     }
 
@@ -480,6 +486,7 @@ mod tests {
             max_retained: 100,
             history_events,
             history_bytes: 0,
+            max_staleness: Duration::ZERO,
         }
     }
 

@@ -82,6 +82,11 @@ pub struct CacheConfig {
     pub max_bytes_per_resource: u64,
     /// Bytes all caches together may hold (0: no limit).
     pub max_bytes_total: u64,
+    /// Seconds a cache may go without word from its upstream (an event, a
+    /// bookmark, a watch answered or ended) before it stops serving (reads
+    /// and watches pass through) and `/readyz` fails. The reflector's
+    /// watches are bounded to half of it, so a silent partition is noticed.
+    pub max_staleness_seconds: u64,
 }
 
 impl Default for CacheConfig {
@@ -97,6 +102,7 @@ impl Default for CacheConfig {
             wait_for_resource_version_seconds: 3.0,
             max_bytes_per_resource: 2 << 30,
             max_bytes_total: 8 << 30,
+            max_staleness_seconds: 120,
         }
     }
 }

@@ -183,7 +183,7 @@ impl Config {
     /// Every number that becomes a duration, a size or a count, with the
     /// values it may take: anything else is rejected here, before a port is
     /// bound, instead of panicking or misbehaving later.
-    fn numbers(&self) -> [(&'static str, f64, Range); 19] {
+    fn numbers(&self) -> [(&'static str, f64, Range); 20] {
         let secs = |v: u64| v as f64;
         let (c, w, a) = (&self.cache, &self.watch, &self.auth);
         let ttl = range(0.0, DAY, "seconds");
@@ -225,6 +225,11 @@ impl Config {
                 "cache.max_bytes_total",
                 c.max_bytes_total as f64,
                 range(0.0, PIB, "bytes (0: no limit)"),
+            ),
+            (
+                "cache.max_staleness_seconds",
+                secs(c.max_staleness_seconds),
+                range(4.0, DAY, "seconds"),
             ),
             (
                 "watch.bookmark_interval_seconds",

@@ -20,6 +20,9 @@ pub enum PassReason {
     MostRecent,
     /// The cache has not synced yet.
     NotSynced,
+    /// The cache has heard nothing from its upstream for longer than
+    /// `cache.max_staleness_seconds` (a silent partition, a stalled upstream).
+    Stale,
     /// The cache was evicted for its byte budget.
     OverBudget,
     /// The resource's versions are not integers: it is never cached.
@@ -43,10 +46,11 @@ pub enum PassReason {
 
 impl PassReason {
     /// Every reason, in the README's order.
-    pub const ALL: [PassReason; 12] = [
+    pub const ALL: [PassReason; 13] = [
         PassReason::Verb,
         PassReason::MostRecent,
         PassReason::NotSynced,
+        PassReason::Stale,
         PassReason::OverBudget,
         PassReason::NotCacheable,
         PassReason::MediaType,
@@ -64,6 +68,7 @@ impl PassReason {
             PassReason::Verb => "verb",
             PassReason::MostRecent => "most_recent",
             PassReason::NotSynced => "not_synced",
+            PassReason::Stale => "stale",
             PassReason::OverBudget => "over_budget",
             PassReason::NotCacheable => "not_cacheable",
             PassReason::MediaType => "media_type",

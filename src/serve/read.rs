@@ -52,6 +52,8 @@ pub fn serving_store<'c>(
         .store_for(media.encoding)
         .ok_or(PassReason::Encoding)?;
     match store.serving() {
+        // An upstream that cannot be heard is asked, not guessed at.
+        Serving::Ready if store.staleness.stale() => Err(PassReason::Stale),
         Serving::Ready => Ok(store),
         Serving::Syncing => Err(PassReason::NotSynced),
         Serving::OverBudget => Err(PassReason::OverBudget),

@@ -7,6 +7,12 @@
 //! cache serves meanwhile is the store's [`Serving`] state, which the
 //! reflector sets: ready once listed, evicted over its byte budget (relisted
 //! after a pause), or uncacheable (the reflector stops).
+//!
+//! Silence is a failure too: every answer, frame and clean end marks the
+//! store's [`crate::cache::staleness::Staleness`]; watches are asked to end
+//! within half of `cache.max_staleness_seconds`, and one still open and
+//! silent past that (a partition that resets nothing) is abandoned and
+//! resumed, as is a request or list page that stalls.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -61,6 +67,10 @@ enum StepError {
     /// The upstream rejects or ignores streaming lists; use paged LISTs.
     #[error("streaming lists unsupported: {0}")]
     StreamingUnsupported(String),
+    /// The upstream went silent: no answer, or a watch past its own
+    /// deadline (a silent partition); back off and retry the same step.
+    #[error("{0}")]
+    Silent(String),
 }
 
 impl From<DecodeError> for StepError {
@@ -118,6 +128,9 @@ pub struct Reflector {
     last_rv: u64,
     /// Whether to try a streaming list next (cleared when the upstream refuses them).
     streaming: bool,
+    /// Whether the current streaming list is past its initial events (a
+    /// watch now): a failure from here resumes from `last_rv`, no relist.
+    watching: bool,
     /// Whether the store still lacks its bookmark template (protobuf stores
     /// learn it from the upstream's first bookmark; checked per event, so
     /// kept here rather than asked of the store's lock).
@@ -177,12 +190,42 @@ impl Reflector {
             label,
             last_rv: 0,
             streaming,
+            watching: false,
             wants_empty,
         }
     }
 
-    /// `GET {collection}?{query}` with r8s's credentials, any status.
+    /// How long the upstream may take to answer a request or send the next
+    /// frame of a list: a quarter of `cache.max_staleness_seconds`.
+    fn patience(&self) -> Duration {
+        match self.store.staleness.max() {
+            m if m.is_zero() => Duration::from_secs(60),
+            m => (m / 4).max(Duration::from_secs(1)),
+        }
+    }
+
+    /// The `timeoutSeconds` of the next watch: a quarter to a half of
+    /// `cache.max_staleness_seconds`, so that a healthy upstream's watches
+    /// end (and so speak) well within it however idle the resource.
+    fn watch_timeout(&self) -> u64 {
+        let quarter = self.patience().as_secs().max(1);
+        quarter + fastrand::u64(..quarter)
+    }
+
+    /// `GET {collection}?{query}` with r8s's credentials, any status; a
+    /// silence past [`Reflector::patience`] is an error.
     async fn request(&self, query: &str) -> Result<http::Response<Incoming>, StepError> {
+        let patience = self.patience();
+        let resp = tokio::time::timeout(patience, self.send(query))
+            .await
+            .map_err(|_| {
+                StepError::Silent(format!("the upstream did not answer within {patience:?}"))
+            })??;
+        self.store.staleness.heard();
+        Ok(resp)
+    }
+
+    async fn send(&self, query: &str) -> Result<http::Response<Incoming>, StepError> {
         let uri = format!("{}?{query}", self.resource.gvr.collection_path());
         let watch = query.starts_with("watch=1");
         let accept = match (self.config.encoding, self.resource.gvr.is_builtin(), watch) {
@@ -260,7 +303,15 @@ impl Reflector {
             let q = query::encode(pairs);
             let mut resp = self.get(&q).await?.into_body();
             scratch.clear();
-            while let Some(frame) = resp.frame().await {
+            let patience = self.patience();
+            loop {
+                let frame = tokio::time::timeout(patience, resp.frame())
+                    .await
+                    .map_err(|_| {
+                        StepError::Silent(format!("a LIST page stalled for {patience:?}"))
+                    })?;
+                let Some(frame) = frame else { break };
+                self.store.staleness.heard();
                 if let Ok(data) = frame
                     .map_err(|e| StepError::Failed(e.to_string()))?
                     .into_data()
@@ -281,12 +332,12 @@ impl Reflector {
 
     /// One watch stream from `rv`; returns the last version seen when it ends cleanly.
     async fn watch(&mut self, rv: u64, shutdown: &Signal) -> Result<u64, StepError> {
-        let timeout = 240 + fastrand::u64(..120);
+        let timeout = self.watch_timeout();
         let q = format!(
             "watch=1&allowWatchBookmarks=true&resourceVersion={rv}&timeoutSeconds={timeout}"
         );
         let body = self.get(&q).await?.into_body();
-        self.read_stream(body, rv, None, shutdown).await
+        self.read_stream(body, rv, None, timeout, shutdown).await
     }
 
     /// A streaming list (`sendInitialEvents=true`, Kubernetes 1.32+): the
@@ -297,7 +348,8 @@ impl Reflector {
     /// and an upstream r8s both serve from their watch caches: a tier of r8s
     /// costs the apiserver nothing.
     async fn stream_list(&mut self, shutdown: &Signal) -> Result<u64, StepError> {
-        let timeout = 240 + fastrand::u64(..120);
+        let timeout = self.watch_timeout();
+        self.watching = false;
         let q = format!(
             "watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion={}&allowWatchBookmarks=true&timeoutSeconds={timeout}",
             self.last_rv
@@ -313,22 +365,29 @@ impl Reflector {
             }
             s => return Err(StepError::Failed(format!("streaming list: HTTP {s}"))),
         }
-        self.read_stream(resp.into_body(), 0, Some(OrdMap::new()), shutdown)
+        self.read_stream(resp.into_body(), 0, Some(OrdMap::new()), timeout, shutdown)
             .await
     }
 
-    /// Reads watch events line by line from `body`. With `initial`, ADDED
-    /// events first build a new state, replaced at once at the end bookmark.
+    /// Reads watch events line by line from `body`, a watch asked to end
+    /// after `timeout_s`: one still open a while past that is silent, not
+    /// idle (a partition that sends nothing, not even a reset). With
+    /// `initial`, ADDED events first build a new state, replaced at once at
+    /// the end bookmark.
     async fn read_stream(
         &mut self,
         mut body: Incoming,
         mut rv: u64,
         mut initial: Option<Objects>,
+        timeout_s: u64,
         shutdown: &Signal,
     ) -> Result<u64, StepError> {
         let mut buf = BytesMut::new();
         // An upstream that ignores sendInitialEvents never sends the end bookmark.
         let mut quiet = Box::pin(tokio::time::sleep(INITIAL_EVENTS_QUIET));
+        let overdue = Duration::from_secs(timeout_s) + self.patience();
+        let deadline = tokio::time::sleep(overdue);
+        tokio::pin!(deadline);
         loop {
             let frame = tokio::select! {
                 f = body.frame() => f,
@@ -336,7 +395,13 @@ impl Reflector {
                 _ = &mut quiet, if initial.is_some() => {
                     return Err(StepError::StreamingUnsupported("no initial-events-end bookmark".into()));
                 }
+                _ = &mut deadline => {
+                    return Err(StepError::Silent(format!(
+                        "a watch asked to end after {timeout_s} s was still open and silent after {overdue:?}"
+                    )));
+                }
             };
+            self.store.staleness.heard();
             let Some(frame) = frame else {
                 return if initial.is_some() {
                     Err(StepError::StreamingUnsupported(
@@ -370,6 +435,7 @@ impl Reflector {
                     self.record(&v);
                     tracing::info!(resource = %self.label, objects = v.objects.len(), rv = end, "cache synced (streaming list)");
                     self.last_rv = end;
+                    self.watching = true;
                     rv = end;
                     if self.store.exceeds_budget() {
                         return Err(StepError::OverBudget);
@@ -415,6 +481,23 @@ impl Reflector {
         }
         self.store.clear_over_budget();
         metrics::over_budget(&self.label, false);
+    }
+
+    /// The step after a failure of `state`: a watch (a streaming list past
+    /// its initial events included) resumes from the last version applied;
+    /// a list starts again.
+    fn resume(&self, state: State) -> State {
+        match state {
+            State::Watch(_) => {
+                metrics::watch_restart(&self.label);
+                State::Watch(self.last_rv)
+            }
+            State::List if self.watching => {
+                metrics::watch_restart(&self.label);
+                State::Watch(self.last_rv)
+            }
+            State::List => State::List,
+        }
     }
 
     /// Runs until shutdown (or for good once the resource proves uncacheable).
@@ -496,6 +579,11 @@ impl Reflector {
                     metrics::cache_synced(&self.label, false);
                     return;
                 }
+                Err(StepError::Silent(m)) => {
+                    tracing::warn!(resource = %self.label, error = %m, stale_for = ?self.store.staleness.since(), "upstream silent; reconnecting");
+                    metrics::reflector_silent(&self.label);
+                    self.resume(state)
+                }
                 Err(StepError::Failed(m)) => {
                     tracing::warn!(resource = %self.label, error = %m, ?backoff, "list/watch failed; retrying");
                     let jitter = backoff.mul_f64(fastrand::f64() * 0.5);
@@ -504,13 +592,7 @@ impl Reflector {
                         _ = shutdown.wait() => return,
                     }
                     backoff = (backoff * 2).min(Duration::from_secs(30));
-                    match state {
-                        State::Watch(_) => {
-                            metrics::watch_restart(&self.label);
-                            State::Watch(self.last_rv)
-                        }
-                        other => other,
-                    }
+                    self.resume(state)
                 }
             };
         }

@@ -18,6 +18,8 @@ use r8s::sim::{self, SimConfig, SimHandle};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
+pub mod fault;
+
 /// A sim for tests: no churn unless asked, short waits.
 pub fn sim_config() -> SimConfig {
     SimConfig {

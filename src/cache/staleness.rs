@@ -1,0 +1,72 @@
+//! How long a cache has gone without word from its upstream.
+//!
+//! The reflector marks every sign of life (a response head, a frame of a
+//! list or watch, a watch that ended on time); requests and `/readyz` read
+//! it. One atomic: marking is a store, reading a load, on any thread.
+
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// The process's clock origin (staleness is a difference of two readings).
+fn origin() -> Instant {
+    static ORIGIN: OnceLock<Instant> = OnceLock::new();
+    *ORIGIN.get_or_init(Instant::now)
+}
+
+fn now_ms() -> u64 {
+    origin().elapsed().as_millis() as u64
+}
+
+/// When a cache last heard from its upstream, and how long it may go without.
+#[derive(Debug)]
+pub struct Staleness {
+    heard_ms: AtomicU64,
+    max: Duration,
+}
+
+impl Staleness {
+    /// Heard just now; stale after `max` of silence (zero: never stale).
+    pub fn new(max: Duration) -> Self {
+        Staleness {
+            heard_ms: AtomicU64::new(now_ms()),
+            max,
+        }
+    }
+
+    /// The upstream just said something.
+    pub fn heard(&self) {
+        self.heard_ms.store(now_ms(), Ordering::Relaxed);
+    }
+
+    /// Time since the upstream last said something.
+    pub fn since(&self) -> Duration {
+        Duration::from_millis(now_ms().saturating_sub(self.heard_ms.load(Ordering::Relaxed)))
+    }
+
+    /// How long the cache may go without word before it is stale.
+    pub fn max(&self) -> Duration {
+        self.max
+    }
+
+    /// Silent for longer than allowed.
+    pub fn stale(&self) -> bool {
+        !self.max.is_zero() && self.since() > self.max
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn should_turn_stale_after_its_bound_and_fresh_when_heard() {
+        let s = Staleness::new(Duration::from_millis(30));
+        assert!(!s.stale());
+        std::thread::sleep(Duration::from_millis(60));
+        assert!(s.stale() && s.since() >= Duration::from_millis(60));
+        s.heard();
+        assert!(!s.stale() && s.since() < Duration::from_millis(30));
+        assert!(!Staleness::new(Duration::ZERO).stale());
+    }
+}

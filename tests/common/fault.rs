@@ -1,0 +1,158 @@
+//! A TCP forwarder between r8s and its upstream that breaks on command
+//! (loopback only): it can refuse connections, reset every open one, stall
+//! (accept and pass nothing on, either way: a silent partition) or slow
+//! them down, and heal.
+// A zero linger never blocks on drop (tokio deprecates `set_linger` for the
+// blocking non-zero case); it is how a connection is reset instead of closed.
+#![allow(deprecated)]
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// What the forwarder does with connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Forwards both ways.
+    Pass,
+    /// Holds every byte, both ways, on open and new connections (nothing is
+    /// closed, nothing reset): a silent partition.
+    Stall,
+    /// Resets new connections as soon as they are accepted.
+    Refuse,
+    /// Forwards at most this many bytes per second per direction.
+    Slow(u64),
+}
+
+/// A running forwarder.
+pub struct Forwarder {
+    /// Where r8s connects.
+    pub addr: SocketAddr,
+    mode: watch::Sender<Mode>,
+    resets: watch::Sender<u64>,
+    task: JoinHandle<()>,
+}
+
+impl Forwarder {
+    /// Forwards 127.0.0.1:(a free port) to `target`.
+    pub async fn start(target: SocketAddr) -> Self {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let (mode, mode_rx) = watch::channel(Mode::Pass);
+        let (resets, resets_rx) = watch::channel(0u64);
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((client, _)) = l.accept().await else {
+                    return;
+                };
+                if *mode_rx.borrow() == Mode::Refuse {
+                    let _ = client.set_linger(Some(Duration::ZERO));
+                    drop(client);
+                    continue;
+                }
+                tokio::spawn(connection(
+                    client,
+                    target,
+                    mode_rx.clone(),
+                    resets_rx.clone(),
+                ));
+            }
+        });
+        Forwarder {
+            addr,
+            mode,
+            resets,
+            task,
+        }
+    }
+
+    /// `http://` its address.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Changes what it does from now on (`Pass` heals).
+    pub fn set(&self, mode: Mode) {
+        self.mode.send_replace(mode);
+    }
+
+    /// Resets every open connection (RST to both ends).
+    pub fn reset_all(&self) {
+        self.resets.send_modify(|n| *n += 1);
+    }
+
+    /// Stops accepting (open connections are reset).
+    pub fn stop(self) {
+        self.reset_all();
+        self.task.abort();
+    }
+}
+
+async fn connection(
+    client: TcpStream,
+    target: SocketAddr,
+    mode: watch::Receiver<Mode>,
+    mut resets: watch::Receiver<u64>,
+) {
+    resets.mark_unchanged();
+    let Ok(server) = TcpStream::connect(target).await else {
+        let _ = client.set_linger(Some(Duration::ZERO));
+        return;
+    };
+    let _ = client.set_nodelay(true);
+    let _ = server.set_nodelay(true);
+    let (cr, cw) = client.into_split();
+    let (sr, sw) = server.into_split();
+    let both = async { tokio::join!(pipe(cr, sw, mode.clone()), pipe(sr, cw, mode)) };
+    tokio::select! {
+        (a, b) = both => {
+            // Both ends closed in turn: close as they did.
+            drop((a, b));
+        }
+        _ = resets.changed() => {}
+    }
+}
+
+/// Copies one direction, holding bytes while stalled; passes the end on.
+/// On a reset the caller drops the halves mid-copy: with linger 0 on both
+/// sockets (set here), both ends get a RST.
+async fn pipe(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    mut mode: watch::Receiver<Mode>,
+) -> (
+    tokio::net::tcp::OwnedReadHalf,
+    tokio::net::tcp::OwnedWriteHalf,
+) {
+    let _ = from.as_ref().set_linger(Some(Duration::ZERO));
+    let _ = to.as_ref().set_linger(Some(Duration::ZERO));
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        if mode.wait_for(|m| *m != Mode::Stall).await.is_err() {
+            return (from, to);
+        }
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => {
+                let _ = to.as_ref().set_linger(None);
+                let _ = to.shutdown().await;
+                return (from, to);
+            }
+            Ok(n) => n,
+        };
+        // Bytes read just before a stall are held too.
+        let m = match mode.wait_for(|m| *m != Mode::Stall).await {
+            Ok(m) => *m,
+            Err(_) => return (from, to),
+        };
+        if let Mode::Slow(rate) = m {
+            tokio::time::sleep(Duration::from_secs_f64(n as f64 / rate.max(1) as f64)).await;
+        }
+        if to.write_all(&buf[..n]).await.is_err() {
+            return (from, to);
+        }
+    }
+}

@@ -1,0 +1,148 @@
+//! Faults between r8s and its upstream, injected by a TCP forwarder
+//! (`common::fault`): what r8s notices, what it tells, what clients get.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::fault::{Forwarder, Mode};
+use common::*;
+use r8s::sim::store::{Mutation, key};
+
+/// Touches a pod in the sim (a MODIFIED event).
+fn touch(sim: &r8s::sim::SimHandle, ns: &str, name: &str, n: usize) {
+    let res = r8s::sim::resources::pods_idx();
+    let k = key(Some(ns), name);
+    let mut v = sim.sim.store.get(res, &k).unwrap().value.clone();
+    v["metadata"]["annotations"]["r8s.dev/touch"] = n.to_string().into();
+    sim.sim
+        .store
+        .mutate(res, &k, |_, _| Ok(Mutation::Put(v)))
+        .unwrap();
+}
+
+async fn readyz(r8s: &R8s) -> (u16, String) {
+    let r = get(&format!("{}/readyz", r8s.admin_url())).await;
+    (r.status.as_u16(), r.text())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn should_notice_a_silent_partition_pass_reads_through_and_resume_without_a_gap() {
+    const MAX_STALENESS: u64 = 8;
+    const PARTITION: Duration = Duration::from_secs(60);
+    let sim = start_sim(sim_config()).await;
+    let fwd = Forwarder::start(sim.addr).await;
+    let mut config = r8s::config::Config::default();
+    config.upstream.servers = vec![fwd.url()];
+    config.cache.resources = vec!["pods".into()];
+    config.cache.encodings = vec!["json".into()];
+    config.cache.max_staleness_seconds = MAX_STALENESS;
+    let r8s = start_r8s_config(config).await;
+    assert_eq!(readyz(&r8s).await.0, 200);
+
+    // A client watching through r8s across the partition, from a list.
+    let list = get(&format!("{}/api/v1/pods?resourceVersion=0", r8s.url()))
+        .await
+        .json();
+    let replay = Replay::from_list(&list);
+    let url = format!(
+        "{}/api/v1/pods?watch=1&allowWatchBookmarks=true&resourceVersion={}&timeoutSeconds={}",
+        r8s.url(),
+        replay.last,
+        PARTITION.as_secs() + 20
+    );
+    let watcher = tokio::spawn(async move {
+        watch_replay(&url, replay, PARTITION + Duration::from_secs(40), "watcher").await
+    });
+
+    // The partition: nothing passes either way, nothing is closed.
+    fwd.set(Mode::Stall);
+    let cut = Instant::now();
+    for n in 0..20 {
+        touch(&sim, "ns-1", "pod-00001", n);
+    }
+    let (code, why) = loop {
+        let (code, why) = readyz(&r8s).await;
+        if code != 200 {
+            break (code, why);
+        }
+        assert!(
+            cut.elapsed() < Duration::from_secs(MAX_STALENESS + 4),
+            "a silent partition goes unnoticed past cache.max_staleness_seconds"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let noticed = cut.elapsed();
+    assert_eq!(code, 503);
+    assert!(why.contains("stale") && why.contains("v1/pods"), "{why}");
+    let m = get(&format!("{}/metrics", r8s.admin_url())).await.text();
+    let staleness = metric(&m, r#"r8s_cache_staleness_seconds{resource="v1/pods"}"#);
+    assert!(staleness > MAX_STALENESS as f64, "{staleness}");
+    assert!(metric(&m, r#"r8s_reflector_silent_total{resource="v1/pods"}"#) >= 1.0);
+
+    // Reads no longer come from the stale cache: they go to the upstream,
+    // which cannot answer.
+    let read = http::Request::get(format!("{}/api/v1/pods?resourceVersion=0", r8s.url()))
+        .body(http_body_util::Full::new(bytes::Bytes::new()))
+        .unwrap();
+    if let Ok(Ok(resp)) = tokio::time::timeout(Duration::from_secs(2), client().request(read)).await
+    {
+        assert_ne!(
+            resp.headers().get("x-r8s-cache").map(|v| v.as_bytes()),
+            Some(&b"hit"[..]),
+            "a stale cache answered"
+        );
+    }
+
+    // Heal; the cache converges and is ready again; the watcher goes on.
+    tokio::time::sleep(PARTITION.saturating_sub(cut.elapsed())).await;
+    fwd.set(Mode::Pass);
+    let healed = Instant::now();
+    while readyz(&r8s).await.0 != 200 {
+        assert!(
+            healed.elapsed() < Duration::from_secs(MAX_STALENESS + 10),
+            "not ready again after the partition healed: {}",
+            readyz(&r8s).await.1
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let recovered = healed.elapsed();
+    for n in 20..25 {
+        touch(&sim, "ns-1", "pod-00001", n);
+    }
+    let want = sim.sim.store.current_rv();
+    let r = get(&format!("{}/api/v1/pods?resourceVersion={want}", r8s.url())).await;
+    assert_eq!(r.headers["x-r8s-cache"], "hit");
+    let (replay, served) = watcher.await.unwrap();
+    assert_eq!(served, "hit");
+    assert!(replay.error.is_none(), "{:?}", replay.error);
+    assert!(
+        replay.last >= want,
+        "the watcher saw every write ({} < {want})",
+        replay.last
+    );
+    let truth = truth_at(&sim.url(), "/api/v1/pods", "", replay.last).await;
+    assert_eq!(
+        replay.state, truth,
+        "the watcher's state is the upstream's at {}",
+        replay.last
+    );
+    // Each write reached the watcher as its own event: the reflector resumed
+    // its watch where it was cut, it did not relist.
+    assert_eq!(replay.events, 25, "every write, one event each");
+    let m = get(&format!("{}/metrics", r8s.admin_url())).await.text();
+    assert_eq!(
+        metric(
+            &m,
+            r#"r8s_reflector_relists_total{resource="v1/pods",reason="expired"}"#
+        ),
+        0.0
+    );
+    println!(
+        "silent partition of {PARTITION:?}: noticed after {noticed:?} (cache.max_staleness_seconds = {MAX_STALENESS}), ready again {recovered:?} after healing; the watcher saw {} events, no gap",
+        replay.events
+    );
+    r8s.stop().await;
+    fwd.stop();
+    sim.stop().await;
+}
