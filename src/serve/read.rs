@@ -193,7 +193,7 @@ fn respond(
             Bytes::from(line)
         }
     };
-    if compress {
+    if gzip && bytes.len() >= GZIP_MIN {
         return hit(code, body::full(gzip_bytes(&bytes)), encoding, true);
     }
     hit(code, body::full(bytes), encoding, false)
