@@ -222,6 +222,7 @@ impl Prepared {
         if let Some(t) = &self.tls {
             tokio::spawn(t.clone().reload(shutdown.clone()));
         }
+        let header_read = Duration::from_secs(self.config.server.header_read_timeout_seconds);
         let h = health.clone();
         let admin = tokio::spawn(server::serve(
             listeners.admin,
@@ -231,7 +232,10 @@ impl Prepared {
                 async move { resp }
             },
             shutdown.clone(),
-            Duration::from_secs(1),
+            server::Timeouts {
+                grace: Duration::from_secs(1),
+                header_read,
+            },
         ));
         let api = Arc::new(serve::Api {
             auth: auth::Auth::new(mode, &self.config.auth, self.upstream.clone()),
@@ -256,7 +260,7 @@ impl Prepared {
             self.tls.clone(),
             move |req, peer| api.clone().handle(req, peer),
             shutdown,
-            grace,
+            server::Timeouts { grace, header_read },
         )
         .await;
         let _ = admin.await;

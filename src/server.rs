@@ -11,7 +11,7 @@ use std::time::Duration;
 use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -34,21 +34,37 @@ pub struct Peer {
     pub certificate: Option<Arc<UserInfo>>,
 }
 
+/// How long a listener waits on its clients.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    /// After shutdown, how long in-flight requests may take to finish.
+    pub grace: Duration,
+    /// How long an HTTP/1.1 client may take to send a request's headers
+    /// (a connection that never finishes them is closed; kube-apiserver
+    /// allows 32 s).
+    pub header_read: Duration,
+}
+
 /// Serves `handler` on `listener` (over `tls` if given) until `shutdown`
-/// fires, then lets in-flight requests finish for up to `grace` before
-/// dropping the rest.
+/// fires, then lets in-flight requests finish for up to `timeouts.grace`
+/// before dropping the rest.
 pub async fn serve<H, F>(
     listener: TcpListener,
     tls: Option<Arc<Tls>>,
     handler: H,
     shutdown: Signal,
-    grace: Duration,
+    timeouts: Timeouts,
 ) where
     H: Fn(Request<Incoming>, Arc<Peer>) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Response<Body>> + Send + 'static,
 {
     let graceful = GracefulShutdown::new();
-    let builder = auto::Builder::new(TokioExecutor::new());
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(timeouts.header_read);
+    let grace = timeouts.grace;
     loop {
         let (stream, addr) = tokio::select! {
             r = listener.accept() => match r {

@@ -146,3 +146,52 @@ async fn should_notice_a_silent_partition_pass_reads_through_and_resume_without_
     fwd.stop();
     sim.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn should_close_connections_that_never_finish_their_headers_and_serve_the_rest() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let sim = start_sim(sim_config()).await;
+    let mut config = r8s::config::Config::default();
+    config.upstream.servers = vec![sim.url()];
+    config.cache.resources = vec!["pods".into()];
+    config.server.header_read_timeout_seconds = 2;
+    let r8s = start_r8s_config(config).await;
+    // Fifty clients that start a request and never finish its headers.
+    let mut stuck = Vec::new();
+    for _ in 0..50 {
+        let mut c = tokio::net::TcpStream::connect(r8s.addr).await.unwrap();
+        c.write_all(b"GET /api/v1/pods?resourceVersion=0 HTTP/1.1\r\nHost: r8s\r\nX-Slow: ")
+            .await
+            .unwrap();
+        stuck.push(c);
+    }
+    let t0 = Instant::now();
+    // Everyone else is served meanwhile.
+    let r = get(&format!("{}/api/v1/pods?resourceVersion=0", r8s.url())).await;
+    assert_eq!(
+        (r.status.as_u16(), &r.headers["x-r8s-cache"]),
+        (200, &"hit".parse().unwrap())
+    );
+    // And the stuck ones are closed after the bound, not before.
+    for mut c in stuck {
+        let mut buf = [0u8; 256];
+        let read = tokio::time::timeout(Duration::from_secs(6), c.read(&mut buf))
+            .await
+            .expect("closed within the header read timeout and some slack");
+        match read {
+            Ok(0) | Err(_) => {}
+            Ok(n) => assert!(
+                buf[..n].starts_with(b"HTTP/1.1 408"),
+                "a stuck client gets nothing but the end (or a 408): {:?}",
+                String::from_utf8_lossy(&buf[..n])
+            ),
+        }
+    }
+    let closed = t0.elapsed();
+    assert!(
+        closed >= Duration::from_millis(1500) && closed < Duration::from_secs(6),
+        "{closed:?}"
+    );
+    r8s.stop().await;
+    sim.stop().await;
+}

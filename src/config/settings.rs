@@ -16,6 +16,8 @@ pub struct Config {
     pub admin_listen: SocketAddr,
     /// What happens on SIGTERM.
     pub shutdown: ShutdownConfig,
+    /// How the listeners treat their clients' connections.
+    pub server: ServerConfig,
     /// The upstream kube-apiserver(s).
     pub upstream: UpstreamConfig,
     /// What to cache.
@@ -207,6 +209,23 @@ pub enum AuthMode {
     None,
 }
 
+/// The listeners' bounds on their clients.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// Seconds an HTTP/1.1 client may take to send a request's headers
+    /// before its connection is closed (kube-apiserver: 32).
+    pub header_read_timeout_seconds: u64,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            header_read_timeout_seconds: 32,
+        }
+    }
+}
+
 /// Shutdown on SIGTERM.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -273,6 +292,7 @@ impl Default for Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 8001)),
             admin_listen: SocketAddr::from(([127, 0, 0, 1], 8081)),
             shutdown: ShutdownConfig::default(),
+            server: ServerConfig::default(),
             upstream: UpstreamConfig::default(),
             cache: CacheConfig::default(),
             read: ReadConfig::default(),

@@ -87,7 +87,10 @@ pub async fn start(config: SimConfig, listener: TcpListener) -> std::io::Result<
             async move { s.handle(req).await }
         },
         signal,
-        Duration::from_secs(5),
+        crate::server::Timeouts {
+            grace: Duration::from_secs(5),
+            header_read: Duration::from_secs(32),
+        },
     ));
     Ok(SimHandle {
         addr,
