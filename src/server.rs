@@ -86,7 +86,20 @@ pub async fn serve<H, F>(
                     addr,
                     certificate: None,
                 });
-                tokio::spawn(connection(stream, peer, h, b, watcher));
+                let wait = timeouts.header_read;
+                tokio::spawn(async move {
+                    // hyper's header timer starts once the protocol is
+                    // known: a client that sends nothing at all is bounded here.
+                    let mut first = [0u8; 1];
+                    if tokio::time::timeout(wait, stream.peek(&mut first))
+                        .await
+                        .is_err()
+                    {
+                        tracing::debug!(peer = %addr, "connection sent nothing; closed");
+                        return;
+                    }
+                    connection(stream, peer, h, b, watcher).await;
+                });
             }
             Some(tls) => {
                 let acceptor = tls.acceptor();

@@ -156,13 +156,16 @@ async fn should_close_connections_that_never_finish_their_headers_and_serve_the_
     config.cache.resources = vec!["pods".into()];
     config.server.header_read_timeout_seconds = 2;
     let r8s = start_r8s_config(config).await;
-    // Fifty clients that start a request and never finish its headers.
+    // Fifty clients that start a request and never finish its headers, and
+    // ten that connect and send nothing at all.
     let mut stuck = Vec::new();
-    for _ in 0..50 {
+    for i in 0..60 {
         let mut c = tokio::net::TcpStream::connect(r8s.addr).await.unwrap();
-        c.write_all(b"GET /api/v1/pods?resourceVersion=0 HTTP/1.1\r\nHost: r8s\r\nX-Slow: ")
-            .await
-            .unwrap();
+        if i < 50 {
+            c.write_all(b"GET /api/v1/pods?resourceVersion=0 HTTP/1.1\r\nHost: r8s\r\nX-Slow: ")
+                .await
+                .unwrap();
+        }
         stuck.push(c);
     }
     let t0 = Instant::now();
@@ -173,11 +176,16 @@ async fn should_close_connections_that_never_finish_their_headers_and_serve_the_
         (200, &"hit".parse().unwrap())
     );
     // And the stuck ones are closed after the bound, not before.
-    for mut c in stuck {
+    for (i, mut c) in stuck.into_iter().enumerate() {
         let mut buf = [0u8; 256];
         let read = tokio::time::timeout(Duration::from_secs(6), c.read(&mut buf))
             .await
-            .expect("closed within the header read timeout and some slack");
+            .unwrap_or_else(|_| {
+                panic!(
+                    "client {i} not closed within the header read timeout and some slack ({:?})",
+                    t0.elapsed()
+                )
+            });
         match read {
             Ok(0) | Err(_) => {}
             Ok(n) => assert!(
