@@ -86,15 +86,19 @@ pub async fn serve<H, F>(
                     addr,
                     certificate: None,
                 });
-                let wait = timeouts.header_read;
+                let (wait, stop) = (timeouts.header_read, shutdown.clone());
                 tokio::spawn(async move {
                     // hyper's header timer starts once the protocol is
-                    // known: a client that sends nothing at all is bounded here.
+                    // known: a client that sends nothing at all is bounded
+                    // here (and closed at once on shutdown).
                     let mut first = [0u8; 1];
-                    if tokio::time::timeout(wait, stream.peek(&mut first))
-                        .await
-                        .is_err()
-                    {
+                    let first_byte = async {
+                        tokio::select! {
+                            r = tokio::time::timeout(wait, stream.peek(&mut first)) => r.is_ok(),
+                            _ = stop.wait() => false,
+                        }
+                    };
+                    if !first_byte.await {
                         tracing::debug!(peer = %addr, "connection sent nothing; closed");
                         return;
                     }
