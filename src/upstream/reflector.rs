@@ -68,7 +68,8 @@ enum StepError {
     #[error("streaming lists unsupported: {0}")]
     StreamingUnsupported(String),
     /// The upstream went silent: no answer, or a watch past its own
-    /// deadline (a silent partition); back off and retry the same step.
+    /// deadline (a silent partition); reconnect at once (each attempt has
+    /// already waited out its bound).
     #[error("{0}")]
     Silent(String),
 }
@@ -288,6 +289,7 @@ impl Reflector {
 
     /// Paginated LIST at one consistent version; returns the objects and that version.
     async fn list(&mut self) -> Result<(Objects, u64), StepError> {
+        self.watching = false;
         let mut objects = OrdMap::new();
         let mut cont = String::new();
         // One page buffer reused for every page: objects are copied out at
