@@ -173,12 +173,24 @@ pub fn authz_name<'a>(
     let Some(o) = options.filter(|_| matches!(verb, Verb::List | Verb::Watch)) else {
         return Cow::Borrowed("");
     };
-    // DecodeParameters fails as a whole on a bad label selector.
-    if o.field_selector.is_empty() || LabelSelector::parse(&o.label_selector).is_err() {
+    if o.field_selector.is_empty() {
         return Cow::Borrowed("");
     }
-    let Ok(fields) = FieldSelector::parse_syntax(&o.field_selector) else {
-        return Cow::Borrowed("");
+    // The selectors as decoded once; only when they were refused is the
+    // field selector read again, for the one refusal RequestInfo does not
+    // share: a field the resource does not support (DecodeParameters fails
+    // as a whole on a bad label selector or bad field syntax).
+    let reparsed;
+    let fields = match &o.selectors {
+        Ok(sel) => &sel.fields,
+        Err(_) if LabelSelector::parse(&o.label_selector).is_err() => return Cow::Borrowed(""),
+        Err(_) => match FieldSelector::parse_syntax(&o.field_selector) {
+            Ok(f) => {
+                reparsed = f;
+                &reparsed
+            }
+            Err(_) => return Cow::Borrowed(""),
+        },
     };
     match fields.exact("metadata.name") {
         Some(n) if !matches!(n, "." | "..") && !n.contains(['/', '%']) => Cow::Owned(n.into()),
