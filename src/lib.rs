@@ -244,6 +244,9 @@ impl Prepared {
             policy: serve::read::ReadPolicy {
                 wait: Duration::from_secs_f64(self.config.cache.wait_for_resource_version_seconds),
                 on_too_new: self.config.read.on_too_new,
+                lists: Arc::new(tokio::sync::Semaphore::new(
+                    self.config.read.max_inflight_lists,
+                )),
             },
             watch_policy: serve::watch::WatchPolicy {
                 bookmark_interval: Duration::from_secs(self.config.watch.bookmark_interval_seconds),

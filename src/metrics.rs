@@ -179,6 +179,25 @@ pub fn reflector_silent(resource: &str) {
     metrics::counter!(REFLECTOR_SILENT_TOTAL, "resource" => resource.to_string()).increment(1);
 }
 
+/// Upstream states refused because they were older than the cache's (a
+/// server behind the one the cache last followed): the cache keeps its
+/// state and retries, never going back in time.
+pub const REFLECTOR_BEHIND_TOTAL: &str = "r8s_reflector_behind_total";
+
+/// Records an upstream state older than the cache's, refused.
+pub fn reflector_behind(resource: &str) {
+    metrics::counter!(REFLECTOR_BEHIND_TOTAL, "resource" => resource.to_string()).increment(1);
+}
+
+/// Times requests were moved off an upstream server that went silent or
+/// failed a reflector's request, to the next one.
+pub const UPSTREAM_FAILOVERS_TOTAL: &str = "r8s_upstream_failovers_total";
+
+/// Records a failover off an unusable server.
+pub fn upstream_failover() {
+    metrics::counter!(UPSTREAM_FAILOVERS_TOTAL).increment(1);
+}
+
 /// Records how long a cache has gone without word from its upstream.
 pub fn cache_staleness(resource: &str, since: Duration) {
     metrics::gauge!(CACHE_STALENESS_SECONDS, "resource" => resource.to_string())
@@ -274,6 +293,8 @@ pub enum WatchEnd {
     Client,
     /// The log's tail passed its cursor.
     TooOld,
+    /// A streaming list of a version the cache did not reach in time.
+    TooNew,
     /// r8s is shutting down (drained).
     Shutdown,
 }
@@ -284,6 +305,7 @@ impl WatchEnd {
             WatchEnd::Timeout => "timeout",
             WatchEnd::Client => "client",
             WatchEnd::TooOld => "too_old",
+            WatchEnd::TooNew => "too_new",
             WatchEnd::Shutdown => "shutdown",
         }
     }
@@ -356,6 +378,14 @@ pub const WATCH_ENCODINGS_TOTAL: &str = "r8s_watch_encodings_total";
 /// logs' counters at scrape time).
 pub fn watch_encodings(encoding: &'static str, total: u64) {
     metrics::counter!(WATCH_ENCODINGS_TOTAL, "encoding" => encoding).absolute(total);
+}
+
+/// Large lists refused (429) at `read.max_inflight_lists`.
+pub const LIST_REJECTED_TOTAL: &str = "r8s_list_rejected_total";
+
+/// Records a large list refused for `read.max_inflight_lists`.
+pub fn list_rejected() {
+    metrics::counter!(LIST_REJECTED_TOTAL).increment(1);
 }
 
 /// Records a watch refused for `watch.max_watchers`.

@@ -60,8 +60,13 @@ async fn names_via_reflector(url: &str, config: watcher::Config) -> Vec<String> 
     names
 }
 
+/// The metrics recorder is one per process, shared by every r8s in it: the
+/// tests here count cache hits for `v1/pods`, so they take turns.
+static METRICS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 #[tokio::test(flavor = "multi_thread")]
 async fn should_build_equal_stores_with_any_and_most_recent_semantics() {
+    let _turn = METRICS.lock().await;
     let sim = start_sim(sim_config()).await;
     let r8s = start_r8s_caching(vec![sim.url()], &["pods"]).await;
     let truth = get(&format!("{}/api/v1/pods", sim.url())).await.json();
@@ -135,6 +140,7 @@ fn count(metrics: &str, verb: &str) -> u64 {
 /// store holds every pod's metadata, labels included, and no spec.
 #[tokio::test(flavor = "multi_thread")]
 async fn should_serve_kube_rs_metadata_watcher_from_the_cache() {
+    let _turn = METRICS.lock().await;
     let sim = start_sim(sim_config()).await;
     let r8s = start_r8s_caching(vec![sim.url()], &["pods"]).await;
     let truth = get(&format!("{}/api/v1/pods", sim.url())).await.json();

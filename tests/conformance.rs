@@ -399,6 +399,7 @@ fn cases(cur: u64, oldest_watchable: u64) -> Vec<Case> {
         case("watch rvMatch without sendInitialEvents", "GET", format!("{pods}?watch=1&resourceVersion=0&resourceVersionMatch=NotOlderThan"), Failure(422, "Invalid", "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided")),
         case("watch sendInitialEvents without rvMatch", "GET", format!("{pods}?watch=1&sendInitialEvents=true"), Failure(422, "Invalid", "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan")),
         case("streaming list", "GET", "/api/v1/namespaces/ns-1/pods?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&fieldSelector=metadata.name%3Dpod-00001&timeoutSeconds=1", Events(&["ADDED", "BOOKMARK"])),
+        case("streaming list of a future version", "GET", format!("{pods}?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&resourceVersion={}&timeoutSeconds=10", cur + 1000), Events(&["ERROR"])),
         case("table watch", "GET", "/api/v1/namespaces/ns-1/pods?watch=1&fieldSelector=metadata.name%3Dpod-00004&timeoutSeconds=1", Events(&["ADDED"])).header("accept", table),
         // Writes (same sequence on both sims).
         case("create", "POST", "/api/v1/namespaces/default/configmaps", Status(201)).body(cm("c1")),

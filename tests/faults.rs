@@ -7,19 +7,6 @@ use std::time::{Duration, Instant};
 
 use common::fault::{Forwarder, Mode};
 use common::*;
-use r8s::sim::store::{Mutation, key};
-
-/// Touches a pod in the sim (a MODIFIED event).
-fn touch(sim: &r8s::sim::SimHandle, ns: &str, name: &str, n: usize) {
-    let res = r8s::sim::resources::pods_idx();
-    let k = key(Some(ns), name);
-    let mut v = sim.sim.store.get(res, &k).unwrap().value.clone();
-    v["metadata"]["annotations"]["r8s.dev/touch"] = n.to_string().into();
-    sim.sim
-        .store
-        .mutate(res, &k, |_, _| Ok(Mutation::Put(v)))
-        .unwrap();
-}
 
 async fn readyz(r8s: &R8s) -> (u16, String) {
     let r = get(&format!("{}/readyz", r8s.admin_url())).await;

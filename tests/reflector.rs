@@ -19,6 +19,15 @@ use hyper_util::rt::TokioIo;
 struct Script {
     cm_lists: AtomicUsize,
     cm_watches: AtomicUsize,
+    secret_lists: AtomicUsize,
+    secret_watches: AtomicUsize,
+}
+
+/// A secret `a/s` at `rv`, as a list item or event object.
+fn secret(rv: u64) -> String {
+    format!(
+        r#"{{"kind":"Secret","apiVersion":"v1","metadata":{{"name":"s","namespace":"a","resourceVersion":"{rv}"}},"data":{{"v":"{rv}"}}}}"#
+    )
 }
 
 fn json(s: &str) -> http::Response<Full<Bytes>> {
@@ -49,6 +58,7 @@ async fn fake_apiserver(script: Arc<Script>) -> String {
                                     r#"{"kind":"APIResourceList","groupVersion":"v1","resources":[
                                 {"name":"pods","namespaced":true,"kind":"Pod","verbs":["get","list","watch"]},
                                 {"name":"configmaps","namespaced":true,"kind":"ConfigMap","verbs":["get","list","watch"]},
+                                {"name":"secrets","namespaced":true,"kind":"Secret","verbs":["get","list","watch"]},
                                 {"name":"bindings","namespaced":true,"kind":"Binding","verbs":["create"]}]}"#,
                                 ),
                                 "/apis" => json(r#"{"kind":"APIGroupList","groups":[]}"#),
@@ -79,6 +89,32 @@ async fn fake_apiserver(script: Arc<Script>) -> String {
                                     let (rv, v) = if n == 0 { ("5", "1") } else { ("7", "3") };
                                     json(&format!(
                                         r#"{{"kind":"ConfigMapList","apiVersion":"v1","metadata":{{"resourceVersion":"{rv}"}},"items":[{{"metadata":{{"name":"c","namespace":"a","resourceVersion":"{rv}"}},"data":{{"v":"{v}"}}}}]}}"#
+                                    ))
+                                }
+                                // Secrets go back in time: an event older than the
+                                // one before it, then a list older than the cache.
+                                "/api/v1/secrets" if q.contains("watch=") => {
+                                    if script.secret_watches.fetch_add(1, Ordering::SeqCst) == 0 {
+                                        json(&format!(
+                                            "{{\"type\":\"MODIFIED\",\"object\":{}}}\n{{\"type\":\"MODIFIED\",\"object\":{}}}\n",
+                                            secret(12),
+                                            secret(11)
+                                        ))
+                                    } else {
+                                        tokio::time::sleep(Duration::from_secs(30)).await;
+                                        json("")
+                                    }
+                                }
+                                "/api/v1/secrets" => {
+                                    let rv =
+                                        match script.secret_lists.fetch_add(1, Ordering::SeqCst) {
+                                            0 => 10,
+                                            1 | 2 => 9,
+                                            _ => 15,
+                                        };
+                                    json(&format!(
+                                        r#"{{"kind":"SecretList","apiVersion":"v1","metadata":{{"resourceVersion":"{rv}"}},"items":[{}]}}"#,
+                                        secret(rv)
                                     ))
                                 }
                                 "/api/v1/namespaces/a/pods/p" => json(
@@ -201,4 +237,57 @@ async fn should_resolve_star_and_reject_unknown_entries_at_startup() {
         "{err}"
     );
     sim.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn should_never_go_back_in_time_when_the_upstream_does() {
+    let script = Arc::new(Script::default());
+    let up = fake_apiserver(script.clone()).await;
+    let mut config = r8s::config::Config::default();
+    config.upstream.servers = vec![up];
+    config.cache.resources = vec!["v1/secrets".into()];
+    config.cache.encodings = vec!["json".into()];
+    let r8s = start_r8s_config(config).await;
+    // The upstream sent 12, then an event at 11 (the reflector relists),
+    // then lists at 9 twice (refused: the cache keeps 12), then 15. No
+    // read in between sees a version older than one read before.
+    let mut seen = 0u64;
+    let mut versions = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while seen < 15 {
+        let c = get(&format!("{}/api/v1/secrets?resourceVersion=0", r8s.url())).await;
+        if c.headers["x-r8s-cache"] == "hit" {
+            let v: u64 = c.json()["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap()
+                .parse()
+                .unwrap();
+            assert!(v >= seen, "the cache went back from {seen} to {v}");
+            if v != seen {
+                versions.push(v);
+            }
+            seen = v;
+        }
+        assert!(Instant::now() < deadline, "stuck at {seen}: {versions:?}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(
+        script.secret_lists.load(Ordering::SeqCst),
+        4,
+        "two older lists refused, the third taken"
+    );
+    assert!(
+        !versions.contains(&11) && !versions.contains(&9),
+        "{versions:?}"
+    );
+    let m = get(&format!("{}/metrics", r8s.admin_url())).await.text();
+    assert!(metric(&m, r#"r8s_reflector_behind_total{resource="v1/secrets"}"#) >= 2.0);
+    assert_eq!(
+        metric(
+            &m,
+            r#"r8s_reflector_relists_total{resource="v1/secrets",reason="malformed"}"#
+        ),
+        1.0
+    );
+    r8s.stop().await;
 }

@@ -48,35 +48,43 @@ pub struct ListBody<I> {
     /// After the items: `]}` and a newline in JSON (as Go's encoder ends a
     /// body), the `runtime.Unknown` tail in protobuf.
     tail: &'static [u8],
+    /// About how many bytes the whole list is.
+    len: usize,
+    /// A slot of `read.max_inflight_lists`, held while the list streams.
+    slot: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 impl<I: ListItem> ListBody<I> {
-    /// A list of `items` after `head`, in JSON or (`protobuf`) protobuf.
-    pub fn new(head: Bytes, items: Vec<I>, protobuf: bool) -> Self {
+    /// A list of `items` after `head`, in JSON or (`protobuf`) protobuf;
+    /// `items_len` is the items' length, summed as they were picked.
+    pub fn new(head: Bytes, items: Vec<I>, items_len: usize, protobuf: bool) -> Self {
         let (separator, tail): (&[u8], &[u8]) = if protobuf {
             (b"", crate::codec::protobuf::UNKNOWN_TAIL)
         } else {
             (b",", b"]}\n")
         };
         ListBody {
+            len: head.len() + items_len,
             head: Some(head),
             items: items.into_iter(),
             first: true,
             done: false,
             separator,
             tail,
+            slot: None,
         }
     }
 
-    /// About how many bytes the whole list is (to decide on compression).
+    /// About how many bytes the whole list is (to decide on compression
+    /// and on whether it is large).
     pub fn estimated_len(&self) -> usize {
-        self.head.as_ref().map_or(0, Bytes::len)
-            + self
-                .items
-                .as_slice()
-                .iter()
-                .map(|o| o.item_len())
-                .sum::<usize>()
+        self.len
+    }
+
+    /// Holds `slot` until the list has streamed (or its client is gone).
+    pub fn holding(mut self, slot: tokio::sync::OwnedSemaphorePermit) -> Self {
+        self.slot = Some(slot);
+        self
     }
 
     /// The next chunk, or `None` at the end.
@@ -100,6 +108,7 @@ impl<I: ListItem> ListBody<I> {
                 None => {
                     out.extend_from_slice(self.tail);
                     self.done = true;
+                    self.slot = None;
                     break;
                 }
             }
@@ -391,10 +400,11 @@ mod tests {
             })
             .collect();
         let head = Bytes::from_static(br#"{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"9"},"items":["#);
-        let plain = ListBody::new(head.clone(), items.clone(), false).collect();
+        let len = items.iter().map(|o| o.item_len()).sum();
+        let plain = ListBody::new(head.clone(), items.clone(), len, false).collect();
         let v: serde_json::Value = serde_json::from_slice(&plain).unwrap();
         assert_eq!(v["items"].as_array().unwrap().len(), 2000);
-        let mut gz = GzipListBody::new(ListBody::new(head, items, false));
+        let mut gz = GzipListBody::new(ListBody::new(head, items, len, false));
         let mut compressed = Vec::new();
         let waker = std::task::Waker::noop();
         let mut cx = Context::from_waker(waker);

@@ -116,6 +116,9 @@ pub struct ReadConfig {
     /// A read newer than the cache after the wait: `pass` (ask the upstream) or
     /// `504` (answer `Too large resource version` like kube-apiserver).
     pub on_too_new: OnTooNew,
+    /// Large lists (1 MiB or more) streaming from the cache at once; past
+    /// this, 429 with `Retry-After: 1`.
+    pub max_inflight_lists: usize,
 }
 
 /// Cached watches.
@@ -274,6 +277,7 @@ impl Default for ReadConfig {
     fn default() -> Self {
         ReadConfig {
             on_too_new: OnTooNew::Pass,
+            max_inflight_lists: 32,
         }
     }
 }

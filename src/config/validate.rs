@@ -183,7 +183,7 @@ impl Config {
     /// Every number that becomes a duration, a size or a count, with the
     /// values it may take: anything else is rejected here, before a port is
     /// bound, instead of panicking or misbehaving later.
-    fn numbers(&self) -> [(&'static str, f64, Range); 21] {
+    fn numbers(&self) -> [(&'static str, f64, Range); 22] {
         let secs = |v: u64| v as f64;
         let (c, w, a) = (&self.cache, &self.watch, &self.auth);
         let ttl = range(0.0, DAY, "seconds");
@@ -255,6 +255,11 @@ impl Config {
                 "watch.history_bytes",
                 w.history_bytes as f64,
                 range(0.0, PIB, "bytes (0: no limit but history_events)"),
+            ),
+            (
+                "read.max_inflight_lists",
+                self.read.max_inflight_lists as f64,
+                range(1.0, 100_000.0, "lists"),
             ),
             (
                 "watch.max_watchers",

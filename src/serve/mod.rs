@@ -121,7 +121,10 @@ impl Api {
             return match watch::plan(cache, ar, &self.watch_policy) {
                 Err(reason) => Answer::Pass(reason),
                 Ok(plan) => match self.auth.authorize(caller, ar).await {
-                    Ok(()) => Answer::Hit(plan.start(&self.watch_policy, &self.shutdown)),
+                    Ok(()) => match plan.settle(&self.policy).await {
+                        Ok(plan) => Answer::Hit(plan.start(&self.watch_policy, &self.shutdown)),
+                        Err(reason) => Answer::Pass(reason),
+                    },
                     Err(refusal) => Answer::Refused(refusal),
                 },
             };

@@ -38,7 +38,16 @@ pub struct ReadPolicy {
     pub wait: Duration,
     /// What happens after that.
     pub on_too_new: OnTooNew,
+    /// Slots for large lists streaming at once (`read.max_inflight_lists`);
+    /// past them a large list is answered 429, as the apiserver's priority
+    /// and fairness answers a request it has no seat for.
+    pub lists: Arc<tokio::sync::Semaphore>,
 }
+
+/// A list at least this large (its estimated bytes) is large: it holds one
+/// of `read.max_inflight_lists` slots while it streams. Smaller ones cost
+/// too little to queue.
+pub const LARGE_LIST: usize = 1 << 20;
 
 /// The store that answers `ar` from `cache` (the one holding its negotiated
 /// encoding), or why the upstream must (reads and watches alike).
@@ -99,7 +108,7 @@ pub async fn answer(
         list(at, &ar.path, opts, shape, policy).await
     };
     let pretty = ar.pretty && encoding == Encoding::Json;
-    match result {
+    match result.and_then(|payload| admit(payload, &policy.lists)) {
         Ok(payload) => Ok(respond(StatusCode::OK, payload, encoding, pretty, ar.gzip)),
         Err(Early::Status(s)) => {
             let code = StatusCode::from_u16(s.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
@@ -116,6 +125,28 @@ pub async fn answer(
         }
         Err(Early::Pass(reason)) => Err(reason),
     }
+}
+
+/// A large list takes a slot of `read.max_inflight_lists` for as long as
+/// it streams, or is answered 429 when none is free.
+fn admit(payload: Payload, slots: &Arc<tokio::sync::Semaphore>) -> Result<Payload, Early> {
+    let len = match &payload {
+        Payload::List(l) => l.estimated_len(),
+        Payload::MetadataList(l) => l.estimated_len(),
+        Payload::Bytes(_) => return Ok(payload),
+    };
+    if len < LARGE_LIST {
+        return Ok(payload);
+    }
+    let Ok(slot) = slots.clone().try_acquire_owned() else {
+        crate::metrics::list_rejected();
+        return Err(Early::Status(Status::too_many_requests()));
+    };
+    Ok(match payload {
+        Payload::List(l) => Payload::List(l.holding(slot)),
+        Payload::MetadataList(l) => Payload::MetadataList(l.holding(slot)),
+        Payload::Bytes(b) => Payload::Bytes(b),
+    })
 }
 
 /// The resource and the one of its stores a read is answered from.
@@ -415,8 +446,8 @@ fn assemble(
     match shape {
         Shape::MetadataList => {
             let items: Vec<MetadataItem> = picked.into_iter().map(MetadataItem).collect();
-            Payload::MetadataList(ListBody::new(head(items_len), items, protobuf))
+            Payload::MetadataList(ListBody::new(head(items_len), items, items_len, protobuf))
         }
-        _ => Payload::List(ListBody::new(head(items_len), picked, protobuf)),
+        _ => Payload::List(ListBody::new(head(items_len), picked, items_len, protobuf)),
     }
 }

@@ -33,7 +33,7 @@ use crate::cache::object::CachedObject;
 use crate::cache::store::Store;
 use crate::codec::json::{META_API_VERSION, bookmark, initial_events_end, watch_line};
 use crate::codec::protobuf as pb;
-use crate::config::OnTooOld;
+use crate::config::{OnTooNew, OnTooOld};
 use crate::metrics::{WatchEnd, WatchMetrics};
 use crate::shutdown::Signal;
 
@@ -105,6 +105,9 @@ enum Start {
     Initial { at_least: u64, end_bookmark: bool },
     /// Every change after this version.
     After(u64),
+    /// A streaming list of a version the cache did not reach in time: the
+    /// apiserver's ERROR event (504 "Too large resource version"), then the end.
+    TooLarge(u64),
 }
 
 /// A watch the cache will serve, checked but not started (so the caller can
@@ -177,6 +180,26 @@ pub fn plan(
 }
 
 impl Plan {
+    /// A streaming list asks for a state not older than N: waits for the
+    /// cache to reach it, as the cacher does (`cache.wait_for_resource_version_seconds`);
+    /// past that `read.on_too_new` says: pass through, or the apiserver's
+    /// ERROR 504 event (what a tier of r8s behind its upstream answers).
+    pub async fn settle(mut self, read: &super::read::ReadPolicy) -> Result<Plan, PassReason> {
+        let Start::Initial { at_least, .. } = self.start else {
+            return Ok(self);
+        };
+        if self.store.current().rv >= at_least || self.store.wait_for(at_least, read.wait).await {
+            return Ok(self);
+        }
+        match read.on_too_new {
+            OnTooNew::Pass => Err(PassReason::TooNew),
+            OnTooNew::Timeout => {
+                self.start = Start::TooLarge(at_least);
+                Ok(self)
+            }
+        }
+    }
+
     /// Starts the watcher (or answers 429 at `watch.max_watchers`).
     pub fn start(self, policy: &WatchPolicy, shutdown: &Signal) -> Response<Body> {
         if policy.active.fetch_add(1, Ordering::AcqRel) >= policy.max_watchers {
@@ -419,6 +442,14 @@ impl Watcher {
         WatchEnd::TooOld
     }
 
+    /// Ends a streaming list whose version the cache did not reach in time
+    /// with the cacher's ERROR event (504 "Too large resource version").
+    async fn too_large(&self, asked: u64) -> WatchEnd {
+        let s = Status::too_large_resource_version(asked, self.store.current().rv);
+        let _ = self.tx.send(self.error_line(&s)).await;
+        WatchEnd::TooNew
+    }
+
     async fn serve(&mut self, start: Start, timeout: Duration) -> WatchEnd {
         let store = self.store.clone();
         let mut rx = store.subscribe();
@@ -432,6 +463,7 @@ impl Watcher {
             drain_at: None,
         };
         match start {
+            Start::TooLarge(n) => return self.too_large(n).await,
             Start::After(n) => {
                 p.rv = n;
                 p.sent = n;
@@ -456,11 +488,8 @@ impl Watcher {
                 end_bookmark,
             } => {
                 if store.current().rv < at_least {
-                    tokio::select! {
-                        _ = rx.wait_for(|rv| *rv >= at_least) => {}
-                        _ = tokio::time::sleep_until(p.deadline) => return WatchEnd::Timeout,
-                        _ = self.shutdown.wait() => return WatchEnd::Shutdown,
-                    }
+                    // Only when the plan was not settled: answer as if it had been.
+                    return self.too_large(at_least).await;
                 }
                 rx.borrow_and_update();
                 let (v, c) = store.snapshot_with_cursor();

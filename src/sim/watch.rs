@@ -265,12 +265,16 @@ impl Watcher {
                 end_bookmark,
                 at_least,
             } => {
-                if at_least > store.current_rv() {
-                    let mut w = store.rv_watch();
-                    tokio::select! {
-                        _ = w.wait_for(|rv| *rv >= at_least) => {}
-                        _ = tokio::time::sleep_until(deadline) => return,
-                    }
+                // The cacher waits (3 s) for a version it has not reached,
+                // then answers with an ERROR event.
+                if at_least > store.current_rv()
+                    && !store
+                        .wait_for_rv(at_least, self.sim.config.future_rv_wait)
+                        .await
+                {
+                    let s = Status::too_large_resource_version(at_least, store.current_rv());
+                    self.send_error(&s).await;
+                    return;
                 }
                 let (rv, objects, rx) = store.watch_current(self.res);
                 for o in objects.values() {

@@ -3,7 +3,11 @@
 //! Credentials and TLS come from kube-rs's config loader (kubeconfig, exec
 //! plugins, rotating token files, in-cluster service account); requests go out
 //! over HTTP/1.1 (so upgrades can be relayed), to the configured servers in
-//! order, failing over on connection errors only.
+//! order. A request fails over on connection errors only (a request that
+//! reached a server may have had effects); a reflector that finds its server
+//! silent, or failing its lists and watches, moves everyone off it with
+//! [`Upstream::fail_over`]. Each response
+//! carries the [`ServedBy`] index of the server that gave it.
 
 pub mod body;
 pub mod decode;
@@ -73,6 +77,11 @@ struct Server {
     base: Uri,
     display: String,
 }
+
+/// Which configured server answered: a response extension, so that a caller
+/// that later finds the server silent can name it to [`Upstream::fail_over`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServedBy(pub usize);
 
 /// Whose credentials a request goes upstream with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -201,6 +210,35 @@ impl Upstream {
         self.has_credentials
     }
 
+    /// The server requests go to first now (an index into the configuration).
+    pub fn preferred(&self) -> usize {
+        self.preferred.load(Ordering::Relaxed) % self.servers.len()
+    }
+
+    /// Moves requests off server `from` (silent, or taking connections and
+    /// failing them: `why`, for the log) to the next one; a no-op when
+    /// another caller already moved them, or when there is only one server.
+    /// Returns whether this call moved them.
+    pub fn fail_over(&self, from: usize, why: &str) -> bool {
+        let n = self.servers.len();
+        if n < 2 {
+            return false;
+        }
+        let moved = self
+            .preferred
+            .compare_exchange(from, (from + 1) % n, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok();
+        if moved {
+            tracing::warn!(
+                from = %self.servers[from].display,
+                to = %self.servers[(from + 1) % n].display,
+                "upstream server unusable ({why}); failing over"
+            );
+            metrics::upstream_failover();
+        }
+        moved
+    }
+
     /// The servers, as configured.
     pub fn server_names(&self) -> Vec<String> {
         self.servers.iter().map(|s| s.display.clone()).collect()
@@ -291,8 +329,9 @@ impl Upstream {
             *req.uri_mut() = uri;
             *req.headers_mut() = parts.headers.clone();
             match svc.clone().oneshot(req).await {
-                Ok(resp) => {
+                Ok(mut resp) => {
                     self.preferred.store(idx, Ordering::Relaxed);
+                    resp.extensions_mut().insert(ServedBy(idx));
                     metrics::upstream_response(resp.status().as_u16());
                     return Ok(resp);
                 }

@@ -12,9 +12,17 @@
 //! store's [`crate::cache::staleness::Staleness`]; watches are asked to end
 //! within half of `cache.max_staleness_seconds`, and one still open and
 //! silent past that (a partition that resets nothing) is abandoned and
-//! resumed, as is a request or list page that stalls.
+//! resumed, as is a request or list page that stalls; with several upstream
+//! servers, the silent one is failed over.
+//!
+//! The cache never goes back in time: a list or streaming list older than
+//! the version the cache has applied (a server behind the one it followed,
+//! after a failover) is refused and retried, and an event older than the
+//! stream's last version is malformed data (relist). So no watcher is ever
+//! handed a version lower than one it was sent.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -23,8 +31,8 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use imbl::OrdMap;
 
-use super::Upstream;
 use super::decode::{DecodeError, Decoded, Decoder};
+use super::{ServedBy, Upstream};
 use crate::api::ApiResource;
 use crate::api::media::{self, Encoding};
 use crate::api::query;
@@ -68,10 +76,14 @@ enum StepError {
     #[error("streaming lists unsupported: {0}")]
     StreamingUnsupported(String),
     /// The upstream went silent: no answer, or a watch past its own
-    /// deadline (a silent partition); reconnect at once (each attempt has
-    /// already waited out its bound).
+    /// deadline (a silent partition); fail over and reconnect at once (each
+    /// attempt has already waited out its bound).
     #[error("{0}")]
     Silent(String),
+    /// The upstream's state is older than the cache's (a server behind the
+    /// one the cache followed); keep the cache, back off and retry.
+    #[error("{0}")]
+    Behind(String),
 }
 
 impl From<DecodeError> for StepError {
@@ -136,6 +148,14 @@ pub struct Reflector {
     /// learn it from the upstream's first bookmark; checked per event, so
     /// kept here rather than asked of the store's lock).
     wants_empty: bool,
+    /// The upstream server the current request or stream went to (the one
+    /// to fail over from if it goes silent; `usize::MAX`: none yet). An
+    /// atomic only because requests borrow the reflector shared.
+    server: AtomicUsize,
+    /// Whether a list or watch was answered 200 since the last failure: a
+    /// failure after that (a watch cut after it ran) backs off from the
+    /// start again, not from where the last outage left the backoff.
+    answered: AtomicBool,
 }
 
 impl Reflector {
@@ -193,6 +213,8 @@ impl Reflector {
             streaming,
             watching: false,
             wants_empty,
+            server: AtomicUsize::new(usize::MAX),
+            answered: AtomicBool::new(false),
         }
     }
 
@@ -217,11 +239,26 @@ impl Reflector {
     /// silence past [`Reflector::patience`] is an error.
     async fn request(&self, query: &str) -> Result<http::Response<Incoming>, StepError> {
         let patience = self.patience();
-        let resp = tokio::time::timeout(patience, self.send(query))
-            .await
-            .map_err(|_| {
-                StepError::Silent(format!("the upstream did not answer within {patience:?}"))
-            })??;
+        let at = self.upstream.preferred();
+        self.server.store(at, Ordering::Relaxed);
+        let resp = match tokio::time::timeout(patience, self.send(query)).await {
+            Err(_) => {
+                return Err(StepError::Silent(format!(
+                    "the upstream did not answer within {patience:?}"
+                )));
+            }
+            // A server that takes connections and drops them (a balancer
+            // with nothing behind it, a crashing process): a list or watch
+            // has no effects, so the next attempt goes to the next server.
+            Ok(Err(e)) => {
+                self.upstream.fail_over(at, "its requests fail");
+                return Err(e);
+            }
+            Ok(Ok(resp)) => resp,
+        };
+        if let Some(ServedBy(i)) = resp.extensions().get::<ServedBy>() {
+            self.server.store(*i, Ordering::Relaxed);
+        }
         self.store.staleness.heard();
         Ok(resp)
     }
@@ -277,6 +314,7 @@ impl Reflector {
         match resp.status() {
             StatusCode::OK => {
                 self.check_encoding(&resp)?;
+                self.answered.store(true, Ordering::Relaxed);
                 Ok(resp)
             }
             StatusCode::GONE => Err(StepError::Expired),
@@ -327,7 +365,10 @@ impl Reflector {
             })?;
             match next {
                 Some(c) if !c.is_empty() => cont = c,
-                _ => return Ok((objects, rv)),
+                _ => {
+                    self.not_behind(rv, "a LIST")?;
+                    return Ok((objects, rv));
+                }
             }
         }
     }
@@ -358,7 +399,10 @@ impl Reflector {
         );
         let resp = self.request(&q).await?;
         match resp.status() {
-            StatusCode::OK => self.check_encoding(&resp)?,
+            StatusCode::OK => {
+                self.check_encoding(&resp)?;
+                self.answered.store(true, Ordering::Relaxed);
+            }
             s if s.is_client_error()
                 && s != StatusCode::GONE
                 && s != StatusCode::TOO_MANY_REQUESTS =>
@@ -432,6 +476,7 @@ impl Reflector {
                     .as_mut()
                     .reset(tokio::time::Instant::now() + INITIAL_EVENTS_QUIET);
                 if let Some(end) = initial_event(ev, objects)? {
+                    self.not_behind(end, "a streaming list")?;
                     let objects = initial.take().expect("in the initial phase");
                     let v = self.store.apply(vec![Change::Replace(objects, end)]);
                     self.record(&v);
@@ -447,7 +492,31 @@ impl Reflector {
         }
     }
 
+    /// Refuses an upstream state at `rv` older than the one applied.
+    fn not_behind(&self, rv: u64, what: &str) -> Result<(), StepError> {
+        if rv < self.last_rv {
+            return Err(StepError::Behind(format!(
+                "{what} answered at resource version {rv}, older than the cache's {}",
+                self.last_rv
+            )));
+        }
+        Ok(())
+    }
+
     fn apply_event(&mut self, ev: Decoded, rv: u64) -> Result<u64, StepError> {
+        // Versions only go forward in a watch; a DELETED a relist found
+        // carries the relist's version, which its last change may share.
+        let went_back = match &ev {
+            Decoded::Put(_, o) => (o.rv <= self.last_rv).then_some(o.rv),
+            Decoded::Deleted(o) => (o.rv < self.last_rv).then_some(o.rv),
+            Decoded::Bookmark { .. } => None,
+        };
+        if let Some(at) = went_back {
+            return Err(StepError::Malformed(format!(
+                "an event at resource version {at} after {}: versions went back",
+                self.last_rv
+            )));
+        }
         let change = match ev {
             Decoded::Put(kind, o) => {
                 metrics::reflector_event(&self.label, kind);
@@ -584,9 +653,31 @@ impl Reflector {
                 Err(StepError::Silent(m)) => {
                     tracing::warn!(resource = %self.label, error = %m, stale_for = ?self.store.staleness.since(), "upstream silent; reconnecting");
                     metrics::reflector_silent(&self.label);
+                    match self.server.swap(usize::MAX, Ordering::Relaxed) {
+                        usize::MAX => {}
+                        i => {
+                            self.upstream.fail_over(i, "it went silent");
+                        }
+                    }
+                    self.resume(state)
+                }
+                Err(StepError::Behind(m)) => {
+                    // Answered, but with an older state: keep backing off.
+                    self.answered.store(false, Ordering::Relaxed);
+                    tracing::warn!(resource = %self.label, error = %m, ?backoff, "upstream behind the cache; keeping the cache and retrying");
+                    metrics::reflector_behind(&self.label);
+                    let jitter = backoff.mul_f64(fastrand::f64() * 0.5);
+                    tokio::select! {
+                        _ = tokio::time::sleep(backoff + jitter) => {}
+                        _ = shutdown.wait() => return,
+                    }
+                    backoff = (backoff * 2).min(Duration::from_secs(30));
                     self.resume(state)
                 }
                 Err(StepError::Failed(m)) => {
+                    if self.answered.swap(false, Ordering::Relaxed) {
+                        backoff = Duration::from_millis(200);
+                    }
                     tracing::warn!(resource = %self.label, error = %m, ?backoff, "list/watch failed; retrying");
                     let jitter = backoff.mul_f64(fastrand::f64() * 0.5);
                     tokio::select! {

@@ -7,6 +7,8 @@
 #![allow(deprecated)]
 
 use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -34,6 +36,8 @@ pub struct Forwarder {
     pub addr: SocketAddr,
     mode: watch::Sender<Mode>,
     resets: watch::Sender<u64>,
+    /// Bytes passed from the server to its clients so far.
+    to_clients: Arc<AtomicU64>,
     task: JoinHandle<()>,
 }
 
@@ -44,6 +48,8 @@ impl Forwarder {
         let addr = l.local_addr().unwrap();
         let (mode, mode_rx) = watch::channel(Mode::Pass);
         let (resets, resets_rx) = watch::channel(0u64);
+        let to_clients = Arc::new(AtomicU64::new(0));
+        let counted = to_clients.clone();
         let task = tokio::spawn(async move {
             loop {
                 let Ok((client, _)) = l.accept().await else {
@@ -59,6 +65,7 @@ impl Forwarder {
                     target,
                     mode_rx.clone(),
                     resets_rx.clone(),
+                    counted.clone(),
                 ));
             }
         });
@@ -66,8 +73,15 @@ impl Forwarder {
             addr,
             mode,
             resets,
+            to_clients,
             task,
         }
+    }
+
+    /// Bytes passed from the server to its clients so far (who is talking
+    /// through it).
+    pub fn bytes_to_clients(&self) -> u64 {
+        self.to_clients.load(Ordering::Relaxed)
     }
 
     /// `http://` its address.
@@ -97,6 +111,7 @@ async fn connection(
     target: SocketAddr,
     mode: watch::Receiver<Mode>,
     mut resets: watch::Receiver<u64>,
+    to_client: Arc<AtomicU64>,
 ) {
     resets.mark_unchanged();
     let Ok(server) = TcpStream::connect(target).await else {
@@ -107,7 +122,12 @@ async fn connection(
     let _ = server.set_nodelay(true);
     let (cr, cw) = client.into_split();
     let (sr, sw) = server.into_split();
-    let both = async { tokio::join!(pipe(cr, sw, mode.clone()), pipe(sr, cw, mode)) };
+    let both = async {
+        tokio::join!(
+            pipe(cr, sw, mode.clone(), None),
+            pipe(sr, cw, mode, Some(to_client))
+        )
+    };
     tokio::select! {
         (a, b) = both => {
             // Both ends closed in turn: close as they did.
@@ -124,6 +144,7 @@ async fn pipe(
     mut from: tokio::net::tcp::OwnedReadHalf,
     mut to: tokio::net::tcp::OwnedWriteHalf,
     mut mode: watch::Receiver<Mode>,
+    counted: Option<Arc<AtomicU64>>,
 ) -> (
     tokio::net::tcp::OwnedReadHalf,
     tokio::net::tcp::OwnedWriteHalf,
@@ -153,6 +174,9 @@ async fn pipe(
         }
         if to.write_all(&buf[..n]).await.is_err() {
             return (from, to);
+        }
+        if let Some(c) = &counted {
+            c.fetch_add(n as u64, Ordering::Relaxed);
         }
     }
 }

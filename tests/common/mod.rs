@@ -471,6 +471,19 @@ pub async fn truth_at(
         .collect()
 }
 
+/// Touches a pod in the sim (a MODIFIED event).
+pub fn touch(sim: &SimHandle, ns: &str, name: &str, n: usize) {
+    use r8s::sim::store::{Mutation, key};
+    let res = r8s::sim::resources::pods_idx();
+    let k = key(Some(ns), name);
+    let mut v = sim.sim.store.get(res, &k).unwrap().value.clone();
+    v["metadata"]["annotations"]["r8s.dev/touch"] = n.to_string().into();
+    sim.sim
+        .store
+        .mutate(res, &k, |_, _| Ok(Mutation::Put(v)))
+        .unwrap();
+}
+
 /// One number from a Prometheus text exposition (`name{labels}` exactly as written), 0 if absent.
 pub fn metric(text: &str, series: &str) -> f64 {
     text.lines()
