@@ -223,6 +223,7 @@ impl Prepared {
             tokio::spawn(t.clone().reload(shutdown.clone()));
         }
         let header_read = Duration::from_secs(self.config.server.header_read_timeout_seconds);
+        let write = Duration::from_secs(self.config.server.write_timeout_seconds);
         let h = health.clone();
         let admin = tokio::spawn(server::serve(
             listeners.admin,
@@ -235,6 +236,7 @@ impl Prepared {
             server::Timeouts {
                 grace: Duration::from_secs(1),
                 header_read,
+                write,
             },
         ));
         let api = Arc::new(serve::Api {
@@ -263,7 +265,11 @@ impl Prepared {
             self.tls.clone(),
             move |req, peer| api.clone().handle(req, peer),
             shutdown,
-            server::Timeouts { grace, header_read },
+            server::Timeouts {
+                grace,
+                header_read,
+                write,
+            },
         )
         .await;
         let _ = admin.await;

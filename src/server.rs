@@ -5,6 +5,7 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,11 +17,17 @@ use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
+use tokio_io_timeout::TimeoutStream;
 
 use crate::api::UserInfo;
 use crate::body::Body;
 use crate::shutdown::Signal;
 use crate::tls::Tls;
+
+/// Request headers kube-apiserver reads (Go's `MaxHeaderBytes`, 1 MiB; it
+/// allows 4 KiB more): past them, 431. hyper's own defaults refused HTTP/2
+/// headers over 16 KiB (a long token, many impersonated groups).
+const MAX_HEADER_BYTES: usize = 1 << 20;
 
 /// A TLS handshake that takes longer than this is dropped.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -43,6 +50,18 @@ pub struct Timeouts {
     /// (a connection that never finishes them is closed; kube-apiserver
     /// allows 32 s).
     pub header_read: Duration,
+    /// How long a connection's writes may make no progress (its client
+    /// stopped reading) before the connection is closed.
+    pub write: Duration,
+}
+
+/// `io` whose writes fail once they have made no progress for `bound`; hyper
+/// then closes the connection, and the list or watch it carried is dropped.
+/// Only a pending write counts: an idle connection is never cut.
+fn write_bounded<S: AsyncRead + AsyncWrite>(io: S, bound: Duration) -> Pin<Box<TimeoutStream<S>>> {
+    let mut io = TimeoutStream::new(io);
+    io.set_write_timeout(Some(bound));
+    Box::pin(io)
 }
 
 /// Serves `handler` on `listener` (over `tls` if given) until `shutdown`
@@ -63,7 +82,11 @@ pub async fn serve<H, F>(
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(timeouts.header_read);
+        .header_read_timeout(timeouts.header_read)
+        .max_buf_size(MAX_HEADER_BYTES + 4096);
+    builder
+        .http2()
+        .max_header_list_size(MAX_HEADER_BYTES as u32 + 4096);
     let grace = timeouts.grace;
     loop {
         let (stream, addr) = tokio::select! {
@@ -80,6 +103,7 @@ pub async fn serve<H, F>(
         };
         let _ = stream.set_nodelay(true);
         let (h, b, watcher) = (handler.clone(), builder.clone(), graceful.watcher());
+        let write = timeouts.write;
         match &tls {
             None => {
                 let peer = Arc::new(Peer {
@@ -102,7 +126,7 @@ pub async fn serve<H, F>(
                         tracing::debug!(peer = %addr, "connection sent nothing; closed");
                         return;
                     }
-                    connection(stream, peer, h, b, watcher).await;
+                    connection(write_bounded(stream, write), peer, h, b, watcher).await;
                 });
             }
             Some(tls) => {
@@ -110,7 +134,7 @@ pub async fn serve<H, F>(
                 tokio::spawn(async move {
                     let stream = match tokio::time::timeout(
                         HANDSHAKE_TIMEOUT,
-                        acceptor.accept(stream),
+                        acceptor.accept(write_bounded(stream, write)),
                     )
                     .await
                     {

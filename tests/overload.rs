@@ -107,3 +107,160 @@ async fn should_refuse_large_lists_past_the_bound_with_the_apiservers_429() {
     r8s.stop().await;
     sim.stop().await;
 }
+
+/// Reads what `c` has until the server ends the connection; panics if it
+/// is still open after `within`. Returns the bytes read.
+async fn drained(mut c: TcpStream, within: Duration, who: &str) -> usize {
+    use tokio::io::AsyncReadExt;
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut n = 0;
+    let deadline = Instant::now() + within;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, c.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return n,
+            Ok(Ok(k)) => n += k,
+            Err(_) => panic!("{who}: still open after {within:?} ({n} bytes read)"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn should_close_connections_that_stop_reading_and_serve_the_rest() {
+    const BOUND: u64 = 2;
+    let (sim, r8s) = large(|c| {
+        c.read.max_inflight_lists = 2;
+        c.server.write_timeout_seconds = BOUND;
+    })
+    .await;
+    let all = format!("{}/api/v1/pods?resourceVersion=0", r8s.url());
+    let full = get(&all).await.body.len();
+    // Two lists and a watch of every pod whose clients read nothing, and an
+    // idle watch (its selector matches nothing) whose client reads nothing.
+    let t0 = Instant::now();
+    let lists = [
+        stalled_get(r8s.addr, "/api/v1/pods?resourceVersion=0").await,
+        stalled_get(r8s.addr, "/api/v1/pods?resourceVersion=0").await,
+    ];
+    let watch = stalled_get(r8s.addr, "/api/v1/pods?watch=1&resourceVersion=0").await;
+    let idle = stalled_get(
+        r8s.addr,
+        "/api/v1/pods?watch=1&resourceVersion=0&labelSelector=app%3Dnone&timeoutSeconds=30",
+    )
+    .await;
+    // While they hold their lists, a third large list is refused.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(get(&all).await.status, 429);
+    // After the bound they are cut off, and their slots come back.
+    tokio::time::sleep(Duration::from_secs(BOUND + 2).saturating_sub(t0.elapsed())).await;
+    for (i, c) in lists.into_iter().enumerate() {
+        let n = drained(c, Duration::from_secs(3), &format!("stalled list {i}")).await;
+        assert!(n < full, "stalled list {i} got the whole list ({n} bytes)");
+    }
+    let n = drained(watch, Duration::from_secs(3), "stalled watch").await;
+    assert!(n < full, "the stalled watch got everything ({n} bytes)");
+    let r = get(&all).await;
+    assert_eq!(r.status, 200, "the slots were given back");
+    assert_eq!(r.json()["items"].as_array().unwrap().len(), 5000);
+    // The idle watch had nothing to write: still open, its head read now.
+    let mut idle = idle;
+    let mut head = vec![0u8; 4096];
+    let k = tokio::time::timeout(
+        Duration::from_secs(2),
+        tokio::io::AsyncReadExt::read(&mut idle, &mut head),
+    )
+    .await
+    .expect("the idle watch's head")
+    .unwrap();
+    assert!(
+        head[..k].starts_with(b"HTTP/1.1 200 OK"),
+        "{}",
+        String::from_utf8_lossy(&head[..k])
+    );
+    assert!(
+        tokio::time::timeout(
+            Duration::from_millis(500),
+            tokio::io::AsyncReadExt::read(&mut idle, &mut head)
+        )
+        .await
+        .is_err(),
+        "an idle watch is not cut off"
+    );
+    println!(
+        "stalled lists and watch cut off within {:?} of a {BOUND} s bound",
+        t0.elapsed()
+    );
+    r8s.stop().await;
+    sim.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn should_bound_request_headers_and_bodies_as_the_apiserver_does() {
+    let sim = start_sim(sim_config()).await;
+    let r8s = start_r8s_caching(vec![sim.url()], &["pods"]).await;
+    let pods = format!("{}/api/v1/pods?resourceVersion=0", r8s.url());
+    let limit = Duration::from_secs(10);
+    // Headers: kube-apiserver reads 1 MiB (and 4 KiB more) of them, over
+    // HTTP/1.1 and HTTP/2 alike; past that, 431.
+    let big = "x".repeat(600 << 10);
+    let r = send("GET", &pods, &[("x-big", &big)], None, limit).await;
+    assert_eq!(
+        (r.status.as_u16(), &r.headers["x-r8s-cache"]),
+        (200, &"hit".parse().unwrap())
+    );
+    let huge = "x".repeat(1100 << 10);
+    let r = send("GET", &pods, &[("x-big", &huge)], None, limit).await;
+    assert_eq!(r.status, 431);
+    let h2: hyper_util::client::legacy::Client<_, http_body_util::Full<bytes::Bytes>> =
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .http2_only(true)
+            .http2_max_header_list_size(4 << 20)
+            .build_http();
+    let token = "t".repeat(100 << 10);
+    let req = http::Request::get(&pods)
+        .header("x-long-token", token)
+        .body(http_body_util::Full::new(bytes::Bytes::new()))
+        .unwrap();
+    let resp = h2
+        .request(req)
+        .await
+        .expect("HTTP/2 with 100 KiB of headers");
+    assert_eq!(resp.version(), http::Version::HTTP_2);
+    assert_eq!(
+        resp.status(),
+        200,
+        "hyper's own HTTP/2 default refused headers over 16 KiB"
+    );
+
+    // Bodies: writes pass through; the upstream reads 3 MiB of one and
+    // answers 413 past that (the built-in upstream as kube-apiserver).
+    let cm = |name: &str, size: usize| {
+        serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": "default"},
+            "data": {"v": "x".repeat(size)}
+        })
+        .to_string()
+    };
+    let url = format!("{}/api/v1/namespaces/default/configmaps", r8s.url());
+    let ct = [("content-type", "application/json")];
+    let r = send("POST", &url, &ct, Some(&cm("fits", 2 << 20)), limit).await;
+    assert_eq!(
+        r.status,
+        201,
+        "{}",
+        String::from_utf8_lossy(&r.body[..200.min(r.body.len())])
+    );
+    let r = send("POST", &url, &ct, Some(&cm("too-big", 4 << 20)), limit).await;
+    assert_eq!(r.status, 413);
+    assert_eq!(
+        r.json(),
+        serde_json::json!({
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": "Request entity too large: limit is 3145728",
+            "reason": "RequestEntityTooLarge", "code": 413
+        })
+    );
+    r8s.stop().await;
+    sim.stop().await;
+}

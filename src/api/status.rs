@@ -76,6 +76,15 @@ impl Status {
         Self::new(400, "BadRequest", message)
     }
 
+    /// 413 `RequestEntityTooLarge`: a write body over the apiserver's limit.
+    pub fn entity_too_large(limit: usize) -> Self {
+        Self::new(
+            413,
+            "RequestEntityTooLarge",
+            format!("Request entity too large: limit is {limit}"),
+        )
+    }
+
     /// 404 `NotFound` for a named object: `pods "x" not found`.
     pub fn not_found(resource: &str, name: &str) -> Self {
         Self::new(404, "NotFound", format!("{resource} \"{name}\" not found"))

@@ -219,12 +219,16 @@ pub struct ServerConfig {
     /// Seconds an HTTP/1.1 client may take to send a request's headers
     /// before its connection is closed (kube-apiserver: 32).
     pub header_read_timeout_seconds: u64,
+    /// Seconds a connection's writes may make no progress (a client that
+    /// stopped reading) before it is closed.
+    pub write_timeout_seconds: u64,
 }
 
 impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
             header_read_timeout_seconds: 32,
+            write_timeout_seconds: 60,
         }
     }
 }

@@ -183,7 +183,7 @@ impl Config {
     /// Every number that becomes a duration, a size or a count, with the
     /// values it may take: anything else is rejected here, before a port is
     /// bound, instead of panicking or misbehaving later.
-    fn numbers(&self) -> [(&'static str, f64, Range); 22] {
+    fn numbers(&self) -> [(&'static str, f64, Range); 23] {
         let secs = |v: u64| v as f64;
         let (c, w, a) = (&self.cache, &self.watch, &self.auth);
         let ttl = range(0.0, DAY, "seconds");
@@ -200,6 +200,11 @@ impl Config {
                 "server.header_read_timeout_seconds",
                 secs(self.server.header_read_timeout_seconds),
                 range(1.0, 3600.0, "seconds"),
+            ),
+            (
+                "server.write_timeout_seconds",
+                secs(self.server.write_timeout_seconds),
+                range(1.0, DAY, "seconds"),
             ),
             (
                 "cache.page_size",

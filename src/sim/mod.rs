@@ -90,6 +90,7 @@ pub async fn start(config: SimConfig, listener: TcpListener) -> std::io::Result<
         crate::server::Timeouts {
             grace: Duration::from_secs(5),
             header_read: Duration::from_secs(32),
+            write: Duration::from_secs(60),
         },
     ));
     Ok(SimHandle {

@@ -190,12 +190,22 @@ impl Sim {
     }
 }
 
-/// Reads a request body whole (the sim only; writes are small).
+/// The largest write body kube-apiserver reads (`MaxRequestBodyBytes`, 3 MiB).
+pub const MAX_BODY: usize = 3 << 20;
+
+/// Reads a request body whole, as kube-apiserver does: 413 past [`MAX_BODY`].
 pub async fn read_body(body: Incoming) -> Result<Bytes, Status> {
-    body.collect()
+    http_body_util::Limited::new(body, MAX_BODY)
+        .collect()
         .await
         .map(|c| c.to_bytes())
-        .map_err(|e| Status::bad_request(format!("unable to read request body: {e}")))
+        .map_err(|e| {
+            if e.is::<http_body_util::LengthLimitError>() {
+                Status::entity_too_large(MAX_BODY)
+            } else {
+                Status::bad_request(format!("unable to read request body: {e}"))
+            }
+        })
 }
 
 /// Serializes a JSON value.
