@@ -351,4 +351,68 @@ async fn main() {
         cached_json as f64 / (1 << 20) as f64,
         pb_list.len() as f64 / (1 << 20) as f64
     );
+    concurrent_lists(&json_r8s, json_proc.0.id(), rss_json).await;
+}
+
+/// 100 clients list every pod at once from the JSON-only r8s (default
+/// `read.max_inflight_lists`, 32): how many are answered, how many refused
+/// with 429, and how far RSS rises over its idle value while they stream.
+async fn concurrent_lists(r8s: &str, pid: u32, idle_kib: u64) {
+    const CLIENTS: usize = 100;
+    let url = format!("{r8s}/api/v1/pods?resourceVersion=0");
+    let peak = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(idle_kib));
+    let sampling = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let sampler = {
+        let (peak, sampling) = (peak.clone(), sampling.clone());
+        tokio::spawn(async move {
+            while sampling.load(std::sync::atomic::Ordering::Relaxed) {
+                peak.fetch_max(rss_kib(pid), std::sync::atomic::Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+    };
+    let start = std::sync::Arc::new(tokio::sync::Barrier::new(CLIENTS));
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..CLIENTS {
+        let (url, start) = (url.clone(), start.clone());
+        tasks.spawn(async move {
+            // A connection each, as separate clients have.
+            let c: C = Client::builder(TokioExecutor::new()).build(HttpConnector::new());
+            start.wait().await;
+            let resp = c.get(url.parse().unwrap()).await.unwrap();
+            let status = resp.status().as_u16();
+            let mut body = resp.into_body();
+            let mut bytes = 0usize;
+            while let Some(Ok(f)) = body.frame().await {
+                if let Ok(d) = f.into_data() {
+                    bytes += d.len();
+                }
+            }
+            (status, bytes)
+        });
+    }
+    let t0 = Instant::now();
+    let (mut ok, mut refused, mut other) = (0, 0, 0);
+    while let Some(r) = tasks.join_next().await {
+        match r.unwrap() {
+            (200, _) => ok += 1,
+            (429, _) => refused += 1,
+            _ => other += 1,
+        }
+    }
+    let took = t0.elapsed();
+    sampling.store(false, std::sync::atomic::Ordering::Relaxed);
+    let _ = sampler.await;
+    let peak = peak.load(std::sync::atomic::Ordering::Relaxed);
+    println!();
+    println!(
+        "| {CLIENTS} concurrent LISTs of {PODS} pods (JSON) | answered | 429 | other | time | RSS idle | RSS peak | growth |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    println!(
+        "| read.max_inflight_lists = 32 | {ok} | {refused} | {other} | {took:.1?} | {} MiB | {} MiB | {:.1} MiB (goal ≤ 64) |",
+        idle_kib / 1024,
+        peak / 1024,
+        peak.saturating_sub(idle_kib) as f64 / 1024.0
+    );
 }

@@ -105,6 +105,11 @@ struct Setup {
 
 impl Setup {
     async fn start(sim_args: &[&str]) -> Setup {
+        Setup::start_with(sim_args, &[]).await
+    }
+
+    /// [`Setup::start`], with r8s's environment (`R8S_*` settings) added.
+    async fn start_with(sim_args: &[&str], r8s_env: &[(&str, String)]) -> Setup {
         let c: C = Client::builder(TokioExecutor::new()).build(HttpConnector::new());
         let (sim_port, port, admin_port) = (free_port(), free_port(), free_port());
         let sim_listen = format!("127.0.0.1:{sim_port}");
@@ -123,6 +128,7 @@ impl Setup {
                 .args(["serve", "--upstream", &sim, "--cache", "pods"])
                 .args(["--listen", &format!("127.0.0.1:{port}")])
                 .args(["--admin-listen", &format!("127.0.0.1:{admin_port}")])
+                .envs(r8s_env.iter().map(|(k, v)| (*k, v.as_str())))
                 .stderr(Stdio::null())
                 .spawn()
                 .unwrap(),
@@ -917,12 +923,127 @@ async fn kubelets() {
     );
 }
 
+/// Watch attempts over HTTP/2 (100 per connection): the answers, and the
+/// open watches' bodies (kept, unread, so their watches stay open).
+#[derive(Default)]
+struct Attempts {
+    open: Vec<hyper::body::Incoming>,
+    refused: usize,
+    /// Refusals carrying `Retry-After: 1`.
+    retry_after: usize,
+    other: usize,
+}
+
+async fn h2_attempts(addr: SocketAddr, path: String, n: usize) -> Attempts {
+    let io = hyper_util::rt::TokioIo::new(TcpStream::connect(addr).await.expect("connect"));
+    let (send, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
+        .await
+        .expect("h2 handshake");
+    tokio::spawn(conn);
+    let mut a = Attempts::default();
+    for _ in 0..n {
+        let mut send = send.clone();
+        if send.ready().await.is_err() {
+            a.other += 1;
+            continue;
+        }
+        let req = http::Request::get(format!("http://r8s{path}"))
+            .body(http_body_util::Empty::<Bytes>::new())
+            .unwrap();
+        match send.send_request(req).await {
+            Ok(r) if r.status() == 200 => a.open.push(r.into_body()),
+            Ok(r) if r.status() == 429 => {
+                a.refused += 1;
+                if r.headers().get("retry-after").is_some_and(|v| v == "1") {
+                    a.retry_after += 1;
+                }
+            }
+            _ => a.other += 1,
+        }
+    }
+    a
+}
+
+/// Overload: twice `watch.max_watchers` watch attempts (`OVERLOAD_WATCHERS`,
+/// default 100,000) over HTTP/2: the excess get 429 with `Retry-After`,
+/// r8s stays up and serves; RSS per open watcher.
+async fn overload() {
+    let max: usize = std::env::var("OVERLOAD_WATCHERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100_000);
+    let setup = Setup::start_with(
+        &[
+            "--pods",
+            &ALL_PODS.to_string(),
+            "--namespaces",
+            &NAMESPACES.to_string(),
+        ],
+        &[("R8S_WATCH__MAX_WATCHERS", max.to_string())],
+    )
+    .await;
+    let _ = fetch(
+        &setup.c,
+        &format!("http://{}/api/v1/pods?resourceVersion=0", setup.r8s),
+    )
+    .await;
+    let before = rss_kib(setup.pid());
+    let path = watch_path(setup.rv().await);
+    let attempts = 2 * max;
+    let t0 = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..attempts.div_ceil(PER_H2_CONN) {
+        tasks.spawn(h2_attempts(setup.r8s, path.clone(), PER_H2_CONN));
+    }
+    let mut all = Attempts::default();
+    while let Some(a) = tasks.join_next().await {
+        let a = a.unwrap();
+        all.open.extend(a.open);
+        all.refused += a.refused;
+        all.retry_after += a.retry_after;
+        all.other += a.other;
+    }
+    let took = t0.elapsed();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let after = rss_kib(setup.pid());
+    let watchers = metric(&setup.metrics().await, WATCHERS) as usize;
+    let list = fetch(
+        &setup.c,
+        &format!("http://{}/api/v1/pods?resourceVersion=0", setup.r8s),
+    )
+    .await;
+    let served = serde_json::from_slice::<serde_json::Value>(&list).unwrap()["items"]
+        .as_array()
+        .map_or(0, |i| i.len());
+    let per = after.saturating_sub(before) as f64 * 1024.0 / all.open.len().max(1) as f64;
+    println!(
+        "overload: {attempts} watch attempts over HTTP/2 in {took:.1?}, watch.max_watchers = {max}"
+    );
+    println!(
+        "| attempts | open (r8s_watchers) | 429 (with Retry-After: 1) | other | RSS before | RSS after | per open watcher | a list meanwhile |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    println!(
+        "| {attempts} | {} ({watchers}) | {} ({}) | {} | {:.1} MiB | {:.1} MiB | {per:.0} bytes | {served} of {ALL_PODS} pods |",
+        all.open.len(),
+        all.refused,
+        all.retry_after,
+        all.other,
+        before as f64 / 1024.0,
+        after as f64 / 1024.0,
+    );
+    drop(all);
+}
+
 #[tokio::main]
 async fn main() {
-    // `cargo bench --bench watch -- all` (or `kubelets`) runs one part.
+    // `cargo bench --bench watch -- all` (or `kubelets`) runs one part;
+    // `-- overload` runs only the watch.max_watchers overload.
     let args: Vec<String> = std::env::args().collect();
     let which = if args.iter().any(|a| a == "all") {
         "all"
+    } else if args.iter().any(|a| a == "overload") {
+        return overload().await;
     } else if args.iter().any(|a| a == "kubelets") {
         "kubelets"
     } else {

@@ -81,7 +81,15 @@ fn parse(
 ) -> Result<CachedObject, ObjectError> {
     let u = pb::unwrap(&body).map_err(malformed)?;
     let base = body.as_ptr() as usize;
-    let offset = |s: &[u8]| (s.as_ptr() as usize - base) as u32;
+    // An absent field is an empty slice from elsewhere (a label without
+    // its key or value): its offset is 0, it spans nothing.
+    let offset = |s: &[u8]| {
+        if s.is_empty() {
+            0
+        } else {
+            (s.as_ptr() as usize - base) as u32
+        }
+    };
     let meta = pb::find(u.raw, 1)
         .map_err(malformed)?
         .ok_or_else(|| ObjectError::Malformed("no metadata".into()))?;
@@ -277,6 +285,32 @@ mod tests {
         assert_eq!(d.label("app"), Some("web"));
         let want = info().parse_protobuf(&pod_raw("1234"), false).unwrap();
         assert_eq!(d.body, want.body);
+    }
+
+    #[test]
+    fn should_read_a_label_without_its_key_or_value_as_empty() {
+        // Found by the fuzzer: the absent half's offset was computed from an
+        // empty slice that is not in the body (an overflow, then a panic on
+        // the first read of the label in a release build).
+        let mut meta = bytes::BytesMut::new();
+        pb::bytes_field(&mut meta, 1, b"p");
+        pb::bytes_field(&mut meta, 6, b"7");
+        let mut label = bytes::BytesMut::new();
+        pb::bytes_field(&mut label, 2, b"web");
+        pb::bytes_field(&mut meta, 11, &label);
+        let mut label = bytes::BytesMut::new();
+        pb::bytes_field(&mut label, 1, b"app");
+        pb::bytes_field(&mut meta, 11, &label);
+        let mut raw = bytes::BytesMut::new();
+        pb::bytes_field(&mut raw, 1, &meta);
+        let o = info().parse_protobuf(&raw, false).unwrap();
+        assert_eq!(o.label(""), Some("web"));
+        assert_eq!(o.label("app"), Some(""));
+        let s = Selectors {
+            labels: LabelSelector::parse("app,!x").unwrap(),
+            fields: FieldSelector::parse("", supported_fields("pods")).unwrap(),
+        };
+        assert!(o.matches(&s));
     }
 
     #[test]

@@ -19,6 +19,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
 pub mod fault;
+pub mod fuzz;
 
 /// A sim for tests: no churn unless asked, short waits.
 pub fn sim_config() -> SimConfig {
