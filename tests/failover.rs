@@ -9,10 +9,8 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use common::fault::{Forwarder, Mode};
 use common::*;
-use http_body_util::{BodyExt, Full};
 use r8s::config::Config;
 use r8s::sim::SimHandle;
 use tokio::task::JoinHandle;
@@ -138,36 +136,6 @@ impl Tiers {
     }
 }
 
-/// A client watching through A across every failover; its replay (which
-/// panics on any version going back, duplicate or gap an informer could
-/// not trust) is shared so the test can see how far it got.
-fn follow(url: String, replay: Replay) -> (Arc<Mutex<Replay>>, JoinHandle<()>) {
-    let shared = Arc::new(Mutex::new(replay));
-    let mine = shared.clone();
-    let task = tokio::spawn(async move {
-        let req = http::Request::get(url)
-            .body(Full::new(Bytes::new()))
-            .unwrap();
-        let resp = client().request(req).await.expect("watch through A");
-        assert_eq!(resp.status(), 200);
-        assert_eq!(resp.headers()["x-r8s-cache"], "hit");
-        let mut body = resp.into_body();
-        let mut buf: Vec<u8> = Vec::new();
-        while let Some(frame) = body.frame().await {
-            let Ok(data) = frame.expect("the watch broke").into_data() else {
-                continue;
-            };
-            buf.extend_from_slice(&data);
-            while let Some(nl) = buf.iter().position(|b| *b == b'\n') {
-                let line: Vec<u8> = buf.drain(..=nl).collect();
-                let e: serde_json::Value = serde_json::from_slice(&line).unwrap();
-                mine.lock().unwrap().apply(&e, "watcher through A");
-            }
-        }
-    });
-    (shared, task)
-}
-
 /// Starts a watcher through A from A's current list.
 async fn watcher(t: &Tiers) -> (Arc<Mutex<Replay>>, JoinHandle<()>) {
     let list = get(&format!("{}/api/v1/pods?resourceVersion=0", t.a.url()))
@@ -179,7 +147,7 @@ async fn watcher(t: &Tiers) -> (Arc<Mutex<Replay>>, JoinHandle<()>) {
         t.a.url(),
         replay.last
     );
-    follow(url, replay)
+    follow(url, replay, "the watcher through A".into())
 }
 
 /// Waits until the watcher has seen `rv`, and checks its state is the sim's there.

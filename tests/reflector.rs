@@ -291,3 +291,115 @@ async fn should_never_go_back_in_time_when_the_upstream_does() {
     );
     r8s.stop().await;
 }
+
+/// The version of `base`'s cached pods (a hit).
+async fn cached_version(base: &str) -> u64 {
+    let r = get(&format!("{base}/api/v1/pods?resourceVersion=0")).await;
+    assert_eq!(r.headers["x-r8s-cache"], "hit");
+    r.json()["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// Waits until `base`'s cached pods are at `rv` at least.
+async fn reaches(base: &str, rv: u64) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let v = cached_version(base).await;
+        if v >= rv {
+            return;
+        }
+        assert!(Instant::now() < deadline, "r8s stuck at {v} (wanted {rv})");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn should_catch_up_with_an_upstream_behind_and_relist_after_it_compacts() {
+    let sim = start_sim(sim_config()).await;
+    let mut config = r8s::config::Config::default();
+    config.upstream.servers = vec![sim.url()];
+    config.cache.resources = vec!["pods".into()];
+    config.cache.encodings = vec!["json".into()];
+    let r8s = start_r8s_config(config).await;
+    let base = r8s.url();
+    let list = get(&format!("{}/api/v1/pods?resourceVersion=0", r8s.url()))
+        .await
+        .json();
+    let replay = Replay::from_list(&list);
+    let url = format!(
+        "{}/api/v1/pods?watch=1&allowWatchBookmarks=true&resourceVersion={}&timeoutSeconds=120",
+        r8s.url(),
+        replay.last
+    );
+    let w = follow(url, replay, "watcher".into());
+
+    // The upstream falls behind: its watches deliver nothing while it takes
+    // writes. r8s serves what it has and knows it lacks the rest.
+    let v0 = cached_version(&base).await;
+    sim.sim.hold_watches(true);
+    for n in 0..5 {
+        touch(&sim, "ns-1", "pod-00001", n);
+    }
+    let ahead = sim.sim.store.current_rv();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        cached_version(&base).await,
+        v0,
+        "nothing arrived while held"
+    );
+    let r = get(&format!(
+        "{}/api/v1/pods?resourceVersion={ahead}",
+        r8s.url()
+    ))
+    .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        r.headers["x-r8s-cache"], "pass",
+        "a version the cache has not reached is asked of the upstream"
+    );
+    sim.sim.hold_watches(false);
+    reaches(&base, ahead).await;
+
+    // It falls behind again and compacts past what r8s has: r8s's watch
+    // cannot resume (410) and it relists, turning the difference into events.
+    sim.sim.hold_watches(true);
+    for n in 5..8 {
+        touch(&sim, "ns-2", "pod-00002", n);
+    }
+    sim.sim.compact();
+    let compacted = sim.sim.store.current_rv();
+    reaches(&base, compacted).await;
+    sim.sim.hold_watches(false);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let replay = loop {
+        let r = w.0.lock().unwrap().clone();
+        if r.last >= compacted {
+            break r;
+        }
+        assert!(!w.1.is_finished(), "the watcher ended at {}", r.last);
+        assert!(
+            Instant::now() < deadline,
+            "the watcher is stuck at {}",
+            r.last
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let truth = get(&format!("{}/api/v1/pods", sim.url())).await.json();
+    assert_eq!(replay.state, Replay::from_list(&truth).state);
+    // 5 events as they happened; the 3 the compaction swallowed come as
+    // the relist's one MODIFIED (the same pod, three times).
+    assert_eq!(replay.events, 6, "{replay:?}");
+    let m = get(&format!("{}/metrics", r8s.admin_url())).await.text();
+    assert!(
+        metric(
+            &m,
+            r#"r8s_reflector_relists_total{resource="v1/pods",reason="expired"}"#
+        ) >= 1.0
+    );
+    w.1.abort();
+    r8s.stop().await;
+    sim.stop().await;
+}

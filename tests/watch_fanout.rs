@@ -16,45 +16,6 @@ const WATCHERS: usize = 1000;
 /// Each watch asks the server to end it after this long (the test's minute of churn, and a margin).
 const WATCH_SECONDS: u64 = 75;
 
-/// The selectors the watchers spread over: (collection, query). Mostly
-/// narrow, as in a real cluster (kubelets, controllers of one app), with a
-/// few watching everything.
-fn selector(i: usize) -> (String, String) {
-    let ns = format!("ns-{}", i % 4);
-    match i % 100 {
-        0 => ("/api/v1/pods".into(), String::new()),
-        1..=2 => (format!("/api/v1/namespaces/{ns}/pods"), String::new()),
-        3..=4 => (
-            "/api/v1/pods".into(),
-            "&labelSelector=tier%3Dbackend".into(),
-        ),
-        5..=9 => (
-            format!("/api/v1/namespaces/{ns}/pods"),
-            "&labelSelector=tier%20in%20(frontend,cache)".into(),
-        ),
-        10..=39 => (
-            "/api/v1/pods".into(),
-            format!("&fieldSelector=spec.nodeName%3Dnode-{:02}", i % 10),
-        ),
-        40..=69 => (
-            "/api/v1/pods".into(),
-            format!("&fieldSelector=metadata.name%3Dpod-{:05}", (i * 7) % 1000),
-        ),
-        70..=84 => (
-            "/api/v1/pods".into(),
-            format!("&labelSelector=app%3Dapp-{}", i % 20),
-        ),
-        85..=94 => (
-            "/api/v1/pods".into(),
-            format!("&labelSelector=team%3Dteam-{},tier!%3Dbatch", i % 7),
-        ),
-        _ => (
-            format!("/api/v1/namespaces/{ns}/pods"),
-            "&fieldSelector=status.phase%3DRunning".into(),
-        ),
-    }
-}
-
 async fn run_fanout(tiered: bool) {
     let mut cfg = sim_config();
     cfg.pods = 1000;
@@ -75,7 +36,7 @@ async fn run_fanout(tiered: bool) {
     let gate = Arc::new(Semaphore::new(64));
     let mut tasks = Vec::new();
     for i in 0..WATCHERS {
-        let (collection, sel) = selector(i);
+        let (collection, sel) = mixed_selector(i);
         let target = target.clone();
         let gate = gate.clone();
         tasks.push(tokio::spawn(async move {

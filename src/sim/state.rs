@@ -90,6 +90,8 @@ pub struct Sim {
     refuse_watches: std::sync::atomic::AtomicBool,
     /// While set, the background churn writes nothing.
     churn_paused: std::sync::atomic::AtomicBool,
+    /// While true, watches deliver nothing (the sim has fallen behind).
+    held: tokio::sync::watch::Sender<bool>,
 }
 
 /// A request as the handlers see it.
@@ -118,6 +120,7 @@ impl Sim {
             watch_epoch: tokio::sync::watch::channel(0).0,
             refuse_watches: std::sync::atomic::AtomicBool::new(false),
             churn_paused: std::sync::atomic::AtomicBool::new(false),
+            held: tokio::sync::watch::channel(false).0,
         }
     }
 
@@ -146,6 +149,26 @@ impl Sim {
     pub fn expire_watches(&self) {
         self.store.expire_watches();
         self.interrupt_watches(false);
+    }
+
+    /// Compacts the history up to now, as etcd's compaction does, and ends
+    /// every open watch (as a restart would): reads at older versions and
+    /// watches resuming from them get 410.
+    pub fn compact(&self) {
+        self.store.compact();
+        self.interrupt_watches(false);
+    }
+
+    /// Holds (or releases) every watch's deliveries: a sim that has fallen
+    /// behind its writes, as a lagging apiserver's watch cache. Writes and
+    /// reads go on; held events follow in order on release.
+    pub fn hold_watches(&self, held: bool) {
+        self.held.send_replace(held);
+    }
+
+    /// A receiver of whether watches are held.
+    pub fn watches_held(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.held.subscribe()
     }
 
     /// Who impersonated whom so far: (authenticated user, user acted as).

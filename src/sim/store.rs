@@ -251,6 +251,14 @@ impl Store {
         st.watch_floor = st.rv + 1;
     }
 
+    /// Forgets the history up to now (etcd's compaction): older versions
+    /// answer 410 to reads and watches.
+    pub fn compact(&self) {
+        let mut st = self.lock();
+        st.history.clear();
+        st.compacted = st.rv;
+    }
+
     /// The current objects of `res` and a receiver for every later change, atomically.
     pub fn watch_current(
         &self,

@@ -306,12 +306,22 @@ impl Watcher {
         let mut tick = tokio::time::interval(Duration::from_millis(250));
         let mut epoch = self.sim.watch_epoch();
         epoch.mark_unchanged();
+        let mut held = self.sim.watches_held();
         loop {
             tokio::select! {
                 r = rx.recv() => match r {
                     Ok(ev) => {
                         if ev.rv <= seen_rv {
                             continue;
+                        }
+                        // Fallen behind: nothing goes out until released.
+                        if *held.borrow_and_update() {
+                            tokio::select! {
+                                _ = held.wait_for(|h| !*h) => {}
+                                _ = epoch.changed() => return,
+                                _ = self.tx.closed() => return,
+                                _ = self.sim.shutdown().wait() => return,
+                            }
                         }
                         seen_rv = ev.rv;
                         if ev.res == self.res && !self.deliver(&ev).await {

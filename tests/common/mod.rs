@@ -4,6 +4,7 @@
 
 use std::net::SocketAddr;
 use std::process::Output;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -470,6 +471,85 @@ pub async fn truth_at(
         .iter()
         .map(|it| (key_of(it), rv_of(it)))
         .collect()
+}
+
+/// The selectors the watchers spread over: (collection, query). Mostly
+/// narrow, as in a real cluster (kubelets, controllers of one app), with a
+/// few watching everything.
+pub fn mixed_selector(i: usize) -> (String, String) {
+    let ns = format!("ns-{}", i % 4);
+    match i % 100 {
+        0 => ("/api/v1/pods".into(), String::new()),
+        1..=2 => (format!("/api/v1/namespaces/{ns}/pods"), String::new()),
+        3..=4 => (
+            "/api/v1/pods".into(),
+            "&labelSelector=tier%3Dbackend".into(),
+        ),
+        5..=9 => (
+            format!("/api/v1/namespaces/{ns}/pods"),
+            "&labelSelector=tier%20in%20(frontend,cache)".into(),
+        ),
+        10..=39 => (
+            "/api/v1/pods".into(),
+            format!("&fieldSelector=spec.nodeName%3Dnode-{:02}", i % 10),
+        ),
+        40..=69 => (
+            "/api/v1/pods".into(),
+            format!("&fieldSelector=metadata.name%3Dpod-{:05}", (i * 7) % 1000),
+        ),
+        70..=84 => (
+            "/api/v1/pods".into(),
+            format!("&labelSelector=app%3Dapp-{}", i % 20),
+        ),
+        85..=94 => (
+            "/api/v1/pods".into(),
+            format!("&labelSelector=team%3Dteam-{},tier!%3Dbatch", i % 7),
+        ),
+        _ => (
+            format!("/api/v1/namespaces/{ns}/pods"),
+            "&fieldSelector=status.phase%3DRunning".into(),
+        ),
+    }
+}
+
+/// A client following one watch at `url`; its replay (which panics on any
+/// version going back, duplicate or gap an informer could not trust) is
+/// shared so the test can see how far it got while it runs.
+pub fn follow(url: String, replay: Replay, who: String) -> (Arc<Mutex<Replay>>, JoinHandle<()>) {
+    let shared = Arc::new(Mutex::new(replay));
+    let mine = shared.clone();
+    let task = tokio::spawn(async move {
+        let req = http::Request::get(url)
+            .body(Full::new(Bytes::new()))
+            .unwrap();
+        let resp = client()
+            .request(req)
+            .await
+            .unwrap_or_else(|e| panic!("{who}: {e}"));
+        assert_eq!(resp.status(), 200, "{who}");
+        assert_eq!(
+            resp.headers()["x-r8s-cache"],
+            "hit",
+            "{who}: served from the cache"
+        );
+        let mut body = resp.into_body();
+        let mut buf: Vec<u8> = Vec::new();
+        while let Some(frame) = body.frame().await {
+            let Ok(data) = frame
+                .unwrap_or_else(|e| panic!("{who}: the watch broke: {e}"))
+                .into_data()
+            else {
+                continue;
+            };
+            buf.extend_from_slice(&data);
+            while let Some(nl) = buf.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = buf.drain(..=nl).collect();
+                let e: serde_json::Value = serde_json::from_slice(&line).unwrap();
+                mine.lock().unwrap().apply(&e, &who);
+            }
+        }
+    });
+    (shared, task)
 }
 
 /// Touches a pod in the sim (a MODIFIED event).
