@@ -380,6 +380,18 @@ pub fn watch_encodings(encoding: &'static str, total: u64) {
     metrics::counter!(WATCH_ENCODINGS_TOTAL, "encoding" => encoding).absolute(total);
 }
 
+/// Client connections r8s closed for a bound, by reason: `no_request`
+/// (nothing sent within `server.header_read_timeout_seconds`),
+/// `header_timeout` (headers not finished within it), `write_timeout`
+/// (nothing written for `server.write_timeout_seconds`: the client stopped
+/// reading).
+pub const CONNECTIONS_CLOSED_TOTAL: &str = "r8s_connections_closed_total";
+
+/// Records a client connection closed for a bound.
+pub fn connection_closed(reason: &'static str) {
+    metrics::counter!(CONNECTIONS_CLOSED_TOTAL, "reason" => reason).increment(1);
+}
+
 /// Large lists refused (429) at `read.max_inflight_lists`.
 pub const LIST_REJECTED_TOTAL: &str = "r8s_list_rejected_total";
 

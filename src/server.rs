@@ -123,6 +123,9 @@ pub async fn serve<H, F>(
                         }
                     };
                     if !first_byte.await {
+                        if !stop.fired() {
+                            crate::metrics::connection_closed("no_request");
+                        }
                         tracing::debug!(peer = %addr, "connection sent nothing; closed");
                         return;
                     }
@@ -185,6 +188,36 @@ async fn connection<I, H, F>(
     });
     let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), svc);
     if let Err(e) = watcher.watch(conn.into_owned()).await {
-        tracing::debug!(error = %e, peer = %addr, "connection ended with an error");
+        match bound_hit(&*e) {
+            Some(reason @ "write_timeout") => {
+                crate::metrics::connection_closed(reason);
+                tracing::info!(peer = %addr, "client stopped reading; connection closed (server.write_timeout_seconds)");
+            }
+            Some(reason) => {
+                crate::metrics::connection_closed(reason);
+                tracing::debug!(peer = %addr, "request headers not finished in time; connection closed");
+            }
+            None => tracing::debug!(error = %e, peer = %addr, "connection ended with an error"),
+        }
     }
+}
+
+/// Which of the listener's bounds ended a connection, if one did: hyper's
+/// header read timeout, or the write timeout (an I/O `TimedOut`).
+fn bound_hit(e: &(dyn std::error::Error + 'static)) -> Option<&'static str> {
+    let mut cur = Some(e);
+    while let Some(err) = cur {
+        if let Some(h) = err.downcast_ref::<hyper::Error>()
+            && h.is_timeout()
+        {
+            return Some("header_timeout");
+        }
+        if let Some(io) = err.downcast_ref::<std::io::Error>()
+            && io.kind() == std::io::ErrorKind::TimedOut
+        {
+            return Some("write_timeout");
+        }
+        cur = err.source();
+    }
+    None
 }

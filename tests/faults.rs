@@ -183,6 +183,16 @@ async fn should_close_connections_that_never_finish_their_headers_and_serve_the_
         }
     }
     let closed = t0.elapsed();
+    let m = get(&format!("{}/metrics", r8s.admin_url())).await.text();
+    for reason in ["header_timeout", "no_request"] {
+        assert!(
+            metric(
+                &m,
+                &format!(r#"r8s_connections_closed_total{{reason="{reason}"}}"#)
+            ) >= 1.0,
+            "{reason} is counted"
+        );
+    }
     assert!(
         closed >= Duration::from_millis(1500) && closed < Duration::from_secs(6),
         "{closed:?}"

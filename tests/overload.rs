@@ -24,6 +24,32 @@ async fn stalled_get(addr: std::net::SocketAddr, path: &str) -> TcpStream {
     c
 }
 
+/// [`stalled_get`] of a large list that r8s has admitted: its answer's head
+/// says 200 (seen without reading it, so the client still reads nothing).
+async fn stalled_list(addr: std::net::SocketAddr, path: &str) -> TcpStream {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let c = stalled_get(addr, path).await;
+        let mut head = [0u8; 12];
+        loop {
+            let n = c.peek(&mut head).await.unwrap();
+            if n == head.len() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        if &head == b"HTTP/1.1 200" {
+            return c;
+        }
+        // Refused (another list held the slot): ask again.
+        assert!(
+            Instant::now() < deadline,
+            "a stalled list was never admitted"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// A sim of 5,000 pods (about 10 MB of JSON: a large list) and r8s caching
 /// them, configured by `tune`.
 async fn large(tune: impl FnOnce(&mut Config)) -> (r8s::sim::SimHandle, R8s) {
@@ -46,7 +72,7 @@ async fn should_refuse_large_lists_past_the_bound_with_the_apiservers_429() {
     // Two clients take both slots: they ask for every pod and read nothing.
     let mut stuck = Vec::new();
     for _ in 0..2 {
-        stuck.push(stalled_get(r8s.addr, "/api/v1/pods?resourceVersion=0").await);
+        stuck.push(stalled_list(r8s.addr, "/api/v1/pods?resourceVersion=0").await);
     }
     let deadline = Instant::now() + Duration::from_secs(10);
     let refused = loop {
@@ -139,8 +165,8 @@ async fn should_close_connections_that_stop_reading_and_serve_the_rest() {
     // idle watch (its selector matches nothing) whose client reads nothing.
     let t0 = Instant::now();
     let lists = [
-        stalled_get(r8s.addr, "/api/v1/pods?resourceVersion=0").await,
-        stalled_get(r8s.addr, "/api/v1/pods?resourceVersion=0").await,
+        stalled_list(r8s.addr, "/api/v1/pods?resourceVersion=0").await,
+        stalled_list(r8s.addr, "/api/v1/pods?resourceVersion=0").await,
     ];
     let watch = stalled_get(r8s.addr, "/api/v1/pods?watch=1&resourceVersion=0").await;
     let idle = stalled_get(
@@ -159,6 +185,14 @@ async fn should_close_connections_that_stop_reading_and_serve_the_rest() {
     }
     let n = drained(watch, Duration::from_secs(3), "stalled watch").await;
     assert!(n < full, "the stalled watch got everything ({n} bytes)");
+    let m = get(&format!("{}/metrics", r8s.admin_url())).await.text();
+    assert!(
+        metric(
+            &m,
+            r#"r8s_connections_closed_total{reason="write_timeout"}"#
+        ) >= 3.0,
+        "each cut-off is counted"
+    );
     let r = get(&all).await;
     assert_eq!(r.status, 200, "the slots were given back");
     assert_eq!(r.json()["items"].as_array().unwrap().len(), 5000);

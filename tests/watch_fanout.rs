@@ -42,20 +42,8 @@ async fn run_fanout(tiered: bool) {
         tasks.push(tokio::spawn(async move {
             let who = format!("watcher {i} ({collection}{sel})");
             let permit = gate.acquire_owned().await.unwrap();
-            let (replay, query) = if i % 2 == 0 {
-                // client-go's classic start: list at RV=0, watch from its version.
-                let list = get(&format!("{target}{collection}?resourceVersion=0{sel}")).await;
-                assert_eq!(list.status, 200, "{who}: {}", list.text());
-                let r = Replay::from_list(&list.json());
-                let q = format!("resourceVersion={}", r.last);
-                (r, q)
-            } else {
-                // client-go 1.35's streaming list (from "any" version: RV unset passes through).
-                (
-                    Replay::streaming(),
-                    "sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion=0".to_string(),
-                )
-            };
+            let (replay, query) =
+                informer_start(&target, &collection, &sel, i % 2 == 1, &who).await;
             drop(permit);
             let url = format!(
                 "{target}{collection}?watch=1&allowWatchBookmarks=true&timeoutSeconds={WATCH_SECONDS}&{query}{sel}"

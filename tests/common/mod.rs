@@ -552,6 +552,30 @@ pub fn follow(url: String, replay: Replay, who: String) -> (Arc<Mutex<Replay>>, 
     (shared, task)
 }
 
+/// How an informer starts watching `collection` (with selector query
+/// `sel`) at `target`: client-go's classic start (`streaming` false: a list
+/// at RV=0, then a watch from its version) or its streaming list (from
+/// "any" version). Returns the replay to start from and the watch query.
+pub async fn informer_start(
+    target: &str,
+    collection: &str,
+    sel: &str,
+    streaming: bool,
+    who: &str,
+) -> (Replay, String) {
+    if streaming {
+        return (
+            Replay::streaming(),
+            "sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion=0".into(),
+        );
+    }
+    let list = get(&format!("{target}{collection}?resourceVersion=0{sel}")).await;
+    assert_eq!(list.status, 200, "{who}: {}", list.text());
+    let r = Replay::from_list(&list.json());
+    let q = format!("resourceVersion={}", r.last);
+    (r, q)
+}
+
 /// Touches a pod in the sim (a MODIFIED event).
 pub fn touch(sim: &SimHandle, ns: &str, name: &str, n: usize) {
     use r8s::sim::store::{Mutation, key};
