@@ -55,6 +55,90 @@ pub struct Timeouts {
     pub write: Duration,
 }
 
+/// The error a connection that sent nothing within its bound ends with.
+#[derive(Debug, thiserror::Error)]
+#[error("no request within the header read bound")]
+struct NoRequest;
+
+/// `io` whose first read must bring bytes within `bound`, for connections
+/// whose first bytes cannot be peeked at (TLS: a client that completes its
+/// handshake and then sends nothing). hyper's own header timer starts only
+/// once bytes say which protocol the connection speaks.
+struct FirstBytes<S> {
+    io: S,
+    /// Until the first bytes arrive.
+    deadline: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<S> FirstBytes<S> {
+    fn new(io: S, bound: Duration) -> Self {
+        FirstBytes {
+            io,
+            deadline: Some(Box::pin(tokio::time::sleep(bound))),
+        }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for FirstBytes<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let r = Pin::new(&mut self.io).poll_read(cx, buf);
+        match (&r, self.deadline.as_mut()) {
+            (_, None) => {}
+            (std::task::Poll::Ready(_), Some(_)) => {
+                if buf.filled().len() > before {
+                    self.deadline = None;
+                }
+            }
+            (std::task::Poll::Pending, Some(d)) => {
+                if d.as_mut().poll(cx).is_ready() {
+                    return std::task::Poll::Ready(Err(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        NoRequest,
+                    )));
+                }
+            }
+        }
+        r
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for FirstBytes<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+    fn poll_flush(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+    fn poll_shutdown(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
 /// `io` whose writes fail once they have made no progress for `bound`; hyper
 /// then closes the connection, and the list or watch it carried is dropped.
 /// Only a pending write counts: an idle connection is never cut.
@@ -134,6 +218,7 @@ pub async fn serve<H, F>(
             }
             Some(tls) => {
                 let acceptor = tls.acceptor();
+                let wait = timeouts.header_read;
                 tokio::spawn(async move {
                     let stream = match tokio::time::timeout(
                         HANDSHAKE_TIMEOUT,
@@ -155,7 +240,7 @@ pub async fn serve<H, F>(
                         addr,
                         certificate: crate::tls::peer_user(stream.get_ref().1),
                     });
-                    connection(stream, peer, h, b, watcher).await;
+                    connection(FirstBytes::new(stream, wait), peer, h, b, watcher).await;
                 });
             }
         }
@@ -195,7 +280,7 @@ async fn connection<I, H, F>(
             }
             Some(reason) => {
                 crate::metrics::connection_closed(reason);
-                tracing::debug!(peer = %addr, "request headers not finished in time; connection closed");
+                tracing::debug!(peer = %addr, reason, "no request or headers in time; connection closed");
             }
             None => tracing::debug!(error = %e, peer = %addr, "connection ended with an error"),
         }
@@ -215,7 +300,8 @@ fn bound_hit(e: &(dyn std::error::Error + 'static)) -> Option<&'static str> {
         if let Some(io) = err.downcast_ref::<std::io::Error>()
             && io.kind() == std::io::ErrorKind::TimedOut
         {
-            return Some("write_timeout");
+            let first = io.get_ref().is_some_and(|e| e.is::<NoRequest>());
+            return Some(if first { "no_request" } else { "write_timeout" });
         }
         cur = err.source();
     }

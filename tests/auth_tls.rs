@@ -367,3 +367,56 @@ async fn should_identify_certificates_impersonate_them_and_speak_h2_over_tls() {
     r8s.stop().await;
     sim.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn should_close_tls_connections_that_send_nothing_after_the_handshake() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = std::env::temp_dir().join(format!("r8s-tls-idle-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ca = new_ca("r8s test CA");
+    let server = leaf(&ca, "r8s", &[], true);
+    let (cert_file, key_file) = (dir.join("tls.crt"), dir.join("tls.key"));
+    std::fs::write(&cert_file, &server.0).unwrap();
+    std::fs::write(&key_file, &server.1).unwrap();
+    let sim = start_sim(sim_config()).await;
+    let mut config = Config::default();
+    config.upstream.servers = vec![sim.url()];
+    config.tls.cert_file = Some(cert_file);
+    config.tls.key_file = Some(key_file);
+    config.server.header_read_timeout_seconds = 2;
+    let r8s = start_r8s_config(config).await;
+    // Clients that complete the handshake (HTTP/1.1 and HTTP/2) and then
+    // send nothing at all.
+    let t0 = Instant::now();
+    let mut idle = Vec::new();
+    for alpn in [&[&b"http/1.1"[..]][..], &[&b"h2"[..]][..]] {
+        idle.push(connect(r8s.addr, &ca.der, alpn).await.0);
+    }
+    // Another client is served meanwhile.
+    let (mut busy, _) = connect(r8s.addr, &ca.der, &[b"http/1.1"]).await;
+    busy.write_all(b"GET /version HTTP/1.1\r\nHost: r8s\r\n\r\n")
+        .await
+        .unwrap();
+    let mut head = [0u8; 12];
+    busy.read_exact(&mut head).await.unwrap();
+    assert_eq!(&head, b"HTTP/1.1 200");
+    for (i, mut c) in idle.into_iter().enumerate() {
+        let mut buf = [0u8; 64];
+        let read = tokio::time::timeout(Duration::from_secs(6), c.read(&mut buf))
+            .await
+            .unwrap_or_else(|_| panic!("idle TLS client {i} still open after {:?}", t0.elapsed()));
+        assert!(
+            matches!(read, Ok(0) | Err(_)),
+            "idle TLS client {i} got {read:?}"
+        );
+    }
+    let closed = t0.elapsed();
+    assert!(
+        closed >= Duration::from_millis(1500) && closed < Duration::from_secs(6),
+        "{closed:?}"
+    );
+    let m = get(&format!("{}/metrics", r8s.admin_url())).await.text();
+    assert!(metric(&m, r#"r8s_connections_closed_total{reason="no_request"}"#) >= 2.0);
+    r8s.stop().await;
+    sim.stop().await;
+}
