@@ -56,7 +56,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "ADDR")]
     pub admin_listen: Option<String>,
     /// Upstream kube-apiserver URL; repeat for several servers of one cluster, tried in order
-    /// on connection errors. [config: upstream.servers; default: the kubeconfig's server]
+    /// (the next on a connection error, or when a cache finds one silent or failing).
+    /// [config: upstream.servers; default: the kubeconfig's server]
     #[arg(long = "upstream", value_name = "URL")]
     pub upstream: Vec<String>,
     /// Kubeconfig for the upstream's CA and credentials (exec plugins and rotating token files

@@ -25,7 +25,8 @@
 //! 5. [`auth`] (who is asking, whether they may read from the cache) and
 //!    [`server`] (the HTTP accept loop, which knows nothing of auth).
 //! 6. The listeners: [`serve`] (the API: the corridor every request walks,
-//!    drawn in its module doc), [`admin`] (`/metrics`, health), and [`sim`]
+//!    drawn in its module doc), [`admin`] (`/metrics`, health), [`notify`]
+//!    (the same health, told to systemd), and [`sim`]
 //!    (the built-in upstream: an in-memory kube-apiserver for tests, demos
 //!    and benchmarks; nothing depends on it but [`demo`]).
 //! 7. Wiring: this file ([`prepare`], [`Prepared::run`]), [`cli`], [`demo`].
@@ -42,6 +43,7 @@ pub mod codec;
 pub mod config;
 pub mod demo;
 pub mod metrics;
+pub mod notify;
 pub mod serve;
 pub mod server;
 pub mod shutdown;
@@ -197,6 +199,7 @@ impl Prepared {
             health.clone(),
             shutdown.clone(),
         ));
+        tokio::spawn(notify::run(health.clone(), shutdown.clone()));
         let mode = self.config.auth_mode();
         match mode {
             config::AuthMode::None => tracing::warn!(

@@ -24,7 +24,7 @@ const LAYERS: &[&[&str]] = &[
     // Who is asking; the accept loop (which knows nothing of auth).
     &["auth", "server"],
     // The listeners and the built-in upstream.
-    &["serve", "admin", "sim"],
+    &["serve", "admin", "notify", "sim"],
     // Wiring.
     &["<root>", "cli", "demo"],
 ];

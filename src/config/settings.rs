@@ -38,7 +38,8 @@ pub struct Config {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct UpstreamConfig {
-    /// Servers of one cluster, tried in order on connection errors. Empty: the kubeconfig's server.
+    /// Servers of one cluster, tried in order (the next on a connection error, or
+    /// when a cache finds one silent or failing). Empty: the kubeconfig's server.
     pub servers: Vec<String>,
     /// Kubeconfig to take the server, CA and credentials from. Unset: `$KUBECONFIG`,
     /// `~/.kube/config`, or the in-cluster service account, in that order, when
