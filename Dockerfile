@@ -3,7 +3,11 @@ FROM rust:1-bookworm AS build
 RUN apt-get update && apt-get install -y --no-install-recommends musl-tools && rm -rf /var/lib/apt/lists/* \
  && rustup target add x86_64-unknown-linux-musl
 WORKDIR /src
-COPY Cargo.toml Cargo.lock ./
+# The commit for r8s_build_info and --version (.git is not in the context):
+#   docker build --build-arg R8S_COMMIT=$(git rev-parse --short=12 HEAD) .
+ARG R8S_COMMIT=unknown
+ENV R8S_COMMIT=${R8S_COMMIT}
+COPY Cargo.toml Cargo.lock build.rs ./
 COPY src ./src
 COPY benches ./benches
 RUN cargo build --release --locked --target x86_64-unknown-linux-musl \

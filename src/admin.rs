@@ -108,6 +108,7 @@ pub fn handle<B>(
             StatusCode::OK,
             {
                 health.record_staleness();
+                crate::metrics::collect_process();
                 for (name, e) in [("json", Encoding::Json), ("protobuf", Encoding::Protobuf)] {
                     crate::metrics::watch_encodings(name, crate::cache::history::encodings(e));
                 }

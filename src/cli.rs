@@ -15,7 +15,11 @@ use crate::config::{CacheOverrides, Overrides, UpstreamOverrides};
 /// given with --config, then R8S_* environment variables (R8S_LISTEN,
 /// R8S_UPSTREAM__SERVERS='["https://a:6443"]', ...), then flags.
 #[derive(Debug, Parser)]
-#[command(name = "r8s", version, propagate_version = true)]
+#[command(
+    name = "r8s",
+    version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("R8S_COMMIT"), ")"),
+    propagate_version = true
+)]
 pub struct Cli {
     /// What to run.
     #[command(subcommand)]

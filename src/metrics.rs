@@ -16,7 +16,26 @@ pub const UPSTREAM_REQUESTS_TOTAL: &str = "r8s_upstream_requests_total";
 /// 1 while the upstream answers, 0 once no configured server accepts connections.
 pub const UPSTREAM_UP: &str = "r8s_upstream_up";
 
+/// 1, labelled with the version and commit r8s was built from.
+pub const BUILD_INFO: &str = "r8s_build_info";
+
+/// The commit r8s was built from (`build.rs`: `R8S_COMMIT`, git, or "unknown").
+pub const COMMIT: &str = env!("R8S_COMMIT");
+
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+
+/// The `process_*` metrics an operator expects of any daemon (CPU seconds,
+/// resident and virtual memory, open and maximum file descriptors, threads,
+/// start time), read from /proc by a well-kept collector.
+fn process() -> &'static metrics_process::Collector {
+    static COLLECTOR: OnceLock<metrics_process::Collector> = OnceLock::new();
+    COLLECTOR.get_or_init(metrics_process::Collector::default)
+}
+
+/// Refreshes the `process_*` metrics (before a scrape).
+pub fn collect_process() {
+    process().collect();
+}
 
 /// Installs the process-wide recorder once and returns its handle (for `/metrics`).
 pub fn install() -> PrometheusHandle {
@@ -67,6 +86,13 @@ pub fn install() -> PrometheusHandle {
                 "Responses from the upstream by code."
             );
             metrics::describe_gauge!(UPSTREAM_UP, "Whether the upstream answers.");
+            metrics::describe_gauge!(
+                BUILD_INFO,
+                "1, labelled with the version and commit r8s was built from."
+            );
+            metrics::gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION"), "commit" => COMMIT)
+                .set(1.0);
+            process().describe();
             handle
         })
         .clone()
