@@ -666,12 +666,9 @@ impl Reflector {
                     self.answered.store(false, Ordering::Relaxed);
                     tracing::warn!(resource = %self.label, error = %m, ?backoff, "upstream behind the cache; keeping the cache and retrying");
                     metrics::reflector_behind(&self.label);
-                    let jitter = backoff.mul_f64(fastrand::f64() * 0.5);
-                    tokio::select! {
-                        _ = tokio::time::sleep(backoff + jitter) => {}
-                        _ = shutdown.wait() => return,
+                    if !back_off(&mut backoff, &shutdown).await {
+                        return;
                     }
-                    backoff = (backoff * 2).min(Duration::from_secs(30));
                     self.resume(state)
                 }
                 Err(StepError::Failed(m)) => {
@@ -679,15 +676,24 @@ impl Reflector {
                         backoff = Duration::from_millis(200);
                     }
                     tracing::warn!(resource = %self.label, error = %m, ?backoff, "list/watch failed; retrying");
-                    let jitter = backoff.mul_f64(fastrand::f64() * 0.5);
-                    tokio::select! {
-                        _ = tokio::time::sleep(backoff + jitter) => {}
-                        _ = shutdown.wait() => return,
+                    if !back_off(&mut backoff, &shutdown).await {
+                        return;
                     }
-                    backoff = (backoff * 2).min(Duration::from_secs(30));
                     self.resume(state)
                 }
             };
         }
     }
+}
+
+/// Waits out `backoff` (with up to half again of jitter) and doubles it, up
+/// to 30 s; false if shutdown came first.
+async fn back_off(backoff: &mut Duration, shutdown: &Signal) -> bool {
+    let jitter = backoff.mul_f64(fastrand::f64() * 0.5);
+    tokio::select! {
+        _ = tokio::time::sleep(*backoff + jitter) => {}
+        _ = shutdown.wait() => return false,
+    }
+    *backoff = (*backoff * 2).min(Duration::from_secs(30));
+    true
 }
