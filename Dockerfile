@@ -4,9 +4,9 @@ RUN apt-get update && apt-get install -y --no-install-recommends musl-tools && r
  && rustup target add x86_64-unknown-linux-musl
 WORKDIR /src
 # The commit for r8s_build_info and --version (.git is not in the context):
-#   docker build --build-arg R8S_COMMIT=$(git rev-parse --short=12 HEAD) .
-ARG R8S_COMMIT=unknown
-ENV R8S_COMMIT=${R8S_COMMIT}
+#   docker build --build-arg BUILD_GIT_COMMIT=$(git rev-parse --short=12 HEAD) .
+ARG BUILD_GIT_COMMIT=unknown
+ENV BUILD_GIT_COMMIT=${BUILD_GIT_COMMIT}
 COPY Cargo.toml Cargo.lock build.rs ./
 COPY src ./src
 COPY benches ./benches

@@ -17,7 +17,7 @@ use crate::config::{CacheOverrides, Overrides, UpstreamOverrides};
 #[derive(Debug, Parser)]
 #[command(
     name = "r8s",
-    version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("R8S_COMMIT"), ")"),
+    version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("BUILD_GIT_COMMIT"), ")"),
     propagate_version = true
 )]
 pub struct Cli {

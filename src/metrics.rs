@@ -19,8 +19,8 @@ pub const UPSTREAM_UP: &str = "r8s_upstream_up";
 /// 1, labelled with the version and commit r8s was built from.
 pub const BUILD_INFO: &str = "r8s_build_info";
 
-/// The commit r8s was built from (`build.rs`: `R8S_COMMIT`, git, or "unknown").
-pub const COMMIT: &str = env!("R8S_COMMIT");
+/// The commit r8s was built from (`build.rs`: `BUILD_GIT_COMMIT`, git, or "unknown").
+pub const COMMIT: &str = env!("BUILD_GIT_COMMIT");
 
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
 
