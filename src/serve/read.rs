@@ -46,7 +46,7 @@ pub struct ReadPolicy {
 
 /// A list at least this large (its estimated bytes) is large: it holds one
 /// of `read.max_inflight_lists` slots while it streams. Smaller ones cost
-/// too little to queue.
+/// too little to count, and are never refused.
 pub const LARGE_LIST: usize = 1 << 20;
 
 /// The store that answers `ar` from `cache` (the one holding its negotiated
