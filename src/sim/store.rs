@@ -340,6 +340,37 @@ impl Store {
         Ok(ev)
     }
 
+    /// What [`Store::mutate`] would store, without storing it (`dryRun=All`):
+    /// no version is spent and no watcher hears of it. A created object has
+    /// no `resourceVersion` and a changed one keeps its current one, as the
+    /// apiserver's dry-run storage answers.
+    pub fn mutate_dry(
+        &self,
+        res: usize,
+        key: &str,
+        f: impl FnOnce(Option<&Arc<Obj>>, u64) -> Result<Mutation, Status>,
+    ) -> Result<Arc<Obj>, Status> {
+        let st = self.lock();
+        let prev = st.objects[res].get(key).cloned();
+        match f(prev.as_ref(), st.rv + 1)? {
+            Mutation::Put(mut value) => {
+                let rv = prev.as_ref().map_or(0, |p| p.rv);
+                match &prev {
+                    Some(p) => {
+                        value["metadata"]["resourceVersion"] = Value::String(p.rv.to_string())
+                    }
+                    None => {
+                        if let Some(m) = value["metadata"].as_object_mut() {
+                            m.remove("resourceVersion");
+                        }
+                    }
+                }
+                Ok(Obj::new(res, value, rv))
+            }
+            Mutation::Delete => prev.ok_or_else(|| Status::internal("delete of a missing object")),
+        }
+    }
+
     /// Keys of `res` under a namespace (for cascading namespace deletes).
     pub fn keys_in_namespace(&self, res: usize, ns: &str) -> Vec<String> {
         let prefix = format!("{ns}/");

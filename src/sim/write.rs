@@ -1,5 +1,6 @@
 //! Writes: create, update (with the `resourceVersion` precondition), patch
-//! (JSON merge and JSON patch), delete (with preconditions), `status`.
+//! (JSON merge and JSON patch), delete (with preconditions), `status`;
+//! each with `dryRun=All`, which answers what would be stored and stores nothing.
 
 use bytes::Bytes;
 use http::{Response, StatusCode, header};
@@ -7,10 +8,11 @@ use serde_json::{Value, json};
 
 use super::resources::{RESOURCES, ResourceDef, namespaces_idx};
 use super::state::{Req, Sim, json_response, to_bytes};
-use super::store::{Mutation, key};
+use super::store::{Mutation, Obj, key};
 use crate::api::path::ResourcePath;
 use crate::api::status::{Cause, Status};
 use crate::body::Body;
+use std::sync::Arc;
 
 /// Decodes a write's body: JSON, or the protobuf kubectl sends for typed creates.
 fn decode_body(r: &Req, body: &Bytes) -> Result<Value, Status> {
@@ -122,6 +124,44 @@ fn stored(code: StatusCode, bytes: Bytes) -> Response<Body> {
     json_response(code, bytes)
 }
 
+/// The `dryRun` option of a write: absent, or `All` (the only value the
+/// apiserver knows); anything else is its 422 naming the options' kind.
+fn dry_run(r: &Req, options_kind: &str) -> Result<bool, Status> {
+    let values: Vec<&str> = r.query.all("dryRun").collect();
+    if values.iter().all(|v| *v == "All") {
+        return Ok(!values.is_empty());
+    }
+    let quoted: Vec<String> = values.iter().map(|v| format!("{v:?}")).collect();
+    Err(Status::invalid(
+        "meta.k8s.io",
+        options_kind,
+        "",
+        vec![Cause {
+            reason: "FieldValueNotSupported",
+            message: format!(
+                "Unsupported value: []string{{{}}}: supported values: \"All\"",
+                quoted.join(", ")
+            ),
+            field: Some("dryRun".into()),
+        }],
+    ))
+}
+
+/// Stores a change, or with `dryRun=All` only says what would be stored.
+fn commit(
+    sim: &Sim,
+    res: usize,
+    key: &str,
+    dry: bool,
+    f: impl FnOnce(Option<&Arc<Obj>>, u64) -> Result<Mutation, Status>,
+) -> Result<Arc<Obj>, Status> {
+    if dry {
+        sim.store.mutate_dry(res, key, f)
+    } else {
+        Ok(sim.store.mutate(res, key, f)?.obj.clone())
+    }
+}
+
 /// `POST` to a collection.
 pub fn create(
     sim: &Sim,
@@ -131,6 +171,7 @@ pub fn create(
     body: Bytes,
 ) -> Result<Response<Body>, Status> {
     let def = &RESOURCES[res];
+    let dry = dry_run(r, "CreateOptions")?;
     let mut v = decode_body(r, &body)?;
     check_type(def, &mut v)?;
     let meta = &mut v["metadata"];
@@ -198,11 +239,11 @@ pub fn create(
         _ => {}
     }
     let k = key(ns.as_deref(), &name);
-    let ev = sim.store.mutate(res, &k, |cur, _| match cur {
+    let obj = commit(sim, res, &k, dry, |cur, _| match cur {
         Some(_) => Err(Status::already_exists(def.gvr.resource(), &name)),
         None => Ok(Mutation::Put(v)),
     })?;
-    Ok(stored(StatusCode::CREATED, ev.obj.full.clone()))
+    Ok(stored(StatusCode::CREATED, obj.full.clone()))
 }
 
 /// Keeps server-owned fields of `cur` in `next`.
@@ -255,6 +296,7 @@ pub fn update(
 ) -> Result<Response<Body>, Status> {
     let def = &RESOURCES[res];
     let name = rp.name.clone().unwrap_or_default();
+    let dry = dry_run(r, "UpdateOptions")?;
     let mut v = decode_body(r, &body)?;
     check_type(def, &mut v)?;
     if let Some(n) = v["metadata"]["name"].as_str().filter(|n| *n != name) {
@@ -264,7 +306,7 @@ pub fn update(
     }
     let status_only = rp.subresource.as_deref() == Some("status");
     let k = key(rp.namespace.as_deref(), &name);
-    let ev = sim.store.mutate(res, &k, |cur, _| {
+    let obj = commit(sim, res, &k, dry, |cur, _| {
         let cur = cur.ok_or_else(|| Status::not_found(def.gvr.resource(), &name))?;
         precondition_rv(def, &name, &v, cur.rv)?;
         Ok(Mutation::Put(carry_over(
@@ -274,7 +316,7 @@ pub fn update(
             status_only,
         )))
     })?;
-    Ok(stored(StatusCode::OK, ev.obj.full.clone()))
+    Ok(stored(StatusCode::OK, obj.full.clone()))
 }
 
 /// `PATCH` on an object (or its `status`).
@@ -287,6 +329,7 @@ pub fn patch(
 ) -> Result<Response<Body>, Status> {
     let def = &RESOURCES[res];
     let name = rp.name.clone().unwrap_or_default();
+    let dry = dry_run(r, "PatchOptions")?;
     let ctype = r
         .headers
         .get(header::CONTENT_TYPE)
@@ -313,7 +356,7 @@ pub fn patch(
     };
     let status_only = rp.subresource.as_deref() == Some("status");
     let k = key(rp.namespace.as_deref(), &name);
-    let ev = sim.store.mutate(res, &k, |cur, _| {
+    let obj = commit(sim, res, &k, dry, |cur, _| {
         let cur = cur.ok_or_else(|| Status::not_found(def.gvr.resource(), &name))?;
         let mut v = cur.value.clone();
         if ctype == "application/json-patch+json" {
@@ -339,7 +382,7 @@ pub fn patch(
             status_only,
         )))
     })?;
-    Ok(stored(StatusCode::OK, ev.obj.full.clone()))
+    Ok(stored(StatusCode::OK, obj.full.clone()))
 }
 
 /// `DELETE` on an object.
@@ -347,11 +390,12 @@ pub fn delete(
     sim: &Sim,
     res: usize,
     rp: &ResourcePath,
-    _r: &Req,
+    r: &Req,
     body: Bytes,
 ) -> Result<Response<Body>, Status> {
     let def = &RESOURCES[res];
     let name = rp.name.clone().unwrap_or_default();
+    let dry = dry_run(r, "DeleteOptions")?;
     let opts: Value = if body.is_empty() {
         json!({})
     } else {
@@ -363,7 +407,7 @@ pub fn delete(
         .as_str()
         .map(str::to_string);
     let pre_uid = opts["preconditions"]["uid"].as_str().map(str::to_string);
-    if def.gvr.resource() == "namespaces" && sim.store.get(res, &k).is_some() {
+    if !dry && def.gvr.resource() == "namespaces" && sim.store.get(res, &k).is_some() {
         for (i, d) in RESOURCES.iter().enumerate().filter(|(_, d)| d.namespaced) {
             for child in sim.store.keys_in_namespace(i, &name) {
                 let _ = sim.store.mutate(i, &child, |cur, _| match cur {
@@ -373,7 +417,7 @@ pub fn delete(
             }
         }
     }
-    let ev = sim.store.mutate(res, &k, |cur, _| {
+    let obj = commit(sim, res, &k, dry, |cur, _| {
         let cur = cur.ok_or_else(|| Status::not_found(def.gvr.resource(), &name))?;
         let conflict = |what: &str, want: &str, have: &str| {
             Status::new(409, "Conflict", format!(
@@ -382,9 +426,10 @@ pub fn delete(
             )).with_details(&name, def.kind)
         };
         if let Some(p) = &pre_rv
-            && *p != cur.rv.to_string() {
-                return Err(conflict("ResourceVersion", p, &cur.rv.to_string()));
-            }
+            && *p != cur.rv.to_string()
+        {
+            return Err(conflict("ResourceVersion", p, &cur.rv.to_string()));
+        }
         if let Some(p) = &pre_uid {
             let uid = cur.value["metadata"]["uid"].as_str().unwrap_or_default();
             if p != uid {
@@ -394,10 +439,10 @@ pub fn delete(
         Ok(Mutation::Delete)
     })?;
     if def.gvr.resource() == "pods" {
-        return Ok(stored(StatusCode::OK, ev.obj.full.clone()));
+        return Ok(stored(StatusCode::OK, obj.full.clone()));
     }
     let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-        "details": {"name": name, "kind": def.gvr.resource(), "uid": ev.obj.value["metadata"]["uid"]}});
+        "details": {"name": name, "kind": def.gvr.resource(), "uid": obj.value["metadata"]["uid"]}});
     Ok(stored(StatusCode::OK, to_bytes(&status)))
 }
 
