@@ -93,6 +93,19 @@ pub fn install() -> PrometheusHandle {
             metrics::gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION"), "commit" => COMMIT)
                 .set(1.0);
             process().describe();
+            // Series that count rare events exist from the start at 0, so a
+            // rule's rate() over them sees the first event (an absent series
+            // has no rate) and dashboards show 0 rather than "no data".
+            for name in [
+                UPSTREAM_FAILOVERS_TOTAL,
+                LIST_REJECTED_TOTAL,
+                WATCH_REJECTED_TOTAL,
+            ] {
+                metrics::counter!(name).increment(0);
+            }
+            for reason in ["no_request", "header_timeout", "write_timeout"] {
+                metrics::counter!(CONNECTIONS_CLOSED_TOTAL, "reason" => reason).increment(0);
+            }
             handle
         })
         .clone()
@@ -182,6 +195,25 @@ pub fn cache_state(resource: &str, objects: usize, rv: u64, bytes: usize, synced
     metrics::gauge!(CACHE_BYTES, "resource" => r.clone()).set(bytes as f64);
     metrics::gauge!(CACHE_RESOURCE_VERSION, "resource" => r.clone()).set(rv as f64);
     metrics::gauge!(CACHE_SYNCED, "resource" => r).set(if synced { 1.0 } else { 0.0 });
+}
+
+/// Registers a cache's rare-event series at 0 when its reflector starts
+/// (relists, watch resumes, silences, states behind, over budget, watches
+/// ended), so alerts on their rate see the first one.
+pub fn cache_series(resource: &str) {
+    let r = resource.to_string();
+    for reason in ["expired", "malformed"] {
+        metrics::counter!(RELISTS_TOTAL, "resource" => r.clone(), "reason" => reason).increment(0);
+    }
+    for name in [
+        WATCH_RESTARTS_TOTAL,
+        REFLECTOR_SILENT_TOTAL,
+        REFLECTOR_BEHIND_TOTAL,
+    ] {
+        metrics::counter!(name, "resource" => r.clone()).increment(0);
+    }
+    metrics::gauge!(CACHE_OVER_BUDGET, "resource" => r.clone()).set(0.0);
+    metrics::gauge!(CACHE_SYNCED, "resource" => r).set(0.0);
 }
 
 /// Records whether a cache is usable.
@@ -301,7 +333,7 @@ pub const WATCH_EVENTS_SENT_TOTAL: &str = "r8s_watch_events_sent_total";
 pub const WATCH_EVENT_DELIVERY_SECONDS: &str = "r8s_watch_event_delivery_seconds";
 /// Events a watcher's cursor is behind the log's head (sampled once per watcher per second).
 pub const WATCH_LAG_EVENTS: &str = "r8s_watch_lag_events";
-/// Cached watches ended, by reason (`timeout`, `client`, `too_old`, `shutdown`).
+/// Cached watches ended, by reason (`timeout`, `client`, `too_old`, `too_new`, `shutdown`).
 pub const WATCH_TERMINATED_TOTAL: &str = "r8s_watch_terminated_total";
 /// Events in a resource's watch log.
 pub const WATCH_LOG_EVENTS: &str = "r8s_watch_log_events";
@@ -326,6 +358,15 @@ pub enum WatchEnd {
 }
 
 impl WatchEnd {
+    /// Every reason, for the series registered at 0.
+    pub const ALL: [WatchEnd; 5] = [
+        WatchEnd::Timeout,
+        WatchEnd::Client,
+        WatchEnd::TooOld,
+        WatchEnd::TooNew,
+        WatchEnd::Shutdown,
+    ];
+
     fn as_str(self) -> &'static str {
         match self {
             WatchEnd::Timeout => "timeout",
@@ -354,6 +395,10 @@ impl WatchMetrics {
     /// Handles for `resource` (call after [`install`]).
     pub fn new(resource: &str) -> Self {
         let r = resource.to_string();
+        for why in WatchEnd::ALL {
+            metrics::counter!(WATCH_TERMINATED_TOTAL, "resource" => r.clone(), "reason" => why.as_str())
+                .increment(0);
+        }
         let sent = ["ADDED", "MODIFIED", "DELETED", "BOOKMARK"].map(
             |t| metrics::counter!(WATCH_EVENTS_SENT_TOTAL, "resource" => r.clone(), "type" => t),
         );

@@ -573,6 +573,7 @@ impl Reflector {
 
     /// Runs until shutdown (or for good once the resource proves uncacheable).
     pub async fn run(mut self, shutdown: Signal) {
+        metrics::cache_series(&self.label);
         let mut state = State::List;
         let mut backoff = Duration::from_millis(200);
         loop {
