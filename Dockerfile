@@ -16,7 +16,8 @@ RUN cargo build --release --locked --target x86_64-unknown-linux-musl \
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /r8s /usr/local/bin/r8s
 COPY config/r8s.toml /etc/r8s/r8s.toml
-USER nonroot:nonroot
+# Numeric, so Kubernetes can verify runAsNonRoot (distroless nonroot is 65532).
+USER 65532:65532
 EXPOSE 8001 8081
 ENTRYPOINT ["/usr/local/bin/r8s"]
 CMD ["serve", "--config", "/etc/r8s/r8s.toml", "--listen", "0.0.0.0:8001", "--admin-listen", "0.0.0.0:8081"]
