@@ -274,6 +274,12 @@ fn skip_value(json: &[u8], i: usize) -> Option<usize> {
 /// (kube-apiserver's threshold).
 pub const GZIP_MIN: usize = 128 * 1024;
 
+/// The deflate level of r8s's gzip (zlib-rs): 2 sends 0.91× the bytes of
+/// kube-apiserver's own gzip (Go's level 1) at two thirds of its CPU; level 1
+/// sends 1.25× for 15% less CPU, level 4 0.81× for a third more (BENCHMARKS.md,
+/// gzip).
+pub const GZIP_LEVEL: u32 = 2;
+
 /// A [`ListBody`] gzipped chunk by chunk.
 pub struct GzipListBody<I> {
     list: Option<ListBody<I>>,
@@ -287,7 +293,7 @@ impl<I: ListItem> GzipListBody<I> {
             list: Some(list),
             enc: Some(flate2::write::GzEncoder::new(
                 Vec::new(),
-                flate2::Compression::fast(),
+                flate2::Compression::new(GZIP_LEVEL),
             )),
         }
     }
@@ -336,7 +342,7 @@ pub fn gzip(bytes: &[u8]) -> Bytes {
     use std::io::Write;
     let mut enc = flate2::write::GzEncoder::new(
         Vec::with_capacity(bytes.len() / 4),
-        flate2::Compression::fast(),
+        flate2::Compression::new(GZIP_LEVEL),
     );
     let _ = enc.write_all(bytes);
     Bytes::from(enc.finish().unwrap_or_default())
