@@ -19,7 +19,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
-use common::{Proc, cpu_time, free_port};
+use common::{Proc, cpu_time, free_port, wait_ready};
 
 const BIN: &str = env!("CARGO_BIN_EXE_r8s");
 const ROUNDS: usize = 6;
@@ -40,18 +40,6 @@ async fn fetch(c: &C, url: &str, token: Option<&str>) -> http::StatusCode {
     }
     resp.into_body().collect().await.unwrap();
     status
-}
-
-async fn wait_ready(c: &C, url: &str) {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !c
-        .get(url.parse().unwrap())
-        .await
-        .is_ok_and(|r| r.status().is_success())
-    {
-        assert!(Instant::now() < deadline, "{url} never became ready");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 /// One round: latencies of `PER_ROUND` GETs by `CONCURRENCY` clients, and

@@ -25,7 +25,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::TcpListener;
 
-use common::{Proc, cpu_time, free_port, rss_kib};
+use common::{Proc, cpu_time, free_port, rss_kib, wait_ready};
 
 const BIN: &str = env!("CARGO_BIN_EXE_r8s");
 
@@ -53,19 +53,6 @@ async fn fetch_as(c: &C, url: &str, accept: Option<&str>) -> Bytes {
     let resp = c.request(req.body(Empty::new()).unwrap()).await.unwrap();
     assert!(resp.status().is_success(), "{url}: {}", resp.status());
     resp.into_body().collect().await.unwrap().to_bytes()
-}
-
-async fn wait_ready(c: &C, url: &str) {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        if let Ok(r) = c.get(url.parse().unwrap()).await
-            && r.status().is_success()
-        {
-            return;
-        }
-        assert!(Instant::now() < deadline, "{url} never became ready");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 /// The floor, in a process of its own (as r8s is): this benchmark binary

@@ -19,7 +19,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
-use common::{Proc, cpu_time, free_port};
+use common::{Proc, cpu_time, free_port, wait_ready};
 
 const BIN: &str = env!("CARGO_BIN_EXE_r8s");
 const PODS: usize = 10_000;
@@ -40,19 +40,6 @@ async fn fetch(c: &C, url: &str, gzip: bool) -> (Bytes, Option<String>) {
         .get("content-encoding")
         .map(|v| v.to_str().unwrap().to_string());
     (resp.into_body().collect().await.unwrap().to_bytes(), enc)
-}
-
-async fn wait_ready(c: &C, url: &str) {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        if let Ok(r) = c.get(url.parse().unwrap()).await
-            && r.status().is_success()
-        {
-            return;
-        }
-        assert!(Instant::now() < deadline, "{url} never became ready");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 /// r8s's CPU per list over `ROUNDS` lists.

@@ -32,7 +32,7 @@ use hyper_util::rt::TokioExecutor;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use common::{Proc, free_port, rss_kib};
+use common::{Proc, free_port, rss_kib, wait_ready};
 
 const BIN: &str = env!("CARGO_BIN_EXE_r8s");
 
@@ -71,19 +71,6 @@ async fn fetch(c: &C, url: &str) -> Bytes {
     let resp = c.get(url.parse().unwrap()).await.unwrap();
     assert!(resp.status().is_success(), "{url}: {}", resp.status());
     resp.into_body().collect().await.unwrap().to_bytes()
-}
-
-async fn wait_ready(c: &C, url: &str) {
-    let deadline = Instant::now() + Duration::from_secs(180);
-    loop {
-        if let Ok(r) = c.get(url.parse().unwrap()).await
-            && r.status().is_success()
-        {
-            return;
-        }
-        assert!(Instant::now() < deadline, "{url} never became ready");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 /// A metric's value in Prometheus text (0 when absent).

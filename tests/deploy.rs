@@ -136,25 +136,30 @@ fn port_of(addr: &str) -> u64 {
     addr.rsplit_once(':').unwrap().1.parse().unwrap()
 }
 
-/// The configuration r8s would run with, as `r8s config check` prints it
-/// (which refuses unknown keys and values out of range).
-fn config_check(toml_text: &str) -> toml::Value {
-    let dir = std::env::temp_dir().join(format!("r8s-deploy-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("r8s.toml");
-    std::fs::write(&file, toml_text).unwrap();
+/// The configuration r8s would run with these flags, as `r8s config check`
+/// prints it (which refuses unknown keys, unknown flags and values out of range).
+fn config_check_args<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> toml::Value {
     let out = Command::new(BIN)
-        .args(["config", "check", "--config"])
-        .arg(&file)
+        .args(["config", "check"])
+        .args(args)
         .env_clear()
         .output()
         .unwrap();
     assert!(
         out.status.success(),
-        "r8s refuses the manifests' r8s.toml: {}",
+        "r8s refuses the manifests' configuration: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     toml::from_str(&String::from_utf8(out.stdout).unwrap()).unwrap()
+}
+
+/// The configuration of an `r8s.toml` the manifests carry.
+fn config_check(toml_text: &str) -> toml::Value {
+    let dir = std::env::temp_dir().join(format!("r8s-deploy-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("r8s.toml");
+    std::fs::write(&file, toml_text).unwrap();
+    config_check_args(&[std::ffi::OsStr::new("--config"), file.as_os_str()])
 }
 
 fn quantity_bytes(q: &str) -> f64 {
@@ -493,18 +498,7 @@ async fn should_apply_the_sidecar_example() {
         .map(|a| a.as_str().unwrap())
         .collect();
     assert_eq!(args[0], "serve");
-    let out = Command::new(BIN)
-        .args(["config", "check"])
-        .args(&args[1..])
-        .env_clear()
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let config: toml::Value = toml::from_str(&String::from_utf8(out.stdout).unwrap()).unwrap();
+    let config = config_check_args(&args[1..]);
     assert_eq!(
         port_named(r8s, "metrics"),
         port_of(config["admin_listen"].as_str().unwrap())
@@ -687,18 +681,7 @@ fn should_build_the_image_from_what_the_dockerfile_copies() {
             )
         })
         .collect();
-    let out = Command::new(BIN)
-        .args(["config", "check"])
-        .args(&args)
-        .env_clear()
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let config: toml::Value = toml::from_str(&String::from_utf8(out.stdout).unwrap()).unwrap();
+    let config = config_check_args(&args);
     let exposed: Vec<u64> = dockerfile
         .lines()
         .find_map(|l| l.strip_prefix("EXPOSE "))

@@ -1,5 +1,5 @@
 //! What the benchmarks share: child processes that stop with the benchmark,
-//! free loopback ports, a process's RSS.
+//! free loopback ports, a process's RSS and CPU, waiting for a server.
 #![allow(dead_code)]
 
 use std::process::Child;
@@ -45,4 +45,29 @@ pub fn cpu_time(pid: u32) -> std::time::Duration {
     let ticks = f[11] + f[12];
     // USER_HZ is 100 on Linux (the ABI fixes it for /proc).
     std::time::Duration::from_millis(ticks * 10)
+}
+
+/// Waits until `url` answers 2xx (a server started, a cache synced), for at
+/// most 3 minutes.
+pub async fn wait_ready<B>(
+    c: &hyper_util::client::legacy::Client<hyper_util::client::legacy::connect::HttpConnector, B>,
+    url: &str,
+) where
+    B: http_body::Body + Default + Send + Unpin + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
+    loop {
+        if let Ok(r) = c.get(url.parse().unwrap()).await
+            && r.status().is_success()
+        {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{url} never became ready"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
 }
