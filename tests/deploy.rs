@@ -262,7 +262,7 @@ async fn should_apply_the_shared_tier_and_name_only_what_exists() {
     )
     .await;
     assert_eq!(ns.status, StatusCode::CREATED, "{}", ns.text());
-    let rv_before = *sim.sim.store.rv_watch().borrow();
+    let rv_before = sim.sim.store.current_rv();
     let applied = dry_run_apply(&sim.url(), &on_server).await;
     assert_eq!(applied.len(), on_server.len());
     for (want, got) in on_server.iter().zip(&applied) {
@@ -271,7 +271,7 @@ async fn should_apply_the_shared_tier_and_name_only_what_exists() {
         assert!(got["metadata"]["uid"].is_string(), "{got}");
     }
     assert_eq!(
-        *sim.sim.store.rv_watch().borrow(),
+        sim.sim.store.current_rv(),
         rv_before,
         "a dry run stored something"
     );
@@ -474,11 +474,11 @@ async fn should_apply_the_sidecar_example() {
         refs.iter().all(|o| served(o)),
         "the sidecar example is served kinds only"
     );
-    let rv_before = *sim.sim.store.rv_watch().borrow();
+    let rv_before = sim.sim.store.current_rv();
     let applied = dry_run_apply(&sim.url(), &refs).await;
     assert_eq!(applied.len(), 2);
     assert_eq!(
-        *sim.sim.store.rv_watch().borrow(),
+        sim.sim.store.current_rv(),
         rv_before,
         "a dry run stored something"
     );
@@ -523,73 +523,61 @@ async fn should_apply_the_sidecar_example() {
     sim.stop().await;
 }
 
+/// A write to the sim, answered within 5 s.
+async fn write(method: &str, url: &str, headers: &[(&str, &str)], body: Option<&str>) -> Resp {
+    send(method, url, headers, body, Duration::from_secs(5)).await
+}
+
 #[tokio::test]
 async fn should_answer_dry_run_writes_as_the_apiserver_does() {
     let sim = start_sim(sim_config()).await;
     let url = format!("{}/api/v1/namespaces/default/configmaps", sim.url());
     let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "dry"}, "data": {"a": "1"}});
     let ct = [("content-type", "application/json")];
-    let rv = *sim.sim.store.rv_watch().borrow();
-    let created = send(
+    let rv = sim.sim.store.current_rv();
+    let created = write(
         "POST",
         &format!("{url}?dryRun=All"),
         &ct,
         Some(&body.to_string()),
-        Duration::from_secs(5),
     )
     .await;
     assert_eq!(created.status, StatusCode::CREATED, "{}", created.text());
     let v = created.json();
     assert!(v["metadata"]["uid"].is_string());
     assert!(v["metadata"].get("resourceVersion").is_none(), "{v}");
-    assert_eq!(*sim.sim.store.rv_watch().borrow(), rv);
+    assert_eq!(sim.sim.store.current_rv(), rv);
     assert_eq!(
         common::get(&format!("{url}/dry")).await.status,
         StatusCode::NOT_FOUND
     );
 
-    let bad = send(
+    let bad = write(
         "POST",
         &format!("{url}?dryRun=Bogus"),
         &ct,
         Some(&body.to_string()),
-        Duration::from_secs(5),
     )
     .await;
     assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY);
     assert_eq!(bad.json()["details"]["kind"], "CreateOptions");
 
     // Real create, then a dry-run patch and delete leave it as it was.
-    let real = send(
-        "POST",
-        &url,
-        &ct,
-        Some(&body.to_string()),
-        Duration::from_secs(5),
-    )
-    .await;
+    let real = write("POST", &url, &ct, Some(&body.to_string())).await;
     assert_eq!(real.status, StatusCode::CREATED);
-    let rv = *sim.sim.store.rv_watch().borrow();
-    let patched = send(
+    let rv = sim.sim.store.current_rv();
+    let patched = write(
         "PATCH",
         &format!("{url}/dry?dryRun=All"),
         &[("content-type", "application/merge-patch+json")],
         Some(r#"{"data":{"a":"2"}}"#),
-        Duration::from_secs(5),
     )
     .await;
     assert_eq!(patched.status, StatusCode::OK);
     assert_eq!(patched.json()["data"]["a"], "2");
-    let deleted = send(
-        "DELETE",
-        &format!("{url}/dry?dryRun=All"),
-        &[],
-        None,
-        Duration::from_secs(5),
-    )
-    .await;
+    let deleted = write("DELETE", &format!("{url}/dry?dryRun=All"), &[], None).await;
     assert_eq!(deleted.status, StatusCode::OK);
-    assert_eq!(*sim.sim.store.rv_watch().borrow(), rv);
+    assert_eq!(sim.sim.store.current_rv(), rv);
     let now = common::get(&format!("{url}/dry")).await;
     assert_eq!(now.json()["data"]["a"], "1");
     sim.stop().await;
