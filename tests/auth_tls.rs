@@ -274,8 +274,15 @@ async fn should_identify_certificates_impersonate_them_and_speak_h2_over_tls() {
     // A certificate from another CA does not get through the handshake.
     let (ok, _, err) = kubectl_ctx(&kc, "stranger", &["get", "pods", "-n", "ns-1"]).await;
     assert!(!ok, "a certificate from an unknown CA was accepted");
+    // Over TLS 1.3 the server checks the client's certificate after the
+    // client has finished its handshake, so kubectl may already be writing
+    // its request when the alert and the close arrive: it then reports the
+    // write failing instead of the alert (seen once in CI).
+    let err_l = err.to_lowercase();
     assert!(
-        err.to_lowercase().contains("certificate") || err.contains("tls"),
+        ["certificate", "tls", "broken pipe", "connection reset"]
+            .iter()
+            .any(|m| err_l.contains(m)),
         "{err}"
     );
 
