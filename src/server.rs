@@ -24,6 +24,8 @@ use crate::body::Body;
 use crate::shutdown::Signal;
 use crate::tls::Tls;
 
+mod coalesce;
+
 /// Request headers kube-apiserver reads (Go's `MaxHeaderBytes`, 1 MiB; it
 /// allows 4 KiB more): past them, 431. hyper's own defaults refused HTTP/2
 /// headers over 16 KiB (a long token, many impersonated groups).
@@ -271,8 +273,9 @@ async fn connection<I, H, F>(
         let (h, p) = (handler.clone(), peer.clone());
         async move { Ok::<_, Infallible>(h(req, p).await) }
     });
+    let (io, drain) = coalesce::split(io);
     let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), svc);
-    if let Err(e) = watcher.watch(conn.into_owned()).await {
+    if let Err(e) = drain.around(watcher.watch(conn.into_owned())).await {
         match bound_hit(&*e) {
             Some(reason @ "write_timeout") => {
                 crate::metrics::connection_closed(reason);
