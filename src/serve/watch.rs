@@ -535,6 +535,14 @@ impl Watcher {
             .checked_sub(FINAL_BOOKMARK_MARGIN)
             .is_none_or(|t| t <= Instant::now());
         let mut next_lag_sample = Instant::now();
+        // Made once and re-armed, not made anew per event: each is a
+        // registration (timer wheel, shutdown channel, the connection's
+        // channel) that every watcher of a busy resource would otherwise
+        // redo on every event.
+        let mut wake = std::pin::pin!(tokio::time::sleep_until(p.stop_at()));
+        let mut stop = std::pin::pin!(self.shutdown.clone().wait_owned());
+        let tx = self.tx.clone();
+        let mut closed = std::pin::pin!(tx.closed());
         loop {
             if let Err(e) = self.catch_up(&mut p, &mut next_lag_sample).await {
                 return self.ended(e, &mut p).await;
@@ -584,11 +592,14 @@ impl Watcher {
                     None => rx.changed().await.is_ok(),
                 }
             };
+            if wake.deadline() != wake_at {
+                wake.as_mut().reset(wake_at);
+            }
             tokio::select! {
                 alive = woken => if !alive { return WatchEnd::Shutdown },
-                _ = tokio::time::sleep_until(wake_at) => {}
-                _ = self.tx.closed() => return WatchEnd::Client,
-                _ = self.shutdown.wait(), if p.drain_at.is_none() => {
+                _ = &mut wake => {}
+                _ = &mut closed => return WatchEnd::Client,
+                _ = &mut stop, if p.drain_at.is_none() => {
                     p.drain_at = Some(self.drain_point());
                 }
             }
