@@ -189,7 +189,14 @@ impl Event {
         } else {
             0
         };
-        self.line.len() + prev + own + std::mem::size_of::<Self>() + 16 * self.triggers.len()
+        // A line the object arrived in holds the object's bytes, counted
+        // with the object: only its framing is the line's own.
+        let line = if self.object.framed_line(self.kind.as_str()).is_some() {
+            self.line.len() - self.object.body.len()
+        } else {
+            self.line.len()
+        };
+        line + prev + own + std::mem::size_of::<Self>() + 16 * self.triggers.len()
     }
 }
 
@@ -365,7 +372,10 @@ impl History {
         let mut touched = Vec::new();
         for mut e in events {
             e.seq = self.end();
-            e.line = e.object.watch_event(e.kind.as_str(), false);
+            e.line = match e.object.framed_line(e.kind.as_str()) {
+                Some(line) => line.clone(),
+                None => e.object.watch_event(e.kind.as_str(), false),
+            };
             count_encoding(e.object.encoding);
             let mut t = Vec::with_capacity(6);
             Trigger::of_object(&e.object, pods, &mut t);
@@ -492,6 +502,40 @@ mod tests {
             r#"{{"kind":"Pod","apiVersion":"v1","metadata":{{"name":"{name}","namespace":"a","resourceVersion":"{rv}"}},"spec":{{"nodeName":"{node}"}}}}"#
         );
         Arc::new(t.parse(json.as_bytes()).unwrap())
+    }
+
+    #[test]
+    fn should_share_an_arrived_events_bytes_between_the_log_and_the_store() {
+        let t = TypeInfo {
+            kind: "Pod".into(),
+            api_version: "v1".into(),
+            resource: "pods".into(),
+            items_typed: true,
+        };
+        // As an upstream's watch event carries it: no kind (it is added).
+        let src = br#"{"metadata":{"name":"p","namespace":"a","resourceVersion":"5"}}"#;
+        for (kind, parsed) in [
+            (EventKind::Modified, "MODIFIED"),
+            // Parsed as MODIFIED, but new to the cache: the log builds its own ADDED.
+            (EventKind::Added, "MODIFIED"),
+        ] {
+            let o = Arc::new(t.parse_event(src, Some(parsed)).unwrap());
+            let mut h = History::new(100, 0);
+            h.restart_at(1);
+            h.append(vec![Event::new(5, kind, o.clone(), None)], false);
+            let line = &h.events[0].line;
+            let want = format!(
+                r#"{{"type":"{}","object":{{"kind":"Pod","apiVersion":"v1","metadata":{{"name":"p","namespace":"a","resourceVersion":"5"}}}}}}"#,
+                kind.as_str()
+            ) + "\n";
+            assert_eq!(std::str::from_utf8(line).unwrap(), want);
+            let inside = line.as_ptr_range().contains(&o.body.as_ptr());
+            assert_eq!(inside, kind.as_str() == parsed, "{kind:?}");
+            let framing = line.len() - o.body.len();
+            let e = &h.events[0];
+            let own = e.held_bytes() - std::mem::size_of::<Event>() - 16 * e.triggers.len();
+            assert_eq!(own, if inside { framing } else { line.len() }, "{kind:?}");
+        }
     }
 
     #[test]

@@ -148,6 +148,17 @@ impl TypeInfo {
     /// Parses an upstream object (`src` may lack `kind`/`apiVersion`, as list
     /// items do) into a cached object owning an exact-size copy of its JSON.
     pub fn parse(&self, src: &[u8]) -> Result<CachedObject, ObjectError> {
+        self.parse_event(src, None)
+    }
+
+    /// [`TypeInfo::parse`] of the object of a watch event of type `kind`:
+    /// the object is kept inside the event's line as r8s's watchers get it
+    /// (built here, in the same buffer), for the event log to share.
+    pub fn parse_event(
+        &self,
+        src: &[u8],
+        kind: Option<&'static str>,
+    ) -> Result<CachedObject, ObjectError> {
         let p: Probe =
             serde_json::from_slice(src).map_err(|e| ObjectError::Malformed(e.to_string()))?;
         let name = p
@@ -230,14 +241,31 @@ impl TypeInfo {
         let ns_len = ns.len();
         let has_kind = !add_prefix;
         drop(p);
-        let json = if add_prefix {
-            let mut full = Vec::with_capacity(src.len() + prefix.len() - 1);
+        let body_len = if add_prefix {
+            src.len() + prefix.len() - 1
+        } else {
+            src.len()
+        };
+        let head_len = kind.map_or(0, |k| json::watch_line_head_len(k));
+        let tail = if kind.is_some() {
+            json::WATCH_LINE_TAIL
+        } else {
+            b""
+        };
+        let mut full = Vec::with_capacity(head_len + body_len + tail.len());
+        if let Some(k) = kind {
+            json::put_watch_line_head(&mut full, k);
+        }
+        if add_prefix {
             full.extend_from_slice(prefix.as_bytes());
             full.extend_from_slice(&src[1..]);
-            Bytes::from(full)
         } else {
-            Bytes::copy_from_slice(src)
-        };
+            full.extend_from_slice(src);
+        }
+        full.extend_from_slice(tail);
+        let full = Bytes::from(full);
+        let json = full.slice(head_len..head_len + body_len);
+        let framed = kind.map(|k| (k, full));
         let item_skip = if !self.items_typed && (!has_kind || json.starts_with(prefix.as_bytes())) {
             prefix.len()
         } else {
@@ -255,6 +283,7 @@ impl TypeInfo {
             spans: spans.into_boxed_slice(),
             owned: owned.into_boxed_slice(),
             field_names,
+            framed,
         })
     }
 }
@@ -305,6 +334,7 @@ pub(super) fn at_version(o: &CachedObject, rv: u64) -> CachedObject {
             .collect(),
         owned: o.owned.clone(),
         field_names: o.field_names,
+        framed: None,
     }
 }
 

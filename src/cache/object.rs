@@ -60,6 +60,11 @@ pub struct CachedObject {
     pub(super) owned: Box<[Owned]>,
     /// The resource's selectable fields (index space of `Span::what`).
     pub(super) field_names: &'static [&'static str],
+    /// The watch event this object arrived in, as r8s's watchers get it,
+    /// and its type: `body` is a slice of it, so the event log and the
+    /// store share one copy of the object's bytes. None for objects from a
+    /// list, and for changed copies ([`super::history`]'s `at_version`).
+    pub(super) framed: Option<(&'static str, Bytes)>,
 }
 
 impl CachedObject {
@@ -146,6 +151,15 @@ impl CachedObject {
                 )
             }
         }
+    }
+
+    /// The watch event of type `kind` this object arrived in (see
+    /// [`CachedObject::framed`]), when it arrived in one of that type.
+    pub fn framed_line(&self, kind: &str) -> Option<&Bytes> {
+        self.framed
+            .as_ref()
+            .filter(|(k, _)| *k == kind)
+            .map(|(_, l)| l)
     }
 
     /// A watch event of type `kind` carrying this object (or, with

@@ -62,6 +62,25 @@ impl TypeInfo {
         } else {
             pb::envelope(&self.api_version, &self.kind, &[src])
         };
+        self.parse_protobuf_body(body)
+    }
+
+    /// [`TypeInfo::parse_protobuf`] of the object (a whole body) of a watch
+    /// event of type `kind`: the object is kept inside the event's frame as
+    /// r8s's watchers get it (built here), for the event log to share.
+    pub fn parse_protobuf_event(
+        &self,
+        src: &[u8],
+        kind: &'static str,
+    ) -> Result<CachedObject, ObjectError> {
+        let frame = pb::watch_frame(kind, &[src]);
+        let body = frame.slice(frame.len() - src.len()..);
+        let mut o = self.parse_protobuf_body(body)?;
+        o.framed = Some((kind, frame));
+        Ok(o)
+    }
+
+    fn parse_protobuf_body(&self, body: Bytes) -> Result<CachedObject, ObjectError> {
         let field_names = supported_fields(&self.resource);
         // Field paths hold for core/v1 only (events.k8s.io's Event differs).
         let core = self.api_version == "v1";
@@ -152,6 +171,7 @@ fn parse(
         field_names,
         encoding: Encoding::Protobuf,
         body,
+        framed: None,
     })
 }
 
@@ -202,6 +222,7 @@ pub(super) fn at_version(o: &CachedObject, rv: u64) -> CachedObject {
             spans: o.spans.clone(),
             owned: o.owned.clone(),
             rv,
+            framed: None,
             ..*o
         })
 }

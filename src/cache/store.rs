@@ -555,9 +555,10 @@ mod tests {
         assert!(s.at(9).is_none());
         let kinds: Vec<EventKind> = s.events_after(10).unwrap().iter().map(|e| e.kind).collect();
         let x = obj("x", 11).size();
+        let line = obj("x", 11).body.len();
         let held = s.bytes() - s.current().bytes;
         assert!(
-            held >= 2 * x + 3 * x,
+            held >= 2 * x + 3 * line,
             "the deleted x is held by its event (last state and displaced version), and three lines: {held}"
         );
         assert_eq!(

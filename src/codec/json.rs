@@ -155,16 +155,29 @@ pub fn watch_line(kind: &str, object: &[u8]) -> Bytes {
 /// [`watch_line`] of an object given in pieces (a metadata-only form).
 pub fn watch_line_of(kind: &str, object: &[&[u8]]) -> Bytes {
     let len: usize = object.iter().map(|p| p.len()).sum();
-    let mut out = BytesMut::with_capacity(len + kind.len() + 24);
-    out.extend_from_slice(b"{\"type\":\"");
-    out.extend_from_slice(kind.as_bytes());
-    out.extend_from_slice(b"\",\"object\":");
+    let mut out = Vec::with_capacity(watch_line_head_len(kind) + len + WATCH_LINE_TAIL.len());
+    put_watch_line_head(&mut out, kind);
     for p in object {
         out.extend_from_slice(p);
     }
-    out.extend_from_slice(b"}\n");
-    out.freeze()
+    out.extend_from_slice(WATCH_LINE_TAIL);
+    Bytes::from(out)
 }
+
+/// What a watch line's object is preceded by: `{"type":"KIND","object":`.
+pub fn put_watch_line_head(out: &mut Vec<u8>, kind: &str) {
+    out.extend_from_slice(b"{\"type\":\"");
+    out.extend_from_slice(kind.as_bytes());
+    out.extend_from_slice(b"\",\"object\":");
+}
+
+/// The length of [`put_watch_line_head`]'s bytes.
+pub fn watch_line_head_len(kind: &str) -> usize {
+    kind.len() + 20
+}
+
+/// What ends a watch line after its object.
+pub const WATCH_LINE_TAIL: &[u8] = b"}\n";
 
 /// `apiVersion` of the metadata-only kinds.
 pub const META_API_VERSION: &str = "meta.k8s.io/v1";

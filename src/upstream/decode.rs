@@ -221,14 +221,18 @@ impl Decoder {
                 object = o;
             }
         }
-        let parse = |b: &[u8]| match self.encoding {
-            Encoding::Json => self.info.parse(b),
-            Encoding::Protobuf => self.info.parse_protobuf(b, true),
+        // Parsed inside the event as r8s's watchers will get it, so that
+        // the event log shares the object's bytes with the store.
+        let parse = |b: &[u8], kind: &'static str| match self.encoding {
+            Encoding::Json => self.info.parse_event(b, Some(kind)),
+            Encoding::Protobuf => self.info.parse_protobuf_event(b, kind),
         };
         let decoded = match kind {
-            "ADDED" => Decoded::Put("ADDED", parse(object).map_err(object_error)?),
-            "MODIFIED" => Decoded::Put("MODIFIED", parse(object).map_err(object_error)?),
-            "DELETED" => Decoded::Deleted(parse(object).map_err(object_error)?),
+            "ADDED" => Decoded::Put("ADDED", parse(object, "ADDED").map_err(object_error)?),
+            "MODIFIED" => {
+                Decoded::Put("MODIFIED", parse(object, "MODIFIED").map_err(object_error)?)
+            }
+            "DELETED" => Decoded::Deleted(parse(object, "DELETED").map_err(object_error)?),
             "BOOKMARK" => self.bookmark(object, want_empty)?,
             "ERROR" => return Err(self.watch_error(object)),
             other => {
