@@ -13,6 +13,9 @@
 //!     node, each node running one pod), 1,000 writes/s spread over the pods
 //!     of the first 1,000 nodes: r8s CPU per write with 0, 1,000, 5,000 and
 //!     10,000 watchers (only the watchers no write concerns grow).
+//! (c) an upstream event's cost with no watchers (r8s CPU per write at 1,000
+//!     writes/s, JSON only), and r8s's RSS with a 75 s history at 100
+//!     writes/s against the JSON it caches (`-- upstream`).
 //!
 //! Everything runs on 127.0.0.1 and stops by itself.
 
@@ -110,8 +113,10 @@ impl Setup {
         );
         let sim = format!("http://{sim_listen}");
         wait_ready(&c, &format!("{sim}/version")).await;
+        // `BENCH_R8S_BIN=/path/to/r8s` measures that r8s (an earlier build).
+        let r8s_bin = std::env::var("BENCH_R8S_BIN").unwrap_or_else(|_| BIN.to_string());
         let r8s_proc = Proc(
-            Command::new(BIN)
+            Command::new(r8s_bin)
                 .args(["serve", "--upstream", &sim, "--cache", "pods"])
                 .args(["--listen", &format!("127.0.0.1:{port}")])
                 .args(["--admin-listen", &format!("127.0.0.1:{admin_port}")])
@@ -646,30 +651,52 @@ fn watch_path(rv: u64) -> String {
 
 /// (a) Watchers on all pods at 100 writes/s: RSS per idle watcher, then
 /// delivery as watchers grow to 10,000 (HTTP/1.1), and 10,000 over HTTP/2.
-async fn all_pods() {
+/// The delivery steps `steps=h1:1000,h2:2500,...` names (transports
+/// `h1`, `h2`, `h1pb`; counts growing within a transport), or None.
+fn parse_steps(arg: &str) -> Option<Vec<(Transport, usize)>> {
+    arg.strip_prefix("steps=")?
+        .split(',')
+        .map(|s| {
+            let (t, n) = s.split_once(':')?;
+            let t = match t {
+                "h1" => Transport::H1,
+                "h2" => Transport::H2,
+                "h1pb" => Transport::H1Protobuf,
+                _ => return None,
+            };
+            Some((t, n.parse().ok()?))
+        })
+        .collect()
+}
+
+async fn all_pods(steps: Option<Vec<(Transport, usize)>>) {
     println!(
         "(a) {ALL_PODS} pods of ~2.3 KB; watchers on all pods from the current version, with bookmarks."
     );
     println!();
-    println!("| idle watchers | count | r8s RSS before | with them | RSS per watcher |");
-    println!("|---|---|---|---|---|");
-    idle_rss(ALL_WATCHERS, Transport::H1).await;
-    idle_rss(ALL_WATCHERS, Transport::H2).await;
+    if steps.is_none() {
+        println!("| idle watchers | count | r8s RSS before | with them | RSS per watcher |");
+        println!("|---|---|---|---|---|");
+        idle_rss(ALL_WATCHERS, Transport::H1).await;
+        idle_rss(ALL_WATCHERS, Transport::H2).await;
+    }
     let setup = Setup::all_pods().await;
 
     println!();
     println!("| transport | watchers | {DELIVER_COLUMNS}");
     println!("|---|---|{}", "---|".repeat(12));
-    let steps = [
-        (Transport::H1, 1_000),
-        (Transport::H1, 2_500),
-        (Transport::H1, 5_000),
-        (Transport::H1, ALL_WATCHERS),
-        (Transport::H2, 2_500),
-        (Transport::H2, 5_000),
-        (Transport::H2, ALL_WATCHERS),
-        (Transport::H1Protobuf, ALL_WATCHERS),
-    ];
+    let steps = steps.unwrap_or_else(|| {
+        vec![
+            (Transport::H1, 1_000),
+            (Transport::H1, 2_500),
+            (Transport::H1, 5_000),
+            (Transport::H1, ALL_WATCHERS),
+            (Transport::H2, 2_500),
+            (Transport::H2, 5_000),
+            (Transport::H2, ALL_WATCHERS),
+            (Transport::H1Protobuf, ALL_WATCHERS),
+        ]
+    });
     let mut open: Vec<tokio::task::JoinHandle<()>> = Vec::new();
     let mut transport = Transport::H1;
     let mut tally = Arc::new(Tally::default());
@@ -929,6 +956,87 @@ async fn kubelets() {
     );
 }
 
+/// kube-apiserver's cacher keeps 75 s of events: at 100 writes/s, 7,500.
+const HISTORY_75S: usize = 7_500;
+const UPSTREAM_PODS: usize = 10_000;
+
+/// (c) What an upstream event costs r8s with no watchers (CPU per event at
+/// 1,000 writes/s), and what a 75 s history at 100 writes/s holds (RSS
+/// against the JSON it caches). r8s caches pods in JSON only.
+async fn upstream_cost() {
+    let mut env = vec![
+        ("R8S_CACHE__ENCODINGS", r#"["json"]"#.to_string()),
+        ("R8S_WATCH__HISTORY_EVENTS", HISTORY_75S.to_string()),
+    ];
+    // `BENCH_MAX_RETAINED_VERSIONS=N`: r8s's `cache.max_retained_versions`
+    // (what the versions kept for Exact reads and pagination cost).
+    if let Ok(n) = std::env::var("BENCH_MAX_RETAINED_VERSIONS") {
+        env.push(("R8S_CACHE__MAX_RETAINED_VERSIONS", n));
+    }
+    let setup = Setup::start_with(
+        &[
+            "--pods",
+            &UPSTREAM_PODS.to_string(),
+            "--namespaces",
+            &NAMESPACES.to_string(),
+        ],
+        &env,
+    )
+    .await;
+    let pick = || {
+        let i = fastrand::usize(..UPSTREAM_PODS);
+        format!("/api/v1/namespaces/ns-{}/pods/pod-{i:05}", i % NAMESPACES)
+    };
+    println!(
+        "(c) {UPSTREAM_PODS} pods, JSON only, no watchers; `watch.history_events` {HISTORY_75S} (75 s at 100 writes/s)."
+    );
+    println!();
+    println!("| watchers | {DELIVER_COLUMNS}");
+    println!("|---|{}", "---|".repeat(12));
+    let synced = rss_kib(setup.pid()) as f64 * 1024.0;
+    let tally = Arc::new(Tally::default());
+    let row = deliver(&setup, &tally, 1_000.0, Expect::EachWrite(0), pick).await;
+    println!("| 0 | {row} |");
+    let churned = rss_kib(setup.pid()) as f64 * 1024.0;
+    // Memory: 80 s at 100 writes/s, so the log holds only those writes.
+    let w = Writer::start(setup.sim.clone(), 100.0, pick);
+    tokio::time::sleep(Duration::from_secs(80)).await;
+    w.stop().await;
+    settled(&setup, &tally, Some(0)).await;
+    let m = setup.metrics().await;
+    let store = r#"{resource="v1/pods"}"#;
+    let log_events = metric(&m, &format!("r8s_watch_log_events{store}"));
+    let log_bytes = metric(&m, &format!("r8s_watch_log_bytes{store}"));
+    let cache_bytes = metric(&m, &format!("r8s_cache_bytes{store}"));
+    // The JSON cached: the current pods (their bytes as a GET serves them)
+    // and the older versions the log keeps (one per event, about the same size).
+    let list = fetch(
+        &setup.c,
+        &format!("http://{}/api/v1/pods?resourceVersion=0", setup.r8s),
+    )
+    .await;
+    let per_pod = list.len() as f64 / UPSTREAM_PODS as f64 + 30.0;
+    let json = per_pod * (UPSTREAM_PODS as f64 + log_events);
+    let rss = rss_kib(setup.pid()) as f64 * 1024.0;
+    let mib = |b: f64| b / (1024.0 * 1024.0);
+    println!();
+    println!(
+        "| pods | log events | JSON cached (pods + log) | r8s_cache_bytes | r8s_watch_log_bytes | log bytes per event | r8s RSS: synced, no log | after 1,000 writes/s | with the 75 s log | RSS / JSON cached |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!(
+        "| {UPSTREAM_PODS} | {log_events} | {:.1} MiB | {:.1} MiB | {:.1} MiB | {:.0} B (pod ~{per_pod:.0} B) | {:.1} MiB | {:.1} MiB | {:.1} MiB | {:.2} |",
+        mib(json),
+        mib(cache_bytes),
+        mib(log_bytes),
+        log_bytes / log_events.max(1.0),
+        mib(synced),
+        mib(churned),
+        mib(rss),
+        rss / json
+    );
+}
+
 /// Watch attempts over HTTP/2 (100 per connection): the answers, and the
 /// open watches' bodies (kept, unread, so their watches stay open).
 #[derive(Default)]
@@ -1043,8 +1151,9 @@ async fn overload() {
 
 #[tokio::main]
 async fn main() {
-    // `cargo bench --bench watch -- all` (or `kubelets`) runs one part;
-    // `-- overload` runs only the watch.max_watchers overload.
+    // `cargo bench --bench watch -- all` (or `kubelets`, `upstream`) runs one part;
+    // `-- overload` runs only the watch.max_watchers overload;
+    // `-- steps=h2:1000,h2:2500` runs only those delivery steps of (a).
     let args: Vec<String> = std::env::args().collect();
     let which = if args.iter().any(|a| a == "all") {
         "all"
@@ -1052,6 +1161,8 @@ async fn main() {
         return overload().await;
     } else if args.iter().any(|a| a == "kubelets") {
         "kubelets"
+    } else if args.iter().any(|a| a == "upstream") {
+        "upstream"
     } else {
         ""
     };
@@ -1059,10 +1170,16 @@ async fn main() {
         "machine: {} cores; r8s: {BIN}",
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
-    if which != "kubelets" {
-        all_pods().await;
+    if let Some(steps) = args.iter().find_map(|a| parse_steps(a)) {
+        return all_pods(Some(steps)).await;
     }
-    if which != "all" {
+    if which == "" || which == "all" {
+        all_pods(None).await;
+    }
+    if which == "" || which == "kubelets" {
         kubelets().await;
+    }
+    if which == "" || which == "upstream" {
+        upstream_cost().await;
     }
 }
