@@ -246,7 +246,7 @@ impl TypeInfo {
         } else {
             src.len()
         };
-        let head_len = kind.map_or(0, |k| json::watch_line_head_len(k));
+        let head_len = kind.map_or(0, json::watch_line_head_len);
         let tail = if kind.is_some() {
             json::WATCH_LINE_TAIL
         } else {
