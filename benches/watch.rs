@@ -1173,13 +1173,13 @@ async fn main() {
     if let Some(steps) = args.iter().find_map(|a| parse_steps(a)) {
         return all_pods(Some(steps)).await;
     }
-    if which == "" || which == "all" {
+    if which.is_empty() || which == "all" {
         all_pods(None).await;
     }
-    if which == "" || which == "kubelets" {
+    if which.is_empty() || which == "kubelets" {
         kubelets().await;
     }
-    if which == "" || which == "upstream" {
+    if which.is_empty() || which == "upstream" {
         upstream_cost().await;
     }
 }
