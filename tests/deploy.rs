@@ -17,13 +17,22 @@ use serde_json::{Value, json};
 const BIN: &str = env!("CARGO_BIN_EXE_r8s");
 const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/kubernetes");
 
+/// A file of its own holding `text`: the tests run in parallel in one
+/// process, and a shared name let one test read another's half-written file.
+fn scratch(name: &str, text: &str) -> std::path::PathBuf {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("r8s-deploy-{}-{n}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join(name);
+    std::fs::write(&file, text).unwrap();
+    file
+}
+
 /// The objects of a YAML stream as JSON, decoded by kubectl without a server
 /// (client-side: `--local` asks no apiserver, whatever the kind).
 fn decode_locally(yaml: &str) -> Vec<Value> {
-    let dir = std::env::temp_dir().join(format!("r8s-deploy-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("render.yaml");
-    std::fs::write(&file, yaml).unwrap();
+    let file = scratch("render.yaml", yaml);
     // Removing an annotation nobody set changes nothing; it is only the way
     // to have kubectl decode and print objects offline.
     let out = Command::new("kubectl")
@@ -155,10 +164,7 @@ fn config_check_args<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> toml::Value {
 
 /// The configuration of an `r8s.toml` the manifests carry.
 fn config_check(toml_text: &str) -> toml::Value {
-    let dir = std::env::temp_dir().join(format!("r8s-deploy-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("r8s.toml");
-    std::fs::write(&file, toml_text).unwrap();
+    let file = scratch("r8s.toml", toml_text);
     config_check_args(&[std::ffi::OsStr::new("--config"), file.as_os_str()])
 }
 
