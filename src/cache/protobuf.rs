@@ -289,6 +289,14 @@ mod tests {
         assert_eq!(&item[item.len() - raw.len()..], &raw[..]);
         let same = info().parse_protobuf(&o.body, true).unwrap();
         assert_eq!(same.body, o.body);
+        // Arrived in a watch event: the body is a slice of the frame the log
+        // shares, which is the frame r8s would build for it.
+        let arrived = info().parse_protobuf_event(&o.body, "MODIFIED").unwrap();
+        assert_eq!(arrived.body, o.body);
+        let frame = arrived.framed_line("MODIFIED").unwrap();
+        assert_eq!(frame, &o.watch_event("MODIFIED", false));
+        assert!(frame.as_ptr_range().contains(&arrived.body.as_ptr()));
+        assert!(arrived.framed_line("ADDED").is_none());
         let s = Selectors {
             labels: LabelSelector::parse("app=web").unwrap(),
             fields: FieldSelector::parse("spec.nodeName=n1", supported_fields("pods")).unwrap(),

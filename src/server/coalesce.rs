@@ -139,8 +139,10 @@ where
 {
     type Output = Result<(), E>;
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let done = match self.conn.as_mut() {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // Unpin (the connection is boxed): its fields borrow apart.
+        let this = self.get_mut();
+        let done = match this.conn.as_mut() {
             Some(conn) => match conn.as_mut().poll(cx) {
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
                 Poll::Ready(Ok(())) => true,
@@ -149,20 +151,19 @@ where
             None => true,
         };
         if done {
-            self.conn = None;
+            this.conn = None;
         }
-        let shared = self.shared.clone();
-        let mut s = shared.locked();
-        if s.mode == Mode::Coalesce && !done && !s.held.is_empty() && !self.yielded {
+        let mut s = this.shared.locked();
+        if s.mode == Mode::Coalesce && !done && !s.held.is_empty() && !this.yielded {
             // The streams' tasks woke this one as each queued its frame, and
             // it ran before the rest had queued theirs: let them run first
             // (a task that wakes itself goes to the back of the run queue),
             // and write them all on the next poll.
-            self.yielded = true;
+            this.yielded = true;
             cx.waker().wake_by_ref();
             return Poll::Pending;
         }
-        self.yielded = false;
+        this.yielded = false;
         if s.mode == Mode::Coalesce {
             match s.drain(cx) {
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(e.into())),
