@@ -271,7 +271,12 @@ async fn connection<I, H, F>(
     let addr = peer.addr;
     let svc = service_fn(move |req| {
         let (h, p) = (handler.clone(), peer.clone());
-        async move { Ok::<_, Infallible>(h(req, p).await) }
+        async move {
+            if header_bytes(&req) > MAX_HEADER_BYTES + 4096 {
+                return Ok(headers_too_large(req.version()));
+            }
+            Ok::<_, Infallible>(h(req, p).await)
+        }
     });
     let (io, drain) = coalesce::split(io);
     let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), svc);
@@ -288,6 +293,32 @@ async fn connection<I, H, F>(
             None => tracing::debug!(error = %e, peer = %addr, "connection ended with an error"),
         }
     }
+}
+
+/// The bytes of a request's header lines, as Go's `MaxHeaderBytes` counts
+/// them (`name: value\r\n`). hyper's HTTP/1.1 bound (`max_buf_size`) is only
+/// checked while the headers are incomplete: a read that brings them all at
+/// once may go past it, so it is checked again here (HTTP/2's header list
+/// bound is exact already; the check costs one pass over the headers).
+fn header_bytes<B>(req: &Request<B>) -> usize {
+    req.headers()
+        .iter()
+        .map(|(k, v)| k.as_str().len() + v.len() + 4)
+        .sum()
+}
+
+/// The answer to headers over the bound: hyper's own (a bare 431); an
+/// HTTP/1.1 connection is closed after it, as Go's server closes it.
+fn headers_too_large(version: http::Version) -> Response<Body> {
+    let mut r = Response::new(crate::body::empty());
+    *r.status_mut() = http::StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE;
+    if version == http::Version::HTTP_11 {
+        r.headers_mut().insert(
+            http::header::CONNECTION,
+            http::HeaderValue::from_static("close"),
+        );
+    }
+    r
 }
 
 /// Which of the listener's bounds ended a connection, if one did: hyper's
