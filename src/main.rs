@@ -27,7 +27,36 @@ fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(code)
 }
 
+/// Where glibc's malloc keeps a heap's free top instead of giving it back.
+///
+/// Until a large mmapped block is freed, glibc returns the free top of a heap
+/// to the kernel as soon as it passes 128 KiB. A list in flight holds a few
+/// hundred KiB of chunks and TLS records, freed as they are written, so each
+/// list trimmed the heap and faulted the same pages in again: up to 2,500
+/// page faults and half the CPU of a 11.6 MB protobuf list over TLS
+/// (BENCHMARKS.md, "TLS lists and gets"). 4 MiB is well inside the range
+/// glibc's own dynamic thresholds reach (up to 32 MiB); an operator's
+/// `GLIBC_TUNABLES` for either setting wins.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn tune_malloc() {
+    const THRESHOLD: libc::c_int = 4 << 20;
+    let tunables = std::env::var("GLIBC_TUNABLES").unwrap_or_default();
+    if tunables.contains("malloc.trim_threshold") || tunables.contains("malloc.mmap_threshold") {
+        return;
+    }
+    // SAFETY: mallopt only changes the allocator's parameters (it takes the
+    // arena locks itself); this runs before any other thread is started.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, THRESHOLD);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, THRESHOLD);
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn tune_malloc() {}
+
 fn main() -> ExitCode {
+    tune_malloc();
     let cli = Cli::parse();
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
