@@ -34,7 +34,7 @@ fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {
 /// hundred KiB of chunks and TLS records, freed as they are written, so each
 /// list trimmed the heap and faulted the same pages in again: up to 2,500
 /// page faults and half the CPU of a 11.6 MB protobuf list over TLS
-/// (BENCHMARKS.md, "TLS lists and gets"). 4 MiB is well inside the range
+/// (BENCHMARKS.md, "The heap's free top kept"). 4 MiB is well inside the range
 /// glibc's own dynamic thresholds reach (up to 32 MiB); an operator's
 /// `GLIBC_TUNABLES` for either setting wins.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
