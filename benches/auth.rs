@@ -11,7 +11,7 @@
 mod common;
 
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
@@ -19,7 +19,8 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
-use common::{Proc, cpu_time, free_port, wait_ready};
+use common::{Proc, cpu_time, free_port, load, sim, wait_ready};
+use std::sync::Arc;
 
 const BIN: &str = env!("CARGO_BIN_EXE_r8s");
 const ROUNDS: usize = 6;
@@ -51,25 +52,15 @@ async fn round(
 ) -> (Vec<Duration>, Duration, Duration) {
     let c: C = Client::builder(TokioExecutor::new()).build(HttpConnector::new());
     let cpu0 = cpu_time(pid);
-    let start = Instant::now();
-    let mut tasks = Vec::new();
-    for _ in 0..CONCURRENCY {
-        let (c, url) = (c.clone(), url.to_string());
-        tasks.push(tokio::spawn(async move {
-            let mut lat = Vec::with_capacity(PER_ROUND / CONCURRENCY);
-            for _ in 0..PER_ROUND / CONCURRENCY {
-                let t = Instant::now();
-                assert_eq!(fetch(&c, &url, token).await, 200);
-                lat.push(t.elapsed());
-            }
-            lat
-        }));
-    }
-    let mut all = Vec::new();
-    for t in tasks {
-        all.extend(t.await.unwrap());
-    }
-    (all, start.elapsed(), cpu_time(pid) - cpu0)
+    let url: Arc<str> = url.into();
+    let l = load(vec![c; CONCURRENCY], PER_ROUND / CONCURRENCY, move |c| {
+        let url = url.clone();
+        async move {
+            assert_eq!(fetch(&c, &url, token).await, 200);
+        }
+    })
+    .await;
+    (l.latencies, l.wall, cpu_time(pid) - cpu0)
 }
 
 fn us(d: Duration) -> String {
@@ -91,21 +82,8 @@ async fn main() {
 
     let c: C = Client::builder(TokioExecutor::new()).build(HttpConnector::new());
     let sim_port = free_port();
-    let _sim = Proc(
-        Command::new(BIN)
-            .args([
-                "sim",
-                "--listen",
-                &format!("127.0.0.1:{sim_port}"),
-                "--pods",
-                "1000",
-            ])
-            .arg("--tokens")
-            .arg(&tokens)
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let tokens_arg = tokens.display().to_string();
+    let _sim = sim(BIN, sim_port, &["--pods", "1000", "--tokens", &tokens_arg]);
     let sim = format!("http://127.0.0.1:{sim_port}");
     let serve = |name: &str, auth: &str| {
         let (port, admin) = (free_port(), free_port());

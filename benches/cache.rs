@@ -25,7 +25,8 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::TcpListener;
 
-use common::{Proc, cpu_time, free_port, rss_kib, wait_ready};
+use common::{Proc, cpu_time, free_port, load, rss_kib, sim, wait_ready};
+use std::sync::Arc;
 
 const BIN: &str = env!("CARGO_BIN_EXE_r8s");
 
@@ -110,27 +111,15 @@ async fn measure_as(
     for _ in 0..5 {
         fetch_as(&c, url, accept).await;
     }
-    let start = Instant::now();
-    let mut tasks = Vec::new();
-    for _ in 0..conc {
-        let (c, url) = (c.clone(), url.to_string());
-        tasks.push(tokio::spawn(async move {
-            let mut lat = Vec::new();
-            for _ in 0..n / conc {
-                let t = Instant::now();
-                fetch_as(&c, &url, accept).await;
-                lat.push(t.elapsed());
-            }
-            lat
-        }));
-    }
-    let mut all = Vec::new();
-    for t in tasks {
-        all.extend(t.await.unwrap());
-    }
-    let rps = all.len() as f64 / start.elapsed().as_secs_f64();
-    all.sort();
-    (all[all.len() / 2], all[all.len() * 99 / 100], rps)
+    let url: Arc<str> = url.into();
+    let l = load(vec![c; conc], n / conc, move |c| {
+        let url = url.clone();
+        async move {
+            fetch_as(&c, &url, accept).await;
+        }
+    })
+    .await;
+    (l.percentile(50), l.percentile(99), l.rate())
 }
 
 fn ms(d: Duration) -> String {
@@ -159,20 +148,10 @@ async fn main() {
     let json_only =
         std::env::temp_dir().join(format!("r8s-bench-json-{}.toml", std::process::id()));
     std::fs::write(&json_only, "[cache]\nencodings = [\"json\"]\n").unwrap();
-    let _sim = Proc(
-        Command::new(BIN)
-            .args([
-                "sim",
-                "--listen",
-                &format!("127.0.0.1:{sim_port}"),
-                "--pods",
-                &PODS.to_string(),
-                "--namespaces",
-                "10",
-            ])
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
+    let _sim = sim(
+        BIN,
+        sim_port,
+        &["--pods", &PODS.to_string(), "--namespaces", "10"],
     );
     let sim = format!("http://127.0.0.1:{sim_port}");
     wait_ready(&c, &format!("{sim}/version")).await;

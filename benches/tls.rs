@@ -28,7 +28,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use tokio::net::{TcpListener, TcpStream};
 
-use common::{Proc, cpu_time, free_port, wait_ready};
+use common::{Proc, cpu_time, free_port, load, sim, wait_ready};
 
 const BIN: &str = env!("CARGO_BIN_EXE_r8s");
 const PODS: usize = 10_000;
@@ -208,32 +208,19 @@ async fn measure(
         fetch(c, path, accept).await;
     }
     let cpu0 = cpu_time(pid);
-    let start = Instant::now();
-    let mut tasks = Vec::new();
-    for c in conns {
-        let path = path.to_string();
-        tasks.push(tokio::spawn(async move {
-            let mut lat = Vec::with_capacity(n / conc);
-            for _ in 0..n / conc {
-                let t = Instant::now();
-                fetch(&c, &path, accept).await;
-                lat.push(t.elapsed());
-            }
-            lat
-        }));
-    }
-    let mut all = Vec::new();
-    for t in tasks {
-        all.extend(t.await.unwrap());
-    }
-    let wall = start.elapsed();
-    let cpu = (cpu_time(pid) - cpu0) / all.len() as u32;
-    all.sort();
+    let path: Arc<str> = path.into();
+    let l = load(conns, n / conc, move |c| {
+        let path = path.clone();
+        async move {
+            fetch(&c, &path, accept).await;
+        }
+    })
+    .await;
     Run {
-        p50: all[all.len() / 2],
-        p99: all[all.len() * 99 / 100],
-        rps: all.len() as f64 / wall.as_secs_f64(),
-        cpu,
+        p50: l.percentile(50),
+        p99: l.percentile(99),
+        rps: l.rate(),
+        cpu: (cpu_time(pid) - cpu0) / l.latencies.len() as u32,
     }
 }
 
@@ -295,20 +282,11 @@ async fn main() {
     let c: Client<HttpConnector, Empty<Bytes>> =
         Client::builder(TokioExecutor::new()).build(HttpConnector::new());
     let sim_port = free_port();
-    let _sim = Proc(
-        Command::new(BIN)
-            .args([
-                "sim",
-                "--listen",
-                &format!("127.0.0.1:{sim_port}"),
-                "--pods",
-                &PODS.to_string(),
-            ])
-            .arg("--tokens")
-            .arg(&tokens)
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
+    let tokens_arg = tokens.display().to_string();
+    let _sim = sim(
+        BIN,
+        sim_port,
+        &["--pods", &PODS.to_string(), "--tokens", &tokens_arg],
     );
     let (port, admin) = (free_port(), free_port());
     let config = dir.join("r8s.toml");

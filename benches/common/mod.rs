@@ -71,3 +71,67 @@ pub async fn wait_ready<B>(
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
 }
+
+/// What [`load`] measured: every call's latency, sorted, and the wall time.
+pub struct Load {
+    /// Each call's latency, shortest first.
+    pub latencies: Vec<std::time::Duration>,
+    /// From the first call started to the last one answered.
+    pub wall: std::time::Duration,
+}
+
+impl Load {
+    /// The latency below which `p` percent of the calls answered.
+    pub fn percentile(&self, p: usize) -> std::time::Duration {
+        self.latencies[self.latencies.len() * p / 100]
+    }
+
+    /// Calls answered per second.
+    pub fn rate(&self) -> f64 {
+        self.latencies.len() as f64 / self.wall.as_secs_f64()
+    }
+}
+
+/// Runs `per` timed calls of `call` one after another on each of `clients`,
+/// all clients at once (each on a task of its own).
+pub async fn load<T, F, Fut>(clients: Vec<T>, per: usize, call: F) -> Load
+where
+    T: Clone + Send + 'static,
+    F: Fn(T) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let start = std::time::Instant::now();
+    let mut tasks = Vec::new();
+    for c in clients {
+        let call = call.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut lat = Vec::with_capacity(per);
+            for _ in 0..per {
+                let t = std::time::Instant::now();
+                call(c.clone()).await;
+                lat.push(t.elapsed());
+            }
+            lat
+        }));
+    }
+    let mut latencies = Vec::new();
+    for t in tasks {
+        latencies.extend(t.await.unwrap());
+    }
+    let wall = start.elapsed();
+    latencies.sort();
+    Load { latencies, wall }
+}
+
+/// `r8s sim` (the binary `bin`) on 127.0.0.1:`port` with `args` (how many
+/// pods, a tokens file), its log discarded.
+pub fn sim(bin: &str, port: u16, args: &[&str]) -> Proc {
+    Proc(
+        std::process::Command::new(bin)
+            .args(["sim", "--listen", &format!("127.0.0.1:{port}")])
+            .args(args)
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    )
+}
