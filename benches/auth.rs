@@ -19,7 +19,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
-use common::{Proc, cpu_time, free_port, load, sim, wait_ready};
+use common::{Proc, Scratch, cpu_time, free_port, load, sim, wait_ready};
 use std::sync::Arc;
 
 const BIN: &str = env!("CARGO_BIN_EXE_r8s");
@@ -69,8 +69,7 @@ fn us(d: Duration) -> String {
 
 #[tokio::main]
 async fn main() {
-    let dir = std::env::temp_dir().join(format!("r8s-bench-auth-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = Scratch::new("auth");
     let tokens = dir.join("tokens.csv");
     std::fs::write(
         &tokens,
@@ -87,7 +86,7 @@ async fn main() {
     let sim = format!("http://127.0.0.1:{sim_port}");
     let serve = |name: &str, auth: &str| {
         let (port, admin) = (free_port(), free_port());
-        let config = dir.join(format!("{name}.toml"));
+        let config = dir.join(&format!("{name}.toml"));
         std::fs::write(
             &config,
             format!(

@@ -19,13 +19,13 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Empty, Full};
+use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::TcpListener;
 
-use common::{Proc, cpu_time, free_port, load, rss_kib, sim, wait_ready};
+use common::{Proc, Scratch, answering, cpu_time, free_port, load, rss_kib, sim, wait_ready};
 use std::sync::Arc;
 
 const BIN: &str = env!("CARGO_BIN_EXE_r8s");
@@ -58,8 +58,8 @@ async fn fetch_as(c: &C, url: &str, accept: Option<&str>) -> Bytes {
 
 /// The floor, in a process of its own (as r8s is): this benchmark binary
 /// re-executed as `floor FILE PORT`, answering every request with the file.
-fn floor(body: &Bytes, name: &str) -> (Proc, String) {
-    let path = std::env::temp_dir().join(format!("r8s-floor-{}-{name}", std::process::id()));
+fn floor(scratch: &Scratch, body: &Bytes, name: &str) -> (Proc, String) {
+    let path = scratch.join(&format!("floor-{name}"));
     std::fs::write(&path, body).unwrap();
     let port = free_port();
     let child = Command::new(std::env::current_exe().unwrap())
@@ -78,17 +78,8 @@ async fn floor_server(body: Bytes, port: u16) {
             let _ = s.set_nodelay(true);
             let body = body.clone();
             tokio::spawn(async move {
-                let svc = hyper::service::service_fn(move |_req| {
-                    let b = body.clone();
-                    async move {
-                        let mut r = http::Response::new(Full::new(b));
-                        r.headers_mut()
-                            .insert("content-type", "application/json".parse().unwrap());
-                        Ok::<_, std::convert::Infallible>(r)
-                    }
-                });
                 let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(s), svc)
+                    .serve_connection(TokioIo::new(s), answering(body))
                     .await;
             });
         }
@@ -145,8 +136,8 @@ async fn main() {
         free_port(),
     );
     // An r8s holding pods in JSON only, to tell the two encodings' memory apart.
-    let json_only =
-        std::env::temp_dir().join(format!("r8s-bench-json-{}.toml", std::process::id()));
+    let scratch = Scratch::new("cache");
+    let json_only = scratch.join("json-only.toml");
     std::fs::write(&json_only, "[cache]\nencodings = [\"json\"]\n").unwrap();
     let _sim = sim(
         BIN,
@@ -189,10 +180,10 @@ async fn main() {
     let pb_list = fetch_as(&c, &format!("{r8s}{list_path}"), Some(PROTOBUF)).await;
     let pb_one = fetch_as(&c, &format!("{r8s}{get_path}"), Some(PROTOBUF)).await;
     assert!(pb_list.starts_with(b"k8s\0") && pb_one.starts_with(b"k8s\0"));
-    let (_lf, list_floor) = floor(&list, "list");
-    let (_gf, get_floor) = floor(&one, "get");
-    let (_plf, pb_list_floor) = floor(&pb_list, "pb-list");
-    let (_pgf, pb_get_floor) = floor(&pb_one, "pb-get");
+    let (_lf, list_floor) = floor(&scratch, &list, "list");
+    let (_gf, get_floor) = floor(&scratch, &one, "get");
+    let (_plf, pb_list_floor) = floor(&scratch, &pb_list, "pb-list");
+    let (_pgf, pb_get_floor) = floor(&scratch, &pb_one, "pb-get");
     for f in [&list_floor, &get_floor, &pb_list_floor, &pb_get_floor] {
         wait_ready(&c, &format!("{f}/")).await;
     }

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Empty, Full};
+use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -28,7 +28,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use tokio::net::{TcpListener, TcpStream};
 
-use common::{Proc, cpu_time, free_port, load, sim, wait_ready};
+use common::{Proc, Scratch, answering, cpu_time, free_port, load, sim, wait_ready};
 
 const BIN: &str = env!("CARGO_BIN_EXE_r8s");
 const PODS: usize = 10_000;
@@ -71,25 +71,16 @@ async fn floor_server(body: Bytes, cert: &str, key: &str, port: u16) {
             let Ok(tls) = acceptor.accept(s).await else {
                 return;
             };
-            let svc = hyper::service::service_fn(move |_req| {
-                let b = body.clone();
-                async move {
-                    let mut r = http::Response::new(Full::new(b));
-                    r.headers_mut()
-                        .insert("content-type", "application/json".parse().unwrap());
-                    Ok::<_, std::convert::Infallible>(r)
-                }
-            });
             let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
-                .serve_connection(TokioIo::new(tls), svc)
+                .serve_connection(TokioIo::new(tls), answering(body))
                 .await;
         });
     }
 }
 
 /// Starts a floor serving `body`; returns it and its address.
-fn floor(body: &Bytes, name: &str, cert: &str, key: &str) -> (Proc, SocketAddr) {
-    let path = std::env::temp_dir().join(format!("r8s-tls-floor-{}-{name}", std::process::id()));
+fn floor(scratch: &Scratch, body: &Bytes, name: &str, cert: &str, key: &str) -> (Proc, SocketAddr) {
+    let path = scratch.join(&format!("floor-{name}"));
     std::fs::write(&path, body).unwrap();
     let port = free_port();
     let child = Command::new(std::env::current_exe().unwrap())
@@ -260,8 +251,7 @@ async fn main() {
         floor_server(body, &args[3], &args[4], args[5].parse().unwrap()).await;
         return;
     }
-    let dir = std::env::temp_dir().join(format!("r8s-bench-tls-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = Scratch::new("tls");
     let ck =
         rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()]).unwrap();
     let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
@@ -324,10 +314,10 @@ async fn main() {
     assert!(pb_list.starts_with(b"k8s\0") && pb_one.starts_with(b"k8s\0"));
     let (cs, ks) = (cert.display().to_string(), key.display().to_string());
     let floors = [
-        floor(&list, "list", &cs, &ks),
-        floor(&pb_list, "pb-list", &cs, &ks),
-        floor(&one, "get", &cs, &ks),
-        floor(&pb_one, "pb-get", &cs, &ks),
+        floor(&dir, &list, "list", &cs, &ks),
+        floor(&dir, &pb_list, "pb-list", &cs, &ks),
+        floor(&dir, &one, "get", &cs, &ks),
+        floor(&dir, &pb_one, "pb-get", &cs, &ks),
     ];
     for (_, addr) in &floors {
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -400,7 +390,6 @@ async fn main() {
         let (faddr, fpid) = at(c.floor);
         let fl = measure(faddr, fpid, c.tls, "/", c.accept, c.n, c.conc).await;
         let r = measure(r8s, pid, c.tls, c.path, c.accept, c.n, c.conc).await;
-        let what = c.what;
-        rows(what, &fl, &r);
+        rows(c.what, &fl, &r);
     }
 }

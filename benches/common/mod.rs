@@ -135,3 +135,55 @@ pub fn sim(bin: &str, port: u16, args: &[&str]) -> Proc {
             .unwrap(),
     )
 }
+
+/// A benchmark run's own directory under the system's temp dir (certificates,
+/// tokens, configs, the bodies its floors serve), removed when dropped.
+pub struct Scratch(std::path::PathBuf);
+
+impl Scratch {
+    /// `r8s-bench-NAME-PID`, created empty.
+    pub fn new(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("r8s-bench-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+
+    /// The path of `file` in it.
+    pub fn join(&self, file: &str) -> std::path::PathBuf {
+        self.0.join(file)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A floor's response: the bytes it was given, whole.
+pub type FloorResponse = http::Response<http_body_util::Full<bytes::Bytes>>;
+
+/// What a floor answers every request with: `body`, labelled protobuf when
+/// it is a Kubernetes protobuf envelope and JSON otherwise, as r8s sent it.
+pub fn answering(
+    body: bytes::Bytes,
+) -> impl hyper::service::Service<
+    http::Request<hyper::body::Incoming>,
+    Response = FloorResponse,
+    Error = std::convert::Infallible,
+    Future = std::future::Ready<Result<FloorResponse, std::convert::Infallible>>,
+> + Clone {
+    let content_type = if body.starts_with(b"k8s\0") {
+        "application/vnd.kubernetes.protobuf"
+    } else {
+        "application/json"
+    };
+    hyper::service::service_fn(move |_req| {
+        let mut r = http::Response::new(http_body_util::Full::new(body.clone()));
+        r.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static(content_type),
+        );
+        std::future::ready(Ok(r))
+    })
+}
