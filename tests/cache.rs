@@ -99,6 +99,95 @@ async fn should_serve_only_consistent_snapshots_under_churn() {
     sim.stop().await;
 }
 
+/// Pages cut from one version while the upstream changes under them, and
+/// Exact reads of versions already superseded, are served from the cache and
+/// are the upstream's state at their version.
+#[tokio::test(flavor = "multi_thread")]
+async fn should_page_and_read_superseded_versions_from_cache_under_churn() {
+    let mut cfg = sim_config();
+    cfg.pods = 300;
+    cfg.churn = 500.0;
+    cfg.history = 200_000;
+    let sim = start_sim(cfg).await;
+    let r8s = start_r8s_caching(vec![sim.url()], &["pods"]).await;
+    let hit = |r: &Resp, what: &str| {
+        assert_eq!(r.status, 200, "{what}: {}", r.text());
+        assert_eq!(r.headers["x-r8s-cache"], "hit", "{what}");
+    };
+    let truth = |rv: String| {
+        let url = format!(
+            "{}/api/v1/pods?resourceVersion={rv}&resourceVersionMatch=Exact",
+            sim.url()
+        );
+        async move { items(&get(&url).await.json()) }
+    };
+    // Pages of 40, 150 ms apart: ~75 changes land between two pages.
+    let mut paged = Vec::new();
+    let mut url = format!("{}/api/v1/pods?resourceVersion=0&limit=40", r8s.url());
+    let first = get(&url).await;
+    hit(&first, "first page");
+    let first = first.json();
+    let rv = first["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut page = first;
+    let mut pages = 1;
+    loop {
+        paged.extend(items(&page));
+        let Some(token) = page["metadata"]["continue"].as_str().map(str::to_string) else {
+            break;
+        };
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        url = format!("{}/api/v1/pods?limit=40&continue={token}", r8s.url());
+        let next = get(&url).await;
+        hit(&next, &format!("page {}", pages + 1));
+        page = next.json();
+        assert_eq!(
+            page["metadata"]["resourceVersion"].as_str(),
+            Some(rv.as_str())
+        );
+        pages += 1;
+    }
+    assert_eq!(pages, 8, "300 pods in pages of 40");
+    let now = get(&format!("{}/api/v1/pods?resourceVersion=0", r8s.url()))
+        .await
+        .json();
+    let now_rv: u64 = now["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        now_rv > rv.parse::<u64>().unwrap() + 200,
+        "the pods changed meanwhile"
+    );
+    assert_eq!(
+        paged,
+        truth(rv.clone()).await,
+        "the pages are the upstream's state at {rv}"
+    );
+    // The version the first page was cut from, read again as Exact, and one
+    // no page was cut from (rewound with the watch log).
+    let older = rv.parse::<u64>().unwrap() + 100;
+    for at in [rv.parse::<u64>().unwrap(), older] {
+        let got = get(&format!(
+            "{}/api/v1/pods?resourceVersion={at}&resourceVersionMatch=Exact",
+            r8s.url()
+        ))
+        .await;
+        hit(&got, &format!("Exact at {at}"));
+        let got = got.json();
+        assert_eq!(
+            got["metadata"]["resourceVersion"].as_str(),
+            Some(at.to_string().as_str())
+        );
+        assert_eq!(items(&got), truth(at.to_string()).await, "Exact at {at}");
+    }
+    r8s.stop().await;
+    sim.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn should_relist_after_410_and_converge_with_deletes() {
     let mut cfg = sim_config();

@@ -4,7 +4,11 @@
 //! Each applied change yields a new [`Version`] sharing structure with the
 //! previous one (`imbl::OrdMap`, a persistent B-tree), so readers take an
 //! `Arc` of a consistent version and never block or see a half-applied
-//! change. Recent versions are retained for Exact reads and pagination.
+//! change. Nothing keeps a superseded version but its readers, so with none
+//! the next change is applied in place (no copy of the tree's path). An
+//! Exact read of an older version rewinds the current one with the watch
+//! log's events (each holds the object it displaced); the versions pages are
+//! cut from are pinned for as long as their continue tokens are honoured.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -104,7 +108,9 @@ pub enum Serving {
 
 struct State {
     current: Arc<Version>,
-    retained: VecDeque<(Instant, Arc<Version>)>,
+    /// Versions a continue token names, oldest pin first (a version pinned
+    /// again is pushed again; its older entry expires harmlessly).
+    pinned: VecDeque<(Instant, Arc<Version>)>,
     serving: Serving,
     history: History,
 }
@@ -112,9 +118,9 @@ struct State {
 /// What a store keeps (from `cache.*` and `watch.history_*`, validated by the config).
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
-    /// How long superseded versions are kept for Exact reads and pagination.
+    /// How long a version pages were cut from is kept for their continue tokens.
     pub retention: Duration,
-    /// At most this many superseded versions.
+    /// At most this many such versions.
     pub max_retained: usize,
     /// Events the watch log keeps (at least 1).
     pub history_events: usize,
@@ -207,7 +213,7 @@ impl Store {
                     objects: OrdMap::new(),
                     bytes: 0,
                 }),
-                retained: VecDeque::new(),
+                pinned: VecDeque::new(),
                 serving: Serving::Syncing,
                 history: History::new(limits.history_events, limits.history_bytes),
             }),
@@ -252,7 +258,7 @@ impl Store {
         self.state.writing().serving = Serving::OverBudget;
         self.apply(vec![Change::Replace(OrdMap::new(), self.current().rv)]);
         let mut st = self.state.writing();
-        st.retained.clear();
+        st.pinned.clear();
         let rv = st.current.rv;
         let held = st.history.restart_at(rv);
         self.budget.adjust(-(held as isize));
@@ -278,20 +284,56 @@ impl Store {
         st.current.bytes + st.history.bytes()
     }
 
-    /// The retained version at exactly `rv`, if any.
+    /// The state at exactly `rv`, if r8s can still tell it: the current
+    /// version, a pinned one, or the current one rewound with the log's
+    /// events after `rv` (`None` when the log no longer reaches back to it,
+    /// or `rv` is in the future).
     pub fn at(&self, rv: u64) -> Option<Arc<Version>> {
-        let st = self.state.reading();
-        if st.current.rv == rv {
-            return Some(st.current.clone());
+        let (current, events) = {
+            let st = self.state.reading();
+            if st.current.rv == rv {
+                return Some(st.current.clone());
+            }
+            let now = Instant::now();
+            if let Some((_, v)) = st
+                .pinned
+                .iter()
+                .rev()
+                .find(|(t, v)| v.rv == rv && now.duration_since(*t) <= self.retention)
+            {
+                return Some(v.clone());
+            }
+            if rv > st.current.rv {
+                return None;
+            }
+            let after = st.history.cursor_after(rv)?;
+            let batch = st.history.read(after, None, usize::MAX)?;
+            (st.current.clone(), batch.events)
+        };
+        Some(Arc::new(rewind(&current, rv, &events)))
+    }
+
+    /// Keeps `version` for the retention: a continue token names it, and the
+    /// next page must be cut from the same state (refreshed by each page).
+    pub fn pin(&self, version: &Arc<Version>) {
+        let mut st = self.state.writing();
+        let now = Instant::now();
+        match st.pinned.back_mut() {
+            Some((t, v)) if Arc::ptr_eq(v, version) => *t = now,
+            _ => st.pinned.push_back((now, version.clone())),
         }
-        // Versions are retained in rv order; a version covers [its rv, next rv).
-        let idx = st.retained.partition_point(|(_, v)| v.rv <= rv);
-        if idx == 0 {
-            return None;
+        self.expire_pins(&mut st, now);
+    }
+
+    fn expire_pins(&self, st: &mut State, now: Instant) {
+        while st.pinned.len() > self.max_retained
+            || st
+                .pinned
+                .front()
+                .is_some_and(|(t, _)| now.duration_since(*t) > self.retention)
+        {
+            st.pinned.pop_front();
         }
-        let (_, v) = &st.retained[idx - 1];
-        let next_rv = st.retained.get(idx).map_or(st.current.rv, |(_, n)| n.rv);
-        (v.rv <= rv && rv < next_rv).then(|| v.clone())
     }
 
     /// Waits until the cache is at `rv` or newer; false on timeout.
@@ -304,8 +346,12 @@ impl Store {
 
     /// Applies changes as one new version (the reflector is the only caller).
     pub fn apply(&self, changes: Vec<Change>) -> Arc<Version> {
-        let mut st = self.state.writing();
-        let mut v = (*st.current).clone();
+        let mut guard = self.state.writing();
+        let st = &mut *guard;
+        let before = st.current.bytes;
+        // In place when no reader holds the current version; otherwise
+        // `imbl` copies the paths the changes touch and the readers keep theirs.
+        let v = Arc::make_mut(&mut st.current);
         let mut events = Vec::new();
         for c in changes {
             match c {
@@ -346,26 +392,9 @@ impl Store {
                 }
             }
         }
-        self.budget
-            .adjust(v.bytes as isize - st.current.bytes as isize);
-        let v = Arc::new(v);
-        let now = Instant::now();
-        if st.current.rv != v.rv {
-            let prev = std::mem::replace(&mut st.current, v.clone());
-            if st.serving == Serving::Ready {
-                st.retained.push_back((now, prev));
-            }
-        } else {
-            st.current = v.clone();
-        }
-        while st.retained.len() > self.max_retained
-            || st
-                .retained
-                .front()
-                .is_some_and(|(t, _)| now.duration_since(*t) > self.retention)
-        {
-            st.retained.pop_front();
-        }
+        self.budget.adjust(v.bytes as isize - before as isize);
+        let v = st.current.clone();
+        self.expire_pins(st, Instant::now());
         if st.serving == Serving::Syncing {
             st.serving = Serving::Ready;
         }
@@ -375,7 +404,7 @@ impl Store {
             refresh,
         } = st.history.append(events, self.pods);
         self.budget.adjust(held);
-        drop(st);
+        drop(guard);
         self.rv.send_replace(v.rv);
         if !touched.is_empty() || refresh {
             let m = self.wakers.by_trigger.locked();
@@ -473,6 +502,26 @@ impl Store {
     }
 }
 
+/// `current` as it was at `rv`: `events` (every event after `rv`, oldest
+/// first) undone newest first, each putting back the object it displaced.
+fn rewind(current: &Version, rv: u64, events: &[Arc<Event>]) -> Version {
+    let mut objects = current.objects.clone();
+    let mut bytes = current.bytes;
+    for e in events.iter().rev() {
+        let undone = match &e.prev {
+            Some(p) => {
+                bytes += p.size();
+                objects.insert(p.key.clone(), p.clone())
+            }
+            None => objects.remove(&e.object.key),
+        };
+        if let Some(o) = undone {
+            bytes = bytes.saturating_sub(o.size());
+        }
+    }
+    Version { rv, objects, bytes }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -534,8 +583,81 @@ mod tests {
         );
     }
 
+    /// The names and versions a state holds, for comparing states.
+    fn names(v: &Version) -> Vec<(String, u64)> {
+        v.objects
+            .values()
+            .map(|o| (o.name().to_string(), o.rv))
+            .collect()
+    }
+
+    /// Every version the log reaches back to reads as it was: puts, deletes,
+    /// bookmarks and a relist, rewound from the current state; its byte count
+    /// too. Older than the log, or newer than the cache, is not told.
     #[test]
-    fn should_keep_versions_consistent_and_retained() {
+    fn should_rewind_to_exactly_the_state_at_each_version_the_log_holds() {
+        let s = Store::new(limits(40), Arc::new(Budget::new(0, 0)), false);
+        s.apply(vec![Change::Replace(OrdMap::new(), 1)]);
+        let mut states = vec![(1, names(&s.current()), 0)];
+        let mut rv = 1;
+        for step in 0..60u64 {
+            rv += 1;
+            let change = match step % 7 {
+                3 => Change::Delete(obj(&format!("o-{}", step % 5), rv)),
+                5 => Change::Progress(rv),
+                _ => Change::Put(obj(&format!("o-{}", step % 5), rv)),
+            };
+            let v = s.apply(vec![change]);
+            states.push((rv, names(&v), v.bytes));
+        }
+        rv += 1;
+        let mut relisted = OrdMap::new();
+        for o in [obj("o-1", 3), obj("r", rv - 1)] {
+            relisted.insert(o.key.clone(), o);
+        }
+        let v = s.apply(vec![Change::Replace(relisted, rv)]);
+        states.push((rv, names(&v), v.bytes));
+        let from = s.history_from();
+        assert!(from > 1, "the log has turned over: from {from}");
+        for (at, want, bytes) in &states {
+            match s.at(*at) {
+                Some(got) => {
+                    assert!(*at >= from, "{at} is older than the log ({from})");
+                    assert_eq!(
+                        (got.rv, names(&got), got.bytes),
+                        (*at, want.clone(), *bytes)
+                    );
+                }
+                None => assert!(*at < from, "{at} is inside the log ({from}) but not told"),
+            }
+        }
+        assert!(s.at(rv + 1).is_none(), "a future version");
+    }
+
+    /// A version pages were cut from is kept for its continue tokens after
+    /// the log has moved past it, until the retention ends.
+    #[test]
+    fn should_keep_a_pinned_version_beyond_the_log() {
+        let mut l = limits(4);
+        l.retention = Duration::from_millis(300);
+        let s = Store::new(l, Arc::new(Budget::new(0, 0)), false);
+        s.apply(vec![Change::Replace(OrdMap::new(), 1)]);
+        s.apply(vec![Change::Put(obj("a", 2))]);
+        let paged = s.current();
+        s.pin(&paged);
+        for rv in 3..20 {
+            s.apply(vec![Change::Put(obj("b", rv))]);
+        }
+        assert!(s.at(3).is_none(), "3 is older than the log");
+        let got = s.at(2).expect("pinned");
+        assert!(Arc::ptr_eq(&got, &paged));
+        assert_eq!(names(&got), [("a".to_string(), 2)]);
+        std::thread::sleep(Duration::from_millis(400));
+        assert!(s.at(2).is_none(), "the retention has ended");
+    }
+
+    #[test]
+    fn should_keep_versions_consistent_and_tell_older_ones() {
         let s = Store::new(limits(1000), Arc::new(Budget::new(0, 0)), false);
         assert_eq!(s.serving(), Serving::Syncing);
         s.apply(vec![Change::Replace(OrdMap::new(), 10)]);

@@ -75,9 +75,9 @@ pub struct CacheConfig {
     /// resources and metadata-only JSON need it) and `protobuf` (what
     /// client-go's typed clients ask for; custom resources' metadata only).
     pub encodings: Vec<String>,
-    /// Seconds recent versions are kept for Exact reads and pagination.
+    /// Seconds a version pages were cut from is kept for their continue tokens.
     pub snapshot_retention_seconds: u64,
-    /// At most this many retained versions per resource (bounds memory under churn).
+    /// At most this many versions kept for continue tokens per resource (bounds memory).
     pub max_retained_versions: usize,
     /// Seconds a "not older than" read waits for the cache to catch up.
     pub wait_for_resource_version_seconds: f64,

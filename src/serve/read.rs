@@ -1,7 +1,8 @@
 //! Get and list served from the cache, following the resource version
 //! semantics of kube-apiserver's watch cache (`cacher.GetList`: "Any" from
-//! the current version, "Not older than" after waiting for it, "Exact" from a
-//! retained version, pages of one version with continue tokens).
+//! the current version, "Not older than" after waiting for it, "Exact" from
+//! the state at that version (current, pinned, or rewound with the watch
+//! log), pages of one pinned version with continue tokens).
 //!
 //! Every request for a cached resource ends here answered from a cache
 //! version, or with the reason it passes through. Anything the apiserver
@@ -343,8 +344,7 @@ async fn list(
         }
     };
     Ok(assemble(
-        at.cache,
-        at.store.encoding(),
+        at,
         &version,
         rp.namespace.as_deref(),
         start,
@@ -357,9 +357,8 @@ async fn list(
 /// The list response from pre-serialized items, in key order.
 #[allow(clippy::too_many_arguments)]
 fn assemble(
-    cache: &ResourceCache,
-    encoding: Encoding,
-    version: &Version,
+    at: Source<'_>,
+    version: &Arc<Version>,
     namespace: Option<&str>,
     start: Option<String>,
     limit: i64,
@@ -372,6 +371,7 @@ fn assemble(
         .objects
         .range((Bound::Included(from), Bound::Unbounded))
         .take_while(|(k, _)| prefix.is_empty() || k.starts_with(&prefix));
+    let (cache, encoding) = (at.cache, at.store.encoding());
     let filtered = !selectors.is_empty();
     let (kind, api_version) = match shape {
         Shape::MetadataList => ("PartialObjectMetadataList", json::META_API_VERSION.into()),
@@ -404,6 +404,8 @@ fn assemble(
     if let Some(last) = last {
         let remaining = iter.count();
         if remaining > 0 {
+            // The next page is cut from this same state.
+            at.store.pin(version);
             cont = Some(
                 ContinueToken::after(version.rv as i64, &last[prefix.len()..]).encode(Format::R8S),
             );
