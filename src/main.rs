@@ -36,7 +36,13 @@ fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {
 /// page faults and half the CPU of a 11.6 MB protobuf list over TLS
 /// (BENCHMARKS.md, "The heap's free top kept"). 4 MiB is well inside the range
 /// glibc's own dynamic thresholds reach (up to 32 MiB); an operator's
-/// `GLIBC_TUNABLES` for either setting wins.
+/// `GLIBC_TUNABLES` for either setting wins (and then r8s leaves malloc alone).
+///
+/// And every [`TRIM_EVERY`], the free pages inside the heaps go back to the
+/// kernel (`malloc_trim`): objects superseded under churn die in the order
+/// they arrived, spread among live ones, and glibc gives back only a heap's
+/// top by itself; the watch log's memory otherwise stays resident as holes
+/// after it has turned over (BENCHMARKS.md, "(c) An upstream event's cost").
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn tune_malloc() {
     const THRESHOLD: libc::c_int = 4 << 20;
@@ -50,7 +56,24 @@ fn tune_malloc() {
         libc::mallopt(libc::M_MMAP_THRESHOLD, THRESHOLD);
         libc::mallopt(libc::M_TRIM_THRESHOLD, THRESHOLD);
     }
+    let trimmer = std::thread::Builder::new()
+        .name("r8s-heap-trim".into())
+        .spawn(|| {
+            loop {
+                std::thread::sleep(TRIM_EVERY);
+                // SAFETY: malloc_trim takes each arena's lock while it walks
+                // it (a few ms at most for a cache of 100 MiB).
+                unsafe { libc::malloc_trim(0) };
+            }
+        });
+    if let Err(e) = trimmer {
+        eprintln!("r8s: not trimming the heap: cannot start its thread: {e}");
+    }
 }
+
+/// How often [`tune_malloc`]'s thread gives the heaps' free pages back.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+const TRIM_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 fn tune_malloc() {}
