@@ -66,6 +66,19 @@ struct WatchEvent<'a> {
     object: &'a RawValue,
 }
 
+/// A JSON watch line of an object's change written as the apiserver writes
+/// it (`{"type":"MODIFIED","object":` + the object + `}`): its type and what
+/// should be the object, unchecked (its parse checks that it is all of it).
+fn split_json_event(unit: &[u8]) -> Option<(&'static str, &[u8])> {
+    const HEAD: &[u8] = b"{\"type\":\"";
+    const OBJECT: &[u8] = b"\",\"object\":";
+    let rest = unit.strip_prefix(HEAD)?;
+    let (kind, rest) = ["ADDED", "MODIFIED", "DELETED"]
+        .into_iter()
+        .find_map(|k| Some((k, rest.strip_prefix(k.as_bytes())?.strip_prefix(OBJECT)?)))?;
+    Some((kind, rest.strip_suffix(b"}")?))
+}
+
 /// One watch event, decoded as far as the cache needs.
 pub enum Decoded {
     /// ADDED or MODIFIED: the object's new state.
@@ -204,6 +217,21 @@ impl Decoder {
     /// read (and with `want_empty`, a protobuf bookmark's empty object), an
     /// ERROR turned into what it means.
     pub fn event(&self, unit: &[u8], want_empty: bool) -> Result<Decoded, DecodeError> {
+        // The line as the apiserver writes it: the object is parsed once,
+        // not first skipped over by the envelope's parse. Anything else (or
+        // an object that is not all of the rest: a field after it) takes
+        // the envelope's parse, whose error is the one reported.
+        if self.encoding == Encoding::Json
+            && let Some((kind, object)) = split_json_event(unit)
+        {
+            let parsed = self.info.parse_event(object, Some(kind));
+            if let Ok(o) = parsed {
+                return Ok(match kind {
+                    "DELETED" => Decoded::Deleted(o),
+                    _ => Decoded::Put(kind, o),
+                });
+            }
+        }
         let (kind, object, owned);
         match self.encoding {
             Encoding::Json => {
@@ -390,6 +418,48 @@ mod tests {
             decoder().page(&body[..body.len() - 20], &mut none, &mut true),
             Err(DecodeError::Malformed(_))
         ));
+    }
+
+    /// A JSON line as the apiserver writes it is parsed in one pass; any
+    /// other layout of the same event reads the same; a broken one is an error.
+    #[test]
+    fn should_read_json_events_in_any_layout_and_refuse_broken_ones() {
+        let d = Decoder {
+            encoding: Encoding::Json,
+            ..decoder()
+        };
+        let pod = r#"{"metadata":{"name":"a","namespace":"ns","resourceVersion":"5"},"spec":{"nodeName":"n"}}"#;
+        let layouts = [
+            format!(r#"{{"type":"MODIFIED","object":{pod}}}"#),
+            format!(r#"{{ "type": "MODIFIED", "object": {pod} }}"#),
+            format!(r#"{{"object":{pod},"type":"MODIFIED"}}"#),
+            format!(r#"{{"type":"MODIFIED","object":{pod},"extra":{{"a":1}}}}"#),
+        ];
+        let mut bodies = Vec::new();
+        for line in &layouts {
+            match d.event(line.as_bytes(), false) {
+                Ok(Decoded::Put("MODIFIED", o)) => {
+                    assert_eq!((o.rv, &*o.key), (5, "ns/a"), "{line}");
+                    bodies.push(o.body.clone());
+                }
+                _ => panic!("{line}"),
+            }
+        }
+        assert!(bodies.iter().all(|b| b == &bodies[0]), "{bodies:?}");
+        let deleted = format!(r#"{{"type":"DELETED","object":{pod}}}"#);
+        assert!(matches!(d.event(deleted.as_bytes(), false), Ok(Decoded::Deleted(o)) if o.rv == 5));
+        for broken in [
+            format!(r#"{{"type":"MODIFIED","object":{pod}"#),
+            format!(r#"{{"type":"MODIFIED","object":{pod}}}}}"#),
+            r#"{"type":"MODIFIED","object":{"metadata":{"name":"a"}}}"#.to_string(), // no version
+            r#"{"type":"MODIFIED","object":null}"#.to_string(),
+            format!(
+                r#"{{"type":"MODIFIED","object":{}}}"#,
+                &pod[..pod.len() - 1]
+            ),
+        ] {
+            assert!(d.event(broken.as_bytes(), false).is_err(), "{broken}");
+        }
     }
 
     #[test]
