@@ -970,15 +970,10 @@ const UPSTREAM_PODS: usize = 10_000;
 /// 1,000 writes/s), and what a 75 s history at 100 writes/s holds (RSS
 /// against the JSON it caches). r8s caches pods in JSON only.
 async fn upstream_cost() {
-    let mut env = vec![
+    let env = [
         ("R8S_CACHE__ENCODINGS", r#"["json"]"#.to_string()),
         ("R8S_WATCH__HISTORY_EVENTS", HISTORY_75S.to_string()),
     ];
-    // `BENCH_MAX_RETAINED_VERSIONS=N`: r8s's `cache.max_retained_versions`
-    // (what the versions kept for Exact reads and pagination cost).
-    if let Ok(n) = std::env::var("BENCH_MAX_RETAINED_VERSIONS") {
-        env.push(("R8S_CACHE__MAX_RETAINED_VERSIONS", n));
-    }
     let setup = Setup::start_with(
         &[
             "--pods",
