@@ -289,6 +289,10 @@ pub struct History {
     first_seq: u64,
     /// The log holds every event with a resource version above this.
     from: u64,
+    /// Versions strictly between each pair are unknown: a relist found the
+    /// state at the second while the cache was at the first, so what
+    /// happened between (and what a client there has seen) is not in the log.
+    gaps: VecDeque<(u64, u64)>,
     /// Sequence numbers of the events concerning each trigger.
     index: HashMap<Trigger, VecDeque<u64>>,
     /// Bytes only the log keeps alive.
@@ -323,6 +327,7 @@ impl History {
             events: VecDeque::new(),
             first_seq: 0,
             from: 0,
+            gaps: VecDeque::new(),
             index: HashMap::new(),
             bytes: 0,
             max_events,
@@ -362,8 +367,16 @@ impl History {
         self.first_seq = self.end();
         self.events.clear();
         self.index.clear();
+        self.gaps.clear();
         self.from = rv;
         held
+    }
+
+    /// A relist moved the cache from `from` to `to` without the events between.
+    pub fn note_gap(&mut self, from: u64, to: u64) {
+        if from.saturating_add(1) < to {
+            self.gaps.push_back((from, to));
+        }
     }
 
     /// Appends events (serializing each once) and trims to the bounds.
@@ -420,6 +433,9 @@ impl History {
         };
         self.first_seq += 1;
         self.from = self.from.max(e.rv);
+        while self.gaps.front().is_some_and(|&(_, to)| to <= self.from) {
+            self.gaps.pop_front();
+        }
         for t in e.triggers.iter() {
             if let Some(q) = self.index.get_mut(t) {
                 if q.front() == Some(&e.seq) {
@@ -436,9 +452,10 @@ impl History {
     }
 
     /// The cursor of a watcher that has seen everything up to `rv`; `None`
-    /// when the log no longer holds every event after it.
+    /// when the log no longer holds every event after it, or never had them
+    /// (`rv` inside a relist's gap).
     pub fn cursor_after(&self, rv: u64) -> Option<Cursor> {
-        if rv < self.from {
+        if rv < self.from || self.gaps.iter().any(|&(a, b)| a < rv && rv < b) {
             return None;
         }
         Some(self.first_seq + self.events.partition_point(|e| e.rv <= rv) as u64)

@@ -380,6 +380,7 @@ impl Store {
                 Change::Replace(objects, rv) => {
                     if st.serving == Serving::Ready {
                         events.extend(diff(&v.objects, &objects, rv));
+                        st.history.note_gap(v.rv, rv);
                     } else {
                         // A first sync (or a refill after eviction): the
                         // history starts complete from here.
@@ -593,7 +594,8 @@ mod tests {
 
     /// Every version the log reaches back to reads as it was: puts, deletes,
     /// bookmarks and a relist, rewound from the current state; its byte count
-    /// too. Older than the log, or newer than the cache, is not told.
+    /// too. Older than the log, inside a relist's gap, or newer than the
+    /// cache, is not told.
     #[test]
     fn should_rewind_to_exactly_the_state_at_each_version_the_log_holds() {
         let s = Store::new(limits(40), Arc::new(Budget::new(0, 0)), false);
@@ -610,13 +612,23 @@ mod tests {
             let v = s.apply(vec![change]);
             states.push((rv, names(&v), v.bytes));
         }
-        rv += 1;
+        // A relist 5 versions on: what happened between is unknown.
+        let before = rv;
+        rv += 5;
         let mut relisted = OrdMap::new();
         for o in [obj("o-1", 3), obj("r", rv - 1)] {
             relisted.insert(o.key.clone(), o);
         }
         let v = s.apply(vec![Change::Replace(relisted, rv)]);
         states.push((rv, names(&v), v.bytes));
+        for gap in before + 1..rv {
+            assert!(s.at(gap).is_none(), "{gap} is inside the relist's gap");
+            assert!(s.cursor_after(gap).is_none(), "no watch resumes inside it");
+        }
+        assert!(
+            s.cursor_after(before).is_some(),
+            "a watcher at its start gets the relist's events"
+        );
         let from = s.history_from();
         assert!(from > 1, "the log has turned over: from {from}");
         for (at, want, bytes) in &states {

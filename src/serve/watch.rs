@@ -159,7 +159,7 @@ pub fn plan(
         (_, n) => Start::After(n),
     };
     if let Start::After(n) = start
-        && n < store.history_from()
+        && store.cursor_after(n).is_none()
         && policy.on_too_old == OnTooOld::Pass
     {
         return Err(PassReason::TooOld);
