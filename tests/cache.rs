@@ -13,14 +13,21 @@ fn items(v: &Value) -> Vec<Value> {
     v["items"].as_array().cloned().unwrap_or_default()
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn should_serve_only_consistent_snapshots_under_churn() {
+/// 300 pods changing 500 times a second (the sim keeps every version, so
+/// it can say its state at any of them), and r8s caching them.
+async fn churning_pods() -> (r8s::sim::SimHandle, R8s) {
     let mut cfg = sim_config();
     cfg.pods = 300;
     cfg.churn = 500.0;
     cfg.history = 200_000;
     let sim = start_sim(cfg).await;
     let r8s = start_r8s_caching(vec![sim.url()], &["pods"]).await;
+    (sim, r8s)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn should_serve_only_consistent_snapshots_under_churn() {
+    let (sim, r8s) = churning_pods().await;
     let scopes = [
         "/api/v1/pods",
         "/api/v1/namespaces/ns-0/pods",
@@ -104,12 +111,7 @@ async fn should_serve_only_consistent_snapshots_under_churn() {
 /// are the upstream's state at their version.
 #[tokio::test(flavor = "multi_thread")]
 async fn should_page_and_read_superseded_versions_from_cache_under_churn() {
-    let mut cfg = sim_config();
-    cfg.pods = 300;
-    cfg.churn = 500.0;
-    cfg.history = 200_000;
-    let sim = start_sim(cfg).await;
-    let r8s = start_r8s_caching(vec![sim.url()], &["pods"]).await;
+    let (sim, r8s) = churning_pods().await;
     let hit = |r: &Resp, what: &str| {
         assert_eq!(r.status, 200, "{what}: {}", r.text());
         assert_eq!(r.headers["x-r8s-cache"], "hit", "{what}");
