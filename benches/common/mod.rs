@@ -15,12 +15,31 @@ impl Drop for Proc {
 }
 
 /// A port free on 127.0.0.1 right now (for a child to listen on).
+///
+/// Taken below the kernel's ephemeral range (32768 and up by default), and
+/// never the same one twice in a run: a port the kernel hands out for
+/// `:0` can be handed out again, or taken by one of the benchmark's own
+/// outgoing connections, before the child binds it (`AddrInUse`).
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    use std::sync::atomic::{AtomicU16, Ordering};
+    const LOW: u16 = 20_000;
+    const SPAN: u16 = 12_000;
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    // Start where this process's id points, so benches run side by side
+    // look in different places.
+    let _ = NEXT.compare_exchange(
+        0,
+        (std::process::id() % u32::from(SPAN)) as u16 + 1,
+        Ordering::Relaxed,
+        Ordering::Relaxed,
+    );
+    for _ in 0..SPAN {
+        let port = LOW + NEXT.fetch_add(1, Ordering::Relaxed) % SPAN;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port on 127.0.0.1 between {LOW} and {}", LOW + SPAN)
 }
 
 /// A process's resident set size, in KiB.
