@@ -41,7 +41,8 @@ fn listen(path: &std::path::Path) -> Heard {
     heard
 }
 
-async fn wait_for(heard: &Heard, state: &str, within: Duration) -> Instant {
+/// Whether `state` is heard within `within`.
+async fn heard_within(heard: &Heard, state: &str, within: Duration) -> bool {
     let deadline = Instant::now() + within;
     loop {
         if heard
@@ -50,13 +51,11 @@ async fn wait_for(heard: &Heard, state: &str, within: Duration) -> Instant {
             .iter()
             .any(|m| m.lines().any(|l| l == state))
         {
-            return Instant::now();
+            return true;
         }
-        assert!(
-            Instant::now() < deadline,
-            "no {state} within {within:?}: {:?}",
-            heard.lock().unwrap()
-        );
+        if Instant::now() >= deadline {
+            return false;
+        }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
@@ -91,17 +90,29 @@ async fn should_tell_systemd_ready_once_synced_pet_the_watchdog_and_say_stopping
         .unwrap();
     let stderr = child.stderr.take().unwrap();
     let mut child = Reaped(child);
+    // r8s's log, kept to tell what it was doing should a step not come.
+    let log: Arc<Mutex<Vec<String>>> = Arc::default();
+    let kept = log.clone();
     let admin = tokio::task::spawn_blocking(move || {
         let mut r = BufReader::new(stderr);
         let mut line = String::new();
         loop {
             line.clear();
             assert!(r.read_line(&mut line).unwrap() > 0, "r8s ended early");
+            kept.lock().unwrap().push(line.clone());
             if line.contains("r8s serving") {
                 let admin = line.split("admin=").nth(1).unwrap();
                 let admin = admin.split_whitespace().next().unwrap().to_string();
                 // Keep draining stderr so r8s never blocks on it.
-                std::thread::spawn(move || while r.read_line(&mut line).is_ok_and(|n| n > 0) {});
+                std::thread::spawn(move || {
+                    loop {
+                        line.clear();
+                        if !r.read_line(&mut line).is_ok_and(|n| n > 0) {
+                            break;
+                        }
+                        kept.lock().unwrap().push(line.clone());
+                    }
+                });
                 return admin;
             }
         }
@@ -127,7 +138,12 @@ async fn should_tell_systemd_ready_once_synced_pet_the_watchdog_and_say_stopping
 
     // The upstream takes watches again: READY=1 comes once /readyz says ready.
     sim.sim.accept_watches();
-    wait_for(&heard, "READY=1", Duration::from_secs(20)).await;
+    assert!(
+        heard_within(&heard, "READY=1", Duration::from_secs(20)).await,
+        "no READY=1 within 20 s: {:?}\nr8s's log:\n{}",
+        heard.lock().unwrap(),
+        log.lock().unwrap().concat()
+    );
     assert_eq!(
         get(&readyz).await.status,
         200,
@@ -142,7 +158,18 @@ async fn should_tell_systemd_ready_once_synced_pet_the_watchdog_and_say_stopping
             .unwrap()
             .success()
     );
-    wait_for(&heard, "STOPPING=1", Duration::from_secs(5)).await;
+    let stopping = heard_within(&heard, "STOPPING=1", Duration::from_secs(5)).await;
+    assert!(
+        stopping,
+        "no STOPPING=1 within 5 s of SIGTERM (r8s {}): {:?}\nr8s's log:\n{}",
+        match child.0.try_wait() {
+            Ok(Some(s)) => format!("ended: {s}"),
+            Ok(None) => "still running".to_string(),
+            Err(e) => format!("unknown: {e}"),
+        },
+        heard.lock().unwrap(),
+        log.lock().unwrap().concat()
+    );
     let status = tokio::task::spawn_blocking(move || child.0.wait().unwrap())
         .await
         .unwrap();
