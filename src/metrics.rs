@@ -187,14 +187,58 @@ pub const REFLECTOR_EVENTS_TOTAL: &str = "r8s_reflector_events_total";
 /// Cached-resource requests by result (`hit`, or `pass` with its reason).
 pub const CACHE_REQUESTS_TOTAL: &str = "r8s_cache_requests_total";
 
-/// Records a cache's size and version after a change (`bytes`: objects and
-/// the older versions its history keeps alive).
-pub fn cache_state(resource: &str, objects: usize, rv: u64, bytes: usize, synced: bool) {
-    let r = resource.to_string();
-    metrics::gauge!(CACHE_OBJECTS, "resource" => r.clone()).set(objects as f64);
-    metrics::gauge!(CACHE_BYTES, "resource" => r.clone()).set(bytes as f64);
-    metrics::gauge!(CACHE_RESOURCE_VERSION, "resource" => r.clone()).set(rv as f64);
-    metrics::gauge!(CACHE_SYNCED, "resource" => r).set(if synced { 1.0 } else { 0.0 });
+/// A reflector's per-event series, looked up once when it starts: an
+/// upstream event then records into handles, where building each labelled
+/// key (a label string, a hash, a registry lookup) cost 7 times per event.
+pub struct ReflectorSeries {
+    objects: metrics::Gauge,
+    bytes: metrics::Gauge,
+    rv: metrics::Gauge,
+    synced: metrics::Gauge,
+    log_events: metrics::Gauge,
+    log_bytes: metrics::Gauge,
+    /// `r8s_reflector_events_total` by type, as [`EVENT_TYPES`] orders them.
+    events: [metrics::Counter; 4],
+}
+
+/// The upstream event types a reflector applies (an ERROR event ends its watch).
+const EVENT_TYPES: [&str; 4] = ["ADDED", "MODIFIED", "DELETED", "BOOKMARK"];
+
+impl ReflectorSeries {
+    /// The series of the cache labelled `resource` (its recorder must be
+    /// installed first: handles taken before record nowhere).
+    pub fn new(resource: &str) -> Self {
+        let r = || resource.to_string();
+        ReflectorSeries {
+            objects: metrics::gauge!(CACHE_OBJECTS, "resource" => r()),
+            bytes: metrics::gauge!(CACHE_BYTES, "resource" => r()),
+            rv: metrics::gauge!(CACHE_RESOURCE_VERSION, "resource" => r()),
+            synced: metrics::gauge!(CACHE_SYNCED, "resource" => r()),
+            log_events: metrics::gauge!(WATCH_LOG_EVENTS, "resource" => r()),
+            log_bytes: metrics::gauge!(WATCH_LOG_BYTES, "resource" => r()),
+            events: EVENT_TYPES
+                .map(|t| metrics::counter!(REFLECTOR_EVENTS_TOTAL, "resource" => r(), "type" => t)),
+        }
+    }
+
+    /// Counts an upstream event of type `kind` (one of [`EVENT_TYPES`]).
+    pub fn event(&self, kind: &str) {
+        if let Some(i) = EVENT_TYPES.iter().position(|t| *t == kind) {
+            self.events[i].increment(1);
+        }
+    }
+
+    /// Records the cache's size and version after a change (`bytes`:
+    /// objects and the older versions its history keeps alive), and its
+    /// watch log's size.
+    pub fn state(&self, objects: usize, rv: u64, bytes: usize, log: (usize, usize)) {
+        self.objects.set(objects as f64);
+        self.bytes.set(bytes as f64);
+        self.rv.set(rv as f64);
+        self.synced.set(1.0);
+        self.log_events.set(log.0 as f64);
+        self.log_bytes.set(log.1 as f64);
+    }
 }
 
 /// Registers a cache's rare-event series at 0 when its reflector starts
@@ -271,20 +315,6 @@ pub fn relist(resource: &str, reason: &'static str) {
 /// Records a watch restart.
 pub fn watch_restart(resource: &str) {
     metrics::counter!(WATCH_RESTARTS_TOTAL, "resource" => resource.to_string()).increment(1);
-}
-
-/// Records an upstream watch event.
-pub fn reflector_event(resource: &str, kind: &str) {
-    let t = match kind {
-        "ADDED" => "ADDED",
-        "MODIFIED" => "MODIFIED",
-        "DELETED" => "DELETED",
-        "BOOKMARK" => "BOOKMARK",
-        "ERROR" => "ERROR",
-        _ => "other",
-    };
-    metrics::counter!(REFLECTOR_EVENTS_TOTAL, "resource" => resource.to_string(), "type" => t)
-        .increment(1);
 }
 
 /// `r8s_cache_requests_total` handles by (resource, verb, result).
@@ -431,12 +461,6 @@ impl WatchMetrics {
         metrics::counter!(WATCH_TERMINATED_TOTAL, "resource" => self.resource.clone(), "reason" => why.as_str())
             .increment(1);
     }
-}
-
-/// Records the size of a resource's watch log.
-pub fn watch_log(resource: &str, events: usize, bytes: usize) {
-    metrics::gauge!(WATCH_LOG_EVENTS, "resource" => resource.to_string()).set(events as f64);
-    metrics::gauge!(WATCH_LOG_BYTES, "resource" => resource.to_string()).set(bytes as f64);
 }
 
 /// Watch events encoded (JSON lines, protobuf frames) since start, by

@@ -137,6 +137,8 @@ pub struct Reflector {
     store: Arc<Store>,
     config: ReflectorConfig,
     label: String,
+    /// Its per-event metrics, looked up once.
+    series: metrics::ReflectorSeries,
     /// The newest resource version applied (where a failed watch resumes).
     last_rv: u64,
     /// Whether to try a streaming list next (cleared when the upstream refuses them).
@@ -161,9 +163,12 @@ pub struct Reflector {
 impl Reflector {
     /// Publishes the cache's size, version and event log after a change.
     fn record(&self, v: &crate::cache::store::Version) {
-        metrics::cache_state(&self.label, v.objects.len(), v.rv, self.store.bytes(), true);
-        let (events, bytes) = self.store.history_size();
-        metrics::watch_log(&self.label, events, bytes);
+        self.series.state(
+            v.objects.len(),
+            v.rv,
+            self.store.bytes(),
+            self.store.history_size(),
+        );
     }
 
     /// A reflector for `resource` feeding `store`.
@@ -208,6 +213,7 @@ impl Reflector {
             },
             store,
             config,
+            series: metrics::ReflectorSeries::new(&label),
             label,
             last_rv: 0,
             streaming,
@@ -519,15 +525,15 @@ impl Reflector {
         }
         let change = match ev {
             Decoded::Put(kind, o) => {
-                metrics::reflector_event(&self.label, kind);
+                self.series.event(kind);
                 Change::Put(Arc::new(o))
             }
             Decoded::Deleted(o) => {
-                metrics::reflector_event(&self.label, "DELETED");
+                self.series.event("DELETED");
                 Change::Delete(Arc::new(o))
             }
             Decoded::Bookmark { rv, .. } => {
-                metrics::reflector_event(&self.label, "BOOKMARK");
+                self.series.event("BOOKMARK");
                 Change::Progress(rv)
             }
         };
