@@ -242,9 +242,19 @@ impl Prepared {
                 write,
             },
         ));
+        let proofs = Arc::new(upstream::proof::Proofs::new(
+            self.upstream.clone(),
+            &self.caches,
+            upstream::proof::ProofPolicy {
+                streaming_lists: self.config.read.consistent_streaming_lists,
+                lists: self.config.read.consistent_lists,
+                timeout: Duration::from_secs_f64(self.config.read.prove_timeout_seconds),
+            },
+        ));
         let api = Arc::new(serve::Api {
             auth: auth::Auth::new(mode, &self.config.auth, self.upstream.clone()),
             upstream: self.upstream.clone(),
+            proofs,
             caches: self.caches,
             policy: serve::read::ReadPolicy {
                 wait: Duration::from_secs_f64(self.config.cache.wait_for_resource_version_seconds),

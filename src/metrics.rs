@@ -64,6 +64,14 @@ pub fn install() -> PrometheusHandle {
                 )
                 .expect("bucket list is non-empty")
                 .set_buckets_for_metric(
+                    metrics_exporter_prometheus::Matcher::Full(CONSISTENT_PROOF_SECONDS.into()),
+                    &[
+                        0.001, 0.005, 0.025, 0.1, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0,
+                        5.0,
+                    ],
+                )
+                .expect("bucket list is non-empty")
+                .set_buckets_for_metric(
                     metrics_exporter_prometheus::Matcher::Full(AUTH_REVIEW_DURATION_SECONDS.into()),
                     &[
                         0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
@@ -86,6 +94,15 @@ pub fn install() -> PrometheusHandle {
                 "Responses from the upstream by code."
             );
             metrics::describe_gauge!(UPSTREAM_UP, "Whether the upstream answers.");
+            metrics::describe_counter!(
+                CONSISTENT_READS_TOTAL,
+                "Consistent reads of cached resources: proven (from the cache) or passed."
+            );
+            metrics::describe_histogram!(
+                CONSISTENT_PROOF_SECONDS,
+                metrics::Unit::Seconds,
+                "Time a proven consistent read waited for its proof."
+            );
             metrics::describe_gauge!(
                 BUILD_INFO,
                 "1, labelled with the version and commit r8s was built from."
@@ -334,6 +351,24 @@ pub fn cache_request(resource: &str, verb: &'static str, result: &'static str) {
     let c = metrics::counter!(CACHE_REQUESTS_TOTAL, "resource" => resource.to_string(), "verb" => verb, "result" => result);
     c.increment(1);
     map.insert(key, c);
+}
+
+/// Consistent reads (no `resourceVersion`) of cached resources r8s tried to
+/// prove, by resource, `kind` (`streaming_list`, `list`) and `result`
+/// (`proven`: answered from the cache; `passed`: sent to the upstream).
+pub const CONSISTENT_READS_TOTAL: &str = "r8s_consistent_reads_total";
+/// Time a proven consistent read waited for its proof, by resource and kind.
+pub const CONSISTENT_PROOF_SECONDS: &str = "r8s_consistent_read_proof_seconds";
+
+/// Records a consistent read's proof: proven (and how long it took) or passed.
+pub fn consistent_read(resource: &str, kind: &'static str, proven: bool, waited: Duration) {
+    let result = if proven { "proven" } else { "passed" };
+    metrics::counter!(CONSISTENT_READS_TOTAL, "resource" => resource.to_string(), "kind" => kind, "result" => result)
+        .increment(1);
+    if proven {
+        metrics::histogram!(CONSISTENT_PROOF_SECONDS, "resource" => resource.to_string(), "kind" => kind)
+            .record(waited.as_secs_f64());
+    }
 }
 
 /// 1 while a resource's cache is evicted for exceeding its byte budget.

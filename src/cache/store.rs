@@ -346,7 +346,31 @@ impl Store {
 
     /// Applies changes as one new version (the reflector is the only caller).
     pub fn apply(&self, changes: Vec<Change>) -> Arc<Version> {
-        let mut guard = self.state.writing();
+        self.apply_locked(self.state.writing(), changes)
+    }
+
+    /// Learns from a proof that the upstream changed nothing of this
+    /// resource in (`floor`, `y`]: once the store's own watch has applied
+    /// everything up to `floor`, its state is the upstream's at `y`, and its
+    /// version becomes max(version, `y`) under the writer's lock, so it never
+    /// moves back. Returns the version then current (at least `y`), or
+    /// `None` while the store is below `floor` or not serving.
+    pub fn advance_to(&self, floor: u64, y: u64) -> Option<Arc<Version>> {
+        let guard = self.state.writing();
+        if guard.serving != Serving::Ready || guard.current.rv < floor {
+            return None;
+        }
+        if guard.current.rv >= y {
+            return Some(guard.current.clone());
+        }
+        Some(self.apply_locked(guard, vec![Change::Progress(y)]))
+    }
+
+    fn apply_locked(
+        &self,
+        mut guard: std::sync::RwLockWriteGuard<'_, State>,
+        changes: Vec<Change>,
+    ) -> Arc<Version> {
         let st = &mut *guard;
         let before = st.current.bytes;
         // In place when no reader holds the current version; otherwise

@@ -120,6 +120,33 @@ pub struct ReadConfig {
     /// Large lists (1 MiB or more) streaming from the cache at once; past
     /// this, 429 with `Retry-After: 1`.
     pub max_inflight_lists: usize,
+    /// Consistent streaming lists (`sendInitialEvents=true`, no
+    /// `resourceVersion`: every client-go ≥ 1.35 informer's sync): served
+    /// from the cache once it is proven as fresh as the upstream (`auto`:
+    /// on upstreams reporting 1.31 or later; `prove`: always; `pass`: never).
+    pub consistent_streaming_lists: Prove,
+    /// Consistent LISTs (no `resourceVersion`): `pass` (the upstream
+    /// answers) or `prove` (from the cache once proven, at up to a second
+    /// or two of added latency).
+    pub consistent_lists: Prove,
+    /// Seconds a consistent read waits for its proof before it passes through.
+    pub prove_timeout_seconds: f64,
+}
+
+/// Whether consistent reads are proven and served from the cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum Prove {
+    /// Prove where the upstream's bookmarks are trustworthy: kube-apiserver
+    /// 1.31 or later (it requests progress from etcd for consistent reads).
+    #[default]
+    #[serde(rename = "auto")]
+    Auto,
+    /// Prove whatever the upstream's version.
+    #[serde(rename = "prove")]
+    Prove,
+    /// Never: consistent reads go to the upstream.
+    #[serde(rename = "pass")]
+    Pass,
 }
 
 /// Cached watches.
@@ -283,6 +310,9 @@ impl Default for ReadConfig {
         ReadConfig {
             on_too_new: OnTooNew::Pass,
             max_inflight_lists: 32,
+            consistent_streaming_lists: Prove::Auto,
+            consistent_lists: Prove::Pass,
+            prove_timeout_seconds: 3.0,
         }
     }
 }

@@ -183,7 +183,7 @@ impl Config {
     /// Every number that becomes a duration, a size or a count, with the
     /// values it may take: anything else is rejected here, before a port is
     /// bound, instead of panicking or misbehaving later.
-    fn numbers(&self) -> [(&'static str, f64, Range); 23] {
+    fn numbers(&self) -> [(&'static str, f64, Range); 24] {
         let secs = |v: u64| v as f64;
         let (c, w, a) = (&self.cache, &self.watch, &self.auth);
         let ttl = range(0.0, DAY, "seconds");
@@ -265,6 +265,11 @@ impl Config {
                 "read.max_inflight_lists",
                 self.read.max_inflight_lists as f64,
                 range(1.0, 100_000.0, "lists"),
+            ),
+            (
+                "read.prove_timeout_seconds",
+                self.read.prove_timeout_seconds,
+                range(0.1, 60.0, "seconds"),
             ),
             (
                 "watch.max_watchers",

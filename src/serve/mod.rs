@@ -36,6 +36,7 @@ use crate::metrics;
 use crate::server::Peer;
 use crate::shutdown::Signal;
 use crate::upstream::Upstream;
+use crate::upstream::proof::Proofs;
 use outcome::{Answer, CACHE_HEADER, CacheResult, Source};
 
 /// Everything the API listener needs.
@@ -52,6 +53,8 @@ pub struct Api {
     pub watch_policy: watch::WatchPolicy,
     /// Ends streams at shutdown.
     pub shutdown: Signal,
+    /// Proves caches fresh for consistent reads.
+    pub proofs: Arc<Proofs>,
 }
 
 impl Api {
@@ -118,7 +121,11 @@ impl Api {
         caller: &Caller,
     ) -> Answer {
         if ar.verb == Verb::Watch && ar.path.subresource.is_none() {
-            return match watch::plan(cache, ar, &self.watch_policy) {
+            let plan = match watch::plan(cache, ar, &self.watch_policy) {
+                Ok(plan) => plan.prove(&self.proofs).await,
+                Err(reason) => Err(reason),
+            };
+            return match plan {
                 Err(reason) => Answer::Pass(reason),
                 Ok(plan) => match self.auth.authorize(caller, ar).await {
                     Ok(()) => match plan.settle(&self.policy).await {
@@ -129,7 +136,7 @@ impl Api {
                 },
             };
         }
-        match read::answer(cache, ar, &self.policy).await {
+        match read::answer(cache, ar, &self.policy, &self.proofs).await {
             Err(reason) => Answer::Pass(reason),
             Ok(resp) => match self.auth.authorize(caller, ar).await {
                 Ok(()) => Answer::Hit(resp),

@@ -42,11 +42,17 @@ pub enum PassReason {
     ForeignContinue,
     /// A watch from a version older than the watch log (`watch.on_too_old = "pass"`).
     TooOld,
+    /// A consistent read whose proof failed or did not complete within
+    /// `read.prove_timeout_seconds` (or recent proofs of the resource failed).
+    Unproven,
+    /// A consistent read r8s does not prove: an upstream older than 1.31
+    /// (`auto`), or an aggregated API.
+    Unprovable,
 }
 
 impl PassReason {
     /// Every reason, in the README's order.
-    pub const ALL: [PassReason; 13] = [
+    pub const ALL: [PassReason; 15] = [
         PassReason::Verb,
         PassReason::MostRecent,
         PassReason::NotSynced,
@@ -60,6 +66,8 @@ impl PassReason {
         PassReason::NotRetained,
         PassReason::ForeignContinue,
         PassReason::TooOld,
+        PassReason::Unproven,
+        PassReason::Unprovable,
     ];
 
     /// Its name in metrics.
@@ -78,6 +86,8 @@ impl PassReason {
             PassReason::NotRetained => "not_retained",
             PassReason::ForeignContinue => "foreign_continue",
             PassReason::TooOld => "too_old",
+            PassReason::Unproven => "unproven",
+            PassReason::Unprovable => "unprovable",
         }
     }
 }

@@ -31,6 +31,7 @@ use crate::cache::store::{Serving, Store, Version};
 use crate::codec::json::{self, GZIP_MIN, GzipListBody, ListBody, ListItem, gzip as gzip_bytes};
 use crate::codec::protobuf as pb;
 use crate::config::OnTooNew;
+use crate::upstream::proof::{ConsistentKind, Proofs, Unproven};
 
 /// How cached reads behave.
 #[derive(Debug, Clone)]
@@ -83,22 +84,45 @@ pub fn shape_for(ar: &ApiRequest) -> Option<Shape> {
     }
 }
 
-/// The answer to a get or list from `cache`, or why the upstream must give it.
-pub async fn answer(
-    cache: &ResourceCache,
-    ar: &ApiRequest,
-    policy: &ReadPolicy,
-) -> Result<Response<Body>, PassReason> {
+/// Why a consistent read passes through, as a [`PassReason`].
+pub fn unproven(u: Unproven) -> PassReason {
+    match u {
+        Unproven::Off => PassReason::MostRecent,
+        Unproven::Unprovable => PassReason::Unprovable,
+        Unproven::Failed => PassReason::Unproven,
+    }
+}
+
+/// What the cache would answer a get or list from: its store and shape,
+/// with its options checked; or why the upstream must answer.
+fn servable<'c>(
+    cache: &'c ResourceCache,
+    ar: &'c ApiRequest,
+) -> Result<(&'c Arc<Store>, Shape, &'c ListOptions), PassReason> {
     if !matches!(ar.verb, Verb::Get | Verb::List) || ar.path.subresource.is_some() {
         return Err(PassReason::Verb);
     }
     let store = serving_store(cache, ar)?;
     let shape = shape_for(ar).ok_or(PassReason::MediaType)?;
-    let encoding = store.encoding();
     let opts = ar.options.as_ref().map_err(|_| PassReason::Invalid)?;
     if opts.validate().is_err() {
         return Err(PassReason::Invalid);
     }
+    Ok((store, shape, opts))
+}
+
+/// The answer to a get or list from `cache`, or why the upstream must give
+/// it. A consistent LIST (no `resourceVersion`, no `continue`) is answered
+/// only once `proofs` show the cache as fresh as the upstream was when it
+/// arrived (`read.consistent_lists`); a consistent GET always passes.
+pub async fn answer(
+    cache: &ResourceCache,
+    ar: &ApiRequest,
+    policy: &ReadPolicy,
+    proofs: &Proofs,
+) -> Result<Response<Body>, PassReason> {
+    let (store, shape, opts) = servable(cache, ar)?;
+    let encoding = store.encoding();
     let at = Source {
         cache,
         store: store.as_ref(),
@@ -106,7 +130,17 @@ pub async fn answer(
     let result = if ar.verb == Verb::Get {
         get(at, &ar.path, opts, shape, policy).await
     } else {
-        list(at, &ar.path, opts, shape, policy).await
+        let consistent = opts.resource_version.is_empty() && opts.continue_token.is_empty();
+        let proven = if consistent {
+            let x = proofs
+                .prove(cache, store, ConsistentKind::List)
+                .await
+                .map_err(unproven)?;
+            Some(x)
+        } else {
+            None
+        };
+        list(at, &ar.path, opts, shape, policy, proven).await
     };
     let pretty = ar.pretty && encoding == Encoding::Json;
     match result.and_then(|payload| admit(payload, &policy.lists)) {
@@ -296,12 +330,15 @@ async fn get(
     }
 }
 
+/// A list; `proven`: a consistent one's proof, the version it must be "not
+/// older than".
 async fn list(
     at: Source<'_>,
     rp: &ResourcePath,
     opts: &ListOptions,
     shape: Shape,
     policy: &ReadPolicy,
+    proven: Option<u64>,
 ) -> Result<Payload, Early> {
     let selectors = opts
         .selectors
@@ -325,7 +362,8 @@ async fn list(
         };
         (version, Some(tok.start))
     } else if rv.is_empty() {
-        return Err(Early::Pass(PassReason::MostRecent));
+        let x = proven.ok_or(Early::Pass(PassReason::MostRecent))?;
+        (not_older_than(at.store, x, policy).await?, None)
     } else if rv == "0" {
         (at.store.current(), None)
     } else {

@@ -36,6 +36,7 @@ use crate::codec::protobuf as pb;
 use crate::config::{OnTooNew, OnTooOld};
 use crate::metrics::{WatchEnd, WatchMetrics};
 use crate::shutdown::Signal;
+use crate::upstream::proof::{ConsistentKind, Proofs};
 
 /// Events a watcher takes from the log per read: bounds what a stalled watcher holds.
 const BATCH: usize = 256;
@@ -121,6 +122,8 @@ pub struct Plan {
     timeout_seconds: Option<u64>,
     bookmarks: bool,
     form: Form,
+    /// A consistent streaming list not proven yet.
+    consistent: bool,
 }
 
 /// Whether a watch can be served from the cache: its plan, or why not.
@@ -140,11 +143,14 @@ pub fn plan(
         return Err(PassReason::Invalid);
     }
     let selectors = opts.selectors.as_ref().map_err(|_| PassReason::Invalid)?;
-    if opts.resource_version.is_empty() {
+    // A consistent streaming list: served once proven ([`Plan::prove`]).
+    let consistent = opts.resource_version.is_empty() && opts.send_initial_events == Some(true);
+    if opts.resource_version.is_empty() && !consistent {
         return Err(PassReason::MostRecent);
     }
-    let Ok(n) = opts.resource_version.parse::<u64>() else {
-        return Err(PassReason::Invalid);
+    let n = match opts.resource_version.as_str() {
+        "" => 0,
+        rv => rv.parse::<u64>().map_err(|_| PassReason::Invalid)?,
     };
     let start = match (opts.send_initial_events, n) {
         (Some(true), n) => Start::Initial {
@@ -176,10 +182,30 @@ pub fn plan(
         timeout_seconds: opts.timeout_seconds,
         bookmarks: opts.allow_watch_bookmarks,
         form,
+        consistent,
     })
 }
 
 impl Plan {
+    /// A consistent streaming list (no `resourceVersion`) is served only
+    /// once `proofs` show the cache at least as fresh as the upstream was
+    /// when it arrived: it becomes "not older than" that version, which
+    /// [`Plan::settle`] knows how to serve. Others are left as they are.
+    pub async fn prove(mut self, proofs: &Proofs) -> Result<Plan, PassReason> {
+        if !self.consistent {
+            return Ok(self);
+        }
+        let x = proofs
+            .prove(&self.cache, &self.store, ConsistentKind::StreamingList)
+            .await
+            .map_err(super::read::unproven)?;
+        if let Start::Initial { at_least, .. } = &mut self.start {
+            *at_least = x;
+        }
+        self.consistent = false;
+        Ok(self)
+    }
+
     /// A streaming list asks for a state not older than N: waits for the
     /// cache to reach it, as the cacher does (`cache.wait_for_resource_version_seconds`);
     /// past that `read.on_too_new` says: pass through, or the apiserver's

@@ -40,7 +40,7 @@ use tokio::task::JoinHandle;
 
 use crate::shutdown::{self, Trigger};
 
-pub use state::{Req, Sim, SimConfig};
+pub use state::{Generation, Req, Sim, SimConfig};
 
 /// A started sim: its address, state, and how to stop it.
 pub struct SimHandle {

@@ -156,9 +156,13 @@ fn groups() -> Vec<(&'static str, &'static str)> {
 }
 
 /// `/version`.
-pub fn version() -> Value {
+pub fn version(generation: super::Generation) -> Value {
+    let (minor, git) = match generation {
+        super::Generation::Current => ("33", "v1.33.0-r8s-sim"),
+        super::Generation::Pre131 => ("30", "v1.30.0-r8s-sim"),
+    };
     json!({
-        "major": "1", "minor": "33", "gitVersion": "v1.33.0-r8s-sim",
+        "major": "1", "minor": minor, "gitVersion": git,
         "gitCommit": "0000000000000000000000000000000000000000", "gitTreeState": "clean",
         "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.24", "compiler": "gc",
         "platform": "linux/amd64"

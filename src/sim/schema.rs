@@ -1,6 +1,7 @@
 //! The protobuf layouts of the kinds the built-in upstream serves, and an
 //! encoder from their JSON: what Go's generated marshallers write for
-//! Kubernetes v1.21 (the apiserver of reference 12): fields in number order,
+//! Kubernetes v1.21 (the apiserver of reference 12; with `subresource` of
+//! managed fields, from v1.22): fields in number order,
 //! every non-pointer field written even when empty (`""`, `0`, `false`, an
 //! empty message), pointer fields and empty repeated fields and maps left
 //! out, map entries sorted by key with key and value always written.
@@ -25,7 +26,7 @@ use crate::codec::protobuf::{bytes_field, varint_field};
 const SCHEMA: &str = "
 ObjectMeta: name 1 s; generateName 2 s; namespace 3 s; selfLink 4 s; uid 5 s; resourceVersion 6 s; generation 7 i; creationTimestamp 8 t; deletionTimestamp 9 *t; deletionGracePeriodSeconds 10 *i; labels 11 m; annotations 12 m; ownerReferences 13 []OwnerReference; finalizers 14 []s; clusterName 15 s; managedFields 17 []ManagedFieldsEntry
 OwnerReference: kind 1 s; name 3 s; uid 4 s; apiVersion 5 s; controller 6 *b; blockOwnerDeletion 7 *b
-ManagedFieldsEntry: manager 1 s; operation 2 s; apiVersion 3 s; time 4 *t; fieldsType 6 s; fieldsV1 7 *f
+ManagedFieldsEntry: manager 1 s; operation 2 s; apiVersion 3 s; time 4 *t; fieldsType 6 s; fieldsV1 7 *f; subresource 8 s
 LabelSelector: matchLabels 1 m; matchExpressions 2 []LabelSelectorRequirement
 LabelSelectorRequirement: key 1 s; operator 2 s; values 3 []s
 Condition: type 1 s; status 2 s; observedGeneration 3 i; lastTransitionTime 4 t; reason 5 s; message 6 s
@@ -38,7 +39,14 @@ HostAlias: ip 1 s; hostnames 2 []s
 PodReadinessGate: conditionType 1 s
 Toleration: key 1 s; operator 2 s; value 3 s; effect 4 s; tolerationSeconds 5 *i
 Volume: name 1 s; - 2 VolumeSource
-VolumeSource: hostPath 1 *HostPathVolumeSource; emptyDir 2 *EmptyDirVolumeSource; secret 6 *SecretVolumeSource; persistentVolumeClaim 10 *PersistentVolumeClaimVolumeSource; configMap 19 *ConfigMapVolumeSource
+VolumeSource: hostPath 1 *HostPathVolumeSource; emptyDir 2 *EmptyDirVolumeSource; secret 6 *SecretVolumeSource; persistentVolumeClaim 10 *PersistentVolumeClaimVolumeSource; configMap 19 *ConfigMapVolumeSource; projected 26 *ProjectedVolumeSource
+ProjectedVolumeSource: sources 1 []VolumeProjection; defaultMode 2 *i
+VolumeProjection: secret 1 *SecretProjection; downwardAPI 2 *DownwardAPIProjection; configMap 3 *ConfigMapProjection; serviceAccountToken 4 *ServiceAccountTokenProjection
+SecretProjection: - 1 LocalObjectReference; items 2 []KeyToPath; optional 4 *b
+ConfigMapProjection: - 1 LocalObjectReference; items 2 []KeyToPath; optional 4 *b
+DownwardAPIProjection: items 1 []DownwardAPIVolumeFile
+DownwardAPIVolumeFile: path 1 s; fieldRef 2 *ObjectFieldSelector; mode 4 *i
+ServiceAccountTokenProjection: audience 1 s; expirationSeconds 2 *i; path 3 s
 HostPathVolumeSource: path 1 s; type 2 *s
 EmptyDirVolumeSource: medium 1 s; sizeLimit 2 *q
 SecretVolumeSource: secretName 1 s; items 2 []KeyToPath; defaultMode 3 *i; optional 4 *b

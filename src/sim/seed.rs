@@ -1,4 +1,4 @@
-//! Sample objects (realistic ~2 KB pods spread over namespaces and nodes) and
+//! Sample objects (pods shaped like a real apiserver's, ~4.5 KB each, spread over namespaces and nodes) and
 //! the background churn that drives watch traffic in tests and benchmarks.
 
 use std::sync::Arc;
@@ -19,61 +19,142 @@ fn now() -> String {
 
 const TIERS: [&str; 4] = ["frontend", "backend", "cache", "batch"];
 
-/// A realistic pod: labels, two containers with env and resources, status with conditions.
+/// A timestamp `ago_s` seconds before now (RFC 3339, as the apiserver writes them).
+fn ago(ago_s: u64) -> String {
+    let t = std::time::SystemTime::now() - Duration::from_secs(ago_s);
+    humantime::format_rfc3339_seconds(t).to_string()
+}
+
+/// Ten characters as Kubernetes' name generator draws them.
+fn suffix(n: usize) -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    (0..n)
+        .map(|_| ALPHABET[fastrand::usize(..ALPHABET.len())] as char)
+        .collect()
+}
+
+/// A pod shaped like those a real kube-apiserver serves
+/// (`shared/reference/13-pods-as-served.json`): made by a ReplicaSet
+/// (`generateName`, `ownerReferences`), `managedFields` of two managers
+/// (the controller-manager's spec, the kubelet's status), every spec
+/// default the apiserver fills in, both default tolerations, the projected
+/// service-account token volume, and a status with conditions and
+/// container statuses. Names, uids, IPs, hashes and timestamps differ per pod;
+/// every other pod is scheduled (on node `i/2 mod nodes`) and running, the
+/// rest pending.
 pub fn pod(ns: &str, name: &str, i: usize, nodes: usize) -> Value {
     let node = i
         .is_multiple_of(2)
         .then(|| format!("node-{:02}", (i / 2) % nodes.max(1)));
     let phase = if node.is_some() { "Running" } else { "Pending" };
-    let t = now();
-    let container = |cname: &str, image: &str, port: u16| {
-        json!({
-            "name": cname, "image": image, "imagePullPolicy": "IfNotPresent",
-            "ports": [{"name": "http", "containerPort": port, "protocol": "TCP"}],
+    let app = format!("app-{}", i % 20);
+    let hash = suffix(10);
+    let rs = format!("{app}-{hash}");
+    let rs_uid = uuid();
+    let created = ago(60 + (i as u64 * 7) % 86_400);
+    let started = ago(30 + (i as u64 * 7) % 86_400);
+    let token_volume = format!("kube-api-access-{}", suffix(5));
+    let pod_ip = format!(
+        "10.{}.{}.{}",
+        244 + (i / 62_500) % 8,
+        (i / 250) % 250,
+        i % 250 + 2
+    );
+    let host_ip = format!(
+        "192.168.{}.{}",
+        (i / 2) % nodes.max(1) / 250,
+        (i / 2) % nodes.max(1) % 250 + 10
+    );
+    let image = format!("registry.example.com/{app}:1.{}.{}", i % 9, i % 4);
+    let cm_fields = json!({
+        "f:metadata": {"f:generateName": {}, "f:labels": {".": {}, "f:app": {}, "f:pod-template-hash": {}, "f:team": {}, "f:tier": {}, "f:version": {}, "f:shard": {}},
+            "f:ownerReferences": {".": {}, format!("k:{{\"uid\":\"{rs_uid}\"}}"): {".": {}, "f:apiVersion": {}, "f:blockOwnerDeletion": {}, "f:controller": {}, "f:kind": {}, "f:name": {}, "f:uid": {}}}},
+        "f:spec": {"f:containers": {"k:{\"name\":\"main\"}": {".": {}, "f:env": {".": {}, "k:{\"name\":\"APP_NAME\"}": {".": {}, "f:name": {}, "f:value": {}}, "k:{\"name\":\"POD_NAME\"}": {".": {}, "f:name": {}, "f:valueFrom": {".": {}, "f:fieldRef": {}}}},
+            "f:image": {}, "f:imagePullPolicy": {}, "f:name": {}, "f:ports": {".": {}, "k:{\"containerPort\":8080,\"protocol\":\"TCP\"}": {".": {}, "f:containerPort": {}, "f:name": {}, "f:protocol": {}}},
+            "f:resources": {".": {}, "f:limits": {".": {}, "f:memory": {}}, "f:requests": {".": {}, "f:cpu": {}, "f:memory": {}}}, "f:terminationMessagePath": {}, "f:terminationMessagePolicy": {}}},
+            "f:dnsPolicy": {}, "f:enableServiceLinks": {}, "f:restartPolicy": {}, "f:schedulerName": {}, "f:securityContext": {}, "f:terminationGracePeriodSeconds": {}}
+    });
+    let mut managed = vec![
+        json!({"manager": "kube-controller-manager", "operation": "Update", "apiVersion": "v1",
+        "time": created, "fieldsType": "FieldsV1", "fieldsV1": cm_fields}),
+    ];
+    let mut spec = json!({
+        "volumes": [{"name": token_volume, "projected": {"sources": [
+            {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+            {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+            {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}}
+        ], "defaultMode": 420}}],
+        "containers": [{
+            "name": "main", "image": image,
+            "ports": [{"name": "http", "containerPort": 8080, "protocol": "TCP"}],
             "env": [
-                {"name": "APP_NAME", "value": format!("app-{}", i % 20)},
-                {"name": "POD_INDEX", "value": i.to_string()},
-                {"name": "LOG_FORMAT", "value": "json"},
+                {"name": "APP_NAME", "value": app},
                 {"name": "POD_NAME", "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.name"}}}
             ],
-            "resources": {"limits": {"cpu": "500m", "memory": "256Mi"}, "requests": {"cpu": "100m", "memory": "128Mi"}},
-            "volumeMounts": [{"name": "logs", "mountPath": "/var/log/app"}],
-            "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File"
-        })
-    };
-    let mut spec = json!({
-        "volumes": [{"name": "logs", "emptyDir": {}}],
-        "containers": [container("main", "registry.example.com/app:1.4.2", 8080),
-                       container("sidecar", "registry.example.com/proxy:2.1.0", 9090)],
+            "resources": {"limits": {"memory": "256Mi"}, "requests": {"cpu": "100m", "memory": "128Mi"}},
+            "volumeMounts": [{"name": token_volume, "readOnly": true, "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}],
+            "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File",
+            "imagePullPolicy": "IfNotPresent"
+        }],
         "restartPolicy": "Always", "terminationGracePeriodSeconds": 30, "dnsPolicy": "ClusterFirst",
         "serviceAccountName": "default", "serviceAccount": "default", "securityContext": {},
         "schedulerName": "default-scheduler",
-        "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}],
+        "tolerations": [
+            {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+            {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+        ],
         "priority": 0, "enableServiceLinks": true, "preemptionPolicy": "PreemptLowerPriority"
     });
-    let mut status = json!({"phase": phase, "qosClass": "Burstable"});
+    let scheduled = json!({"type": "PodScheduled", "status": if node.is_some() { "True" } else { "False" },
+        "lastProbeTime": null, "lastTransitionTime": created});
+    let mut status = json!({"phase": phase, "conditions": [scheduled], "qosClass": "Burstable"});
+    if node.is_none() {
+        status["conditions"][0]["reason"] = json!("Unschedulable");
+        status["conditions"][0]["message"] = json!(
+            "0/3 nodes are available: 3 Insufficient cpu. preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod."
+        );
+    }
     if let Some(n) = &node {
         spec["nodeName"] = json!(n);
+        let cond = |t: &str| json!({"type": t, "status": "True", "lastProbeTime": null, "lastTransitionTime": started});
         status = json!({
             "phase": phase,
-            "conditions": [
-                {"type": "Initialized", "status": "True", "lastProbeTime": null, "lastTransitionTime": t},
-                {"type": "Ready", "status": "True", "lastProbeTime": null, "lastTransitionTime": t},
-                {"type": "ContainersReady", "status": "True", "lastProbeTime": null, "lastTransitionTime": t},
-                {"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": t}
-            ],
-            "hostIP": format!("10.0.{}.{}", (i / 2) % 250, 1),
-            "podIP": format!("10.244.{}.{}", (i / 250) % 250, i % 250 + 2),
-            "startTime": t, "qosClass": "Burstable"
+            "conditions": [cond("Initialized"), cond("Ready"), cond("ContainersReady"),
+                json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": created})],
+            "hostIP": host_ip, "podIP": pod_ip, "podIPs": [{"ip": pod_ip}],
+            "startTime": created,
+            "containerStatuses": [{
+                "name": "main", "state": {"running": {"startedAt": started}}, "lastState": {},
+                "ready": true, "restartCount": (i % 3) as u64, "image": image,
+                "imageID": format!("registry.example.com/{app}@sha256:{}{}", uuid().replace('-', ""), uuid().replace('-', "")),
+                "containerID": format!("containerd://{}{}", uuid().replace('-', ""), uuid().replace('-', "")),
+                "started": true
+            }],
+            "qosClass": "Burstable"
         });
+        managed.push(json!({"manager": "kubelet", "operation": "Update", "apiVersion": "v1", "time": started,
+            "fieldsType": "FieldsV1", "subresource": "status", "fieldsV1": {"f:status": {
+                "f:conditions": {"k:{\"type\":\"ContainersReady\"}": {".": {}, "f:lastProbeTime": {}, "f:lastTransitionTime": {}, "f:status": {}, "f:type": {}},
+                    "k:{\"type\":\"Initialized\"}": {".": {}, "f:lastProbeTime": {}, "f:lastTransitionTime": {}, "f:status": {}, "f:type": {}},
+                    "k:{\"type\":\"Ready\"}": {".": {}, "f:lastProbeTime": {}, "f:lastTransitionTime": {}, "f:status": {}, "f:type": {}}},
+                "f:containerStatuses": {}, "f:hostIP": {}, "f:phase": {}, "f:podIP": {},
+                "f:podIPs": {".": {}, format!("k:{{\"ip\":\"{pod_ip}\"}}"): {".": {}, "f:ip": {}}}, "f:startTime": {}}}}));
+    } else {
+        managed.push(json!({"manager": "kube-scheduler", "operation": "Update", "apiVersion": "v1", "time": created,
+            "fieldsType": "FieldsV1", "subresource": "status", "fieldsV1": {"f:status": {
+                "f:conditions": {".": {}, "k:{\"type\":\"PodScheduled\"}": {".": {}, "f:lastProbeTime": {}, "f:lastTransitionTime": {}, "f:message": {}, "f:reason": {}, "f:status": {}, "f:type": {}}}}}}));
     }
     json!({
         "kind": "Pod", "apiVersion": "v1",
         "metadata": {
-            "name": name, "namespace": ns, "uid": uuid(), "creationTimestamp": t,
-            "labels": {"app": format!("app-{}", i % 20), "tier": TIERS[i % 4],
+            "name": name, "generateName": format!("{rs}-"), "namespace": ns, "uid": uuid(),
+            "creationTimestamp": created,
+            "labels": {"app": app, "pod-template-hash": hash, "tier": TIERS[i % 4],
                        "team": format!("team-{}", i % 7), "version": format!("v{}", i % 3 + 1), "shard": (i % 16).to_string()},
-            "annotations": {"example.com/owner": "platform-team@example.com", "sim/index": i.to_string()}
+            "annotations": {"example.com/owner": "platform-team@example.com", "sim/index": i.to_string()},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": rs, "uid": rs_uid,
+                                 "controller": true, "blockOwnerDeletion": true}],
+            "managedFields": managed
         },
         "spec": spec,
         "status": status

@@ -44,6 +44,22 @@ pub struct SimConfig {
     pub min_watch_timeout: Duration,
     /// How long a read at a future resource version waits before 504.
     pub future_rv_wait: Duration,
+    /// Which kube-apiserver it behaves as on the consistent-read path.
+    pub generation: Generation,
+}
+
+/// Which kube-apiserver the sim behaves as where they differ for proofs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Generation {
+    /// 1.31 or later (`/version` says 1.33): a consistent read makes the
+    /// watch cache request progress from etcd, so its version, and the
+    /// bookmarks after it, advance to the read's version.
+    #[default]
+    Current,
+    /// Before 1.31 (`/version` says 1.30): a watch's bookmarks carry the
+    /// version of the last change of its resource, and a resource without
+    /// changes since the watch began gets none.
+    Pre131,
 }
 
 impl SimConfig {
@@ -70,6 +86,7 @@ impl Default for SimConfig {
             bookmark_interval: Duration::from_secs(60),
             min_watch_timeout: Duration::from_secs(1800),
             future_rv_wait: Duration::from_secs(3),
+            generation: Generation::Current,
         }
     }
 }
@@ -92,6 +109,9 @@ pub struct Sim {
     churn_paused: std::sync::atomic::AtomicBool,
     /// While true, watches deliver nothing (the sim has fallen behind).
     held: tokio::sync::watch::Sender<bool>,
+    /// The version of the last consistent read ([`Generation::Current`]:
+    /// the watch cache requested progress up to it).
+    progress: std::sync::atomic::AtomicU64,
 }
 
 /// A request as the handlers see it.
@@ -121,7 +141,24 @@ impl Sim {
             refuse_watches: std::sync::atomic::AtomicBool::new(false),
             churn_paused: std::sync::atomic::AtomicBool::new(false),
             held: tokio::sync::watch::channel(false).0,
+            progress: std::sync::atomic::AtomicU64::new(0),
         }
+    }
+
+    /// A consistent read (no `resourceVersion`) answered at `rv`: a current
+    /// apiserver's watch cache has made progress up to it (etcd's progress
+    /// notification), a pre-1.31 one has not.
+    pub(super) fn consistent_read(&self, rv: u64) {
+        if self.config.generation == Generation::Current {
+            self.progress
+                .fetch_max(rv, std::sync::atomic::Ordering::AcqRel);
+        }
+    }
+
+    /// Up to where the watch cache has made progress without events
+    /// (consistent reads, [`Generation::Current`] only).
+    pub(super) fn progress(&self) -> u64 {
+        self.progress.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// How many requests of `verb` on `resource` the sim has answered (e.g. `list`, `pods`).

@@ -296,6 +296,12 @@ impl Watcher {
             Start::Now => read_rv,
         };
         let mut seen_rv = read_rv;
+        // What a bookmark may carry: every change of this resource up to it
+        // was sent. A current apiserver's watch cache moves with every
+        // change it hears of and with the progress consistent reads request;
+        // a pre-1.31 one's only with its resource's changes.
+        let current = self.sim.config.generation == super::Generation::Current;
+        let mut mark_rv = read_rv;
         let interval = self.sim.config.bookmark_interval;
         let mut next_bookmark = Instant::now() + interval;
         // As the cacher: no bookmark is scheduled when the point 2 s before
@@ -324,6 +330,9 @@ impl Watcher {
                             }
                         }
                         seen_rv = ev.rv;
+                        if ev.res == self.res || current {
+                            mark_rv = ev.rv;
+                        }
                         if ev.res == self.res && !self.deliver(&ev).await {
                             return;
                         }
@@ -346,7 +355,33 @@ impl Watcher {
                             final_bookmark_sent = true;
                         }
                         next_bookmark = now + interval;
-                        if seen_rv > start_rv && !self.bookmark(seen_rv, false).await {
+                        if current {
+                            // Every change up to the progress was published
+                            // before it: send those first.
+                            let progress = self.sim.progress();
+                            if progress > mark_rv && !*held.borrow() {
+                                loop {
+                                    match rx.try_recv() {
+                                        Ok(ev) if ev.rv > seen_rv => {
+                                            seen_rv = ev.rv;
+                                            mark_rv = ev.rv;
+                                            if ev.res == self.res && !self.deliver(&ev).await {
+                                                return;
+                                            }
+                                        }
+                                        Ok(_) => {}
+                                        Err(tokio::sync::broadcast::error::TryRecvError::Lagged(_)) => {
+                                            let s = Status::expired(format!("too old resource version: {seen_rv} ({})", store.compacted()));
+                                            self.send_error(&s).await;
+                                            return;
+                                        }
+                                        Err(_) => break,
+                                    }
+                                }
+                                mark_rv = mark_rv.max(progress);
+                            }
+                        }
+                        if mark_rv > start_rv && !self.bookmark(mark_rv, false).await {
                             return;
                         }
                     }

@@ -12,6 +12,7 @@
 pub mod body;
 pub mod decode;
 pub mod discovery;
+pub mod proof;
 pub mod reflector;
 
 use std::sync::Arc;

@@ -500,10 +500,12 @@ impl Reflector {
 
     /// Refuses an upstream state at `rv` older than the one applied.
     fn not_behind(&self, rv: u64, what: &str) -> Result<(), StepError> {
-        if rv < self.last_rv {
+        // The store may be ahead of what this reflector applied: a proof
+        // stamped it (`Store::advance_to`).
+        let applied = self.last_rv.max(self.store.current().rv);
+        if rv < applied {
             return Err(StepError::Behind(format!(
-                "{what} answered at resource version {rv}, older than the cache's {}",
-                self.last_rv
+                "{what} answered at resource version {rv}, older than the cache's {applied}"
             )));
         }
         Ok(())

@@ -1,0 +1,684 @@
+//! Proofs that a cache is as fresh as its upstream, so that consistent
+//! reads (no `resourceVersion`: every client-go ≥ 1.35 informer's streaming
+//! list) can be answered from it.
+//!
+//! A consistent read must reflect every write completed before it began.
+//! For each such request r8s:
+//! 1. reads the upstream's current version `X` of the very resource, with a
+//!    one-object LIST sent after the request arrived (a *round*: every
+//!    request that arrived before a round's LIST was sent joins it; later
+//!    ones wait for the next);
+//! 2. if the store already holds `X` or newer, is done (cheapest first);
+//! 3. else watches the upstream from `C` (the lowest version of the
+//!    resource's stores) with bookmarks and `timeoutSeconds=3`: kube-apiserver
+//!    sends every such watch a BOOKMARK 2 s before its deadline, after every
+//!    change up to its version `Y`. Each store whose own watch has applied
+//!    everything up to max(`C`, `L`) (`L` the last change the probe saw) is
+//!    then the upstream's state at `Y`, and learns so
+//!    ([`Store::advance_to`]);
+//! 4. answers from the store once it is at `X` or newer: "not older than
+//!    `X`", which the request path already knows how to serve.
+//!
+//! A probe is believed only when clean: same scope as the stores (no
+//! selector, all namespaces), `C > 0`, `Y` from a BOOKMARK; an ERROR event,
+//! an end before the bookmark, a non-200 or no bookmark in time fails it, and
+//! the requests waiting on it pass through. Proofs that keep failing for a
+//! resource (an upstream that sends it no bookmarks) make its consistent
+//! reads pass at once for a while. Under `auto`, only upstreams reporting
+//! 1.31 or later are proven against (before that, etcd could send progress
+//! ahead of undelivered events), and never an aggregated API (its versions
+//! are not this etcd's).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::BytesMut;
+use http::{Request, StatusCode};
+use http_body_util::BodyExt;
+use serde::Deserialize;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::{Creds, Upstream};
+use crate::cache::ResourceCache;
+use crate::cache::store::Store;
+use crate::config::Prove;
+use crate::metrics;
+use crate::sync::MutexExt;
+
+/// The probe watch's `timeoutSeconds`: the upstream's bookmark comes 2 s
+/// before that deadline, about a second after the probe starts.
+const PROBE_TIMEOUT_SECONDS: u64 = 3;
+/// Consecutive failed proofs after which a resource's consistent reads pass
+/// at once, for [`FIRST_PAUSE`] doubling up to [`MAX_PAUSE`].
+const FAILURES_BEFORE_PAUSE: u32 = 2;
+const FIRST_PAUSE: Duration = Duration::from_secs(30);
+const MAX_PAUSE: Duration = Duration::from_secs(300);
+/// How long the upstream's reported version is believed.
+const VERSION_TTL: Duration = Duration::from_secs(60);
+/// The most of a one-object LIST or `/version` r8s reads.
+const MAX_ANSWER: usize = 4 << 20;
+
+/// Which consistent read is being proven (the `kind` label).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConsistentKind {
+    /// A watch with `sendInitialEvents=true` and no `resourceVersion`.
+    StreamingList,
+    /// A LIST without `resourceVersion`.
+    List,
+}
+
+impl ConsistentKind {
+    /// Its metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConsistentKind::StreamingList => "streaming_list",
+            ConsistentKind::List => "list",
+        }
+    }
+}
+
+/// Why a consistent read was not proven (it passes through).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unproven {
+    /// Proving is off for this kind of read (`pass`).
+    Off,
+    /// Not an upstream or resource r8s proves against: older than 1.31
+    /// under `auto`, or an aggregated API.
+    Unprovable,
+    /// The proof failed (its LIST or probe), did not complete in time, or
+    /// recent ones failed.
+    Failed,
+}
+
+/// What proving needs from the configuration (`read.*`).
+#[derive(Debug, Clone)]
+pub struct ProofPolicy {
+    /// `read.consistent_streaming_lists`.
+    pub streaming_lists: Prove,
+    /// `read.consistent_lists`.
+    pub lists: Prove,
+    /// `read.prove_timeout_seconds`.
+    pub timeout: Duration,
+}
+
+/// Why one step of a proof failed (logged; the request passes through).
+#[derive(Debug, thiserror::Error)]
+enum ProofError {
+    #[error("{0}")]
+    Upstream(String),
+    #[error("{what} answered {code}")]
+    Status {
+        what: &'static str,
+        code: StatusCode,
+    },
+    #[error("the probe watch sent an ERROR event")]
+    ErrorEvent,
+    #[error("the probe watch ended before its bookmark")]
+    EndedEarly,
+    #[error("no answer within {0:?}")]
+    NoAnswer(Duration),
+    #[error("no bookmark within {0:?}")]
+    NoBookmark(Duration),
+    #[error("malformed {0}")]
+    Malformed(&'static str),
+}
+
+/// Every cached resource's prover, and what they share.
+pub struct Proofs {
+    upstream: Arc<Upstream>,
+    policy: ProofPolicy,
+    provers: HashMap<crate::api::Gvr, Arc<Prover>>,
+    /// Whether the upstream reported 1.31 or later, and when it was asked.
+    version: Mutex<Option<(Instant, bool)>>,
+}
+
+impl Proofs {
+    /// Provers for `caches`, against `upstream`.
+    pub fn new(
+        upstream: Arc<Upstream>,
+        caches: &crate::cache::Caches,
+        policy: ProofPolicy,
+    ) -> Self {
+        let provers = caches
+            .iter()
+            .map(|(gvr, c)| (gvr.clone(), Arc::new(Prover::new(c.clone()))))
+            .collect();
+        Proofs {
+            upstream,
+            policy,
+            provers,
+            version: Mutex::new(None),
+        }
+    }
+
+    /// Waits until `store` (of `cache`) is provably at least as fresh as the
+    /// upstream was when this call began, and returns the version it must
+    /// be served "not older than"; or why not (the request passes through).
+    /// Records `r8s_consistent_reads_total` and the proof's latency.
+    pub async fn prove(
+        &self,
+        cache: &ResourceCache,
+        store: &Store,
+        kind: ConsistentKind,
+    ) -> Result<u64, Unproven> {
+        let start = Instant::now();
+        let r = self.try_prove(cache, store, kind, start).await;
+        if r != Err(Unproven::Off) {
+            metrics::consistent_read(&cache.label, kind.as_str(), r.is_ok(), start.elapsed());
+        }
+        r
+    }
+
+    async fn try_prove(
+        &self,
+        cache: &ResourceCache,
+        store: &Store,
+        kind: ConsistentKind,
+        start: Instant,
+    ) -> Result<u64, Unproven> {
+        let mode = match kind {
+            ConsistentKind::StreamingList => self.policy.streaming_lists,
+            ConsistentKind::List => self.policy.lists,
+        };
+        if mode == Prove::Pass {
+            return Err(Unproven::Off);
+        }
+        let prover = self
+            .provers
+            .get(&cache.resource.gvr)
+            .ok_or(Unproven::Unprovable)?;
+        if prover.paused() {
+            return Err(Unproven::Failed);
+        }
+        let deadline = start + self.policy.timeout;
+        if mode == Prove::Auto && !by(deadline, self.upstream_proves()).await? {
+            return Err(Unproven::Unprovable);
+        }
+        if !by(deadline, prover.local(&self.upstream)).await?? {
+            return Err(Unproven::Unprovable);
+        }
+        let x = by(deadline, prover.target(&self.upstream, self.policy.timeout)).await??;
+        if store.current().rv >= x {
+            return Ok(x);
+        }
+        // Subscribed before the probe can fail: only failures from now on count.
+        let mut reports = prover.report.subscribe();
+        prover.want(x, deadline, &self.upstream, self.policy.timeout);
+        let failed = async {
+            while reports.changed().await.is_ok() {
+                if *reports.borrow_and_update() >= x {
+                    return;
+                }
+            }
+            std::future::pending::<()>().await
+        };
+        tokio::select! {
+            reached = store.wait_for(x, deadline.saturating_duration_since(Instant::now())) => {
+                if reached { Ok(x) } else { Err(Unproven::Failed) }
+            }
+            () = failed => Err(Unproven::Failed),
+        }
+    }
+
+    /// Whether the upstream reports kube-apiserver 1.31 or later (asked at
+    /// most once a minute; an upstream that cannot say is not proven against).
+    async fn upstream_proves(&self) -> bool {
+        if let Some((at, ok)) = *self.version.locked()
+            && at.elapsed() < VERSION_TTL
+        {
+            return ok;
+        }
+        match get_json::<Version>(&self.upstream, "/version", "application/json").await {
+            Ok(v) => {
+                let ok = v.at_least(1, 31);
+                if !ok {
+                    tracing::info!(major = %v.major, minor = %v.minor, "the upstream predates 1.31: consistent reads pass through (read.consistent_streaming_lists = \"prove\" forces proofs)");
+                }
+                *self.version.locked() = Some((Instant::now(), ok));
+                ok
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "GET /version failed; consistent reads pass through");
+                false
+            }
+        }
+    }
+}
+
+/// `f`, unless `deadline` comes first (the proof failed: too slow).
+async fn by<T>(deadline: Instant, f: impl std::future::Future<Output = T>) -> Result<T, Unproven> {
+    tokio::time::timeout_at(deadline, f)
+        .await
+        .map_err(|_| Unproven::Failed)
+}
+
+/// `/version`, the part that matters here.
+#[derive(Deserialize)]
+struct Version {
+    major: String,
+    minor: String,
+}
+
+impl Version {
+    /// Whether it is `major.minor` or later (`"31+"` reads as 31).
+    fn at_least(&self, major: u64, minor: u64) -> bool {
+        let num = |s: &str| {
+            s.trim_end_matches(|c: char| !c.is_ascii_digit())
+                .parse::<u64>()
+                .ok()
+        };
+        match (num(&self.major), num(&self.minor)) {
+            (Some(a), Some(b)) => (a, b) >= (major, minor),
+            _ => false,
+        }
+    }
+}
+
+/// One resource's proofs: rounds reading `X`, probes proving the stores.
+struct Prover {
+    cache: Arc<ResourceCache>,
+    rounds: Mutex<Rounds>,
+    probes: Mutex<Probes>,
+    /// The highest `X` a failed probe (or failed round) leaves unproven:
+    /// requests waiting for at most this pass through.
+    report: watch::Sender<u64>,
+    /// Whether the resource is the upstream's own (not an aggregated API).
+    local: Mutex<Option<bool>>,
+}
+
+#[derive(Default)]
+struct Rounds {
+    /// The round gathering requests: its LIST has not been sent yet.
+    next: Option<watch::Sender<Option<Result<u64, Unproven>>>>,
+    /// Whether a task is reading rounds.
+    reading: bool,
+}
+
+#[derive(Default)]
+struct Probes {
+    /// The highest `X` a waiting request needs, and until when it waits.
+    wanted: u64,
+    until: Option<Instant>,
+    running: bool,
+    failures: u32,
+    paused_until: Option<Instant>,
+}
+
+impl Prover {
+    fn new(cache: Arc<ResourceCache>) -> Self {
+        Prover {
+            cache,
+            rounds: Mutex::new(Rounds::default()),
+            probes: Mutex::new(Probes::default()),
+            report: watch::Sender::new(0),
+            local: Mutex::new(None),
+        }
+    }
+
+    fn path(&self) -> String {
+        self.cache.resource.gvr.collection_path()
+    }
+
+    /// Whether recent proofs failed and consistent reads pass at once.
+    fn paused(&self) -> bool {
+        self.probes
+            .locked()
+            .paused_until
+            .is_some_and(|t| Instant::now() < t)
+    }
+
+    /// Counts a failed proof; pauses proving after a few in a row.
+    fn failed(&self, why: &ProofError) {
+        let mut p = self.probes.locked();
+        p.failures += 1;
+        if p.failures >= FAILURES_BEFORE_PAUSE {
+            let doublings = (p.failures - FAILURES_BEFORE_PAUSE).min(4);
+            let pause = (FIRST_PAUSE * 2u32.pow(doublings)).min(MAX_PAUSE);
+            p.paused_until = Some(Instant::now() + pause);
+            tracing::info!(resource = %self.cache.label, error = %why, failures = p.failures, ?pause, "consistent reads pass through for a while: proofs keep failing");
+        } else {
+            tracing::debug!(resource = %self.cache.label, error = %why, "proof failed");
+        }
+    }
+
+    fn succeeded(&self) {
+        let mut p = self.probes.locked();
+        p.failures = 0;
+        p.paused_until = None;
+    }
+
+    /// Whether the upstream stores this resource itself: a group's
+    /// `APIService` with a `service` is an aggregated API, whose versions
+    /// are not the upstream's etcd revisions. Asked once.
+    async fn local(&self, upstream: &Arc<Upstream>) -> Result<bool, Unproven> {
+        if let Some(l) = *self.local.locked() {
+            return Ok(l);
+        }
+        let gvr = &self.cache.resource.gvr;
+        if gvr.group().is_empty() {
+            *self.local.locked() = Some(true);
+            return Ok(true);
+        }
+        #[derive(Deserialize)]
+        struct ApiService {
+            #[serde(default)]
+            spec: ApiServiceSpec,
+        }
+        #[derive(Deserialize, Default)]
+        struct ApiServiceSpec {
+            #[serde(default)]
+            service: Option<serde_json::Value>,
+        }
+        let path = format!(
+            "/apis/apiregistration.k8s.io/v1/apiservices/{}.{}",
+            gvr.version(),
+            gvr.group()
+        );
+        let local = match get_json::<ApiService>(upstream, &path, "application/json").await {
+            Ok(s) => s.spec.service.is_none_or(|v| v.is_null()),
+            // No aggregation layer (the built-in upstream): it serves
+            // everything it has itself.
+            Err(ProofError::Status {
+                code: StatusCode::NOT_FOUND,
+                ..
+            }) => true,
+            Err(e) => {
+                tracing::debug!(resource = %self.cache.label, error = %e, "could not tell whether the resource is aggregated");
+                return Err(Unproven::Failed);
+            }
+        };
+        if !local {
+            tracing::info!(resource = %self.cache.label, "an aggregated API: its consistent reads pass through");
+        }
+        *self.local.locked() = Some(local);
+        Ok(local)
+    }
+
+    /// The upstream's version `X` of this resource, read by a round whose
+    /// LIST is sent after this call began.
+    async fn target(
+        self: &Arc<Self>,
+        upstream: &Arc<Upstream>,
+        timeout: Duration,
+    ) -> Result<u64, Unproven> {
+        let mut rx = {
+            let mut r = self.rounds.locked();
+            let rx = r
+                .next
+                .get_or_insert_with(|| watch::Sender::new(None))
+                .subscribe();
+            if !r.reading {
+                r.reading = true;
+                tokio::spawn(self.clone().read_rounds(upstream.clone(), timeout));
+            }
+            rx
+        };
+        let answer = rx.wait_for(Option::is_some).await;
+        match answer.as_deref() {
+            Ok(Some(r)) => *r,
+            _ => Err(Unproven::Failed),
+        }
+    }
+
+    /// Reads rounds one after another while requests are gathering.
+    async fn read_rounds(self: Arc<Self>, upstream: Arc<Upstream>, timeout: Duration) {
+        loop {
+            let round = {
+                let mut r = self.rounds.locked();
+                match r.next.take() {
+                    Some(round) => round,
+                    None => {
+                        r.reading = false;
+                        return;
+                    }
+                }
+            };
+            // Everyone in `round` arrived before this LIST is sent.
+            let x = tokio::time::timeout(timeout, read_version(&upstream, &self.path())).await;
+            let answer = match x.unwrap_or(Err(ProofError::NoAnswer(timeout))) {
+                Ok(x) => Ok(x),
+                Err(e) => {
+                    self.failed(&e);
+                    Err(Unproven::Failed)
+                }
+            };
+            round.send_replace(Some(answer));
+        }
+    }
+
+    /// A request needs the stores at `x` by `until`: probes run until they are.
+    fn want(self: &Arc<Self>, x: u64, until: Instant, upstream: &Arc<Upstream>, timeout: Duration) {
+        let mut p = self.probes.locked();
+        p.wanted = p.wanted.max(x);
+        p.until = Some(p.until.map_or(until, |u| u.max(until)));
+        if !p.running {
+            p.running = true;
+            tokio::spawn(self.clone().run_probes(upstream.clone(), timeout));
+        }
+    }
+
+    /// `C`: the lowest version of the resource's serving stores (the JSON
+    /// and protobuf ones can be at different versions); `None` if none serves.
+    fn lowest(&self) -> Option<u64> {
+        self.cache
+            .stores()
+            .filter(|s| s.serving() == crate::cache::store::Serving::Ready)
+            .map(|s| s.current().rv)
+            .min()
+    }
+
+    /// Probes while a request waits for a version the stores have not reached.
+    async fn run_probes(self: Arc<Self>, upstream: Arc<Upstream>, timeout: Duration) {
+        loop {
+            let c = self.lowest();
+            let wanted = {
+                let mut p = self.probes.locked();
+                let waiting = p.until.is_some_and(|u| Instant::now() < u);
+                if !waiting || c.is_some_and(|c| c >= p.wanted) {
+                    p.running = false;
+                    return;
+                }
+                p.wanted
+            };
+            let result = match c {
+                Some(c) if c > 0 => probe(&upstream, &self.path(), c, timeout).await,
+                _ => Err(ProofError::Upstream(
+                    "no store of the resource is serving".into(),
+                )),
+            };
+            match result {
+                Ok((floor, y)) => {
+                    self.succeeded();
+                    let stamps = self.cache.stores().map(|s| async move {
+                        if s.wait_for(floor, timeout).await {
+                            s.advance_to(floor, y);
+                        }
+                    });
+                    futures_util::future::join_all(stamps).await;
+                    tracing::debug!(resource = %self.cache.label, floor, y, wanted, "proved");
+                }
+                Err(e) => {
+                    self.failed(&e);
+                    let mut p = self.probes.locked();
+                    // Everyone waiting now passes through.
+                    self.report.send_replace(p.wanted);
+                    p.running = false;
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// `GET path` with r8s's credentials, a JSON answer of at most [`MAX_ANSWER`].
+async fn get_json<T: serde::de::DeserializeOwned>(
+    upstream: &Arc<Upstream>,
+    path: &str,
+    accept: &'static str,
+) -> Result<T, ProofError> {
+    let (parts, ()) = Request::get(path)
+        .header(http::header::ACCEPT, accept)
+        .body(())
+        .map_err(|e| ProofError::Upstream(e.to_string()))?
+        .into_parts();
+    let resp = upstream
+        .send(parts, None, Creds::Own)
+        .await
+        .map_err(|e| ProofError::Upstream(e.to_string()))?;
+    if resp.status() != StatusCode::OK {
+        return Err(ProofError::Status {
+            what: "a GET",
+            code: resp.status(),
+        });
+    }
+    let body = http_body_util::Limited::new(resp.into_body(), MAX_ANSWER)
+        .collect()
+        .await
+        .map_err(|e| ProofError::Upstream(e.to_string()))?
+        .to_bytes();
+    serde_json::from_slice(&body).map_err(|_| ProofError::Malformed("JSON answer"))
+}
+
+/// The metadata of a list or object: all a proof reads of either.
+#[derive(Deserialize)]
+struct Meta {
+    metadata: MetaRv,
+}
+
+#[derive(Deserialize)]
+struct MetaRv {
+    #[serde(rename = "resourceVersion", default)]
+    resource_version: String,
+}
+
+fn parse_rv(s: &str, what: &'static str) -> Result<u64, ProofError> {
+    s.parse::<u64>()
+        .ok()
+        .filter(|rv| *rv > 0)
+        .ok_or(ProofError::Malformed(what))
+}
+
+/// `X`: the upstream's current version of the resource at `path`, from a
+/// consistent one-object LIST (metadata only).
+async fn read_version(upstream: &Arc<Upstream>, path: &str) -> Result<u64, ProofError> {
+    let list: Meta = get_json(
+        upstream,
+        &format!("{path}?limit=1"),
+        "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json",
+    )
+    .await
+    .map_err(|e| match e {
+        ProofError::Status { code, .. } => ProofError::Status {
+            what: "the one-object LIST",
+            code,
+        },
+        e => e,
+    })?;
+    parse_rv(&list.metadata.resource_version, "LIST version")
+}
+
+/// One line of the probe's watch stream: its type and its object's version.
+#[derive(Deserialize)]
+struct ProbeEvent {
+    #[serde(rename = "type")]
+    kind: String,
+    object: Meta,
+}
+
+/// Watches `path` from `c` until the upstream's pre-deadline BOOKMARK at
+/// `Y`: every change in (`c`, `Y`] came before it, the last at `L`.
+/// Returns (max(`c`, `L`), `Y`): a store at the first is the upstream's
+/// state at the second.
+async fn probe(
+    upstream: &Arc<Upstream>,
+    path: &str,
+    c: u64,
+    within: Duration,
+) -> Result<(u64, u64), ProofError> {
+    let read = async {
+        let uri = format!(
+            "{path}?watch=1&allowWatchBookmarks=true&resourceVersion={c}&timeoutSeconds={PROBE_TIMEOUT_SECONDS}"
+        );
+        let (parts, ()) = Request::get(uri)
+            .header(
+                http::header::ACCEPT,
+                "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json",
+            )
+            .body(())
+            .map_err(|e| ProofError::Upstream(e.to_string()))?
+            .into_parts();
+        let resp = upstream
+            .send(parts, None, Creds::Own)
+            .await
+            .map_err(|e| ProofError::Upstream(e.to_string()))?;
+        if resp.status() != StatusCode::OK {
+            return Err(ProofError::Status {
+                what: "the probe watch",
+                code: resp.status(),
+            });
+        }
+        let mut body = resp.into_body();
+        let mut buf = BytesMut::new();
+        let mut last = c;
+        loop {
+            let Some(frame) = body.frame().await else {
+                return Err(ProofError::EndedEarly);
+            };
+            let frame = frame.map_err(|e| ProofError::Upstream(e.to_string()))?;
+            let Ok(data) = frame.into_data() else {
+                continue;
+            };
+            buf.extend_from_slice(&data);
+            if buf.len() > MAX_ANSWER {
+                return Err(ProofError::Malformed("watch line (too long)"));
+            }
+            while let Some(nl) = buf.iter().position(|b| *b == b'\n') {
+                let line = buf.split_to(nl + 1);
+                if line.iter().all(u8::is_ascii_whitespace) {
+                    continue;
+                }
+                let ev: ProbeEvent = serde_json::from_slice(&line)
+                    .map_err(|_| ProofError::Malformed("watch line"))?;
+                match ev.kind.as_str() {
+                    "ERROR" => return Err(ProofError::ErrorEvent),
+                    "BOOKMARK" => {
+                        let y = parse_rv(&ev.object.metadata.resource_version, "bookmark")?;
+                        if y < last {
+                            return Err(ProofError::Malformed("bookmark older than an event"));
+                        }
+                        return Ok((last, y));
+                    }
+                    "ADDED" | "MODIFIED" | "DELETED" => {
+                        let rv = parse_rv(&ev.object.metadata.resource_version, "event version")?;
+                        last = last.max(rv);
+                    }
+                    _ => return Err(ProofError::Malformed("event type")),
+                }
+            }
+        }
+    };
+    tokio::time::timeout(within, read)
+        .await
+        .map_err(|_| ProofError::NoBookmark(within))?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn should_read_kube_apiserver_versions() {
+        let v = |major: &str, minor: &str| Version {
+            major: major.into(),
+            minor: minor.into(),
+        };
+        assert!(v("1", "31").at_least(1, 31));
+        assert!(v("1", "35+").at_least(1, 31));
+        assert!(!v("1", "30").at_least(1, 31));
+        assert!(!v("1", "21+").at_least(1, 31));
+        assert!(v("2", "0").at_least(1, 31));
+        assert!(!v("", "").at_least(1, 31));
+    }
+}

@@ -1,0 +1,482 @@
+//! Consistent streaming lists (`sendInitialEvents=true`, no
+//! `resourceVersion`: client-go ≥ 1.35's informer sync) served from the
+//! cache once proven as fresh as the upstream, and passed through where
+//! they cannot be proven.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use common::*;
+use http_body_util::BodyExt;
+use prost::Message;
+use r8s::config::{Config, Prove};
+use r8s::sim::store::{Mutation, key};
+use r8s::sim::{Generation, SimConfig, SimHandle};
+
+/// client-go's request: a streaming list of the current state.
+const CONSISTENT: &str =
+    "watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true";
+
+/// What a consistent streaming list sent up to its initial-events-end bookmark.
+#[derive(Debug)]
+struct Initial {
+    /// `X-R8s-Cache`.
+    cache: String,
+    /// key → resourceVersion of every ADDED.
+    objects: BTreeMap<String, u64>,
+    /// The bookmark's version: the state the objects are.
+    at: u64,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct Meta {
+    #[prost(string, optional, tag = "1")]
+    name: Option<String>,
+    #[prost(string, optional, tag = "3")]
+    namespace: Option<String>,
+    #[prost(string, optional, tag = "6")]
+    resource_version: Option<String>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct Object {
+    #[prost(message, optional, tag = "1")]
+    metadata: Option<Meta>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct Unknown {
+    #[prost(bytes = "vec", optional, tag = "2")]
+    raw: Option<Vec<u8>>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct RawExtension {
+    #[prost(bytes = "vec", optional, tag = "1")]
+    raw: Option<Vec<u8>>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct WatchEvent {
+    #[prost(string, optional, tag = "1")]
+    r#type: Option<String>,
+    #[prost(message, optional, tag = "2")]
+    object: Option<RawExtension>,
+}
+
+#[derive(serde::Deserialize)]
+struct JsonEvent {
+    #[serde(rename = "type")]
+    kind: String,
+    object: JsonObject,
+}
+
+#[derive(serde::Deserialize)]
+struct JsonObject {
+    metadata: JsonMeta,
+}
+
+#[derive(serde::Deserialize)]
+struct JsonMeta {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    namespace: String,
+    #[serde(rename = "resourceVersion", default)]
+    resource_version: String,
+}
+
+/// One event of either encoding: type, key, version.
+fn next_event(buf: &mut BytesMut, protobuf: bool) -> Option<(String, String, u64)> {
+    if protobuf {
+        if buf.len() < 4 {
+            return None;
+        }
+        let len = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
+        if buf.len() < 4 + len {
+            return None;
+        }
+        let frame = buf.split_to(4 + len);
+        let ev = WatchEvent::decode(&frame[4..]).expect("a WatchEvent");
+        let raw = ev.object.and_then(|o| o.raw).unwrap_or_default();
+        let unknown = Unknown::decode(raw.strip_prefix(b"k8s\0").expect("the magic"))
+            .expect("a runtime.Unknown");
+        let o = Object::decode(unknown.raw.unwrap_or_default().as_slice()).expect("an object");
+        let m = o.metadata.unwrap_or_default();
+        let key = format!(
+            "{}/{}",
+            m.namespace.unwrap_or_default(),
+            m.name.unwrap_or_default()
+        );
+        let rv = m.resource_version.unwrap_or_default().parse().unwrap_or(0);
+        return Some((ev.r#type.unwrap_or_default(), key, rv));
+    }
+    let nl = buf.iter().position(|b| *b == b'\n')?;
+    let line = buf.split_to(nl + 1);
+    let ev: JsonEvent = serde_json::from_slice(&line)
+        .unwrap_or_else(|e| panic!("a watch line ({e}): {}", String::from_utf8_lossy(&line)));
+    let m = ev.object.metadata;
+    let key = format!("{}/{}", m.namespace, m.name);
+    Some((ev.kind, key, m.resource_version.parse().unwrap_or(0)))
+}
+
+/// Opens a consistent streaming list of `collection` (with `query`) and
+/// reads it up to its initial-events-end bookmark.
+async fn consistent_list(url: &str, collection: &str, query: &str, protobuf: bool) -> Initial {
+    let accept = if protobuf {
+        "application/vnd.kubernetes.protobuf;type=watch, application/json"
+    } else {
+        "application/json"
+    };
+    let req = http::Request::get(format!("{url}{collection}?{CONSISTENT}{query}"))
+        .header("accept", accept)
+        .body(http_body_util::Full::new(bytes::Bytes::new()))
+        .unwrap();
+    let resp = tokio::time::timeout(Duration::from_secs(15), client().request(req))
+        .await
+        .expect("an answer within 15 s")
+        .expect("an answer");
+    assert_eq!(resp.status(), 200, "{collection}?{query}");
+    let cache = resp
+        .headers()
+        .get("x-r8s-cache")
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
+    let mut body = resp.into_body();
+    let mut buf = BytesMut::new();
+    let mut objects = BTreeMap::new();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        while let Some((kind, key, rv)) = next_event(&mut buf, protobuf) {
+            match kind.as_str() {
+                "ADDED" => {
+                    objects.insert(key, rv);
+                }
+                // The first bookmark of a streaming list ends its initial events.
+                "BOOKMARK" => {
+                    return Initial {
+                        cache,
+                        objects,
+                        at: rv,
+                    };
+                }
+                other => panic!("{other} before the initial-events-end bookmark"),
+            }
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        let frame = tokio::time::timeout(left, body.frame())
+            .await
+            .expect("the initial-events-end bookmark within 15 s")
+            .expect("the stream goes on until the bookmark")
+            .expect("a frame");
+        if let Ok(d) = frame.into_data() {
+            buf.extend_from_slice(&d);
+        }
+    }
+}
+
+/// The sim's state of `res` at `at`, restricted to namespace `ns` and tier `tier`.
+fn truth(
+    sim: &SimHandle,
+    res: usize,
+    at: u64,
+    ns: Option<&str>,
+    tier: Option<&str>,
+) -> BTreeMap<String, u64> {
+    let (_, objects) = sim
+        .sim
+        .store
+        .snapshot(res, Some(at))
+        .expect("within the sim's history");
+    objects
+        .values()
+        .filter(|o| ns.is_none_or(|ns| o.value["metadata"]["namespace"] == ns))
+        .filter(|o| tier.is_none_or(|t| o.value["metadata"]["labels"]["tier"] == t))
+        .map(|o| {
+            let m = &o.value["metadata"];
+            (
+                format!(
+                    "{}/{}",
+                    m["namespace"].as_str().unwrap_or(""),
+                    m["name"].as_str().unwrap()
+                ),
+                o.rv,
+            )
+        })
+        .collect()
+}
+
+/// Writes a pod through the sim (acknowledged: it has a version) and returns that version.
+fn write_pod(sim: &SimHandle, ns: &str, n: usize) -> u64 {
+    let res = r8s::sim::resources::pods_idx();
+    let name = format!("written-{n:05}");
+    let v = r8s::sim::seed::pod(ns, &name, n, 3);
+    sim.sim
+        .store
+        .mutate(res, &key(Some(ns), &name), |_, _| Ok(Mutation::Put(v)))
+        .expect("the write")
+        .rv
+}
+
+fn churning_sim(generation: Generation) -> SimConfig {
+    SimConfig {
+        pods: 60,
+        namespaces: 3,
+        churn: 200.0,
+        generation,
+        ..sim_config()
+    }
+}
+
+async fn r8s_proving(sim: &SimHandle, mode: Prove) -> R8s {
+    let mut config = Config::default();
+    config.upstream.servers = vec![sim.url()];
+    config.cache.resources = vec!["pods".into(), "v1/configmaps".into()];
+    config.read.consistent_streaming_lists = mode;
+    start_r8s_config(config).await
+}
+
+/// Every consistent streaming list contains every write acknowledged before
+/// it was sent: 500 writes each followed by a consistent streaming list
+/// through r8s (JSON and protobuf, all namespaces and one, with and without
+/// a label selector), under 200 writes/s; each answer is exactly the sim's
+/// state at its bookmark's version, which is at or after the write. With the
+/// current apiserver's behaviour every one is served from the cache.
+async fn linearizable(generation: Generation, mode: Prove, rounds: usize) {
+    let sim = start_sim(churning_sim(generation)).await;
+    let r = r8s_proving(&sim, mode).await;
+    let res = r8s::sim::resources::pods_idx();
+    let workers = 4;
+    let mut tasks = Vec::new();
+    for w in 0..workers {
+        let (url, sim_ref) = (r.url(), &sim);
+        tasks.push(async move {
+            let mut hits = 0;
+            for i in (w..rounds).step_by(workers) {
+                let ns = format!("ns-{}", i % 3);
+                let written = write_pod(sim_ref, &ns, i);
+                let protobuf = i % 2 == 1;
+                let (collection, query, in_ns, tier) = match (i / 2) % 3 {
+                    0 => ("/api/v1/pods".to_string(), "", None, None),
+                    1 => (format!("/api/v1/namespaces/{ns}/pods"), "", Some(ns.as_str()), None),
+                    _ => (
+                        format!("/api/v1/namespaces/{ns}/pods"),
+                        "&labelSelector=tier%3Dbackend",
+                        Some(ns.as_str()),
+                        Some("backend"),
+                    ),
+                };
+                let got = consistent_list(&url, &collection, query, protobuf).await;
+                assert!(
+                    got.at >= written,
+                    "round {i} ({collection}{query}, protobuf {protobuf}, {}): answered at {} before the write at {written}",
+                    got.cache,
+                    got.at
+                );
+                let want = truth(sim_ref, res, got.at, in_ns, tier);
+                assert_eq!(
+                    got.objects, want,
+                    "round {i} ({collection}{query}, protobuf {protobuf}, {}): not the upstream's state at {}",
+                    got.cache, got.at
+                );
+                if tier.is_none() {
+                    let k = format!("{ns}/written-{i:05}");
+                    // Churn may have deleted it since: then the state says so.
+                    assert!(
+                        got.objects.get(&k).is_some_and(|rv| *rv >= written)
+                            || !want.contains_key(&k),
+                        "round {i}: the write {k} at {written} is missing"
+                    );
+                }
+                hits += usize::from(got.cache == "hit");
+            }
+            hits
+        });
+    }
+    let hits: usize = futures_util::future::join_all(tasks)
+        .await
+        .into_iter()
+        .sum();
+    if generation == Generation::Current {
+        assert_eq!(
+            hits, rounds,
+            "a current apiserver's pods under churn: every one a hit"
+        );
+    }
+    r.stop().await;
+    sim.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn should_contain_every_acknowledged_write_with_a_current_apiserver() {
+    linearizable(Generation::Current, Prove::Auto, 500).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn should_contain_every_acknowledged_write_with_a_pre_131_apiserver_when_forced() {
+    linearizable(Generation::Pre131, Prove::Prove, 500).await;
+}
+
+/// `r8s_cache_requests_total` for the watches of `resource` with `result`.
+fn cache_result(metrics: &str, resource: &str, result: &str) -> f64 {
+    metric(
+        metrics,
+        &format!(
+            "r8s_cache_requests_total{{resource=\"{resource}\",verb=\"watch\",result=\"{result}\"}}"
+        ),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn should_prove_an_idle_resource_with_a_current_apiserver() {
+    let sim = start_sim(churning_sim(Generation::Current)).await;
+    let r = r8s_proving(&sim, Prove::Auto).await;
+    let res =
+        r8s::sim::resources::find(&r8s::api::Gvr::from_static("", "v1", "configmaps")).unwrap();
+    for i in 0..5 {
+        let t = Instant::now();
+        let got = consistent_list(&r.url(), "/api/v1/configmaps", "", i % 2 == 1).await;
+        assert_eq!(
+            got.cache, "hit",
+            "nobody writes configmaps, yet a current apiserver proves them"
+        );
+        assert_eq!(got.objects, truth(&sim, res, got.at, None, None));
+        assert!(got.at >= sim.sim.store.current_rv().saturating_sub(10_000));
+        eprintln!("idle configmaps proven in {:?}", t.elapsed());
+    }
+    r.stop().await;
+    sim.stop().await;
+}
+
+/// A pre-1.31 upstream: under `auto` nothing is proven (its bookmarks may
+/// run ahead of undelivered events); with `prove` forced, pods under churn
+/// are proven on the bookmarks of their own changes, while an idle resource
+/// gets no bookmark and passes, after two failures at once. (One test:
+/// the metrics are the process's, shared by the tests of this file.)
+#[tokio::test(flavor = "multi_thread")]
+async fn should_prove_a_pre_131_apiserver_only_when_forced() {
+    let sim = start_sim(churning_sim(Generation::Pre131)).await;
+    let r = r8s_proving(&sim, Prove::Auto).await;
+    for collection in ["/api/v1/pods", "/api/v1/configmaps"] {
+        let got = consistent_list(&r.url(), collection, "", false).await;
+        assert_eq!(
+            got.cache, "pass",
+            "{collection}: 1.30 reported, so not proven"
+        );
+    }
+    let m = get(&format!("{}/metrics", r.admin_url())).await.text();
+    assert_eq!(cache_result(&m, "v1/pods", "unprovable"), 1.0, "{m}");
+    assert_eq!(cache_result(&m, "v1/configmaps", "unprovable"), 1.0);
+    r.stop().await;
+
+    let r = r8s_proving(&sim, Prove::Prove).await;
+    let before = get(&format!("{}/metrics", r.admin_url())).await.text();
+    let pods = consistent_list(&r.url(), "/api/v1/pods", "", false).await;
+    assert_eq!(
+        pods.cache, "hit",
+        "pods under churn prove on bookmarks of their own changes"
+    );
+    // No change to configmaps since the probe began: no bookmark, no proof.
+    let t = Instant::now();
+    let idle = consistent_list(&r.url(), "/api/v1/configmaps", "", false).await;
+    assert_eq!(idle.cache, "pass");
+    assert!(
+        t.elapsed() >= Duration::from_millis(900),
+        "it waited for its proof"
+    );
+    let idle = consistent_list(&r.url(), "/api/v1/configmaps", "", true).await;
+    assert_eq!(idle.cache, "pass");
+    // Two failed proofs in a row: later requests pass at once.
+    let t = Instant::now();
+    let idle = consistent_list(&r.url(), "/api/v1/configmaps", "", false).await;
+    assert_eq!(idle.cache, "pass");
+    assert!(
+        t.elapsed() < Duration::from_millis(900),
+        "passed at once: {:?}",
+        t.elapsed()
+    );
+    let m = get(&format!("{}/metrics", r.admin_url())).await.text();
+    let delta = |series: &str| metric(&m, series) - metric(&before, series);
+    assert_eq!(
+        delta(
+            "r8s_cache_requests_total{resource=\"v1/configmaps\",verb=\"watch\",result=\"unproven\"}"
+        ),
+        3.0,
+        "{m}"
+    );
+    assert_eq!(
+        delta(
+            "r8s_consistent_reads_total{resource=\"v1/configmaps\",kind=\"streaming_list\",result=\"passed\"}"
+        ),
+        3.0
+    );
+    r.stop().await;
+    sim.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn should_pass_consistent_streaming_lists_when_told() {
+    let sim = start_sim(churning_sim(Generation::Current)).await;
+    let r = r8s_proving(&sim, Prove::Pass).await;
+    let got = consistent_list(&r.url(), "/api/v1/pods", "", false).await;
+    assert_eq!(got.cache, "pass");
+    let m = get(&format!("{}/metrics", r.admin_url())).await.text();
+    assert_eq!(cache_result(&m, "v1/pods", "most_recent"), 1.0);
+    r.stop().await;
+    sim.stop().await;
+}
+
+/// client-go's exact request, sent by a real client: kube-rs's `Api::watch`
+/// with `sendInitialEvents`, `resourceVersionMatch=NotOlderThan` and no
+/// version, builds the sim's state, and its sync is a hit (namespaces: a
+/// resource nobody writes, proven by the bookmark after a consistent read).
+#[tokio::test(flavor = "multi_thread")]
+async fn should_sync_a_kube_rs_client_sending_client_gos_request() {
+    use futures_util::StreamExt;
+    use k8s_openapi::api::core::v1::Namespace;
+    use kube::api::{Api, WatchEvent, WatchParams};
+    let sim = start_sim(churning_sim(Generation::Current)).await;
+    let mut config = Config::default();
+    config.upstream.servers = vec![sim.url()];
+    // A resource no other test of this file reads: the metrics are shared.
+    config.cache.resources = vec!["v1/namespaces".into()];
+    let r = start_r8s_config(config).await;
+    let config = kube::Config::new(r.url().parse().unwrap());
+    let client = kube::Client::try_from(config).unwrap();
+    let pods: Api<Namespace> = Api::all(client);
+    let wp = WatchParams::streaming_lists();
+    let mut stream = pods.watch(&wp, "").await.unwrap().boxed();
+    let mut state = BTreeMap::new();
+    let at = loop {
+        match stream
+            .next()
+            .await
+            .expect("events until the bookmark")
+            .unwrap()
+        {
+            WatchEvent::Added(p) => {
+                let m = &p.metadata;
+                state.insert(
+                    format!("/{}", m.name.clone().unwrap()),
+                    m.resource_version.clone().unwrap().parse::<u64>().unwrap(),
+                );
+            }
+            WatchEvent::Bookmark(b) => break b.metadata.resource_version.parse::<u64>().unwrap(),
+            other => panic!("{other:?} before the initial-events-end bookmark"),
+        }
+    };
+    let res =
+        r8s::sim::resources::find(&r8s::api::Gvr::from_static("", "v1", "namespaces")).unwrap();
+    assert_eq!(state, truth(&sim, res, at, None, None));
+    let m = get(&format!("{}/metrics", r.admin_url())).await.text();
+    assert_eq!(
+        cache_result(&m, "v1/namespaces", "hit"),
+        1.0,
+        "the sync came from the cache"
+    );
+    r.stop().await;
+    sim.stop().await;
+}
