@@ -102,7 +102,7 @@ pub struct SimArgs {
     /// Address to serve the Kubernetes API on.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:6443")]
     pub listen: SocketAddr,
-    /// Pods to seed (about 2 KB of JSON each).
+    /// Pods to seed (shaped like a real apiserver's: about 4.5 KB of JSON each).
     #[arg(long, value_name = "N", default_value_t = 100)]
     pub pods: usize,
     /// Namespaces ns-0..ns-(N-1) to spread the pods over.
@@ -126,6 +126,12 @@ pub struct SimArgs {
     /// to the built-in ones; re-read when it changes. Needs --tokens.
     #[arg(long, value_name = "FILE", requires = "tokens")]
     pub policy: Option<PathBuf>,
+    /// Behave as a kube-apiserver before 1.31 where it matters to r8s's
+    /// proofs: `/version` says 1.30, a consistent read does not advance the
+    /// watch cache, and a watch's bookmarks carry its resource's last change
+    /// (none for a resource without changes).
+    #[arg(long = "before-1-31")]
+    pub before_1_31: bool,
 }
 
 /// Flags of `demo`.

@@ -20,6 +20,7 @@ Try (each command works as printed):
   curl -sN 'http://{api}/api/v1/namespaces/ns-0/pods?watch=1&timeoutSeconds=5' | cut -c1-150
   curl -si 'http://{api}/api/v1/namespaces/ns-0/pods?resourceVersion=0&limit=1' | grep -i x-r8s-cache
   curl -si 'http://{api}/api/v1/namespaces/ns-0/pods?limit=1' | grep -i x-r8s-cache
+  curl -si 'http://{api}/api/v1/namespaces/ns-0/pods?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=2' | grep -i x-r8s-cache
   curl -s http://{admin}/metrics | grep ^r8s_
 
 Straight to the upstream, for comparison: kubectl --server http://{sim} get pods -A

@@ -169,6 +169,11 @@ async fn run_sim(args: SimArgs) -> ExitCode {
         history: args.history,
         tokens: args.tokens,
         policy: args.policy,
+        generation: if args.before_1_31 {
+            sim::Generation::Pre131
+        } else {
+            sim::Generation::Current
+        },
         ..sim::SimConfig::default()
     };
     let handle = match sim::start(cfg, listener).await {

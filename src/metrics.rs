@@ -98,6 +98,10 @@ pub fn install() -> PrometheusHandle {
                 CONSISTENT_READS_TOTAL,
                 "Consistent reads of cached resources: proven (from the cache) or passed."
             );
+            metrics::describe_counter!(
+                CONSISTENT_UPSTREAM_REQUESTS_TOTAL,
+                "Requests proofs sent upstream: one-object LISTs and probe watches."
+            );
             metrics::describe_histogram!(
                 CONSISTENT_PROOF_SECONDS,
                 metrics::Unit::Seconds,
@@ -359,6 +363,17 @@ pub fn cache_request(resource: &str, verb: &'static str, result: &'static str) {
 pub const CONSISTENT_READS_TOTAL: &str = "r8s_consistent_reads_total";
 /// Time a proven consistent read waited for its proof, by resource and kind.
 pub const CONSISTENT_PROOF_SECONDS: &str = "r8s_consistent_read_proof_seconds";
+
+/// What proofs cost the upstream, by resource and `step`: `list` (the
+/// one-object LISTs reading its version, one per round of requests) and
+/// `probe` (the watches waiting for its bookmark).
+pub const CONSISTENT_UPSTREAM_REQUESTS_TOTAL: &str = "r8s_consistent_upstream_requests_total";
+
+/// Records a request a proof sent upstream (`list` or `probe`).
+pub fn consistent_upstream_request(resource: &str, step: &'static str) {
+    metrics::counter!(CONSISTENT_UPSTREAM_REQUESTS_TOTAL, "resource" => resource.to_string(), "step" => step)
+        .increment(1);
+}
 
 /// Records a consistent read's proof: proven (and how long it took) or passed.
 pub fn consistent_read(resource: &str, kind: &'static str, proven: bool, waited: Duration) {

@@ -480,3 +480,36 @@ async fn should_sync_a_kube_rs_client_sending_client_gos_request() {
     r.stop().await;
     sim.stop().await;
 }
+
+/// A tier: an r8s whose upstream is another r8s proves the same way (the
+/// lower one passes the one-object LIST up and sends its own pre-deadline
+/// bookmarks), and its answers contain every write acknowledged before them.
+#[tokio::test(flavor = "multi_thread")]
+async fn should_prove_through_a_tier_of_r8s() {
+    let sim = start_sim(churning_sim(Generation::Current)).await;
+    let lower = r8s_proving(&sim, Prove::Auto).await;
+    let mut config = Config::default();
+    config.upstream.servers = vec![lower.url()];
+    config.cache.resources = vec!["pods".into()];
+    let upper = start_r8s_config(config).await;
+    let res = r8s::sim::resources::pods_idx();
+    for i in 0..40 {
+        let ns = format!("ns-{}", i % 3);
+        let written = write_pod(&sim, &ns, 50_000 + i);
+        let got = consistent_list(&upper.url(), "/api/v1/pods", "", i % 2 == 1).await;
+        assert_eq!(got.cache, "hit", "round {i}");
+        assert!(
+            got.at >= written,
+            "round {i}: answered at {} before the write at {written}",
+            got.at
+        );
+        assert_eq!(
+            got.objects,
+            truth(&sim, res, got.at, None, None),
+            "round {i}"
+        );
+    }
+    upper.stop().await;
+    lower.stop().await;
+    sim.stop().await;
+}

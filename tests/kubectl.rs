@@ -19,6 +19,45 @@ fn ok(o: &std::process::Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
+/// `kubectl get pods` shows the columns kube-apiserver prints for pods,
+/// straight from the sim and through r8s alike.
+#[tokio::test(flavor = "multi_thread")]
+async fn should_print_the_apiservers_pod_columns() {
+    let sim = start_sim(sim_config()).await;
+    let r8s = start_r8s(vec![sim.url()]).await;
+    for server in [sim.url(), r8s.url()] {
+        let out = ok(&kubectl(&server, &["get", "pods", "-n", "ns-0"], None, T).await);
+        let mut lines = out.lines();
+        let head: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+        assert_eq!(
+            head,
+            ["NAME", "READY", "STATUS", "RESTARTS", "AGE"],
+            "{out}"
+        );
+        let first: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+        // pod-00000: scheduled (every other pod is), its one container ready, 8 days old.
+        assert_eq!(first, ["pod-00000", "1/1", "Running", "0", "8d"], "{out}");
+        let pending = lines
+            .find(|l| l.starts_with("pod-00003 "))
+            .expect("pod-00003 listed");
+        let cells: Vec<&str> = pending.split_whitespace().collect();
+        assert_eq!(cells[1..4], ["0/1", "Pending", "0"], "{out}");
+        let wide = ok(&kubectl(
+            &server,
+            &["get", "pods", "-n", "ns-0", "-o", "wide"],
+            None,
+            T,
+        )
+        .await);
+        assert!(
+            wide.lines().next().unwrap().contains("IP") && wide.contains("node-00"),
+            "{wide}"
+        );
+    }
+    r8s.stop().await;
+    sim.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn should_behave_like_the_sim_for_reads() {
     let sim = start_sim(sim_config()).await;

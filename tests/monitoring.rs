@@ -367,6 +367,18 @@ async fn should_record_the_hit_ratio_prometheus_scrapes() {
     assert!(evaluated >= 18, "{rules}");
 
     // Names: the rules' and the dashboard's exist; the README lists /metrics exactly.
+    // A consistent streaming list (client-go ≥ 1.35's sync), proven from
+    // the cache: its series exist too.
+    let consistent = send(
+        "GET",
+        &format!("{pods}?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=1"),
+        &auth,
+        None,
+        Duration::from_secs(10),
+    )
+    .await;
+    assert_eq!(consistent.headers["x-r8s-cache"], "hit");
+    let m = get(&format!("{}/metrics", r8s.admin_url())).await.text();
     let exported = families(&m);
     let rules_text = std::fs::read_to_string(Path::new(DIR).join("r8s-rules.yaml")).unwrap();
     let dashboard_text =

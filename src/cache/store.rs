@@ -608,6 +608,45 @@ mod tests {
         );
     }
 
+    /// A proof stamps a store only once it has applied everything up to the
+    /// proof's floor, never moves it back (a store ahead of `Y` keeps its
+    /// version), and a watch resumes from the stamped version.
+    #[test]
+    fn should_advance_to_a_proven_version_only_from_its_floor_and_never_back() {
+        let s = Store::new(limits(100), Arc::new(Budget::new(0, 0)), false);
+        assert!(s.advance_to(0, 5).is_none(), "not serving yet");
+        s.apply(vec![Change::Replace(OrdMap::new(), 10)]);
+        s.apply(vec![Change::Put(obj("a", 12))]);
+        assert!(
+            s.advance_to(15, 20).is_none(),
+            "below the floor: nothing stamped"
+        );
+        assert_eq!(s.current().rv, 12);
+        let v = s.advance_to(12, 20).expect("at the floor");
+        assert_eq!((v.rv, s.current().rv), (20, 20));
+        assert_eq!(
+            names(&v),
+            vec![("a".to_string(), 12)],
+            "the same state, at 20"
+        );
+        s.apply(vec![Change::Put(obj("b", 25))]);
+        let v = s.advance_to(12, 21).expect("ahead of the proof");
+        assert_eq!(
+            (v.rv, s.current().rv),
+            (25, 25),
+            "a store ahead of Y keeps its version"
+        );
+        let c = s
+            .cursor_after(20)
+            .expect("resumable from the stamped version");
+        let (b, _) = s.read(c, None, 10).unwrap();
+        assert_eq!(b.events.iter().map(|e| e.rv).collect::<Vec<_>>(), vec![25]);
+        assert!(
+            s.at(20)
+                .is_some_and(|v| names(&v) == vec![("a".to_string(), 12)])
+        );
+    }
+
     /// The names and versions a state holds, for comparing states.
     fn names(v: &Version) -> Vec<(String, u64)> {
         v.objects

@@ -155,11 +155,12 @@ fn groups() -> Vec<(&'static str, &'static str)> {
     out
 }
 
-/// `/version`.
-pub fn version(generation: super::Generation) -> Value {
-    let (minor, git) = match generation {
-        super::Generation::Current => ("33", "v1.33.0-r8s-sim"),
-        super::Generation::Pre131 => ("30", "v1.30.0-r8s-sim"),
+/// `/version` (of a 1.33 kube-apiserver, or a 1.30 one).
+pub fn version(before_1_31: bool) -> Value {
+    let (minor, git) = if before_1_31 {
+        ("30", "v1.30.0-r8s-sim")
+    } else {
+        ("33", "v1.33.0-r8s-sim")
     };
     json!({
         "major": "1", "minor": minor, "gitVersion": git,

@@ -130,7 +130,9 @@ impl Sim {
             .unwrap_or("127.0.0.1");
         let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
         let doc = match segs.as_slice() {
-            ["version"] => resources::version(self.config.generation),
+            ["version"] => {
+                resources::version(self.config.generation == super::state::Generation::Pre131)
+            }
             ["api"] => resources::core_versions(host),
             ["api", v] => resources::resource_list("", v).ok_or_else(Status::path_not_found)?,
             ["apis"] => resources::group_list(),

@@ -25,12 +25,32 @@ fn ago(ago_s: u64) -> String {
     humantime::format_rfc3339_seconds(t).to_string()
 }
 
-/// Ten characters as Kubernetes' name generator draws them.
-fn suffix(n: usize) -> String {
+/// `n` characters as Kubernetes' name generator draws them.
+fn suffix(rng: &mut fastrand::Rng, n: usize) -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
     (0..n)
-        .map(|_| ALPHABET[fastrand::usize(..ALPHABET.len())] as char)
+        .map(|_| ALPHABET[rng.usize(..ALPHABET.len())] as char)
         .collect()
+}
+
+/// `n` hex digits (digests, container ids).
+fn hex(rng: &mut fastrand::Rng, n: usize) -> String {
+    (0..n)
+        .map(|_| char::from_digit(rng.u32(..16), 16).expect("a hex digit"))
+        .collect()
+}
+
+/// A UUID drawn from `rng`.
+fn seeded_uid(rng: &mut fastrand::Rng) -> String {
+    let h = hex(rng, 32);
+    format!(
+        "{}-{}-4{}-a{}-{}",
+        &h[..8],
+        &h[8..12],
+        &h[13..16],
+        &h[17..20],
+        &h[20..]
+    )
 }
 
 /// A pod shaped like those a real kube-apiserver serves
@@ -47,13 +67,19 @@ pub fn pod(ns: &str, name: &str, i: usize, nodes: usize) -> Value {
         .is_multiple_of(2)
         .then(|| format!("node-{:02}", (i / 2) % nodes.max(1)));
     let phase = if node.is_some() { "Running" } else { "Pending" };
+    // Drawn from the pod's index: every sim seeds the same pods (tests
+    // compare two), each pod unlike the next.
+    let mut rng = fastrand::Rng::with_seed(0x5eed_0000 + i as u64);
     let app = format!("app-{}", i % 20);
-    let hash = suffix(10);
+    let hash = suffix(&mut rng, 10);
     let rs = format!("{app}-{hash}");
-    let rs_uid = uuid();
-    let created = ago(60 + (i as u64 * 7) % 86_400);
-    let started = ago(30 + (i as u64 * 7) % 86_400);
-    let token_volume = format!("kube-api-access-{}", suffix(5));
+    let rs_uid = seeded_uid(&mut rng);
+    // 8 to 307 days old: `kubectl get pods` prints whole days, which do not
+    // tick over between two listings compared in a test.
+    let age = 86_400 * (8 + i as u64 % 300) + (i as u64 * 37) % 3_600;
+    let created = ago(age);
+    let started = ago(age - 20);
+    let token_volume = format!("kube-api-access-{}", suffix(&mut rng, 5));
     let pod_ip = format!(
         "10.{}.{}.{}",
         244 + (i / 62_500) % 8,
@@ -126,8 +152,8 @@ pub fn pod(ns: &str, name: &str, i: usize, nodes: usize) -> Value {
             "containerStatuses": [{
                 "name": "main", "state": {"running": {"startedAt": started}}, "lastState": {},
                 "ready": true, "restartCount": (i % 3) as u64, "image": image,
-                "imageID": format!("registry.example.com/{app}@sha256:{}{}", uuid().replace('-', ""), uuid().replace('-', "")),
-                "containerID": format!("containerd://{}{}", uuid().replace('-', ""), uuid().replace('-', "")),
+                "imageID": format!("registry.example.com/{app}@sha256:{}", hex(&mut rng, 64)),
+                "containerID": format!("containerd://{}", hex(&mut rng, 64)),
                 "started": true
             }],
             "qosClass": "Burstable"

@@ -300,7 +300,7 @@ impl Watcher {
         // was sent. A current apiserver's watch cache moves with every
         // change it hears of and with the progress consistent reads request;
         // a pre-1.31 one's only with its resource's changes.
-        let current = self.sim.config.generation == super::Generation::Current;
+        let current = self.sim.config.generation == super::state::Generation::Current;
         let mut mark_rv = read_rv;
         let interval = self.sim.config.bookmark_interval;
         let mut next_bookmark = Instant::now() + interval;

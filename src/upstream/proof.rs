@@ -436,6 +436,7 @@ impl Prover {
                 }
             };
             // Everyone in `round` arrived before this LIST is sent.
+            metrics::consistent_upstream_request(&self.cache.label, "list");
             let x = tokio::time::timeout(timeout, read_version(&upstream, &self.path())).await;
             let answer = match x.unwrap_or(Err(ProofError::NoAnswer(timeout))) {
                 Ok(x) => Ok(x),
@@ -483,7 +484,10 @@ impl Prover {
                 p.wanted
             };
             let result = match c {
-                Some(c) if c > 0 => probe(&upstream, &self.path(), c, timeout).await,
+                Some(c) if c > 0 => {
+                    metrics::consistent_upstream_request(&self.cache.label, "probe");
+                    probe(&upstream, &self.path(), c, timeout).await
+                }
                 _ => Err(ProofError::Upstream(
                     "no store of the resource is serving".into(),
                 )),
@@ -512,12 +516,13 @@ impl Prover {
     }
 }
 
-/// `GET path` with r8s's credentials, a JSON answer of at most [`MAX_ANSWER`].
-async fn get_json<T: serde::de::DeserializeOwned>(
+/// `GET path` with r8s's credentials, answered 200 (`what` names it in the error).
+async fn get(
     upstream: &Arc<Upstream>,
     path: &str,
     accept: &'static str,
-) -> Result<T, ProofError> {
+    what: &'static str,
+) -> Result<http::Response<hyper::body::Incoming>, ProofError> {
     let (parts, ()) = Request::get(path)
         .header(http::header::ACCEPT, accept)
         .body(())
@@ -529,10 +534,20 @@ async fn get_json<T: serde::de::DeserializeOwned>(
         .map_err(|e| ProofError::Upstream(e.to_string()))?;
     if resp.status() != StatusCode::OK {
         return Err(ProofError::Status {
-            what: "a GET",
+            what,
             code: resp.status(),
         });
     }
+    Ok(resp)
+}
+
+/// `GET path` with r8s's credentials, a JSON answer of at most [`MAX_ANSWER`].
+async fn get_json<T: serde::de::DeserializeOwned>(
+    upstream: &Arc<Upstream>,
+    path: &str,
+    accept: &'static str,
+) -> Result<T, ProofError> {
+    let resp = get(upstream, path, accept, "a GET").await?;
     let body = http_body_util::Limited::new(resp.into_body(), MAX_ANSWER)
         .collect()
         .await
@@ -601,24 +616,13 @@ async fn probe(
         let uri = format!(
             "{path}?watch=1&allowWatchBookmarks=true&resourceVersion={c}&timeoutSeconds={PROBE_TIMEOUT_SECONDS}"
         );
-        let (parts, ()) = Request::get(uri)
-            .header(
-                http::header::ACCEPT,
-                "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json",
-            )
-            .body(())
-            .map_err(|e| ProofError::Upstream(e.to_string()))?
-            .into_parts();
-        let resp = upstream
-            .send(parts, None, Creds::Own)
-            .await
-            .map_err(|e| ProofError::Upstream(e.to_string()))?;
-        if resp.status() != StatusCode::OK {
-            return Err(ProofError::Status {
-                what: "the probe watch",
-                code: resp.status(),
-            });
-        }
+        let resp = get(
+            upstream,
+            &uri,
+            "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json",
+            "the probe watch",
+        )
+        .await?;
         let mut body = resp.into_body();
         let mut buf = BytesMut::new();
         let mut last = c;
@@ -667,6 +671,55 @@ async fn probe(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::media::Encoding;
+    use crate::api::{ApiResource, Gvr};
+    use crate::cache::store::{Budget, Change, Limits};
+
+    fn store(rv: u64, encoding: Encoding) -> Arc<Store> {
+        let limits = Limits {
+            retention: Duration::from_secs(60),
+            max_retained: 10,
+            history_events: 100,
+            history_bytes: 0,
+            max_staleness: Duration::ZERO,
+        };
+        let s = Store::new(limits, Arc::new(Budget::new(0, 0)), false).with_encoding(encoding);
+        s.apply(vec![Change::Replace(imbl::OrdMap::new(), rv)]);
+        Arc::new(s)
+    }
+
+    /// The JSON and protobuf stores of one resource follow their own
+    /// watches: the probe starts from the lower (`C`), and each store is
+    /// stamped only once it has applied everything up to max(`C`, `L`).
+    #[test]
+    fn should_probe_from_the_lowest_store_and_stamp_each_from_its_floor() {
+        let (json, pb) = (store(30, Encoding::Json), store(20, Encoding::Protobuf));
+        let cache = ResourceCache {
+            resource: ApiResource {
+                gvr: Gvr::from_static("", "v1", "pods"),
+                kind: "Pod".into(),
+                namespaced: true,
+            },
+            store: json.clone(),
+            protobuf: Some(pb.clone()),
+            list_kind: "PodList".into(),
+            label: "v1/pods".into(),
+            watch_metrics: Default::default(),
+        };
+        let p = Prover::new(Arc::new(cache));
+        assert_eq!(p.lowest(), Some(20), "C is the lower store's version");
+        // The probe from 20 saw a change at 25 and a bookmark at 40.
+        let floor = 25;
+        assert!(
+            pb.advance_to(floor, 40).is_none(),
+            "protobuf has not applied 25 yet"
+        );
+        assert_eq!(pb.current().rv, 20);
+        assert_eq!(json.advance_to(floor, 40).map(|v| v.rv), Some(40));
+        pb.apply(vec![Change::Progress(25)]);
+        assert_eq!(pb.advance_to(floor, 40).map(|v| v.rv), Some(40));
+        assert_eq!(p.lowest(), Some(40));
+    }
 
     #[test]
     fn should_read_kube_apiserver_versions() {

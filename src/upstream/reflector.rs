@@ -399,9 +399,11 @@ impl Reflector {
     async fn stream_list(&mut self, shutdown: &Signal) -> Result<u64, StepError> {
         let timeout = self.watch_timeout();
         self.watching = false;
+        // Not older than what the cache holds: a proof may have moved the
+        // store past what this reflector applied.
         let q = format!(
             "watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion={}&allowWatchBookmarks=true&timeoutSeconds={timeout}",
-            self.last_rv
+            self.last_rv.max(self.store.current().rv)
         );
         let resp = self.request(&q).await?;
         match resp.status() {
