@@ -240,7 +240,7 @@ async fn r8s_proving(sim: &SimHandle, mode: Prove) -> R8s {
 }
 
 /// Every consistent streaming list contains every write acknowledged before
-/// it was sent: 500 writes each followed by a consistent streaming list
+/// it was sent: 1,000 writes, each followed by a consistent streaming list
 /// through r8s (JSON and protobuf, all namespaces and one, with and without
 /// a label selector), under 200 writes/s; each answer is exactly the sim's
 /// state at its bookmark's version, which is at or after the write. With the
@@ -312,12 +312,12 @@ async fn linearizable(generation: Generation, mode: Prove, rounds: usize) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn should_contain_every_acknowledged_write_with_a_current_apiserver() {
-    linearizable(Generation::Current, Prove::Auto, 500).await;
+    linearizable(Generation::Current, Prove::Auto, 1000).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn should_contain_every_acknowledged_write_with_a_pre_131_apiserver_when_forced() {
-    linearizable(Generation::Pre131, Prove::Prove, 500).await;
+    linearizable(Generation::Pre131, Prove::Prove, 1000).await;
 }
 
 /// `r8s_cache_requests_total` for the watches of `resource` with `result`.
