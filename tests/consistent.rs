@@ -513,3 +513,87 @@ async fn should_prove_through_a_tier_of_r8s() {
     lower.stop().await;
     sim.stop().await;
 }
+
+/// Consistent LISTs (no `resourceVersion`) pass through by default, and with
+/// `read.consistent_lists = "prove"` are answered from the cache once
+/// proven, containing every write acknowledged before them, pages included.
+#[tokio::test(flavor = "multi_thread")]
+async fn should_prove_consistent_lists_only_when_asked() {
+    let sim = start_sim(churning_sim(Generation::Current)).await;
+    let default = r8s_proving(&sim, Prove::Auto).await;
+    let r = get(&format!("{}/api/v1/pods", default.url())).await;
+    assert_eq!(
+        r.headers["x-r8s-cache"], "pass",
+        "consistent_lists defaults to pass"
+    );
+    default.stop().await;
+
+    let mut config = Config::default();
+    config.upstream.servers = vec![sim.url()];
+    // Secrets: a resource no other test of this file reads (shared metrics).
+    config.cache.resources = vec!["pods".into(), "v1/secrets".into()];
+    config.cache.exclude = vec![];
+    config.read.consistent_lists = Prove::Prove;
+    let r8s = start_r8s_config(config).await;
+    let res = r8s::sim::resources::pods_idx();
+    for i in 0..20 {
+        let ns = format!("ns-{}", i % 3);
+        let written = write_pod(&sim, &ns, 60_000 + i);
+        let r = get(&format!("{}/api/v1/namespaces/{ns}/pods", r8s.url())).await;
+        assert_eq!(r.headers["x-r8s-cache"], "hit", "round {i}");
+        let list = r.json();
+        let at: u64 = list["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(
+            at >= written,
+            "round {i}: listed at {at}, before the write at {written}"
+        );
+        let got: BTreeMap<String, u64> = list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| (key_of(o), rv_of(o)))
+            .collect();
+        assert_eq!(got, truth(&sim, res, at, Some(&ns), None), "round {i}");
+    }
+    // A page of a proven list continues from the same version.
+    let first = get(&format!("{}/api/v1/pods?limit=5", r8s.url())).await;
+    assert_eq!(first.headers["x-r8s-cache"], "hit");
+    let cont = first.json()["metadata"]["continue"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let next = get(&format!(
+        "{}/api/v1/pods?limit=5&continue={cont}",
+        r8s.url()
+    ))
+    .await;
+    assert_eq!(next.headers["x-r8s-cache"], "hit");
+    assert_eq!(
+        next.json()["metadata"]["resourceVersion"],
+        first.json()["metadata"]["resourceVersion"]
+    );
+    // An idle resource's LIST is proven too (a probe and its bookmark).
+    let secrets = get(&format!("{}/api/v1/secrets", r8s.url())).await;
+    assert_eq!(secrets.headers["x-r8s-cache"], "hit");
+    let m = get(&format!("{}/metrics", r8s.admin_url())).await.text();
+    assert_eq!(
+        metric(
+            &m,
+            "r8s_consistent_reads_total{resource=\"v1/secrets\",kind=\"list\",result=\"proven\"}"
+        ),
+        1.0
+    );
+    // Consistent GETs always pass.
+    let one = get(&format!(
+        "{}/api/v1/namespaces/ns-0/pods/pod-00000",
+        r8s.url()
+    ))
+    .await;
+    assert_eq!(one.headers["x-r8s-cache"], "pass");
+    r8s.stop().await;
+    sim.stop().await;
+}
