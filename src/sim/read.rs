@@ -232,13 +232,19 @@ pub async fn list(
             ReadAt::Current
         }
     };
+    let keep = |o: &Obj| passes(&o.value, &lsel, &fsel);
+    let ns = rp.namespace.as_deref();
     let (list_rv, snapshot, start) = match at {
+        // The current state is paged where it lies, as etcd reads a key
+        // range with a limit (no copy of the whole resource per request).
         ReadAt::Current => {
-            let (rv, m) = sim.store.snapshot(res, None).expect("current is servable");
+            let (rv, page) = sim
+                .store
+                .with_current(res, |m| paginate(m, ns, None, opts.limit, keep));
             if opts.resource_version.is_empty() {
                 sim.consistent_read(rv);
             }
-            (rv, m, None)
+            return list_answer(def, format, rv, page, &lsel, &fsel);
         }
         ReadAt::Exact(n) => match sim.store.snapshot(res, Some(n)) {
             Ok((rv, m)) => (rv, m, None),
@@ -256,9 +262,19 @@ pub async fn list(
             }
         }
     };
-    let page = paginate(&snapshot, rp.namespace.as_deref(), start, opts.limit, |o| {
-        passes(&o.value, &lsel, &fsel)
-    });
+    let page = paginate(&snapshot, ns, start, opts.limit, keep);
+    list_answer(def, format, list_rv, page, &lsel, &fsel)
+}
+
+/// The answer to a list: one page of the state at `list_rv`, in `format`.
+fn list_answer(
+    def: &ResourceDef,
+    format: Format,
+    list_rv: u64,
+    page: Page,
+    lsel: &LabelSelector,
+    fsel: &FieldSelector,
+) -> Result<Response<Body>, Status> {
     let cont = page
         .last_key
         .as_ref()

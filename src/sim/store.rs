@@ -198,6 +198,16 @@ impl Store {
         self.lock().objects[res].get(key).cloned()
     }
 
+    /// `f` of the current objects of `res` (under the lock, uncopied), and the revision.
+    pub fn with_current<T>(
+        &self,
+        res: usize,
+        f: impl FnOnce(&BTreeMap<String, Arc<Obj>>) -> T,
+    ) -> (u64, T) {
+        let st = self.lock();
+        (st.rv, f(&st.objects[res]))
+    }
+
     /// The objects of `res` at revision `at` (current when `None`), and that revision.
     pub fn snapshot(
         &self,
