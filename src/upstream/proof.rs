@@ -201,6 +201,7 @@ impl Proofs {
         }
         let x = by(deadline, prover.target(&self.upstream, self.policy.timeout)).await??;
         if store.current().rv >= x {
+            prover.succeeded();
             return Ok(x);
         }
         // Subscribed before the probe can fail: only failures from now on count.
@@ -216,7 +217,11 @@ impl Proofs {
         };
         tokio::select! {
             reached = store.wait_for(x, deadline.saturating_duration_since(Instant::now())) => {
-                if reached { Ok(x) } else { Err(Unproven::Failed) }
+                if !reached {
+                    return Err(Unproven::Failed);
+                }
+                prover.succeeded();
+                Ok(x)
             }
             () = failed => Err(Unproven::Failed),
         }
@@ -343,6 +348,7 @@ impl Prover {
         }
     }
 
+    /// A proof succeeded: failures are counted in a row, so the count restarts.
     fn succeeded(&self) {
         let mut p = self.probes.locked();
         p.failures = 0;
