@@ -604,3 +604,47 @@ async fn should_prove_consistent_lists_only_when_asked() {
     r8s.stop().await;
     sim.stop().await;
 }
+
+/// The progress a consistent read requests is what proves a resource nobody
+/// writes: with no churn at all, a write to pods (which this r8s does not
+/// cache) moves the upstream's version past every secret; a consistent
+/// streaming list of secrets is then proven only because the proof's own
+/// one-object LIST made the upstream's watch cache catch up, so its probe's
+/// bookmark reaches the version read. A pre-1.31 apiserver makes no such
+/// progress: its probe gets no bookmark past the last secret, and the
+/// request passes.
+#[tokio::test(flavor = "multi_thread")]
+async fn should_prove_an_idle_resource_by_the_progress_a_consistent_read_requests() {
+    for (generation, expected) in [(Generation::Current, "hit"), (Generation::Pre131, "pass")] {
+        let sim = start_sim(sim_config_of(generation)).await;
+        let mut config = Config::default();
+        config.upstream.servers = vec![sim.url()];
+        config.cache.resources = vec!["v1/secrets".into()];
+        config.read.consistent_streaming_lists = Prove::Prove;
+        let r = start_r8s_config(config).await;
+        let res =
+            r8s::sim::resources::find(&r8s::api::Gvr::from_static("", "v1", "secrets")).unwrap();
+        for i in 0..3 {
+            let written = write_pod(&sim, "ns-0", 70_000 + i);
+            let got = consistent_list(&r.url(), "/api/v1/secrets", "", i == 1).await;
+            assert_eq!(got.cache, expected, "{generation:?}, round {i}");
+            assert_eq!(got.objects, truth(&sim, res, got.at, None, None));
+            if expected == "hit" {
+                assert!(
+                    got.at >= written,
+                    "round {i}: answered at {} before the write at {written}",
+                    got.at
+                );
+            }
+        }
+        r.stop().await;
+        sim.stop().await;
+    }
+}
+
+fn sim_config_of(generation: Generation) -> SimConfig {
+    SimConfig {
+        generation,
+        ..sim_config()
+    }
+}

@@ -164,7 +164,7 @@ pub fn body_of<'o>(def: &ResourceDef, o: &'o Obj) -> Option<&'o bytes::Bytes> {
 }
 
 /// An object's protobuf body, if its kind has a protobuf encoding.
-fn object_body(def: &ResourceDef, v: &Value) -> Option<bytes::Bytes> {
+pub fn object_body(def: &ResourceDef, v: &Value) -> Option<bytes::Bytes> {
     if !def.gvr.is_builtin() {
         return None;
     }

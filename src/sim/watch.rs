@@ -182,6 +182,28 @@ impl Watcher {
         }
     }
 
+    /// Sends one initial event, its object encoded for this request. The
+    /// cacher hands a watcher its initial events from the store, as plain
+    /// objects that each watcher encodes itself (only live events are
+    /// serialized once for all watchers, wrapped in a `cachingObject`), so
+    /// a streaming list costs kube-apiserver an encoding of every object.
+    async fn send_initial(&self, obj: &Arc<Obj>) -> bool {
+        match self.format {
+            Format::Json => {
+                let body = serde_json::to_vec(&obj.value).expect("JSON serializes");
+                self.send("ADDED", &body).await
+            }
+            Format::Protobuf => match super::protobuf::object_body(self.def, &obj.value) {
+                Some(body) => self.send("ADDED", &body).await,
+                None => false,
+            },
+            // Already encoded per request.
+            Format::Metadata | Format::ProtobufMetadata | Format::Table(..) => {
+                self.send_obj("ADDED", obj).await
+            }
+        }
+    }
+
     async fn bookmark(&self, rv: u64, initial_end: bool) -> bool {
         if self.protobuf() {
             let metadata_only = self.format == Format::ProtobufMetadata;
@@ -278,7 +300,7 @@ impl Watcher {
                 }
                 let (rv, objects, rx) = store.watch_current(self.res);
                 for o in objects.values() {
-                    if self.filter.passes(o) && !self.send_obj("ADDED", o).await {
+                    if self.filter.passes(o) && !self.send_initial(o).await {
                         return;
                     }
                 }
@@ -297,9 +319,10 @@ impl Watcher {
         };
         let mut seen_rv = read_rv;
         // What a bookmark may carry: every change of this resource up to it
-        // was sent. A current apiserver's watch cache moves with every
-        // change it hears of and with the progress consistent reads request;
-        // a pre-1.31 one's only with its resource's changes.
+        // was sent. A watch cache hears only its own resource's changes (an
+        // etcd watch on its prefix); a current apiserver's also moves with
+        // the progress its consistent reads request from etcd, a pre-1.31
+        // one's does not.
         let current = self.sim.config.generation == super::state::Generation::Current;
         let mut mark_rv = read_rv;
         let interval = self.sim.config.bookmark_interval;
@@ -309,7 +332,18 @@ impl Watcher {
         let mut final_bookmark_sent = deadline
             .checked_sub(Duration::from_secs(2))
             .is_none_or(|t| t <= Instant::now());
-        let mut tick = tokio::time::interval(Duration::from_millis(250));
+        // When something is due: the end, the next bookmark, the one 2 s
+        // before the end (timers, as the cacher's, not polling).
+        let due = |next_bookmark: Instant, final_sent: bool| {
+            let mut at = deadline;
+            if self.bookmarks {
+                at = at.min(next_bookmark);
+                if !final_sent {
+                    at = at.min(deadline - Duration::from_secs(2));
+                }
+            }
+            at
+        };
         let mut epoch = self.sim.watch_epoch();
         epoch.mark_unchanged();
         let mut held = self.sim.watches_held();
@@ -330,7 +364,7 @@ impl Watcher {
                             }
                         }
                         seen_rv = ev.rv;
-                        if ev.res == self.res || current {
+                        if ev.res == self.res {
                             mark_rv = ev.rv;
                         }
                         if ev.res == self.res && !self.deliver(&ev).await {
@@ -344,7 +378,7 @@ impl Watcher {
                     }
                     Err(RecvError::Closed) => return,
                 },
-                _ = tick.tick() => {
+                _ = tokio::time::sleep_until(due(next_bookmark, final_bookmark_sent).into()) => {
                     let now = Instant::now();
                     if now >= deadline {
                         return;
@@ -364,9 +398,11 @@ impl Watcher {
                                     match rx.try_recv() {
                                         Ok(ev) if ev.rv > seen_rv => {
                                             seen_rv = ev.rv;
-                                            mark_rv = ev.rv;
-                                            if ev.res == self.res && !self.deliver(&ev).await {
-                                                return;
+                                            if ev.res == self.res {
+                                                mark_rv = ev.rv;
+                                                if !self.deliver(&ev).await {
+                                                    return;
+                                                }
                                             }
                                         }
                                         Ok(_) => {}
