@@ -378,7 +378,7 @@ impl Watcher {
                     }
                     Err(RecvError::Closed) => return,
                 },
-                _ = tokio::time::sleep_until(due(next_bookmark, final_bookmark_sent).into()) => {
+                _ = tokio::time::sleep_until(due(next_bookmark, final_bookmark_sent)) => {
                     let now = Instant::now();
                     if now >= deadline {
                         return;
