@@ -11,62 +11,153 @@ use crate::body::{self, Body};
 use crate::cache::store::{Serving, Store};
 use crate::sync::MutexExt;
 
-/// Readiness: set by the upstream prober (the upstream answers `/version`
-/// and every cache has settled: synced, or passing through for good
-/// reason), and read live of each cache's staleness.
+/// Readiness means "can serve": not before every cache's first sync, not
+/// while draining, not while a cache is stale past
+/// `cache.max_staleness_seconds` (unless `cache.serve_stale`). An upstream
+/// that does not answer `/version` is reported, not a reason by itself: in
+/// an outage for everyone, every replica going unready would leave clients
+/// no endpoint at all, while their caches could still answer.
 pub struct Health {
-    ready: AtomicBool,
-    /// Why not ready, as the prober last saw it.
+    /// Every cache's first sync completed (and the upstream answered once).
+    synced: AtomicBool,
+    /// Shutting down: new requests belong elsewhere.
+    draining: AtomicBool,
+    /// Why not synced yet, as the prober last saw it.
     why: Mutex<String>,
+    /// Why the upstream does not answer `/version`, while it does not.
+    upstream_down: Mutex<Option<String>>,
+    /// `cache.serve_stale`: stale caches keep serving (and readiness).
+    serve_stale: bool,
     /// Every store, by its metrics label, for staleness.
     stores: Vec<(String, Arc<Store>)>,
 }
 
+/// One check of `/readyz?verbose`: its name, and why it fails (if it does).
+struct Check {
+    name: &'static str,
+    failed: Option<String>,
+}
+
 impl Health {
     /// Health over these stores (labelled as in metrics); not ready yet.
-    pub fn new(stores: Vec<(String, Arc<Store>)>) -> Self {
+    pub fn new(stores: Vec<(String, Arc<Store>)>, serve_stale: bool) -> Self {
         Health {
-            ready: AtomicBool::new(false),
+            synced: AtomicBool::new(false),
+            draining: AtomicBool::new(false),
             why: Mutex::new("the upstream has not answered /version yet".into()),
+            upstream_down: Mutex::new(None),
+            serve_stale,
             stores,
         }
     }
 
-    /// Marks r8s ready.
-    pub fn set_ready(&self) {
-        self.ready.store(true, Ordering::Relaxed);
+    /// Every cache has synced once (for good: a later relist passes its
+    /// requests through, it does not make r8s unable to serve).
+    pub fn set_synced(&self) {
+        self.synced.store(true, Ordering::Relaxed);
     }
 
-    /// Marks r8s not ready, saying why.
-    pub fn set_unready(&self, why: String) {
-        *self.why.locked() = why;
-        self.ready.store(false, Ordering::Relaxed);
-    }
-
-    /// Whether the prober found r8s ready (staleness aside).
-    pub fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::Relaxed)
-    }
-
-    /// Ready to serve, or why not: the prober's verdict, then any serving
-    /// cache silent for longer than `cache.max_staleness_seconds`.
-    pub fn readiness(&self) -> Result<(), String> {
-        if !self.is_ready() {
-            return Err(self.why.locked().clone());
+    /// Not synced yet, saying why (ignored once synced).
+    pub fn set_syncing(&self, why: String) {
+        if !self.is_synced() {
+            *self.why.locked() = why;
         }
-        let stale: Vec<String> = self
-            .stores
+    }
+
+    /// Whether every cache's first sync has completed.
+    pub fn is_synced(&self) -> bool {
+        self.synced.load(Ordering::Relaxed)
+    }
+
+    /// What the upstream's `/version` said: `Err` while it does not answer.
+    pub fn set_upstream(&self, answered: Result<(), String>) {
+        *self.upstream_down.locked() = answered.err();
+    }
+
+    /// Shutting down: unready from now on.
+    pub fn set_draining(&self) {
+        self.draining.store(true, Ordering::Relaxed);
+    }
+
+    /// The caches past `cache.max_staleness_seconds`, as `label (N s)`.
+    fn stale(&self) -> Vec<String> {
+        self.stores
             .iter()
             .filter(|(_, s)| s.serving() == Serving::Ready && s.staleness.stale())
             .map(|(label, s)| format!("{label} ({} s)", s.staleness.since().as_secs()))
-            .collect();
-        if stale.is_empty() {
-            return Ok(());
+            .collect()
+    }
+
+    /// Every check, in order; the upstream's is reported, never failed.
+    fn checks(&self) -> (Vec<Check>, Option<String>) {
+        let mut checks = vec![Check {
+            name: "shutdown",
+            failed: self
+                .draining
+                .load(Ordering::Relaxed)
+                .then(|| "shutting down".to_string()),
+        }];
+        checks.push(Check {
+            name: "caches-synced",
+            failed: (!self.is_synced()).then(|| self.why.locked().clone()),
+        });
+        let stale = self.stale();
+        checks.push(Check {
+            name: "caches-fresh",
+            failed: (!stale.is_empty() && !self.serve_stale).then(|| {
+                format!(
+                    "caches stale (nothing heard from the upstream for longer than cache.max_staleness_seconds; their requests pass through): {}",
+                    stale.join(", ")
+                )
+            }),
+        });
+        (checks, self.upstream_down.locked().clone())
+    }
+
+    /// Ready to serve, or why not.
+    pub fn readiness(&self) -> Result<(), String> {
+        let (checks, _) = self.checks();
+        match checks.into_iter().find_map(|c| c.failed) {
+            None => Ok(()),
+            Some(why) => Err(why),
         }
-        Err(format!(
-            "caches stale (nothing heard from the upstream for longer than cache.max_staleness_seconds; their requests pass through): {}",
-            stale.join(", ")
-        ))
+    }
+
+    /// `/readyz?verbose`: each check as kube-apiserver lists its own
+    /// (`[+]name ok`, `[-]name failed: why`), the upstream's state, and
+    /// the verdict.
+    fn verbose(&self) -> (bool, String) {
+        let (checks, upstream) = self.checks();
+        let mut out = String::new();
+        let mut ok = true;
+        for c in &checks {
+            match &c.failed {
+                None => out.push_str(&format!("[+]{} ok\n", c.name)),
+                Some(why) => {
+                    ok = false;
+                    out.push_str(&format!("[-]{} failed: {why}\n", c.name));
+                }
+            }
+        }
+        match upstream {
+            None => out.push_str("[+]upstream ok\n"),
+            Some(why) => out.push_str(&format!(
+                "[+]upstream not answering /version (reported, not a readiness condition: the caches still serve): {why}\n"
+            )),
+        }
+        let stale = self.stale();
+        if self.serve_stale && !stale.is_empty() {
+            out.push_str(&format!(
+                "[+]caches served stale (cache.serve_stale): {}\n",
+                stale.join(", ")
+            ));
+        }
+        out.push_str(if ok {
+            "readyz check passed\n"
+        } else {
+            "readyz check failed\n"
+        });
+        (ok, out)
     }
 
     /// Whether every cache has settled: serving, or passing through for good reason.
@@ -74,11 +165,18 @@ impl Health {
         self.stores.iter().all(|(_, s)| s.settled())
     }
 
-    /// Publishes each cache's staleness (before a scrape).
+    /// Publishes each cache's staleness, and how many are served stale
+    /// (before a scrape).
     pub fn record_staleness(&self) {
         for (label, s) in &self.stores {
             crate::metrics::cache_staleness(label, s.staleness.since());
         }
+        let served = if self.serve_stale {
+            self.stale().len()
+        } else {
+            0
+        };
+        crate::metrics::caches_served_stale(served);
     }
 }
 
@@ -88,6 +186,14 @@ fn text(code: StatusCode, s: impl Into<bytes::Bytes>, ctype: &'static str) -> Re
     r.headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(ctype));
     r
+}
+
+/// Whether the query asks for every check (`?verbose`, as kube-apiserver's).
+fn verbose(uri: &http::Uri) -> bool {
+    uri.query().is_some_and(|q| {
+        q.split('&')
+            .any(|p| p == "verbose" || p.starts_with("verbose="))
+    })
 }
 
 /// Answers one admin request.
@@ -117,6 +223,15 @@ pub fn handle<B>(
             "text/plain; version=0.0.4",
         ),
         "/healthz" | "/livez" => text(StatusCode::OK, "ok", "text/plain; charset=utf-8"),
+        "/readyz" if verbose(req.uri()) => {
+            let (ok, out) = health.verbose();
+            let code = if ok {
+                StatusCode::OK
+            } else {
+                StatusCode::SERVICE_UNAVAILABLE
+            };
+            text(code, out, "text/plain; charset=utf-8")
+        }
         "/readyz" => match health.readiness() {
             Ok(()) => text(StatusCode::OK, "ok", "text/plain; charset=utf-8"),
             Err(why) => text(

@@ -124,6 +124,7 @@ pub async fn prepare(config: Config) -> Result<Prepared, PrepareError> {
                         history_events: config.watch.history_events,
                         history_bytes: config.watch.history_bytes as usize,
                         max_staleness: Duration::from_secs(config.cache.max_staleness_seconds),
+                        serve_stale: config.cache.serve_stale,
                     },
                     budget.clone(),
                     r.gvr.group().is_empty() && r.gvr.resource() == "pods",
@@ -166,7 +167,7 @@ impl Prepared {
                     .filter_map(|(l, s)| s.map(|s| (l, s.clone())))
             })
             .collect();
-        let health = Arc::new(Health::new(labelled));
+        let health = Arc::new(Health::new(labelled, self.config.cache.serve_stale));
         let grace = Duration::from_secs(self.config.shutdown.grace_seconds);
         tokio::spawn(metrics_upkeep(metrics.clone(), shutdown.clone()));
         tracing::info!(
@@ -303,34 +304,49 @@ async fn metrics_upkeep(handle: metrics_exporter_prometheus::PrometheusHandle, s
 }
 
 /// Keeps readiness and `r8s_upstream_up` current: `/version` every few
-/// seconds; with caches, ready once every cache has synced.
+/// seconds; ready once the upstream has answered and every cache has synced.
+/// After that an upstream that stops answering is reported (log, metric,
+/// `/readyz?verbose`), not made a reason to be unready; draining is.
 async fn probe_upstream(upstream: Arc<Upstream>, health: Arc<Health>, shutdown: Signal) {
-    let mut logged = false;
+    let mut down_logged = false;
     loop {
-        match upstream.probe().await {
-            // An evicted (over budget) cache passes through: it does not hold readiness back.
-            Ok(()) if !health.settled() => {
-                health.set_unready("caches syncing (their requests pass through)".into())
-            }
+        let answered = upstream.probe().await;
+        match &answered {
             Ok(()) => {
-                if !health.is_ready() {
-                    tracing::info!("upstream answered /version; ready");
+                if down_logged {
+                    tracing::info!("the upstream answers /version again");
+                    down_logged = false;
                 }
-                health.set_ready();
-                logged = false;
+                // An evicted (over budget) cache passes through: it does
+                // not hold readiness back.
+                let settled = health.settled();
+                if !health.is_synced() && settled {
+                    tracing::info!("upstream answered /version and every cache has synced; ready");
+                    health.set_synced();
+                } else if !settled {
+                    health.set_syncing("caches syncing (their requests pass through)".into());
+                }
             }
             Err(e) => {
-                health.set_unready(format!("the upstream does not answer /version: {e}"));
-                if !logged {
-                    tracing::warn!(error = %e, "upstream not answering /version; not ready");
-                    logged = true;
+                health.set_syncing(format!("the upstream does not answer /version: {e}"));
+                if !down_logged {
+                    tracing::warn!(
+                        error = %e,
+                        ready = health.is_synced(),
+                        "the upstream does not answer /version; cached reads and watches go on from the caches, other requests get 503"
+                    );
+                    down_logged = true;
                 }
             }
         }
-        let wait = if health.is_ready() { 10_000 } else { 200 };
+        health.set_upstream(answered.map_err(|e| e.to_string()));
+        let wait = if health.is_synced() { 5_000 } else { 200 };
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_millis(wait)) => {}
-            _ = shutdown.wait() => return,
+            _ = shutdown.wait() => {
+                health.set_draining();
+                return;
+            }
         }
     }
 }

@@ -290,6 +290,9 @@ pub fn cache_synced(resource: &str, synced: bool) {
     });
 }
 
+/// Caches served past `cache.max_staleness_seconds` because `cache.serve_stale` is set.
+pub const CACHES_SERVED_STALE: &str = "r8s_caches_served_stale";
+
 /// Upstream silences noticed (no answer in time, or a watch silent past its
 /// deadline: a silent partition), after which the reflector reconnects.
 pub const REFLECTOR_SILENT_TOTAL: &str = "r8s_reflector_silent_total";
@@ -325,6 +328,12 @@ pub fn upstream_failover() {
 pub fn cache_staleness(resource: &str, since: Duration) {
     metrics::gauge!(CACHE_STALENESS_SECONDS, "resource" => resource.to_string())
         .set(since.as_secs_f64());
+}
+
+/// Sets how many caches are served past `cache.max_staleness_seconds`
+/// (`cache.serve_stale`).
+pub fn caches_served_stale(n: usize) {
+    metrics::gauge!(CACHES_SERVED_STALE).set(n as f64);
 }
 
 /// Records a relist.
@@ -557,6 +566,9 @@ pub const AUTHN_TOTAL: &str = "r8s_authn_total";
 /// Cache reads authorized, by decision (`allowed`, `denied`, `error`) and
 /// whether a cached access review answered.
 pub const AUTHZ_TOTAL: &str = "r8s_authz_total";
+/// Expired allowing reviews reused because the upstream could not review
+/// (`auth.stale_if_error_seconds`), by kind (`token`, `access`).
+pub const AUTH_STALE_TOTAL: &str = "r8s_auth_stale_decisions_total";
 /// Time of TokenReview / SubjectAccessReview calls to the upstream, by review (`token`, `access`).
 pub const AUTH_REVIEW_DURATION_SECONDS: &str = "r8s_auth_review_duration_seconds";
 
@@ -565,6 +577,7 @@ pub const AUTH_REVIEW_DURATION_SECONDS: &str = "r8s_auth_review_duration_seconds
 pub struct AuthCounters {
     authn: Vec<(&'static str, &'static str, metrics::Counter)>,
     authz: Vec<(&'static str, &'static str, metrics::Counter)>,
+    stale: [metrics::Counter; 2],
 }
 
 const CACHED: [&str; 2] = ["true", "false"];
@@ -598,7 +611,17 @@ impl AuthCounters {
                 ));
             }
         }
-        AuthCounters { authn, authz }
+        let stale = ["token", "access"].map(|k| metrics::counter!(AUTH_STALE_TOTAL, "kind" => k));
+        AuthCounters {
+            authn,
+            authz,
+            stale,
+        }
+    }
+
+    /// Records one expired review reused in an outage (`token` or `access`).
+    pub fn stale(&self, access: bool) {
+        self.stale[usize::from(access)].increment(1);
     }
 
     /// Records one authentication.

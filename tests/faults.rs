@@ -134,6 +134,98 @@ async fn should_notice_a_silent_partition_pass_reads_through_and_resume_without_
     sim.stop().await;
 }
 
+/// `cache.serve_stale = true` (the edge): past the staleness bound the
+/// cache keeps answering "Any" reads and watches, each with a `Warning`
+/// saying how old it is, and `/readyz` stays ready.
+#[tokio::test(flavor = "multi_thread")]
+async fn should_serve_a_stale_cache_with_a_warning_when_told() {
+    const MAX_STALENESS: u64 = 4;
+    let sim = start_sim(sim_config()).await;
+    let fwd = Forwarder::start(sim.addr).await;
+    let mut config = r8s::config::Config::default();
+    config.upstream.servers = vec![fwd.url()];
+    // Not pods: the partition test above counts pods' relists.
+    config.cache.resources = vec!["v1/configmaps".into()];
+    config.cache.max_staleness_seconds = MAX_STALENESS;
+    config.cache.serve_stale = true;
+    let r8s = start_r8s_config(config).await;
+    let fresh = get(&format!(
+        "{}/api/v1/configmaps?resourceVersion=0",
+        r8s.url()
+    ))
+    .await;
+    assert_eq!(fresh.headers["x-r8s-cache"], "hit");
+    assert!(
+        fresh.headers.get("warning").is_none(),
+        "a fresh cache warns"
+    );
+
+    fwd.set(Mode::Stall);
+    let cut = Instant::now();
+    let list = loop {
+        let list = get(&format!(
+            "{}/api/v1/configmaps?resourceVersion=0",
+            r8s.url()
+        ))
+        .await;
+        if list.headers.get("warning").is_some() {
+            break list;
+        }
+        assert!(
+            cut.elapsed() < Duration::from_secs(MAX_STALENESS + 6),
+            "never warned of a stale cache"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(list.status, 200);
+    assert_eq!(list.headers["x-r8s-cache"], "hit", "a stale cache served");
+    let warning = list.headers["warning"].to_str().unwrap().to_string();
+    assert!(
+        warning.starts_with("299 - \"") && warning.contains("v1/configmaps"),
+        "{warning}"
+    );
+    assert_eq!(readyz(&r8s).await.0, 200, "ready while served stale");
+    let (_, verbose) = {
+        let r = get(&format!("{}/readyz?verbose", r8s.admin_url())).await;
+        (r.status, r.text())
+    };
+    assert!(verbose.contains("[+]caches served stale"), "{verbose}");
+    // A watch from the cache too, with the same warning.
+    let rv = list.json()["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let w = get(&format!(
+        "{}/api/v1/configmaps?watch=1&resourceVersion={rv}&timeoutSeconds=1",
+        r8s.url()
+    ))
+    .await;
+    assert_eq!(w.status, 200);
+    assert_eq!(w.headers["x-r8s-cache"], "hit");
+    assert!(w.headers["warning"].to_str().unwrap().starts_with("299 - "));
+    let m = get(&format!("{}/metrics", r8s.admin_url())).await.text();
+    // Its JSON and protobuf stores, each a cache of its own.
+    assert_eq!(metric(&m, "r8s_caches_served_stale"), 2.0, "{m}");
+
+    // Heard again: no warning.
+    fwd.set(Mode::Pass);
+    let healed = Instant::now();
+    while get(&format!(
+        "{}/api/v1/configmaps?resourceVersion=0",
+        r8s.url()
+    ))
+    .await
+    .headers
+    .contains_key("warning")
+    {
+        assert!(healed.elapsed() < Duration::from_secs(MAX_STALENESS + 30));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    r8s.stop().await;
+    fwd.stop();
+    sim.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn should_close_connections_that_never_finish_their_headers_and_serve_the_rest() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};

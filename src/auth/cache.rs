@@ -1,6 +1,9 @@
 //! The review caches: a bounded LRU of answers, each kept for a TTL that
 //! depends on the answer, and one review in flight per key however many
-//! requests ask for it at once (no thundering herd on the upstream).
+//! requests ask for it at once (no thundering herd on the upstream). When a
+//! review cannot be made because the upstream is down, the last allowing
+//! answer for the key is reused for a bounded while (stale-if-error);
+//! denials and rejections never are.
 
 use std::collections::HashMap;
 use std::hash::Hash;
@@ -15,8 +18,33 @@ use lru::LruCache;
 
 /// Why a review could not be made (never cached: the next request retries).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct ReviewError(pub String);
+#[error("{message}")]
+pub struct ReviewError {
+    /// What failed, for the client's 503 and the log.
+    pub message: String,
+    /// Whether the upstream was unreachable, timed out or answered 5xx: an
+    /// outage, during which a recent allowing answer may be reused. Any
+    /// other failure (4xx, an unreadable answer) is never papered over.
+    pub unavailable: bool,
+}
+
+impl ReviewError {
+    /// The upstream could not be asked (down, timed out, 5xx).
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        ReviewError {
+            message: message.into(),
+            unavailable: true,
+        }
+    }
+
+    /// The upstream answered, but not with a usable review.
+    pub fn refused(message: impl Into<String>) -> Self {
+        ReviewError {
+            message: message.into(),
+            unavailable: false,
+        }
+    }
+}
 
 /// How an answer was found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,13 +53,16 @@ pub enum Lookup {
     Cached,
     /// From a review (this request's, or one it joined while in flight).
     Reviewed,
+    /// An expired allowing answer, reused because the review failed with the
+    /// upstream unavailable (within the stale-if-error window).
+    Stale,
 }
 
 impl Lookup {
     /// The `cached` metric label.
     pub fn label(self) -> &'static str {
         match self {
-            Lookup::Cached => "true",
+            Lookup::Cached | Lookup::Stale => "true",
             Lookup::Reviewed => "false",
         }
     }
@@ -39,12 +70,20 @@ impl Lookup {
 
 type Pending<V> = Shared<BoxFuture<'static, Result<V, ReviewError>>>;
 
+/// One answer: until when it is fresh, and when it was reviewed.
+struct Entry<V> {
+    value: V,
+    until: Instant,
+    reviewed: Instant,
+}
+
 /// A bounded answer cache with per-answer TTLs and single-flight misses.
 pub struct ReviewCache<K, V> {
-    entries: Mutex<LruCache<K, (V, Instant)>>,
+    entries: Mutex<LruCache<K, Entry<V>>>,
     inflight: Mutex<HashMap<K, Pending<V>>>,
     ttl: fn(&V, &Ttls) -> Duration,
     ttls: Ttls,
+    stale: StaleIfError<V>,
 }
 
 /// The two TTLs of a cache: for a positive and a negative answer.
@@ -56,36 +95,70 @@ pub struct Ttls {
     pub negative: Duration,
 }
 
+/// Which answers outlive an outage, and for how long after their review.
+#[derive(Debug, Clone, Copy)]
+pub struct StaleIfError<V> {
+    /// How long after its review an answer may be reused (zero: never).
+    pub window: Duration,
+    /// Whether an answer may be reused at all (allowing ones only).
+    pub reusable: fn(&V) -> bool,
+}
+
 impl<K, V> ReviewCache<K, V>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
     V: Clone + Send + Sync + 'static,
 {
-    /// A cache of at most `size` answers; `ttl` picks the TTL for an answer.
-    pub fn new(size: NonZeroUsize, ttls: Ttls, ttl: fn(&V, &Ttls) -> Duration) -> Arc<Self> {
+    /// A cache of at most `size` answers; `ttl` picks the TTL for an answer,
+    /// `stale` which ones an outage may reuse.
+    pub fn new(
+        size: NonZeroUsize,
+        ttls: Ttls,
+        ttl: fn(&V, &Ttls) -> Duration,
+        stale: StaleIfError<V>,
+    ) -> Arc<Self> {
         Arc::new(ReviewCache {
             entries: Mutex::new(LruCache::new(size)),
             inflight: Mutex::new(HashMap::new()),
             ttl,
             ttls,
+            stale,
         })
     }
 
+    /// Whether an entry may still be reused in an outage at `now`.
+    fn keeps(&self, e: &Entry<V>, now: Instant) -> bool {
+        (self.stale.reusable)(&e.value) && now < e.reviewed + self.stale.window
+    }
+
+    /// The fresh answer for `key`; an expired one is dropped unless an
+    /// outage could still reuse it.
     fn fresh(&self, key: &K) -> Option<V> {
         let mut entries = self.entries.locked();
+        let now = Instant::now();
         match entries.get(key) {
-            Some((v, until)) if *until > Instant::now() => Some(v.clone()),
-            Some(_) => {
-                entries.pop(key);
+            Some(e) if e.until > now => Some(e.value.clone()),
+            Some(e) => {
+                if !self.keeps(e, now) {
+                    entries.pop(key);
+                }
                 None
             }
             None => None,
         }
     }
 
+    /// The last answer for `key` if an outage may reuse it now.
+    fn stale(&self, key: &K) -> Option<V> {
+        let entries = self.entries.locked();
+        let e = entries.peek(key)?;
+        self.keeps(e, Instant::now()).then(|| e.value.clone())
+    }
+
     /// The cached answer for `key`, or the answer of the review `make` starts
     /// (called only on a miss, at most once per key at a time; the review runs
-    /// to the end even if every asker leaves).
+    /// to the end even if every asker leaves). If that review fails with the
+    /// upstream unavailable, the last reusable answer within the window.
     pub async fn get_or_review<F>(
         self: &Arc<Self>,
         key: &K,
@@ -112,15 +185,22 @@ where
                     let task = tokio::spawn(async move {
                         let r = review.await;
                         if let Ok(v) = &r {
-                            let until = Instant::now() + (this.ttl)(v, &this.ttls);
-                            this.entries.locked().put(k.clone(), (v.clone(), until));
+                            let reviewed = Instant::now();
+                            let until = reviewed + (this.ttl)(v, &this.ttls);
+                            let entry = Entry {
+                                value: v.clone(),
+                                until,
+                                reviewed,
+                            };
+                            this.entries.locked().put(k.clone(), entry);
                         }
                         this.inflight.locked().remove(&k);
                         r
                     });
                     let p = async move {
-                        task.await
-                            .unwrap_or_else(|e| Err(ReviewError(format!("review failed: {e}"))))
+                        task.await.unwrap_or_else(|e| {
+                            Err(ReviewError::refused(format!("review failed: {e}")))
+                        })
                     }
                     .boxed()
                     .shared();
@@ -129,10 +209,16 @@ where
                 }
             }
         };
-        (pending.await, Lookup::Reviewed)
+        match pending.await {
+            Err(e) if e.unavailable => match self.stale(key) {
+                Some(v) => (Ok(v), Lookup::Stale),
+                None => (Err(e), Lookup::Reviewed),
+            },
+            r => (r, Lookup::Reviewed),
+        }
     }
 
-    /// Answers held (fresh or not yet evicted).
+    /// Answers held (fresh, kept for an outage, or not yet evicted).
     pub fn len(&self) -> usize {
         self.entries.locked().len()
     }
@@ -149,6 +235,16 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     fn cache(size: usize, pos_ms: u64, neg_ms: u64) -> Arc<ReviewCache<u32, bool>> {
+        stale_cache(size, pos_ms, neg_ms, 0)
+    }
+
+    /// `true` allows; allowing answers may be reused `stale_ms` after review.
+    fn stale_cache(
+        size: usize,
+        pos_ms: u64,
+        neg_ms: u64,
+        stale_ms: u64,
+    ) -> Arc<ReviewCache<u32, bool>> {
         ReviewCache::new(
             NonZeroUsize::new(size).unwrap(),
             Ttls {
@@ -156,7 +252,118 @@ mod tests {
                 negative: Duration::from_millis(neg_ms),
             },
             |v, t| if *v { t.positive } else { t.negative },
+            StaleIfError {
+                window: Duration::from_millis(stale_ms),
+                reusable: |v| *v,
+            },
         )
+    }
+
+    fn down() -> ReviewError {
+        ReviewError::unavailable("upstream 127.0.0.1:1 is unreachable")
+    }
+
+    #[tokio::test]
+    async fn should_reuse_an_expired_allowing_answer_while_the_upstream_is_down() {
+        let c = stale_cache(10, 20, 20, 60_000);
+        assert_eq!(c.get_or_review(&1, || async { Ok(true) }).await.0, Ok(true));
+        tokio::time::sleep(Duration::from_millis(40)).await;
+        // Expired: a review is attempted; it fails with the upstream down.
+        assert_eq!(
+            c.get_or_review(&1, || async { Err(down()) }).await,
+            (Ok(true), Lookup::Stale)
+        );
+    }
+
+    #[tokio::test]
+    async fn should_never_reuse_a_denial_or_an_answer_refused_by_the_upstream() {
+        let c = stale_cache(10, 20, 20, 60_000);
+        assert_eq!(
+            c.get_or_review(&1, || async { Ok(false) }).await.0,
+            Ok(false)
+        );
+        tokio::time::sleep(Duration::from_millis(40)).await;
+        assert_eq!(
+            c.get_or_review(&1, || async { Err(down()) }).await,
+            (Err(down()), Lookup::Reviewed),
+            "a denial is never extended"
+        );
+        // An allow replaced by a later denial: the denial is what counts.
+        c.get_or_review(&2, || async { Ok(true) }).await.0.unwrap();
+        tokio::time::sleep(Duration::from_millis(40)).await;
+        c.get_or_review(&2, || async { Ok(false) }).await.0.unwrap();
+        tokio::time::sleep(Duration::from_millis(40)).await;
+        assert!(
+            c.get_or_review(&2, || async { Err(down()) })
+                .await
+                .0
+                .is_err()
+        );
+        // Not an outage: the upstream answered 403 to r8s's own review.
+        c.get_or_review(&3, || async { Ok(true) }).await.0.unwrap();
+        tokio::time::sleep(Duration::from_millis(40)).await;
+        let refused = ReviewError::refused("the upstream answered 403 Forbidden");
+        let r = refused.clone();
+        assert_eq!(
+            c.get_or_review(&3, || async move { Err(r) }).await,
+            (Err(refused), Lookup::Reviewed)
+        );
+    }
+
+    #[tokio::test]
+    async fn should_fail_a_key_never_reviewed_while_the_upstream_is_down() {
+        let c = stale_cache(10, 20, 20, 60_000);
+        assert_eq!(
+            c.get_or_review(&9, || async { Err(down()) }).await,
+            (Err(down()), Lookup::Reviewed)
+        );
+    }
+
+    #[tokio::test]
+    async fn should_stop_reusing_once_the_window_after_the_review_has_passed() {
+        let c = stale_cache(10, 20, 20, 100);
+        c.get_or_review(&1, || async { Ok(true) }).await.0.unwrap();
+        tokio::time::sleep(Duration::from_millis(40)).await;
+        assert_eq!(
+            c.get_or_review(&1, || async { Err(down()) }).await.1,
+            Lookup::Stale
+        );
+        tokio::time::sleep(Duration::from_millis(80)).await;
+        assert_eq!(
+            c.get_or_review(&1, || async { Err(down()) }).await,
+            (Err(down()), Lookup::Reviewed),
+            "reviewed 120 ms ago, the window is 100 ms"
+        );
+        // A window of zero turns reuse off.
+        let off = stale_cache(10, 20, 20, 0);
+        off.get_or_review(&1, || async { Ok(true) })
+            .await
+            .0
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(40)).await;
+        assert!(
+            off.get_or_review(&1, || async { Err(down()) })
+                .await
+                .0
+                .is_err()
+        );
+    }
+
+    #[tokio::test]
+    async fn should_review_as_before_while_the_upstream_is_healthy() {
+        let c = stale_cache(10, 20, 20, 60_000);
+        c.get_or_review(&1, || async { Ok(true) }).await.0.unwrap();
+        // Fresh: cached, no review.
+        assert_eq!(
+            c.get_or_review(&1, || async { Ok(false) }).await,
+            (Ok(true), Lookup::Cached)
+        );
+        tokio::time::sleep(Duration::from_millis(40)).await;
+        // Expired: the upstream's new answer counts, even against a kept allow.
+        assert_eq!(
+            c.get_or_review(&1, || async { Ok(false) }).await,
+            (Ok(false), Lookup::Reviewed)
+        );
     }
 
     #[tokio::test]
@@ -198,10 +405,8 @@ mod tests {
             c.get_or_review(&2, || async { Ok(false) }).await.1,
             Lookup::Cached
         );
-        let err = c
-            .get_or_review(&3, || async { Err(ReviewError("down".into())) })
-            .await;
-        assert_eq!(err.0, Err(ReviewError("down".into())));
+        let err = c.get_or_review(&3, || async { Err(down()) }).await;
+        assert_eq!(err.0, Err(down()));
         assert_eq!(
             c.get_or_review(&3, || async { Ok(true) }).await,
             (Ok(true), Lookup::Reviewed)

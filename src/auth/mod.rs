@@ -15,6 +15,7 @@ pub mod review;
 use std::collections::BTreeMap;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use http::{HeaderMap, HeaderName, HeaderValue, Response, header};
@@ -29,7 +30,7 @@ use crate::body::Body;
 use crate::config::{AuthConfig, AuthMode};
 use crate::metrics;
 use crate::upstream::{Creds, Upstream};
-use cache::{ReviewCache, ReviewError, Ttls};
+use cache::{Lookup, ReviewCache, ReviewError, StaleIfError, Ttls};
 use review::{Attributes, Decision, TokenAnswer};
 
 /// Who a request comes from, once authenticated.
@@ -96,9 +97,13 @@ impl Refusal {
         let s = match self {
             Refusal::Unauthorized => Status::unauthorized(),
             Refusal::Status(s) => s,
-            Refusal::Unavailable(e) => Status::unavailable(format!(
-                "r8s could not check this request with the upstream: {e}"
-            )),
+            Refusal::Unavailable(e) => {
+                let mut s = Status::unavailable(format!(
+                    "r8s could not check this request with the upstream: {e}"
+                ));
+                s.retry_after = Some(1);
+                s
+            }
         };
         s.into_response_as(encoding)
     }
@@ -115,6 +120,9 @@ pub struct Auth {
     tokens: Arc<ReviewCache<[u8; 32], TokenAnswer>>,
     decisions: Arc<ReviewCache<DecisionKey, Decision>>,
     counters: metrics::AuthCounters,
+    /// Whether the current outage's first reuse of a token review, then of
+    /// an access review, was logged (cleared by the next review made).
+    outage_logged: [AtomicBool; 2],
 }
 
 const IMPERSONATE_USER: &str = "impersonate-user";
@@ -219,6 +227,10 @@ impl Auth {
                     TokenAnswer::Authenticated(_) => t.positive,
                     TokenAnswer::Rejected => t.negative,
                 },
+                StaleIfError {
+                    window: secs(cfg.stale_if_error_seconds),
+                    reusable: |a| matches!(a, TokenAnswer::Authenticated(_)),
+                },
             ),
             decisions: ReviewCache::new(
                 size,
@@ -230,7 +242,38 @@ impl Auth {
                     Decision::Allowed => t.positive,
                     Decision::Denied(_) => t.negative,
                 },
+                StaleIfError {
+                    window: secs(cfg.stale_if_error_seconds),
+                    reusable: |d| matches!(d, Decision::Allowed),
+                },
             ),
+            outage_logged: [AtomicBool::new(false), AtomicBool::new(false)],
+        }
+    }
+
+    /// Notes how a review was found: a reuse in an outage is counted, and
+    /// the first of each outage logged; a review made ends the outage.
+    fn noted(&self, how: Lookup, access: bool) {
+        let logged = &self.outage_logged[usize::from(access)];
+        match how {
+            Lookup::Stale => {
+                self.counters.stale(access);
+                if !logged.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        review = if access { "access" } else { "token" },
+                        "the upstream cannot review; reusing allowing reviews made within auth.stale_if_error_seconds (denials are never reused)"
+                    );
+                }
+            }
+            Lookup::Reviewed => {
+                if logged.swap(false, Ordering::Relaxed) {
+                    tracing::info!(
+                        review = if access { "access" } else { "token" },
+                        "the upstream reviews again"
+                    );
+                }
+            }
+            Lookup::Cached => {}
         }
     }
 
@@ -279,6 +322,9 @@ impl Auth {
                 review::token(self.upstream.clone(), token.to_string())
             })
             .await;
+        if answer.is_ok() {
+            self.noted(how, false);
+        }
         match answer {
             Ok(TokenAnswer::Authenticated(user)) => {
                 self.counters.authn("authenticated", how.label());
@@ -338,6 +384,9 @@ impl Auth {
                 review::access(self.upstream.clone(), user.clone(), key.1.clone())
             })
             .await;
+        if decision.is_ok() {
+            self.noted(how, true);
+        }
         match decision {
             Ok(Decision::Allowed) => {
                 self.counters.authz("allowed", how.label());

@@ -94,20 +94,28 @@ async fn post<S: for<'de> Deserialize<'de>>(
     let start = Instant::now();
     let result = upstream.post_json(path, body).await;
     metrics::auth_review(kind, start.elapsed());
-    let (status, bytes) = result.map_err(|e| ReviewError(format!("{kind} review failed: {e}")))?;
+    let (status, bytes) =
+        result.map_err(|e| ReviewError::unavailable(format!("{kind} review failed: {e}")))?;
     if !status.is_success() {
         let message = serde_json::from_slice::<serde_json::Value>(&bytes)
             .ok()
             .and_then(|v| v["message"].as_str().map(str::to_string))
             .unwrap_or_default();
-        return Err(ReviewError(format!(
+        // 5xx (and 429): the upstream is in trouble, an outage; any other
+        // answer is r8s's own problem to fix, never papered over.
+        if status.is_server_error() || status == http::StatusCode::TOO_MANY_REQUESTS {
+            return Err(ReviewError::unavailable(format!(
+                "the upstream answered {status} to r8s's {kind} review ({message})"
+            )));
+        }
+        return Err(ReviewError::refused(format!(
             "the upstream answered {status} to r8s's {kind} review ({message}); r8s needs `create` on it (see deploy/kubernetes/rbac.yaml)"
         )));
     }
     serde_json::from_slice::<Answer<S>>(&bytes)
-        .map_err(|e| ReviewError(format!("{kind} review: unreadable answer: {e}")))?
+        .map_err(|e| ReviewError::refused(format!("{kind} review: unreadable answer: {e}")))?
         .status
-        .ok_or_else(|| ReviewError(format!("{kind} review: the answer has no status")))
+        .ok_or_else(|| ReviewError::refused(format!("{kind} review: the answer has no status")))
 }
 
 /// Asks the upstream who `token` belongs to.

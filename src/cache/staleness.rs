@@ -23,6 +23,7 @@ fn now_ms() -> u64 {
 pub struct Staleness {
     heard_ms: AtomicU64,
     max: Duration,
+    serve_stale: bool,
 }
 
 impl Staleness {
@@ -31,7 +32,21 @@ impl Staleness {
         Staleness {
             heard_ms: AtomicU64::new(now_ms()),
             max,
+            serve_stale: false,
         }
+    }
+
+    /// The same, but served even when stale (`cache.serve_stale`).
+    pub fn serving_stale(self, serve_stale: bool) -> Self {
+        Staleness {
+            serve_stale,
+            ..self
+        }
+    }
+
+    /// Whether the cache is served past `max` (with a warning) rather than passed.
+    pub fn serves_stale(&self) -> bool {
+        self.serve_stale
     }
 
     /// The upstream just said something.

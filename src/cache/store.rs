@@ -128,6 +128,8 @@ pub struct Limits {
     pub history_bytes: usize,
     /// Silence from the upstream after which the store stops serving (zero: never).
     pub max_staleness: Duration,
+    /// Serve past `max_staleness` anyway, with a warning (`cache.serve_stale`).
+    pub serve_stale: bool,
 }
 
 /// Wakes the watchers waiting on a trigger (indexed watchers): each event
@@ -225,7 +227,7 @@ impl Store {
             budget,
             empty: Mutex::new(None),
             encoding: Encoding::Json,
-            staleness: Staleness::new(limits.max_staleness),
+            staleness: Staleness::new(limits.max_staleness).serving_stale(limits.serve_stale),
         }
     }
 
@@ -561,6 +563,7 @@ mod tests {
             history_events,
             history_bytes: 0,
             max_staleness: Duration::ZERO,
+            serve_stale: false,
         }
     }
 

@@ -90,6 +90,11 @@ pub struct CacheConfig {
     /// and watches pass through) and `/readyz` fails. The reflector's
     /// watches are bounded to half of it, so a silent partition is noticed.
     pub max_staleness_seconds: u64,
+    /// Past `max_staleness_seconds`, keep serving "Any" reads and watches
+    /// from the cache (each answer with a `Warning` saying how old it is)
+    /// and stay ready, instead of passing through: for edge sites that
+    /// must work disconnected, never for a shared tier.
+    pub serve_stale: bool,
 }
 
 impl Default for CacheConfig {
@@ -106,6 +111,7 @@ impl Default for CacheConfig {
             max_bytes_per_resource: 2 << 30,
             max_bytes_total: 8 << 30,
             max_staleness_seconds: 120,
+            serve_stale: false,
         }
     }
 }
@@ -213,6 +219,10 @@ pub struct AuthConfig {
     pub decision_denied_ttl_seconds: u64,
     /// Entries in each of the token and decision caches.
     pub cache_size: usize,
+    /// Seconds after its review an allowing answer (an authenticated token,
+    /// an allowed access) is still reused when the upstream cannot review
+    /// (unreachable, timed out, 5xx); denials never are. 0: never.
+    pub stale_if_error_seconds: u64,
 }
 
 impl Default for AuthConfig {
@@ -225,6 +235,7 @@ impl Default for AuthConfig {
             decision_ttl_seconds: 10,
             decision_denied_ttl_seconds: 5,
             cache_size: 10_000,
+            stale_if_error_seconds: 300,
         }
     }
 }

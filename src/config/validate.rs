@@ -183,7 +183,7 @@ impl Config {
     /// Every number that becomes a duration, a size or a count, with the
     /// values it may take: anything else is rejected here, before a port is
     /// bound, instead of panicking or misbehaving later.
-    fn numbers(&self) -> [(&'static str, f64, Range); 24] {
+    fn numbers(&self) -> [(&'static str, f64, Range); 25] {
         let secs = |v: u64| v as f64;
         let (c, w, a) = (&self.cache, &self.watch, &self.auth);
         let ttl = range(0.0, DAY, "seconds");
@@ -290,6 +290,11 @@ impl Config {
             (
                 "auth.decision_denied_ttl_seconds",
                 secs(a.decision_denied_ttl_seconds),
+                ttl,
+            ),
+            (
+                "auth.stale_if_error_seconds",
+                secs(a.stale_if_error_seconds),
                 ttl,
             ),
             (

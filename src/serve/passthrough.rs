@@ -114,9 +114,12 @@ pub async fn forward(
     Response::from_parts(parts, body)
 }
 
-/// The 503 for an upstream that cannot be reached (never a hang: connects time out).
+/// The 503 for an upstream that cannot be reached (never a hang: connects
+/// time out), naming it, with `Retry-After` so clients come back.
 pub fn unavailable(e: &RequestError) -> Response<Body> {
-    Status::unavailable(e.to_string()).into_response()
+    let mut s = Status::unavailable(e.to_string());
+    s.retry_after = Some(1);
+    s.into_response()
 }
 
 /// A relayed stream that ends cleanly (end of chunked body) at shutdown, so

@@ -52,24 +52,46 @@ pub struct ReadPolicy {
 pub const LARGE_LIST: usize = 1 << 20;
 
 /// The store that answers `ar` from `cache` (the one holding its negotiated
-/// encoding), or why the upstream must (reads and watches alike).
+/// encoding), or why the upstream must (reads and watches alike): the one
+/// place that decides whether the cache may answer. A cache stale past
+/// `cache.max_staleness_seconds` passes, unless `cache.serve_stale` says to
+/// serve it anyway; then the answer carries the returned `Warning`.
 pub fn serving_store<'c>(
     cache: &'c ResourceCache,
     ar: &ApiRequest,
-) -> Result<&'c Arc<Store>, PassReason> {
+) -> Result<(&'c Arc<Store>, Option<HeaderValue>), PassReason> {
     // Table, YAML, CBOR and 406 are the upstream's.
     let media = ar.media.media().ok_or(PassReason::MediaType)?;
     let store = cache
         .store_for(media.encoding)
         .ok_or(PassReason::Encoding)?;
     match store.serving() {
-        // An upstream that cannot be heard is asked, not guessed at.
-        Serving::Ready if store.staleness.stale() => Err(PassReason::Stale),
-        Serving::Ready => Ok(store),
+        Serving::Ready if store.staleness.stale() => {
+            // An upstream that cannot be heard is asked, not guessed at,
+            // unless the operator chose a stale answer over none.
+            if !store.staleness.serves_stale() {
+                return Err(PassReason::Stale);
+            }
+            Ok((store, Some(stale_warning(&cache.label, store))))
+        }
+        Serving::Ready => Ok((store, None)),
         Serving::Syncing => Err(PassReason::NotSynced),
         Serving::OverBudget => Err(PassReason::OverBudget),
         Serving::Uncacheable => Err(PassReason::NotCacheable),
     }
+}
+
+/// The `Warning` on an answer from a stale cache (`cache.serve_stale`), in
+/// the form kube-apiserver gives its own warnings (`299 - "..."`), which
+/// client-go logs and kubectl prints.
+fn stale_warning(label: &str, store: &Store) -> HeaderValue {
+    let v = format!(
+        "299 - \"r8s: served from a cache of {label} that has heard nothing from the upstream for {} s (cache.serve_stale); it may be out of date\"",
+        store.staleness.since().as_secs()
+    );
+    HeaderValue::from_str(&v).unwrap_or(HeaderValue::from_static(
+        "299 - \"r8s: served from a stale cache (cache.serve_stale)\"",
+    ))
 }
 
 /// The shape a request of `verb` gets, if the cache gives it: the apiserver
@@ -95,20 +117,19 @@ pub fn unproven(u: Unproven) -> PassReason {
 
 /// What the cache would answer a get or list from: its store and shape,
 /// with its options checked; or why the upstream must answer.
-fn servable<'c>(
-    cache: &'c ResourceCache,
-    ar: &'c ApiRequest,
-) -> Result<(&'c Arc<Store>, Shape, &'c ListOptions), PassReason> {
+type Servable<'c> = (&'c Arc<Store>, Option<HeaderValue>, Shape, &'c ListOptions);
+
+fn servable<'c>(cache: &'c ResourceCache, ar: &'c ApiRequest) -> Result<Servable<'c>, PassReason> {
     if !matches!(ar.verb, Verb::Get | Verb::List) || ar.path.subresource.is_some() {
         return Err(PassReason::Verb);
     }
-    let store = serving_store(cache, ar)?;
+    let (store, warning) = serving_store(cache, ar)?;
     let shape = shape_for(ar).ok_or(PassReason::MediaType)?;
     let opts = ar.options.as_ref().map_err(|_| PassReason::Invalid)?;
     if opts.validate().is_err() {
         return Err(PassReason::Invalid);
     }
-    Ok((store, shape, opts))
+    Ok((store, warning, shape, opts))
 }
 
 /// The answer to a get or list from `cache`, or why the upstream must give
@@ -121,7 +142,7 @@ pub async fn answer(
     policy: &ReadPolicy,
     proofs: &Proofs,
 ) -> Result<Response<Body>, PassReason> {
-    let (store, shape, opts) = servable(cache, ar)?;
+    let (store, warning, shape, opts) = servable(cache, ar)?;
     let encoding = store.encoding();
     let at = Source {
         cache,
@@ -143,8 +164,23 @@ pub async fn answer(
         list(at, &ar.path, opts, shape, policy, proven).await
     };
     let pretty = ar.pretty && encoding == Encoding::Json;
-    match result.and_then(|payload| admit(payload, &policy.lists)) {
-        Ok(payload) => Ok(respond(StatusCode::OK, payload, encoding, pretty, ar.gzip)),
+    let mut resp = answered(result, &policy.lists, encoding, pretty, ar.gzip)?;
+    if let Some(w) = warning {
+        resp.headers_mut().insert(header::WARNING, w);
+    }
+    Ok(resp)
+}
+
+/// The response for a read's result.
+fn answered(
+    result: Result<Payload, Early>,
+    slots: &Arc<tokio::sync::Semaphore>,
+    encoding: Encoding,
+    pretty: bool,
+    gzip: bool,
+) -> Result<Response<Body>, PassReason> {
+    match result.and_then(|payload| admit(payload, slots)) {
+        Ok(payload) => Ok(respond(StatusCode::OK, payload, encoding, pretty, gzip)),
         Err(Early::Status(s)) => {
             let code = StatusCode::from_u16(s.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
             let body = match encoding {

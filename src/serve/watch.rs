@@ -124,6 +124,8 @@ pub struct Plan {
     form: Form,
     /// A consistent streaming list not proven yet.
     consistent: bool,
+    /// The `Warning` of a stale cache served anyway (`cache.serve_stale`).
+    warning: Option<http::HeaderValue>,
 }
 
 /// Whether a watch can be served from the cache: its plan, or why not.
@@ -132,7 +134,7 @@ pub fn plan(
     ar: &ApiRequest,
     policy: &WatchPolicy,
 ) -> Result<Plan, PassReason> {
-    let store = super::read::serving_store(cache, ar)?;
+    let (store, warning) = super::read::serving_store(cache, ar)?;
     let form = match super::read::shape_for(ar) {
         Some(Shape::Object) => Form::Object,
         Some(Shape::Metadata) => Form::Metadata,
@@ -183,6 +185,7 @@ pub fn plan(
         bookmarks: opts.allow_watch_bookmarks,
         form,
         consistent,
+        warning,
     })
 }
 
@@ -262,6 +265,9 @@ impl Plan {
             http::header::CONTENT_TYPE,
             http::HeaderValue::from_static(media.content_type(true)),
         );
+        if let Some(w) = self.warning {
+            resp.headers_mut().insert(http::header::WARNING, w);
+        }
         tokio::spawn(w.run(self.start, timeout, active));
         resp
     }

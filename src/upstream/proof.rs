@@ -688,6 +688,7 @@ mod tests {
             history_events: 100,
             history_bytes: 0,
             max_staleness: Duration::ZERO,
+            serve_stale: false,
         };
         let s = Store::new(limits, Arc::new(Budget::new(0, 0)), false).with_encoding(encoding);
         s.apply(vec![Change::Replace(imbl::OrdMap::new(), rv)]);

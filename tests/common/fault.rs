@@ -26,6 +26,10 @@ pub enum Mode {
     Stall,
     /// Resets new connections as soon as they are accepted.
     Refuse,
+    /// Stops listening: connecting is refused (ECONNREFUSED), as to a
+    /// stopped apiserver. Open connections are left alone (reset them with
+    /// [`Forwarder::reset_all`]); it listens on the same port again on heal.
+    Closed,
     /// Forwards at most this many bytes per second per direction.
     Slow(u64),
 }
@@ -51,8 +55,26 @@ impl Forwarder {
         let to_clients = Arc::new(AtomicU64::new(0));
         let counted = to_clients.clone();
         let task = tokio::spawn(async move {
+            let mut mode = mode_rx.clone();
+            let mut l = Some(l);
             loop {
-                let Ok((client, _)) = l.accept().await else {
+                let Some(listener) = &l else {
+                    // Closed: listen again once told to.
+                    if mode.wait_for(|m| *m != Mode::Closed).await.is_err() {
+                        return;
+                    }
+                    l = Some(TcpListener::bind(addr).await.expect("the same port again"));
+                    continue;
+                };
+                let accepted = tokio::select! {
+                    a = listener.accept() => Some(a),
+                    _ = mode.wait_for(|m| *m == Mode::Closed) => None,
+                };
+                let Some(accepted) = accepted else {
+                    l = None;
+                    continue;
+                };
+                let Ok((client, _)) = accepted else {
                     return;
                 };
                 if *mode_rx.borrow() == Mode::Refuse {

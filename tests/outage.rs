@@ -1,0 +1,369 @@
+//! An apiserver outage for everyone (issue 29): the upstream stops
+//! answering for 45 s, refusing connections or resetting them, behind the
+//! fault forwarder. r8s stays ready; an authorized client's cached reads
+//! stay hits (its token and access reviews expire during the outage and
+//! are reused, `auth.stale_if_error_seconds`); its watch, opened before,
+//! stays open and gets the writes made during and after, one event each;
+//! a kube-rs watcher sees no error and ends equal to the upstream; writes
+//! fail fast with 503 naming the upstream. Nothing relists.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use common::fault::{Forwarder, Mode};
+use common::*;
+use futures_util::StreamExt;
+use http::Request;
+use http_body_util::{BodyExt, Full};
+use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::{WatchStreamExt, reflector, watcher};
+use r8s::config::{AuthMode, Config};
+use r8s::sim::{SimConfig, SimHandle};
+
+const TOKENS: &str = "r8s-token,r8s,uid-r8s,\"system:masters\"
+admin-token,admin,uid-admin,\"system:masters\"
+reader-token,reader,uid-reader,\"readers\"
+";
+
+/// The group `readers` may read pods everywhere, nothing else.
+const POLICY: &str = r#"{"apiVersion":"abac.authorization.kubernetes.io/v1beta1","kind":"Policy","spec":{"group":"readers","namespace":"*","resource":"pods","apiGroup":"*","readonly":true}}
+"#;
+
+const OUTAGE: Duration = Duration::from_secs(45);
+
+struct Env {
+    sim: SimHandle,
+    fwd: Forwarder,
+    r8s: R8s,
+}
+
+/// A sim with tokens and an ABAC policy behind a forwarder, and r8s in
+/// delegated mode in front of it caching pods. Reviews live 5 s, so the
+/// outage outlasts every one of them.
+async fn setup(name: &str, tweak: impl FnOnce(&mut Config)) -> Env {
+    let d = std::env::temp_dir().join(format!("r8s-outage-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    let (tokens, policy, own) = (d.join("tokens.csv"), d.join("policy.jsonl"), d.join("own"));
+    std::fs::write(&tokens, TOKENS).unwrap();
+    std::fs::write(&policy, POLICY).unwrap();
+    std::fs::write(&own, "r8s-token").unwrap();
+    let sim = start_sim(SimConfig {
+        tokens: Some(tokens),
+        policy: Some(policy),
+        ..sim_config()
+    })
+    .await;
+    let fwd = Forwarder::start(sim.addr).await;
+    let mut config = Config::default();
+    config.upstream.servers = vec![fwd.url()];
+    config.upstream.token_file = Some(own);
+    config.cache.resources = vec!["pods".into()];
+    config.auth.mode = Some(AuthMode::Delegated);
+    config.auth.token_ttl_seconds = 5;
+    config.auth.decision_ttl_seconds = 5;
+    tweak(&mut config);
+    let r8s = start_r8s_config(config).await;
+    Env { sim, fwd, r8s }
+}
+
+fn as_reader() -> Vec<(&'static str, &'static str)> {
+    vec![
+        ("accept", "application/json"),
+        ("authorization", "Bearer reader-token"),
+    ]
+}
+
+async fn readyz(r8s: &R8s, query: &str) -> (u16, String) {
+    let r = get(&format!("{}/readyz{query}", r8s.admin_url())).await;
+    (r.status.as_u16(), r.text())
+}
+
+/// The reader's `resourceVersion=0` list of pods through r8s.
+async fn cached_list(r8s: &R8s) -> Resp {
+    send(
+        "GET",
+        &format!("{}/api/v1/pods?resourceVersion=0", r8s.url()),
+        &as_reader(),
+        None,
+        Duration::from_secs(10),
+    )
+    .await
+}
+
+/// A watch as the reader from `replay.last`, applying events until told
+/// to stop (or the stream ends), into `out`.
+fn watch_as_reader(
+    url: String,
+    mut replay: Replay,
+    stop_at: Arc<Mutex<u64>>,
+) -> tokio::task::JoinHandle<(Replay, String)> {
+    tokio::spawn(async move {
+        let req = Request::get(url)
+            .header("authorization", "Bearer reader-token")
+            .body(Full::new(Bytes::new()))
+            .unwrap();
+        let resp = client().request(req).await.expect("the watch opens");
+        assert_eq!(resp.status(), 200);
+        let served = resp.headers()["x-r8s-cache"].to_str().unwrap().to_string();
+        let mut body = resp.into_body();
+        let mut buf = Vec::new();
+        loop {
+            let want = *stop_at.lock().unwrap();
+            if want > 0 && replay.last >= want {
+                return (replay, served);
+            }
+            match tokio::time::timeout(Duration::from_millis(500), body.frame()).await {
+                Err(_) => continue,
+                Ok(None) => return (replay, served),
+                Ok(Some(Err(e))) => panic!("the watch broke: {e}"),
+                Ok(Some(Ok(f))) => {
+                    let Ok(d) = f.into_data() else { continue };
+                    buf.extend_from_slice(&d);
+                    while let Some(nl) = buf.iter().position(|b| *b == b'\n') {
+                        let line: Vec<u8> = buf.drain(..=nl).collect();
+                        let e: serde_json::Value = serde_json::from_slice(&line).unwrap();
+                        replay.apply(&e, "the reader's watch");
+                        assert!(replay.error.is_none(), "an ERROR event: {e}");
+                    }
+                }
+            }
+        }
+    })
+}
+
+/// What a kube-rs reflector (as the reader) saw: its errors and inits, and
+/// its store as `namespace/name` → resourceVersion.
+#[derive(Default)]
+struct KubeRs {
+    errors: Vec<String>,
+    inits: usize,
+}
+
+async fn kube_rs_reflector(
+    url: &str,
+) -> (
+    Arc<Mutex<KubeRs>>,
+    reflector::Store<Pod>,
+    tokio::task::JoinHandle<()>,
+) {
+    let mut config = kube::Config::new(url.parse().unwrap());
+    config.headers.push((
+        http::header::AUTHORIZATION,
+        http::HeaderValue::from_static("Bearer reader-token"),
+    ));
+    let client = kube::Client::try_from(config).unwrap();
+    let api: kube::Api<Pod> = kube::Api::all(client);
+    let (reader, writer) = reflector::store();
+    let seen = Arc::new(Mutex::new(KubeRs::default()));
+    let s = seen.clone();
+    let wc = watcher::Config::default().any_semantic();
+    let stream = watcher(api, wc).reflect(writer);
+    let task = tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(ev) = stream.next().await {
+            let mut s = s.lock().unwrap();
+            match ev {
+                Ok(watcher::Event::Init) => s.inits += 1,
+                Ok(_) => {}
+                Err(e) => s.errors.push(e.to_string()),
+            }
+        }
+    });
+    tokio::time::timeout(Duration::from_secs(20), reader.wait_until_ready())
+        .await
+        .expect("kube-rs synced")
+        .unwrap();
+    (seen, reader, task)
+}
+
+/// The sim's pods at `at` (read from its store: the sim wants credentials).
+fn truth(sim: &SimHandle, at: u64) -> std::collections::BTreeMap<String, u64> {
+    let (_, objects) = sim
+        .sim
+        .store
+        .snapshot(r8s::sim::resources::pods_idx(), Some(at))
+        .expect("within the sim's history");
+    objects.values().map(|o| (key_of(&o.value), o.rv)).collect()
+}
+
+fn state_of(reader: &reflector::Store<Pod>) -> std::collections::BTreeMap<String, u64> {
+    reader
+        .state()
+        .iter()
+        .map(|p| {
+            let m = &p.metadata;
+            (
+                format!(
+                    "{}/{}",
+                    m.namespace.clone().unwrap_or_default(),
+                    m.name.clone().unwrap_or_default()
+                ),
+                m.resource_version.as_ref().unwrap().parse().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// The whole outage, broken as `mode` breaks it.
+async fn through_an_outage(name: &str, mode: Mode) {
+    let env = setup(name, |_| {}).await;
+    let r = &env.r8s;
+    let first = cached_list(r).await;
+    assert_eq!(first.status, 200, "{}", first.text());
+    assert_eq!(first.headers["x-r8s-cache"], "hit");
+    let stop_at = Arc::new(Mutex::new(0u64));
+    let replay = Replay::from_list(&first.json());
+    let watch = watch_as_reader(
+        format!(
+            "{}/api/v1/pods?watch=1&allowWatchBookmarks=true&resourceVersion={}&timeoutSeconds=600",
+            r.url(),
+            replay.last
+        ),
+        replay,
+        stop_at.clone(),
+    );
+    let (kube_rs, kube_store, kube_task) = kube_rs_reflector(&r.url()).await;
+    let m0 = get(&format!("{}/metrics", r.admin_url())).await.text();
+
+    // The outage.
+    env.fwd.set(mode);
+    env.fwd.reset_all();
+    let cut = Instant::now();
+    let mut writes = 0;
+    let mut reads = 0;
+    let mut write_latency = Duration::ZERO;
+    let mut verbose_checked = false;
+    while cut.elapsed() < OUTAGE {
+        let (code, why) = readyz(r, "").await;
+        assert_eq!(
+            code,
+            200,
+            "unready {:?} into the outage: {why}",
+            cut.elapsed()
+        );
+        let list = cached_list(r).await;
+        assert_eq!(
+            (
+                list.status.as_u16(),
+                list.headers["x-r8s-cache"].to_str().unwrap()
+            ),
+            (200, "hit"),
+            "{:?} into the outage: {}",
+            cut.elapsed(),
+            list.text()
+        );
+        reads += 1;
+        if cut.elapsed() > Duration::from_secs(8) && !verbose_checked {
+            let (code, text) = readyz(r, "?verbose").await;
+            assert_eq!(code, 200);
+            assert!(
+                text.contains("[+]upstream not answering /version"),
+                "{text}"
+            );
+            assert!(text.ends_with("readyz check passed\n"), "{text}");
+            // A write fails fast, naming the upstream, with Retry-After.
+            let t = Instant::now();
+            let w = send(
+                "POST",
+                &format!("{}/api/v1/namespaces/ns-1/configmaps", r.url()),
+                &[
+                    ("authorization", "Bearer admin-token"),
+                    ("content-type", "application/json"),
+                ],
+                Some(r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"during"}}"#),
+                Duration::from_secs(30),
+            )
+            .await;
+            write_latency = t.elapsed();
+            assert!(write_latency < Duration::from_secs(10), "{write_latency:?}");
+            assert_eq!(w.status, 503, "{}", w.text());
+            assert_eq!(w.headers["retry-after"], "1");
+            let status = w.json();
+            assert!(
+                status["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains(&env.fwd.addr.to_string()),
+                "{status}"
+            );
+            verbose_checked = true;
+        }
+        // Writes the upstream takes while r8s cannot hear it.
+        if writes < 5 {
+            touch(&env.sim, "ns-1", "pod-00001", writes);
+            writes += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert!(verbose_checked);
+
+    // Recovery: writes after it reach the open watch, one event each.
+    env.fwd.set(Mode::Pass);
+    let healed = Instant::now();
+    for n in 5..10 {
+        touch(&env.sim, "ns-1", "pod-00001", n);
+    }
+    let want = env.sim.sim.store.current_rv();
+    *stop_at.lock().unwrap() = want;
+    let (replay, served) = tokio::time::timeout(Duration::from_secs(90), watch)
+        .await
+        .expect("the watch got every write within 90 s of recovery")
+        .unwrap();
+    let caught_up = healed.elapsed();
+    assert_eq!(served, "hit");
+    assert!(replay.last >= want, "{} < {want}", replay.last);
+    assert_eq!(replay.events, 10, "every write, one event each (no relist)");
+    assert_eq!(replay.state, truth(&env.sim, replay.last));
+
+    // kube-rs: no error, one init (no relist of its own), and the sim's state.
+    let settled = Instant::now();
+    let sim_state = truth(&env.sim, want);
+    while state_of(&kube_store) != sim_state {
+        assert!(
+            settled.elapsed() < Duration::from_secs(30),
+            "kube-rs's store never equalled the upstream's"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    kube_task.abort();
+    {
+        let k = kube_rs.lock().unwrap();
+        assert!(k.errors.is_empty(), "kube-rs saw errors: {:?}", k.errors);
+        assert_eq!(k.inits, 1, "kube-rs relisted");
+    }
+    let m1 = get(&format!("{}/metrics", r.admin_url())).await.text();
+    let delta = |s: &str| metric(&m1, s) - metric(&m0, s);
+    // Both tests of this file run at once on v1/pods: neither relists.
+    for reason in ["expired", "malformed"] {
+        assert_eq!(
+            delta(&format!(
+                "r8s_reflector_relists_total{{resource=\"v1/pods\",reason=\"{reason}\"}}"
+            )),
+            0.0,
+            "relisted ({reason})"
+        );
+    }
+    let stale = (
+        delta("r8s_auth_stale_decisions_total{kind=\"token\"}"),
+        delta("r8s_auth_stale_decisions_total{kind=\"access\"}"),
+    );
+    assert!(stale.0 >= 1.0 && stale.1 >= 1.0, "{stale:?}");
+    println!(
+        "{name}: {OUTAGE:?} outage; {reads} cached reads, all hits, /readyz 200 throughout; a write answered 503 in {write_latency:?}; the open watch got all 10 writes, one event each, {caught_up:?} after healing; kube-rs: no error, 1 init; relists 0; reviews reused (token, access): {stale:?}"
+    );
+    env.r8s.stop().await;
+    env.sim.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn should_serve_through_an_upstream_that_refuses_connections() {
+    through_an_outage("refused", Mode::Closed).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn should_serve_through_an_upstream_that_resets_connections() {
+    through_an_outage("reset", Mode::Refuse).await;
+}
