@@ -26,8 +26,6 @@ pub struct Health {
     why: Mutex<String>,
     /// Why the upstream does not answer `/version`, while it does not.
     upstream_down: Mutex<Option<String>>,
-    /// `cache.serve_stale`: stale caches keep serving (and readiness).
-    serve_stale: bool,
     /// Every store, by its metrics label, for staleness.
     stores: Vec<(String, Arc<Store>)>,
 }
@@ -40,13 +38,12 @@ struct Check {
 
 impl Health {
     /// Health over these stores (labelled as in metrics); not ready yet.
-    pub fn new(stores: Vec<(String, Arc<Store>)>, serve_stale: bool) -> Self {
+    pub fn new(stores: Vec<(String, Arc<Store>)>) -> Self {
         Health {
             synced: AtomicBool::new(false),
             draining: AtomicBool::new(false),
             why: Mutex::new("the upstream has not answered /version yet".into()),
             upstream_down: Mutex::new(None),
-            serve_stale,
             stores,
         }
     }
@@ -79,11 +76,14 @@ impl Health {
         self.draining.store(true, Ordering::Relaxed);
     }
 
-    /// The caches past `cache.max_staleness_seconds`, as `label (N s)`.
-    fn stale(&self) -> Vec<String> {
+    /// The serving caches past `cache.max_staleness_seconds` that pass
+    /// their requests through (`served: false`) or are served anyway
+    /// (`served: true`, `cache.serve_stale`), as `label (N s)`.
+    fn stale(&self, served: bool) -> Vec<String> {
         self.stores
             .iter()
             .filter(|(_, s)| s.serving() == Serving::Ready && s.staleness.stale())
+            .filter(|(_, s)| s.staleness.serves_stale() == served)
             .map(|(label, s)| format!("{label} ({} s)", s.staleness.since().as_secs()))
             .collect()
     }
@@ -101,10 +101,10 @@ impl Health {
             name: "caches-synced",
             failed: (!self.is_synced()).then(|| self.why.locked().clone()),
         });
-        let stale = self.stale();
+        let stale = self.stale(false);
         checks.push(Check {
             name: "caches-fresh",
-            failed: (!stale.is_empty() && !self.serve_stale).then(|| {
+            failed: (!stale.is_empty()).then(|| {
                 format!(
                     "caches stale (nothing heard from the upstream for longer than cache.max_staleness_seconds; their requests pass through): {}",
                     stale.join(", ")
@@ -145,8 +145,8 @@ impl Health {
                 "[+]upstream not answering /version (reported, not a readiness condition: the caches still serve): {why}\n"
             )),
         }
-        let stale = self.stale();
-        if self.serve_stale && !stale.is_empty() {
+        let stale = self.stale(true);
+        if !stale.is_empty() {
             out.push_str(&format!(
                 "[+]caches served stale (cache.serve_stale): {}\n",
                 stale.join(", ")
@@ -171,12 +171,7 @@ impl Health {
         for (label, s) in &self.stores {
             crate::metrics::cache_staleness(label, s.staleness.since());
         }
-        let served = if self.serve_stale {
-            self.stale().len()
-        } else {
-            0
-        };
-        crate::metrics::caches_served_stale(served);
+        crate::metrics::caches_served_stale(self.stale(true).len());
     }
 }
 
@@ -245,5 +240,74 @@ pub fn handle<B>(
             "not found: try /metrics, /healthz, /livez or /readyz\n",
             "text/plain; charset=utf-8",
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn body(r: Response<Body>) -> (StatusCode, String) {
+        let code = r.status();
+        let bytes = http_body_util::BodyExt::collect(r.into_body())
+            .await
+            .map(|c| c.to_bytes())
+            .unwrap_or_default();
+        (code, String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    /// Readiness is "can serve": the first sync gates it, an upstream that
+    /// stops answering after that is only reported, and draining ends it.
+    #[test]
+    fn should_be_ready_once_synced_whatever_the_upstream_until_draining() {
+        let h = Health::new(Vec::new());
+        h.set_syncing("caches syncing (their requests pass through)".into());
+        assert_eq!(
+            h.readiness(),
+            Err("caches syncing (their requests pass through)".to_string())
+        );
+        h.set_synced();
+        assert_eq!(h.readiness(), Ok(()));
+        h.set_upstream(Err("upstream 127.0.0.1:1 is unreachable".into()));
+        h.set_syncing("the upstream does not answer /version".into());
+        assert_eq!(
+            h.readiness(),
+            Ok(()),
+            "an outage after the sync keeps it ready"
+        );
+        let (ok, text) = h.verbose();
+        assert!(ok, "{text}");
+        assert!(
+            text.contains("[+]upstream not answering /version")
+                && text.ends_with("readyz check passed\n"),
+            "{text}"
+        );
+        h.set_draining();
+        assert_eq!(h.readiness(), Err("shutting down".to_string()));
+        let (ok, text) = h.verbose();
+        assert!(
+            !ok && text.contains("[-]shutdown failed: shutting down"),
+            "{text}"
+        );
+    }
+
+    #[tokio::test]
+    async fn should_list_the_checks_only_when_asked_for_verbose() {
+        let h = Arc::new(Health::new(Vec::new()));
+        h.set_synced();
+        let metrics = metrics_exporter_prometheus::PrometheusBuilder::new()
+            .build_recorder()
+            .handle();
+        let get = |uri: &str| Request::get(uri).body(()).unwrap();
+        assert_eq!(
+            body(handle(&get("/readyz"), &h, &metrics)).await,
+            (StatusCode::OK, "ok".into())
+        );
+        let (code, text) = body(handle(&get("/readyz?verbose"), &h, &metrics)).await;
+        assert_eq!(code, StatusCode::OK);
+        assert!(
+            text.starts_with("[+]shutdown ok\n[+]caches-synced ok\n[+]caches-fresh ok\n"),
+            "{text}"
+        );
     }
 }

@@ -167,7 +167,7 @@ impl Prepared {
                     .filter_map(|(l, s)| s.map(|s| (l, s.clone())))
             })
             .collect();
-        let health = Arc::new(Health::new(labelled, self.config.cache.serve_stale));
+        let health = Arc::new(Health::new(labelled));
         let grace = Duration::from_secs(self.config.shutdown.grace_seconds);
         tokio::spawn(metrics_upkeep(metrics.clone(), shutdown.clone()));
         tracing::info!(

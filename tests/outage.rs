@@ -93,8 +93,8 @@ async fn cached_list(r8s: &R8s) -> Resp {
     .await
 }
 
-/// A watch as the reader from `replay.last`, applying events until told
-/// to stop (or the stream ends), into `out`.
+/// A watch as the reader from `replay.last`, applying each event to
+/// `replay`, until `stop_at` is set and reached (or the stream ends).
 fn watch_as_reader(
     url: String,
     mut replay: Replay,
@@ -134,8 +134,8 @@ fn watch_as_reader(
     })
 }
 
-/// What a kube-rs reflector (as the reader) saw: its errors and inits, and
-/// its store as `namespace/name` → resourceVersion.
+/// What a kube-rs reflector (as the reader) saw: its errors, and how many
+/// times it (re)listed.
 #[derive(Default)]
 struct KubeRs {
     errors: Vec<String>,
