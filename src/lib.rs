@@ -77,6 +77,8 @@ pub struct Prepared {
     upstream: Arc<Upstream>,
     caches: cache::Caches,
     tls: Option<Arc<tls::Tls>>,
+    /// `auth.mode = "none"`'s Host and path filters, compiled.
+    local: auth::local::LocalGuard,
 }
 
 /// Why r8s could not be set up.
@@ -103,6 +105,8 @@ pub async fn prepare(config: Config) -> Result<Prepared, PrepareError> {
     config
         .validate()
         .map_err(|errs| config::ConfigError(errs.into_iter().map(|(_, m)| m).collect()))?;
+    let local =
+        auth::local::LocalGuard::new(&config.server).map_err(|e| config::ConfigError(vec![e]))?;
     let tls = tls::Tls::load(&config.tls)?;
     let upstream = Arc::new(Upstream::new(&config.upstream).await?);
     let resolved =
@@ -149,6 +153,7 @@ pub async fn prepare(config: Config) -> Result<Prepared, PrepareError> {
         upstream,
         caches,
         tls,
+        local,
     })
 }
 
@@ -204,7 +209,7 @@ impl Prepared {
         let mode = self.config.auth_mode();
         match mode {
             config::AuthMode::None => tracing::warn!(
-                "auth.mode = \"none\": no authentication or authorization; every client that can connect reads every cached object with r8s's own permissions (allowed only because the API listens on loopback)"
+                "auth.mode = \"none\": no authentication or authorization; every client that can connect acts as r8s, with its credentials and permissions (allowed only because the API listens on loopback; foreign Hosts and server.reject_paths are refused)"
             ),
             config::AuthMode::Delegated => {
                 tracing::info!(
@@ -253,7 +258,7 @@ impl Prepared {
             },
         ));
         let api = Arc::new(serve::Api {
-            auth: auth::Auth::new(mode, &self.config.auth, self.upstream.clone()),
+            auth: auth::Auth::new(mode, &self.config.auth, self.local, self.upstream.clone()),
             upstream: self.upstream.clone(),
             proofs,
             caches: self.caches,

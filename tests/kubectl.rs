@@ -111,40 +111,39 @@ async fn should_behave_like_the_sim_for_reads() {
         b.lines().take(4).collect::<Vec<_>>()
     );
 
-    let a = kubectl(
-        &via,
-        &[
-            "exec",
-            "-i",
-            "pod-00000",
-            "-n",
-            "ns-0",
-            "-c",
-            "main",
-            "--",
-            "cat",
-        ],
-        Some("hello through r8s\n"),
-        T,
-    )
-    .await;
-    let b = kubectl(
-        &direct,
-        &[
-            "exec",
-            "-i",
-            "pod-00000",
-            "-n",
-            "ns-0",
-            "-c",
-            "main",
-            "--",
-            "cat",
-        ],
-        Some("hello through r8s\n"),
-        T,
-    )
-    .await;
+    // Without authentication exec is refused, as `kubectl proxy` refuses it
+    // (server.reject_paths); cleared, exec passes through as it came.
+    let exec = [
+        "exec",
+        "-i",
+        "pod-00000",
+        "-n",
+        "ns-0",
+        "-c",
+        "main",
+        "--",
+        "cat",
+    ];
+    let refused = kubectl(&via, &exec, Some("hello through r8s\n"), T).await;
+    assert!(!refused.status.success(), "exec through r8s without auth");
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        err.contains("Forbidden") || err.contains("forbidden"),
+        "{err}"
+    );
+    assert!(
+        err.contains("server.reject_paths"),
+        "the refusal names the setting: {err}"
+    );
+    r8s.stop().await;
+
+    let mut config = r8s::config::Config::default();
+    config.upstream.servers = vec![sim.url()];
+    config.server.reject_paths = Vec::new();
+    let r8s = start_r8s_config(config).await;
+    let via = r8s.url();
+    let a = kubectl(&via, &exec, Some("hello through r8s\n"), T).await;
+    let b = kubectl(&direct, &exec, Some("hello through r8s\n"), T).await;
     assert_eq!(ok(&a), "hello through r8s\n");
     assert_eq!(ok(&a), ok(&b));
     r8s.stop().await;

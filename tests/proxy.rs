@@ -368,3 +368,103 @@ async fn should_accept_http2_from_clients() {
     r8s.stop().await;
     sim.stop().await;
 }
+
+/// `auth.mode = "none"` acts as r8s for whoever connects, so it takes only
+/// what `kubectl proxy` takes: a loopback `Host` (a DNS-rebinding page sends
+/// its own name) and no exec or attach, each refused with a 403 `Status`.
+#[tokio::test(flavor = "multi_thread")]
+async fn should_refuse_foreign_hosts_and_exec_without_auth_as_kubectl_proxy_does() {
+    let sim = start_sim(sim_config()).await;
+    let r8s = start_r8s(vec![sim.url()]).await;
+    let port = r8s.addr.port();
+    let pods = format!("{}/api/v1/namespaces/ns-0/pods", r8s.url());
+    for host in [format!("localhost:{port}"), format!("127.0.0.1:{port}")] {
+        let r = send(
+            "GET",
+            &pods,
+            &[("host", host.as_str())],
+            None,
+            Duration::from_secs(5),
+        )
+        .await;
+        assert_eq!(r.status, 200, "{host}: {}", r.text());
+    }
+    for host in [
+        format!("rebind.example:{port}"),
+        "localhost.evil.example".into(),
+    ] {
+        let r = send(
+            "GET",
+            &pods,
+            &[("host", host.as_str())],
+            None,
+            Duration::from_secs(5),
+        )
+        .await;
+        assert_eq!(r.status, 403, "{host}: {}", r.text());
+        let s = r.json();
+        assert_eq!(
+            (s["kind"].as_str(), s["reason"].as_str()),
+            (Some("Status"), Some("Forbidden"))
+        );
+        assert!(
+            s["message"]
+                .as_str()
+                .unwrap()
+                .contains("server.accept_hosts"),
+            "{s}"
+        );
+    }
+    // A write with a foreign Host never reaches the upstream.
+    let body = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"rebound"}}"#;
+    let r = send(
+        "POST",
+        &format!("{}/api/v1/namespaces/default/configmaps", r8s.url()),
+        &[
+            ("host", "rebind.example"),
+            ("content-type", "application/json"),
+        ],
+        Some(body),
+        Duration::from_secs(5),
+    )
+    .await;
+    assert_eq!(r.status, 403, "{}", r.text());
+    let stored = get(&format!(
+        "{}/api/v1/namespaces/default/configmaps/rebound",
+        sim.url()
+    ))
+    .await;
+    assert_eq!(stored.status, 404, "the write was not made");
+    for path in ["exec?command=sh", "attach?stdin=true", "%65xec?command=sh"] {
+        let url = format!("{}/api/v1/namespaces/ns-0/pods/pod-00000/{path}", r8s.url());
+        let r = send("POST", &url, &[], None, Duration::from_secs(5)).await;
+        assert_eq!(r.status, 403, "{path}: {}", r.text());
+        assert!(r.text().contains("server.reject_paths"), "{}", r.text());
+    }
+    r8s.stop().await;
+
+    // Widened by the operator: another name is accepted.
+    let mut config = r8s::config::Config::default();
+    config.upstream.servers = vec![sim.url()];
+    config.server.accept_hosts = vec![r"^r8s\.local$".into()];
+    let r8s = start_r8s_config(config).await;
+    let pods = format!("{}/api/v1/namespaces/ns-0/pods", r8s.url());
+    let r = send(
+        "GET",
+        &pods,
+        &[("host", "r8s.local:1")],
+        None,
+        Duration::from_secs(5),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let r = get(&pods).await;
+    assert_eq!(
+        r.status,
+        403,
+        "127.0.0.1 is no longer in the list: {}",
+        r.text()
+    );
+    r8s.stop().await;
+    sim.stop().await;
+}

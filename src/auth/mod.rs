@@ -10,6 +10,7 @@
 //! (which cannot be forwarded), r8s's credentials plus `Impersonate-*` headers.
 
 pub mod cache;
+pub mod local;
 pub mod review;
 
 use std::collections::BTreeMap;
@@ -114,6 +115,8 @@ type DecisionKey = (Arc<UserInfo>, Attributes);
 /// Authentication and authorization, with their caches.
 pub struct Auth {
     mode: AuthMode,
+    /// `none` mode's Host and path filters.
+    local: local::LocalGuard,
     anonymous: Option<Arc<UserInfo>>,
     upstream: Arc<Upstream>,
     token_key: hmac::Key,
@@ -206,13 +209,20 @@ fn sends_impersonation(headers: &HeaderMap) -> bool {
 }
 
 impl Auth {
-    /// Sets up the caches for `mode`; reviews go to `upstream` with r8s's credentials.
-    pub fn new(mode: AuthMode, cfg: &AuthConfig, upstream: Arc<Upstream>) -> Self {
+    /// Sets up the caches for `mode`; reviews go to `upstream` with r8s's
+    /// credentials; in `none` mode, `local` filters every request.
+    pub fn new(
+        mode: AuthMode,
+        cfg: &AuthConfig,
+        local: local::LocalGuard,
+        upstream: Arc<Upstream>,
+    ) -> Self {
         // At least 1 once validated; a hand-built config still gets a working cache.
         let size = NonZeroUsize::new(cfg.cache_size).unwrap_or(NonZeroUsize::MIN);
         let secs = Duration::from_secs;
         Auth {
             mode,
+            local,
             counters: metrics::AuthCounters::new(),
             anonymous: cfg.anonymous.then(|| Arc::new(UserInfo::anonymous())),
             upstream,
@@ -277,15 +287,20 @@ impl Auth {
         }
     }
 
-    /// Who sent a request with these headers over a connection that
+    /// Who sent a request to `uri` with these headers over a connection that
     /// presented `certificate` (already verified against `tls.client_ca_file`).
+    /// In `none` mode, whether the loopback guard lets it act as r8s.
     pub async fn authenticate(
         &self,
+        uri: &http::Uri,
         headers: &HeaderMap,
         certificate: Option<&Arc<UserInfo>>,
     ) -> Result<Caller, Refusal> {
         if self.mode == AuthMode::None {
-            return Ok(Caller::Trusted);
+            return match self.local.check(uri, headers) {
+                Ok(()) => Ok(Caller::Trusted),
+                Err(status) => Err(Refusal::Status(status)),
+            };
         }
         // kube-apiserver tries the x509 authenticator before bearer tokens.
         if let Some(user) = certificate {

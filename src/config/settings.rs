@@ -261,13 +261,49 @@ pub struct ServerConfig {
     /// Seconds a connection's writes may make no progress (a client that
     /// stopped reading) before it is closed.
     pub write_timeout_seconds: u64,
+    /// `auth.mode = "none"` only: regular expressions, one of which the
+    /// request's host (without port) must match (`kubectl proxy --accept-hosts`).
+    pub accept_hosts: Vec<String>,
+    /// `auth.mode = "none"` only: regular expressions no request path may
+    /// match (`kubectl proxy --reject-paths`).
+    pub reject_paths: Vec<String>,
+}
+
+/// `kubectl proxy --accept-hosts`'s default: loopback names only.
+pub const DEFAULT_ACCEPT_HOSTS: [&str; 3] = [r"^localhost$", r"^127\.0\.0\.1$", r"^\[::1\]$"];
+
+/// `kubectl proxy --reject-paths`'s default: no exec, no attach.
+pub const DEFAULT_REJECT_PATHS: [&str; 2] = [r"^/api/.*/pods/.*/exec", r"^/api/.*/pods/.*/attach"];
+
+impl ServerConfig {
+    /// `accept_hosts` and `reject_paths` compiled (Go's RE2 syntax and Rust's
+    /// `regex` agree on what these filters use); the first that does not
+    /// compile, as a message naming its key.
+    pub fn local_filters(&self) -> Result<(Vec<regex::Regex>, Vec<regex::Regex>), String> {
+        let compile = |key: &str, patterns: &[String]| {
+            patterns
+                .iter()
+                .map(|p| {
+                    regex::Regex::new(p)
+                        .map_err(|e| format!("config: bad value \"{p}\" for key \"{key}\": {e}"))
+                })
+                .collect::<Result<Vec<_>, _>>()
+        };
+        Ok((
+            compile("server.accept_hosts", &self.accept_hosts)?,
+            compile("server.reject_paths", &self.reject_paths)?,
+        ))
+    }
 }
 
 impl Default for ServerConfig {
     fn default() -> Self {
+        let own = |v: &[&str]| v.iter().map(|s| s.to_string()).collect();
         ServerConfig {
             header_read_timeout_seconds: 32,
             write_timeout_seconds: 60,
+            accept_hosts: own(&DEFAULT_ACCEPT_HOSTS),
+            reject_paths: own(&DEFAULT_REJECT_PATHS),
         }
     }
 }

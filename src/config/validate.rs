@@ -168,6 +168,14 @@ impl Config {
                 self.listen
             )));
         }
+        if let Err(e) = self.server.local_filters() {
+            let key = if e.contains("server.accept_hosts") {
+                "server.accept_hosts"
+            } else {
+                "server.reject_paths"
+            };
+            errs.push((key, e));
+        }
         if let Err(e) = tracing_subscriber::EnvFilter::try_new(&self.log.level) {
             errs.push((
                 "log.level",

@@ -74,7 +74,7 @@ impl Api {
         };
         let caller = match self
             .auth
-            .authenticate(req.headers(), peer.certificate.as_ref())
+            .authenticate(req.uri(), req.headers(), peer.certificate.as_ref())
             .await
         {
             Ok(caller) => caller,
