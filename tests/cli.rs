@@ -418,3 +418,91 @@ async fn should_run_the_demo_and_every_printed_command_works() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// The README's second command runs the whole suite on a fresh machine: it is
+/// `tests/run`, which installs every tool a test expects to find on the PATH
+/// (the tests name each in their `expect`) before `cargo test`, and `.ci/run`
+/// runs that same script; the minimum Rust version is stated.
+#[test]
+fn should_run_the_whole_suite_with_one_command_that_gets_its_tools() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let read = |p: &str| std::fs::read_to_string(format!("{root}/{p}")).unwrap();
+    let readme = read("README.md");
+    let quick = readme
+        .split("## Quick start")
+        .nth(1)
+        .and_then(|s| s.split("```sh").nth(1))
+        .and_then(|s| s.split("```").next())
+        .expect("README has a Quick start code block");
+    let commands: Vec<&str> = quick
+        .lines()
+        .map(|l| l.split('#').next().unwrap().trim())
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert_eq!(commands, ["cargo run --release -- demo", "tests/run"]);
+
+    let script = read("tests/run");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(format!("{root}/tests/run"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert!(mode & 0o111 != 0, "tests/run is executable");
+    assert!(
+        script
+            .lines()
+            .any(|l| l.trim().starts_with("exec cargo test")),
+        "{script}"
+    );
+    assert!(
+        read(".ci/run")
+            .lines()
+            .any(|l| l.trim() == "exec tests/run"),
+        ".ci/run runs the README's command"
+    );
+    let mut tools = std::collections::BTreeSet::new();
+    for entry in std::fs::read_dir(format!("{root}/tests")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "rs") {
+            let text = std::fs::read_to_string(&path).unwrap();
+            for (_, rest) in text
+                .match_indices("expect(\"")
+                .map(|(i, _)| text.split_at(i + 8))
+            {
+                if let Some((tool, _)) = rest.split_once(" is on the PATH")
+                    && tool.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                {
+                    tools.insert(tool.to_string());
+                }
+            }
+        }
+    }
+    assert!(
+        tools.contains("promtool") && tools.contains("curl"),
+        "{tools:?}"
+    );
+    for tool in tools {
+        let installs = script.contains(&format!("need {tool} ||"))
+            || script.contains(&format!("need {tool} &&"));
+        let checked = script.contains(&format!("if ! need {tool}; then"));
+        assert!(
+            installs || (tool == "kubectl" && checked),
+            "tests/run gets {tool} before the tests that need it"
+        );
+    }
+    let manifest = read("Cargo.toml");
+    let msrv = manifest
+        .lines()
+        .find_map(|l| l.strip_prefix("rust-version = \""))
+        .and_then(|v| v.strip_suffix('"'))
+        .expect("Cargo.toml states rust-version");
+    assert!(
+        readme.contains(&format!("Rust {msrv}")),
+        "the README states the minimum Rust version ({msrv})"
+    );
+    let syntax = Command::new("bash")
+        .args(["-n", &format!("{root}/tests/run")])
+        .status()
+        .unwrap();
+    assert!(syntax.success(), "tests/run parses");
+}
