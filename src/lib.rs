@@ -246,6 +246,7 @@ impl Prepared {
                 grace: Duration::from_secs(1),
                 header_read,
                 write,
+                goaway_chance: 0.0,
             },
         ));
         let proofs = Arc::new(upstream::proof::Proofs::new(
@@ -288,6 +289,7 @@ impl Prepared {
                 grace,
                 header_read,
                 write,
+                goaway_chance: self.config.server.goaway_chance,
             },
         )
         .await;

@@ -124,7 +124,7 @@ pub fn install() -> PrometheusHandle {
             ] {
                 metrics::counter!(name).increment(0);
             }
-            for reason in ["no_request", "header_timeout", "write_timeout"] {
+            for reason in ["no_request", "header_timeout", "write_timeout", "goaway"] {
                 metrics::counter!(CONNECTIONS_CLOSED_TOTAL, "reason" => reason).increment(0);
             }
             handle
@@ -538,10 +538,11 @@ pub fn watch_encodings(encoding: &'static str, total: u64) {
 /// (nothing sent within `server.header_read_timeout_seconds`),
 /// `header_timeout` (headers not finished within it), `write_timeout`
 /// (nothing written for `server.write_timeout_seconds`: the client stopped
-/// reading).
+/// reading), `goaway` (an HTTP/2 connection sent GOAWAY for
+/// `server.goaway_chance`; its open streams finish first).
 pub const CONNECTIONS_CLOSED_TOTAL: &str = "r8s_connections_closed_total";
 
-/// Records a client connection closed for a bound.
+/// Records a client connection closed for a bound, or by GOAWAY.
 pub fn connection_closed(reason: &'static str) {
     metrics::counter!(CONNECTIONS_CLOSED_TOTAL, "reason" => reason).increment(1);
 }

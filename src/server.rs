@@ -14,9 +14,9 @@ use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
+use tokio::sync::{Notify, mpsc};
 use tokio_io_timeout::TimeoutStream;
 
 use crate::api::UserInfo;
@@ -55,6 +55,10 @@ pub struct Timeouts {
     /// How long a connection's writes may make no progress (its client
     /// stopped reading) before the connection is closed.
     pub write: Duration,
+    /// The probability that an HTTP/2 connection is sent GOAWAY after a
+    /// response (kube-apiserver's `--goaway-chance`), so that its client
+    /// reconnects through the load balancer; 0: never.
+    pub goaway_chance: f64,
 }
 
 /// The error a connection that sent nothing within its bound ends with.
@@ -163,7 +167,9 @@ pub async fn serve<H, F>(
     H: Fn(Request<Incoming>, Arc<Peer>) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Response<Body>> + Send + 'static,
 {
-    let graceful = GracefulShutdown::new();
+    // Each connection task holds a sender; all dropped means all ended
+    // (mini-redis's shutdown_complete).
+    let (open, mut ended) = mpsc::channel::<()>(1);
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
@@ -188,8 +194,13 @@ pub async fn serve<H, F>(
             _ = shutdown.wait() => break,
         };
         let _ = stream.set_nodelay(true);
-        let (h, b, watcher) = (handler.clone(), builder.clone(), graceful.watcher());
-        let write = timeouts.write;
+        let (h, b) = (handler.clone(), builder.clone());
+        let (write, goaway_chance) = (timeouts.write, timeouts.goaway_chance);
+        let ends = Ends {
+            stop: shutdown.clone(),
+            goaway_chance,
+            _open: open.clone(),
+        };
         match &tls {
             None => {
                 let peer = Arc::new(Peer {
@@ -215,7 +226,7 @@ pub async fn serve<H, F>(
                         tracing::debug!(peer = %addr, "connection sent nothing; closed");
                         return;
                     }
-                    connection(write_bounded(stream, write), peer, h, b, watcher).await;
+                    connection(write_bounded(stream, write), peer, h, b, ends).await;
                 });
             }
             Some(tls) => {
@@ -242,45 +253,79 @@ pub async fn serve<H, F>(
                         addr,
                         certificate: crate::tls::peer_user(stream.get_ref().1),
                     });
-                    connection(FirstBytes::new(stream, wait), peer, h, b, watcher).await;
+                    connection(FirstBytes::new(stream, wait), peer, h, b, ends).await;
                 });
             }
         }
     }
     drop(listener);
-    if tokio::time::timeout(grace, graceful.shutdown())
-        .await
-        .is_err()
-    {
+    drop(open);
+    if tokio::time::timeout(grace, ended.recv()).await.is_err() {
         tracing::warn!(?grace, "grace period over; dropping remaining connections");
     }
 }
 
-/// Serves one connection (HTTP/1.1 or HTTP/2, by preface) until it ends.
+/// What ends a connection gracefully, and what it tells the listener.
+struct Ends {
+    /// Shutdown: finish in-flight requests, take no new ones.
+    stop: Signal,
+    /// `Timeouts::goaway_chance`.
+    goaway_chance: f64,
+    /// Dropped when the connection ends: the listener's grace period waits for all.
+    _open: mpsc::Sender<()>,
+}
+
+/// Serves one connection (HTTP/1.1 or HTTP/2, by preface) until it ends;
+/// on shutdown, or after a response that drew GOAWAY, it ends gracefully:
+/// HTTP/2 sends GOAWAY and finishes its open streams (watches included),
+/// HTTP/1.1 closes after the request in flight.
 async fn connection<I, H, F>(
     io: I,
     peer: Arc<Peer>,
     handler: H,
     builder: auto::Builder<TokioExecutor>,
-    watcher: Watcher,
+    ends: Ends,
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     H: Fn(Request<Incoming>, Arc<Peer>) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Response<Body>> + Send + 'static,
 {
     let addr = peer.addr;
+    let goaway = Arc::new(Notify::new());
+    let (chance, drawn) = (ends.goaway_chance, goaway.clone());
     let svc = service_fn(move |req| {
-        let (h, p) = (handler.clone(), peer.clone());
+        let (h, p, drawn) = (handler.clone(), peer.clone(), drawn.clone());
         async move {
             if header_bytes(&req) > MAX_HEADER_BYTES + 4096 {
                 return Ok(headers_too_large(req.version()));
             }
-            Ok::<_, Infallible>(h(req, p).await)
+            // Drawn per request as kube-apiserver draws it, HTTP/2 only (an
+            // HTTP/1.1 client opens connections as it needs them).
+            let draw =
+                req.version() == http::Version::HTTP_2 && chance > 0.0 && fastrand::f64() < chance;
+            let resp = h(req, p).await;
+            if draw {
+                drawn.notify_one();
+            }
+            Ok::<_, Infallible>(resp)
         }
     });
     let (io, drain) = coalesce::split(io);
-    let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), svc);
-    if let Err(e) = drain.around(watcher.watch(conn.into_owned())).await {
+    let serving = async move {
+        let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), svc);
+        let mut conn = std::pin::pin!(conn);
+        tokio::select! {
+            r = conn.as_mut() => return r,
+            _ = ends.stop.wait() => {}
+            _ = goaway.notified() => {
+                crate::metrics::connection_closed("goaway");
+                tracing::debug!(peer = %addr, "GOAWAY (server.goaway_chance): the client reconnects for its next request");
+            }
+        }
+        conn.as_mut().graceful_shutdown();
+        conn.await
+    };
+    if let Err(e) = drain.around(serving).await {
         match bound_hit(&*e) {
             Some(reason @ "write_timeout") => {
                 crate::metrics::connection_closed(reason);

@@ -401,7 +401,7 @@ async fn should_close_tls_connections_that_send_nothing_after_the_handshake() {
     }
     // Another client is served meanwhile.
     let (mut busy, _) = connect(r8s.addr, &ca.der, &[b"http/1.1"]).await;
-    busy.write_all(b"GET /version HTTP/1.1\r\nHost: r8s\r\n\r\n")
+    busy.write_all(b"GET /version HTTP/1.1\r\nHost: localhost\r\n\r\n")
         .await
         .unwrap();
     let mut head = [0u8; 12];

@@ -241,7 +241,7 @@ async fn should_close_connections_that_never_finish_their_headers_and_serve_the_
     for i in 0..60 {
         let mut c = tokio::net::TcpStream::connect(r8s.addr).await.unwrap();
         if i < 50 {
-            c.write_all(b"GET /api/v1/pods?resourceVersion=0 HTTP/1.1\r\nHost: r8s\r\nX-Slow: ")
+            c.write_all(b"GET /api/v1/pods?resourceVersion=0 HTTP/1.1\r\nHost: localhost\r\nX-Slow: ")
                 .await
                 .unwrap();
         }

@@ -18,7 +18,7 @@ async fn stalled_get(addr: std::net::SocketAddr, path: &str) -> TcpStream {
     let s = TcpSocket::new_v4().unwrap();
     s.set_recv_buffer_size(4096).unwrap();
     let mut c = s.connect(addr).await.unwrap();
-    c.write_all(format!("GET {path} HTTP/1.1\r\nHost: r8s\r\n\r\n").as_bytes())
+    c.write_all(format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").as_bytes())
         .await
         .unwrap();
     c
@@ -296,5 +296,118 @@ async fn should_bound_request_headers_and_bodies_as_the_apiserver_does() {
         })
     );
     r8s.stop().await;
+    sim.stop().await;
+}
+
+/// An HTTP/2 client of r8s, as client-go is: one connection, reopened (and
+/// the request retried) when the server has sent GOAWAY.
+struct H2 {
+    addr: std::net::SocketAddr,
+    sender: Option<hyper::client::conn::http2::SendRequest<http_body_util::Empty<bytes::Bytes>>>,
+    connections: usize,
+}
+
+impl H2 {
+    async fn connect(&mut self) {
+        let io = hyper_util::rt::TokioIo::new(TcpStream::connect(self.addr).await.unwrap());
+        let (sender, conn) =
+            hyper::client::conn::http2::handshake(hyper_util::rt::TokioExecutor::new(), io)
+                .await
+                .unwrap();
+        tokio::spawn(conn);
+        self.sender = Some(sender);
+        self.connections += 1;
+    }
+
+    /// Sends `GET path`; the response head, its body left to the caller.
+    async fn get(&mut self, path: &str) -> http::Response<hyper::body::Incoming> {
+        for _ in 0..3 {
+            if self.sender.as_ref().is_none_or(|s| s.is_closed()) {
+                self.connect().await;
+            }
+            let sender = self.sender.as_mut().unwrap();
+            let req = http::Request::get(format!("http://{}{path}", self.addr))
+                .body(http_body_util::Empty::new())
+                .unwrap();
+            // A request raced with GOAWAY is refused, never processed: retried
+            // on a new connection, as Go's transport retries it.
+            let sent = match sender.ready().await {
+                Ok(()) => sender.send_request(req).await,
+                Err(e) => Err(e),
+            };
+            match sent {
+                Ok(resp) => return resp,
+                Err(_) => self.sender = None,
+            }
+        }
+        panic!("three connections in a row refused GET {path}");
+    }
+}
+
+/// `server.goaway_chance`: an HTTP/2 client's requests move to new
+/// connections now and then (so they spread over replicas behind a Service),
+/// while a watch open on the old connection keeps its events; at the default
+/// of 0 one connection carries everything.
+#[tokio::test(flavor = "multi_thread")]
+async fn should_send_goaway_by_chance_without_cutting_open_watches() {
+    use http_body_util::BodyExt;
+    let sim = start_sim(sim_config()).await;
+    for (chance, requests) in [(0.02, 1000), (0.0, 300)] {
+        let mut config = Config::default();
+        config.upstream.servers = vec![sim.url()];
+        config.cache.resources = vec!["pods".into()];
+        config.server.goaway_chance = chance;
+        let r8s = start_r8s_config(config).await;
+        let mut client = H2 {
+            addr: r8s.addr,
+            sender: None,
+            connections: 0,
+        };
+        let watch = client
+            .get("/api/v1/namespaces/ns-0/pods?watch=1&resourceVersion=0&allowWatchBookmarks=false")
+            .await;
+        assert_eq!(watch.status(), 200);
+        let mut watch = watch.into_body();
+        for i in 0..requests {
+            let r = client
+                .get("/api/v1/namespaces/ns-0/pods?resourceVersion=0&limit=1")
+                .await;
+            assert_eq!(r.status(), 200);
+            r.into_body().collect().await.unwrap();
+            if i == 0 {
+                assert_eq!(client.connections, 1);
+            }
+        }
+        if chance > 0.0 {
+            // 1,000 draws at 1/50: fewer than 2 GOAWAYs has odds of 4e-8.
+            assert!(
+                client.connections >= 3,
+                "{} connections for {requests} requests at goaway_chance {chance}",
+                client.connections
+            );
+            let m = get(&format!("{}/metrics", r8s.admin_url())).await.text();
+            let sent = metric(&m, "r8s_connections_closed_total{reason=\"goaway\"}");
+            assert!(sent >= (client.connections - 1) as f64, "{sent}");
+        } else {
+            assert_eq!(client.connections, 1, "no GOAWAY at goaway_chance 0");
+        }
+        // The watch opened on the first connection still gets its events.
+        touch(&sim, "ns-0", "pod-00000", requests);
+        let marker = format!("\"r8s.dev/touch\":\"{requests}\"");
+        let mut seen = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !String::from_utf8_lossy(&seen).contains(&marker) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let frame = tokio::time::timeout(left, watch.frame())
+                .await
+                .expect("the watch on the first connection sees the change")
+                .expect("the watch is still open")
+                .unwrap();
+            if let Ok(data) = frame.into_data() {
+                seen.extend_from_slice(&data);
+            }
+        }
+        r8s.stop().await;
+    }
     sim.stop().await;
 }

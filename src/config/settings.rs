@@ -267,6 +267,9 @@ pub struct ServerConfig {
     /// `auth.mode = "none"` only: regular expressions no request path may
     /// match (`kubectl proxy --reject-paths`).
     pub reject_paths: Vec<String>,
+    /// The probability of GOAWAY after a response on an HTTP/2 connection
+    /// (kube-apiserver's `--goaway-chance`), so clients rebalance; 0: never.
+    pub goaway_chance: f64,
 }
 
 /// `kubectl proxy --accept-hosts`'s default: loopback names only.
@@ -304,6 +307,7 @@ impl Default for ServerConfig {
             write_timeout_seconds: 60,
             accept_hosts: own(&DEFAULT_ACCEPT_HOSTS),
             reject_paths: own(&DEFAULT_REJECT_PATHS),
+            goaway_chance: 0.0,
         }
     }
 }

@@ -191,7 +191,7 @@ impl Config {
     /// Every number that becomes a duration, a size or a count, with the
     /// values it may take: anything else is rejected here, before a port is
     /// bound, instead of panicking or misbehaving later.
-    fn numbers(&self) -> [(&'static str, f64, Range); 25] {
+    fn numbers(&self) -> [(&'static str, f64, Range); 26] {
         let secs = |v: u64| v as f64;
         let (c, w, a) = (&self.cache, &self.watch, &self.auth);
         let ttl = range(0.0, DAY, "seconds");
@@ -309,6 +309,12 @@ impl Config {
                 "auth.cache_size",
                 a.cache_size as f64,
                 range(1.0, 10_000_000.0, "entries"),
+            ),
+            (
+                "server.goaway_chance",
+                self.server.goaway_chance,
+                // kube-apiserver's bound: at most 1 request in 50.
+                range(0.0, 0.02, "a probability"),
             ),
             (
                 "shutdown.grace_seconds",

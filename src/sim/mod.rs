@@ -91,6 +91,7 @@ pub async fn start(config: SimConfig, listener: TcpListener) -> std::io::Result<
             grace: Duration::from_secs(5),
             header_read: Duration::from_secs(32),
             write: Duration::from_secs(60),
+            goaway_chance: 0.0,
         },
     ));
     Ok(SimHandle {
