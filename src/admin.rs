@@ -27,7 +27,7 @@ pub struct Health {
     /// Why the upstream does not answer `/version`, while it does not.
     upstream_down: Mutex<Option<String>>,
     /// Every store, by its metrics label, for staleness.
-    stores: Vec<(String, Arc<Store>)>,
+    stores: Vec<(crate::metrics::StoreLabels, Arc<Store>)>,
 }
 
 /// One check of `/readyz?verbose`: its name, and why it fails (if it does).
@@ -38,7 +38,7 @@ struct Check {
 
 impl Health {
     /// Health over these stores (labelled as in metrics); not ready yet.
-    pub fn new(stores: Vec<(String, Arc<Store>)>) -> Self {
+    pub fn new(stores: Vec<(crate::metrics::StoreLabels, Arc<Store>)>) -> Self {
         Health {
             synced: AtomicBool::new(false),
             draining: AtomicBool::new(false),

@@ -162,13 +162,18 @@ impl Prepared {
     /// configured grace period and returns.
     pub async fn run(self, listeners: Listeners, shutdown: Signal) {
         let metrics = metrics::install();
-        let labelled: Vec<(String, Arc<cache::store::Store>)> = self
+        self.upstream.report_in_use();
+        let labelled: Vec<(metrics::StoreLabels, Arc<cache::store::Store>)> = self
             .caches
             .values()
             .flat_map(|c| {
-                [(c.label.clone(), Some(&c.store))]
+                let l = |encoding| metrics::StoreLabels {
+                    resource: c.label.clone(),
+                    encoding,
+                };
+                [(l("json"), Some(&c.store))]
                     .into_iter()
-                    .chain([(format!("{}:protobuf", c.label), c.protobuf.as_ref())])
+                    .chain([(l("protobuf"), c.protobuf.as_ref())])
                     .filter_map(|(l, s)| s.map(|s| (l, s.clone())))
             })
             .collect();

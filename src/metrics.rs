@@ -15,6 +15,11 @@ pub const REQUEST_DURATION_SECONDS: &str = "r8s_request_duration_seconds";
 pub const UPSTREAM_REQUESTS_TOTAL: &str = "r8s_upstream_requests_total";
 /// 1 while the upstream answers, 0 once no configured server accepts connections.
 pub const UPSTREAM_UP: &str = "r8s_upstream_up";
+/// Time from sending a request upstream to its response head, by server,
+/// verb (the HTTP method, as client-go labels it) and code.
+pub const UPSTREAM_REQUEST_DURATION_SECONDS: &str = "r8s_upstream_request_duration_seconds";
+/// 1 for the upstream server requests go to first (the last that answered), 0 for the others.
+pub const UPSTREAM_IN_USE: &str = "r8s_upstream_in_use";
 
 /// 1, labelled with the version and commit r8s was built from.
 pub const BUILD_INFO: &str = "r8s_build_info";
@@ -47,6 +52,16 @@ pub fn install() -> PrometheusHandle {
                     &[
                         0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
                         5.0, 10.0, 30.0, 60.0,
+                    ],
+                )
+                .expect("bucket list is non-empty")
+                .set_buckets_for_metric(
+                    metrics_exporter_prometheus::Matcher::Full(
+                        UPSTREAM_REQUEST_DURATION_SECONDS.into(),
+                    ),
+                    &[
+                        0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                        10.0, 30.0, 60.0,
                     ],
                 )
                 .expect("bucket list is non-empty")
@@ -91,9 +106,18 @@ pub fn install() -> PrometheusHandle {
             );
             metrics::describe_counter!(
                 UPSTREAM_REQUESTS_TOTAL,
-                "Responses from the upstream by code."
+                "Responses from each upstream server by code."
             );
-            metrics::describe_gauge!(UPSTREAM_UP, "Whether the upstream answers.");
+            metrics::describe_gauge!(UPSTREAM_UP, "Whether each upstream server answers.");
+            metrics::describe_histogram!(
+                UPSTREAM_REQUEST_DURATION_SECONDS,
+                metrics::Unit::Seconds,
+                "Time from a request sent upstream to its response head."
+            );
+            metrics::describe_gauge!(
+                UPSTREAM_IN_USE,
+                "1 for the upstream server requests go to first."
+            );
             metrics::describe_counter!(
                 CONSISTENT_READS_TOTAL,
                 "Consistent reads of cached resources: proven (from the cache) or passed."
@@ -177,18 +201,47 @@ pub fn request(
         .record(elapsed.as_secs_f64());
 }
 
-/// Records a response from the upstream (`0` when the exchange failed).
-pub fn upstream_response(code: u16) {
-    metrics::counter!(UPSTREAM_REQUESTS_TOTAL, "code" => code.to_string()).increment(1);
-    if code != 0 {
-        metrics::gauge!(UPSTREAM_UP).set(1.0);
+/// An upstream request's method as a label (client-go's `verb`): the
+/// methods r8s relays by name, anything else `OTHER` (labels stay bounded).
+fn method_label(m: &http::Method) -> &'static str {
+    match *m {
+        http::Method::GET => "GET",
+        http::Method::POST => "POST",
+        http::Method::PUT => "PUT",
+        http::Method::PATCH => "PATCH",
+        http::Method::DELETE => "DELETE",
+        http::Method::HEAD => "HEAD",
+        http::Method::OPTIONS => "OPTIONS",
+        _ => "OTHER",
     }
 }
 
-/// Records that no upstream server accepted a connection.
-pub fn upstream_unreachable() {
-    metrics::counter!(UPSTREAM_REQUESTS_TOTAL, "code" => "0").increment(1);
-    metrics::gauge!(UPSTREAM_UP).set(0.0);
+/// Records an exchange with upstream `server`: its response's `code` (`0`
+/// when the exchange failed after connecting) and the time to its head.
+/// A response means the server is up.
+pub fn upstream_response(server: &'static str, method: &http::Method, code: u16, took: Duration) {
+    let (verb, code_label) = (method_label(method), code.to_string());
+    metrics::counter!(UPSTREAM_REQUESTS_TOTAL, "server" => server, "code" => code_label.clone())
+        .increment(1);
+    metrics::histogram!(UPSTREAM_REQUEST_DURATION_SECONDS, "server" => server, "verb" => verb, "code" => code_label)
+        .record(took.as_secs_f64());
+    if code != 0 {
+        metrics::gauge!(UPSTREAM_UP, "server" => server).set(1.0);
+    }
+}
+
+/// Records that upstream `server` accepted no connection.
+pub fn upstream_unreachable(server: &'static str) {
+    metrics::counter!(UPSTREAM_REQUESTS_TOTAL, "server" => server, "code" => "0").increment(1);
+    metrics::gauge!(UPSTREAM_UP, "server" => server).set(0.0);
+}
+
+/// Records which of the configured servers requests now go to first.
+pub fn upstream_in_use(servers: &[&'static str], in_use: usize) {
+    for (i, server) in servers.iter().enumerate() {
+        let v = if i == in_use { 1.0 } else { 0.0 };
+        metrics::gauge!(UPSTREAM_IN_USE, "server" => *server).set(v);
+    }
 }
 
 /// Objects in a resource's cache.
@@ -208,6 +261,27 @@ pub const REFLECTOR_EVENTS_TOTAL: &str = "r8s_reflector_events_total";
 /// Cached-resource requests by result (`hit`, or `pass` with its reason).
 pub const CACHE_REQUESTS_TOTAL: &str = "r8s_cache_requests_total";
 
+/// Which store a series is about: the resource (`v1/pods`, the same label
+/// the request series carry) and the encoding it holds (`json`,
+/// `protobuf`), as two labels so queries can join or sum on the resource.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreLabels {
+    /// `group/version/resource` (`v1/pods` for the core group).
+    pub resource: String,
+    /// `json` or `protobuf`.
+    pub encoding: &'static str,
+}
+
+impl std::fmt::Display for StoreLabels {
+    /// `v1/pods` for the JSON store, `v1/pods (protobuf)` for the other, in logs.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.encoding {
+            "json" => f.write_str(&self.resource),
+            e => write!(f, "{} ({e})", self.resource),
+        }
+    }
+}
+
 /// A reflector's per-event series, looked up once when it starts: an
 /// upstream event then records into handles, where building each labelled
 /// key (a label string, a hash, a registry lookup) cost 7 times per event.
@@ -226,19 +300,21 @@ pub struct ReflectorSeries {
 const EVENT_TYPES: [&str; 4] = ["ADDED", "MODIFIED", "DELETED", "BOOKMARK"];
 
 impl ReflectorSeries {
-    /// The series of the cache labelled `resource` (its recorder must be
+    /// The series of the store labelled `l` (its recorder must be
     /// installed first: handles taken before record nowhere).
-    pub fn new(resource: &str) -> Self {
-        let r = || resource.to_string();
+    pub fn new(l: &StoreLabels) -> Self {
+        let r = || l.resource.clone();
+        let e = l.encoding;
         ReflectorSeries {
-            objects: metrics::gauge!(CACHE_OBJECTS, "resource" => r()),
-            bytes: metrics::gauge!(CACHE_BYTES, "resource" => r()),
-            rv: metrics::gauge!(CACHE_RESOURCE_VERSION, "resource" => r()),
-            synced: metrics::gauge!(CACHE_SYNCED, "resource" => r()),
-            log_events: metrics::gauge!(WATCH_LOG_EVENTS, "resource" => r()),
-            log_bytes: metrics::gauge!(WATCH_LOG_BYTES, "resource" => r()),
-            events: EVENT_TYPES
-                .map(|t| metrics::counter!(REFLECTOR_EVENTS_TOTAL, "resource" => r(), "type" => t)),
+            objects: metrics::gauge!(CACHE_OBJECTS, "resource" => r(), "encoding" => e),
+            bytes: metrics::gauge!(CACHE_BYTES, "resource" => r(), "encoding" => e),
+            rv: metrics::gauge!(CACHE_RESOURCE_VERSION, "resource" => r(), "encoding" => e),
+            synced: metrics::gauge!(CACHE_SYNCED, "resource" => r(), "encoding" => e),
+            log_events: metrics::gauge!(WATCH_LOG_EVENTS, "resource" => r(), "encoding" => e),
+            log_bytes: metrics::gauge!(WATCH_LOG_BYTES, "resource" => r(), "encoding" => e),
+            events: EVENT_TYPES.map(|t| {
+                metrics::counter!(REFLECTOR_EVENTS_TOTAL, "resource" => r(), "encoding" => e, "type" => t)
+            }),
         }
     }
 
@@ -265,29 +341,27 @@ impl ReflectorSeries {
 /// Registers a cache's rare-event series at 0 when its reflector starts
 /// (relists, watch resumes, silences, states behind, over budget, watches
 /// ended), so alerts on their rate see the first one.
-pub fn cache_series(resource: &str) {
-    let r = resource.to_string();
+pub fn cache_series(l: &StoreLabels) {
+    let (r, e) = (&l.resource, l.encoding);
     for reason in ["expired", "malformed"] {
-        metrics::counter!(RELISTS_TOTAL, "resource" => r.clone(), "reason" => reason).increment(0);
+        metrics::counter!(RELISTS_TOTAL, "resource" => r.clone(), "encoding" => e, "reason" => reason)
+            .increment(0);
     }
     for name in [
         WATCH_RESTARTS_TOTAL,
         REFLECTOR_SILENT_TOTAL,
         REFLECTOR_BEHIND_TOTAL,
     ] {
-        metrics::counter!(name, "resource" => r.clone()).increment(0);
+        metrics::counter!(name, "resource" => r.clone(), "encoding" => e).increment(0);
     }
-    metrics::gauge!(CACHE_OVER_BUDGET, "resource" => r.clone()).set(0.0);
-    metrics::gauge!(CACHE_SYNCED, "resource" => r).set(0.0);
+    metrics::gauge!(CACHE_OVER_BUDGET, "resource" => r.clone(), "encoding" => e).set(0.0);
+    metrics::gauge!(CACHE_SYNCED, "resource" => r.clone(), "encoding" => e).set(0.0);
 }
 
 /// Records whether a cache is usable.
-pub fn cache_synced(resource: &str, synced: bool) {
-    metrics::gauge!(CACHE_SYNCED, "resource" => resource.to_string()).set(if synced {
-        1.0
-    } else {
-        0.0
-    });
+pub fn cache_synced(l: &StoreLabels, synced: bool) {
+    metrics::gauge!(CACHE_SYNCED, "resource" => l.resource.clone(), "encoding" => l.encoding)
+        .set(if synced { 1.0 } else { 0.0 });
 }
 
 /// Caches served past `cache.max_staleness_seconds` because `cache.serve_stale` is set.
@@ -301,8 +375,9 @@ pub const REFLECTOR_SILENT_TOTAL: &str = "r8s_reflector_silent_total";
 pub const CACHE_STALENESS_SECONDS: &str = "r8s_cache_staleness_seconds";
 
 /// Records that a cache's upstream went silent.
-pub fn reflector_silent(resource: &str) {
-    metrics::counter!(REFLECTOR_SILENT_TOTAL, "resource" => resource.to_string()).increment(1);
+pub fn reflector_silent(l: &StoreLabels) {
+    metrics::counter!(REFLECTOR_SILENT_TOTAL, "resource" => l.resource.clone(), "encoding" => l.encoding)
+        .increment(1);
 }
 
 /// Upstream states refused because they were older than the cache's (a
@@ -311,8 +386,9 @@ pub fn reflector_silent(resource: &str) {
 pub const REFLECTOR_BEHIND_TOTAL: &str = "r8s_reflector_behind_total";
 
 /// Records an upstream state older than the cache's, refused.
-pub fn reflector_behind(resource: &str) {
-    metrics::counter!(REFLECTOR_BEHIND_TOTAL, "resource" => resource.to_string()).increment(1);
+pub fn reflector_behind(l: &StoreLabels) {
+    metrics::counter!(REFLECTOR_BEHIND_TOTAL, "resource" => l.resource.clone(), "encoding" => l.encoding)
+        .increment(1);
 }
 
 /// Times requests were moved off an upstream server that went silent or
@@ -325,8 +401,8 @@ pub fn upstream_failover() {
 }
 
 /// Records how long a cache has gone without word from its upstream.
-pub fn cache_staleness(resource: &str, since: Duration) {
-    metrics::gauge!(CACHE_STALENESS_SECONDS, "resource" => resource.to_string())
+pub fn cache_staleness(l: &StoreLabels, since: Duration) {
+    metrics::gauge!(CACHE_STALENESS_SECONDS, "resource" => l.resource.clone(), "encoding" => l.encoding)
         .set(since.as_secs_f64());
 }
 
@@ -337,14 +413,15 @@ pub fn caches_served_stale(n: usize) {
 }
 
 /// Records a relist.
-pub fn relist(resource: &str, reason: &'static str) {
-    metrics::counter!(RELISTS_TOTAL, "resource" => resource.to_string(), "reason" => reason)
+pub fn relist(l: &StoreLabels, reason: &'static str) {
+    metrics::counter!(RELISTS_TOTAL, "resource" => l.resource.clone(), "encoding" => l.encoding, "reason" => reason)
         .increment(1);
 }
 
 /// Records a watch restart.
-pub fn watch_restart(resource: &str) {
-    metrics::counter!(WATCH_RESTARTS_TOTAL, "resource" => resource.to_string()).increment(1);
+pub fn watch_restart(l: &StoreLabels) {
+    metrics::counter!(WATCH_RESTARTS_TOTAL, "resource" => l.resource.clone(), "encoding" => l.encoding)
+        .increment(1);
 }
 
 /// `r8s_cache_requests_total` handles by (resource, verb, result).
@@ -399,12 +476,9 @@ pub fn consistent_read(resource: &str, kind: &'static str, proven: bool, waited:
 pub const CACHE_OVER_BUDGET: &str = "r8s_cache_over_budget";
 
 /// Records whether a cache is over its byte budget.
-pub fn over_budget(resource: &str, over: bool) {
-    metrics::gauge!(CACHE_OVER_BUDGET, "resource" => resource.to_string()).set(if over {
-        1.0
-    } else {
-        0.0
-    });
+pub fn over_budget(l: &StoreLabels, over: bool) {
+    metrics::gauge!(CACHE_OVER_BUDGET, "resource" => l.resource.clone(), "encoding" => l.encoding)
+        .set(if over { 1.0 } else { 0.0 });
 }
 
 /// Watches served from a resource's cache right now.
@@ -494,7 +568,7 @@ impl WatchMetrics {
         WatchMetrics {
             sent,
             delivery: metrics::histogram!(WATCH_EVENT_DELIVERY_SECONDS, "resource" => r.clone()),
-            lag: metrics::histogram!(WATCH_LAG_EVENTS),
+            lag: metrics::histogram!(WATCH_LAG_EVENTS, "resource" => r.clone()),
             watchers: metrics::gauge!(WATCHERS, "resource" => r.clone()),
             resource: r,
         }

@@ -247,7 +247,9 @@ async fn should_relist_after_410_and_converge_with_deletes() {
     }
     let m = get(&format!("{}/metrics", r8s.admin_url())).await.text();
     assert!(
-        m.contains(r#"r8s_reflector_relists_total{resource="v1/pods",reason="expired"}"#),
+        m.contains(
+            r#"r8s_reflector_relists_total{resource="v1/pods",encoding="json",reason="expired"}"#
+        ),
         "{m}"
     );
     r8s.stop().await;

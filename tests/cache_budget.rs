@@ -32,7 +32,7 @@ async fn should_pass_through_a_resource_over_its_byte_budget() {
     assert_eq!(cms.headers["x-r8s-cache"], "hit", "configmaps fit");
     let m = get(&format!("{}/metrics", r8s.admin_url())).await.text();
     assert!(
-        m.contains(r#"r8s_cache_over_budget{resource="v1/pods"} 1"#),
+        m.contains(r#"r8s_cache_over_budget{resource="v1/pods",encoding="json"} 1"#),
         "{m}"
     );
     assert!(

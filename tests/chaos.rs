@@ -209,9 +209,12 @@ async fn should_keep_every_watcher_exact_through_restarts_410s_resets_and_stalls
     }
     let m = get(&format!("{}/metrics", r8s.admin_url())).await.text();
     let series = |s: &str| metric(&m, s);
-    let relists = series(r#"r8s_reflector_relists_total{resource="v1/pods",reason="expired"}"#);
-    let restarts = series(r#"r8s_reflector_watch_restarts_total{resource="v1/pods"}"#);
-    let silences = series(r#"r8s_reflector_silent_total{resource="v1/pods"}"#);
+    let relists = series(
+        r#"r8s_reflector_relists_total{resource="v1/pods",encoding="json",reason="expired"}"#,
+    );
+    let restarts =
+        series(r#"r8s_reflector_watch_restarts_total{resource="v1/pods",encoding="json"}"#);
+    let silences = series(r#"r8s_reflector_silent_total{resource="v1/pods",encoding="json"}"#);
     println!(
         "chaos: {watchers} watchers, {secs} s at {writes} writes/s ({written} versions), faults {counts:?}"
     );

@@ -255,7 +255,7 @@ async fn should_fail_over_to_a_server_behind_without_going_back_100_times() {
         .map(|r| {
             metric(
                 &m,
-                &format!(r#"r8s_reflector_relists_total{{resource="v1/pods",reason="{r}"}}"#),
+                &format!(r#"r8s_reflector_relists_total{{resource="v1/pods",encoding="json",reason="{r}"}}"#),
             )
         })
         .sum();
@@ -265,7 +265,10 @@ async fn should_fail_over_to_a_server_behind_without_going_back_100_times() {
         relists, 0.0,
         "A resumed its watch at each failover; it never relisted"
     );
-    let behind = metric(&m, r#"r8s_reflector_behind_total{resource="v1/pods"}"#);
+    let behind = metric(
+        &m,
+        r#"r8s_reflector_behind_total{resource="v1/pods",encoding="json"}"#,
+    );
     println!(
         "{ROUNDS} failovers to a server held behind in {:?}: {writes} writes, every one seen once by the watcher through A, versions never went back; relists {relists}, states refused as older {behind}",
         started.elapsed()
@@ -326,7 +329,12 @@ async fn should_fail_over_from_a_silent_server_without_going_back() {
         metric(&m, "r8s_upstream_failovers_total") >= ROUNDS as f64,
         "{m}"
     );
-    assert!(metric(&m, r#"r8s_reflector_silent_total{resource="v1/pods"}"#) >= ROUNDS as f64);
+    assert!(
+        metric(
+            &m,
+            r#"r8s_reflector_silent_total{resource="v1/pods",encoding="json"}"#
+        ) >= ROUNDS as f64
+    );
     t.stop().await;
 }
 

@@ -63,9 +63,17 @@ async fn should_notice_a_silent_partition_pass_reads_through_and_resume_without_
     assert_eq!(code, 503);
     assert!(why.contains("stale") && why.contains("v1/pods"), "{why}");
     let m = get(&format!("{}/metrics", r8s.admin_url())).await.text();
-    let staleness = metric(&m, r#"r8s_cache_staleness_seconds{resource="v1/pods"}"#);
+    let staleness = metric(
+        &m,
+        r#"r8s_cache_staleness_seconds{resource="v1/pods",encoding="json"}"#,
+    );
     assert!(staleness > MAX_STALENESS as f64, "{staleness}");
-    assert!(metric(&m, r#"r8s_reflector_silent_total{resource="v1/pods"}"#) >= 1.0);
+    assert!(
+        metric(
+            &m,
+            r#"r8s_reflector_silent_total{resource="v1/pods",encoding="json"}"#
+        ) >= 1.0
+    );
 
     // Reads no longer come from the stale cache: they go to the upstream,
     // which cannot answer.
@@ -121,7 +129,7 @@ async fn should_notice_a_silent_partition_pass_reads_through_and_resume_without_
     assert_eq!(
         metric(
             &m,
-            r#"r8s_reflector_relists_total{resource="v1/pods",reason="expired"}"#
+            r#"r8s_reflector_relists_total{resource="v1/pods",encoding="json",reason="expired"}"#
         ),
         0.0
     );
@@ -241,9 +249,11 @@ async fn should_close_connections_that_never_finish_their_headers_and_serve_the_
     for i in 0..60 {
         let mut c = tokio::net::TcpStream::connect(r8s.addr).await.unwrap();
         if i < 50 {
-            c.write_all(b"GET /api/v1/pods?resourceVersion=0 HTTP/1.1\r\nHost: localhost\r\nX-Slow: ")
-                .await
-                .unwrap();
+            c.write_all(
+                b"GET /api/v1/pods?resourceVersion=0 HTTP/1.1\r\nHost: localhost\r\nX-Slow: ",
+            )
+            .await
+            .unwrap();
         }
         stuck.push(c);
     }

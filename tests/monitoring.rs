@@ -42,7 +42,9 @@ fn should_check_and_unit_test_the_rules() {
     assert!(tested.contains("SUCCESS"), "{tested}");
     promtool(&["check", "config", "prometheus.yml"]);
 
-    // Every alert has a unit test and a runbook section.
+    // Every alert has a unit test, a runbook section, and the annotations
+    // Alertmanager templates use: summary, description, and runbook_url, an
+    // absolute URL of its section under the one base.
     let rules = std::fs::read_to_string(Path::new(DIR).join("r8s-rules.yaml")).unwrap();
     let tests = std::fs::read_to_string(Path::new(DIR).join("r8s-rules.test.yaml")).unwrap();
     let runbooks = std::fs::read_to_string(Path::new(DIR).join("runbooks.md")).unwrap();
@@ -50,8 +52,13 @@ fn should_check_and_unit_test_the_rules() {
         .lines()
         .filter_map(|l| l.trim().strip_prefix("- alert: "))
         .collect();
-    assert!(alerts.len() >= 9, "{alerts:?}");
-    for a in alerts {
+    assert!(alerts.len() >= 12, "{alerts:?}");
+    assert!(alerts.contains(&"R8sDown") && alerts.contains(&"R8sAbsent"));
+    assert!(
+        !rules.contains("runbook:"),
+        "runbook_url, not a repository path"
+    );
+    for (i, a) in alerts.iter().enumerate() {
         assert!(
             tests.contains(&format!(
                 "alertname: {a}\n        exp_alerts:\n          - exp_labels"
@@ -62,9 +69,152 @@ fn should_check_and_unit_test_the_rules() {
             runbooks.contains(&format!("\n## {a}\n")),
             "no runbook for {a}"
         );
-        let anchor = format!("runbooks.md#{}", a.to_lowercase());
-        assert!(rules.contains(&anchor), "{a} does not point at its runbook");
+        let rule = rules
+            .split("- alert: ")
+            .nth(i + 1)
+            .unwrap()
+            .split("- alert: ")
+            .next()
+            .unwrap();
+        for key in ["summary: \"", "description: \""] {
+            assert!(rule.contains(key), "{a} has no {key}");
+        }
+        let url = format!("runbook_url: \"{RUNBOOK_BASE}#{}\"", a.to_lowercase());
+        assert!(rule.contains(&url), "{a} does not link its runbook: {url}");
     }
+    // The PrometheusRule is the same groups.
+    let groups = &rules[rules.find("\ngroups:").unwrap() + 1..];
+    let indented: String = groups
+        .lines()
+        .map(|l| {
+            if l.is_empty() {
+                "\n".to_string()
+            } else {
+                format!("  {l}\n")
+            }
+        })
+        .collect();
+    let object = std::fs::read_to_string(Path::new(DIR).join("prometheusrule.yaml")).unwrap();
+    let spec = &object[object.find("\nspec:\n").expect("a spec") + 7..];
+    if spec.trim_end() != indented.trim_end() {
+        let expected = format!(
+            "{}{indented}",
+            &object[..object.find("\nspec:\n").unwrap() + 7]
+        );
+        let out = std::env::temp_dir().join("r8s-prometheusrule.yaml");
+        std::fs::write(&out, expected).unwrap();
+        panic!(
+            "prometheusrule.yaml's spec differs from r8s-rules.yaml's groups; the expected file is at {}",
+            out.display()
+        );
+    }
+}
+
+/// Every alert's runbook section lives under this base (r8s-rules.yaml and
+/// runbook-base.yaml say it once each).
+const RUNBOOK_BASE: &str = "https://github.com/r8s-dev/r8s/blob/main/deploy/prometheus/runbooks.md";
+
+fn kustomize(dir: &Path) -> Vec<Value> {
+    let out = Command::new("kubectl")
+        .arg("kustomize")
+        .arg(dir)
+        .output()
+        .expect("kubectl is on the PATH");
+    assert!(
+        out.status.success(),
+        "kubectl kustomize {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let file =
+        std::env::temp_dir().join(format!("r8s-monitoring-render-{}.yaml", std::process::id()));
+    std::fs::write(&file, &out.stdout).unwrap();
+    // kubectl decodes the rendered stream to JSON without a server.
+    let json = Command::new("kubectl")
+        .args(["annotate", "--local", "-o", "json", "-f"])
+        .arg(&file)
+        .arg("r8s.dev/none-")
+        .env("KUBECONFIG", "/dev/null")
+        .output()
+        .unwrap();
+    assert!(
+        json.status.success(),
+        "{}",
+        String::from_utf8_lossy(&json.stderr)
+    );
+    serde_json::Deserializer::from_slice(&json.stdout)
+        .into_iter::<Value>()
+        .map(|v| v.expect("kubectl prints JSON"))
+        .collect()
+}
+
+/// `kubectl apply -k deploy/prometheus` gives the Prometheus operator and
+/// Grafana what they load: the ServiceMonitor, the rules as a PrometheusRule
+/// whose alerts link runbooks under the base runbook-base.yaml sets (and
+/// only there: a copy with another base links there), and the dashboard in
+/// a ConfigMap the Grafana sidecar picks up.
+#[test]
+fn should_render_the_operator_objects_with_one_runbook_base() {
+    let objs = kustomize(Path::new(DIR));
+    let kinds: BTreeSet<&str> = objs.iter().filter_map(|o| o["kind"].as_str()).collect();
+    assert_eq!(
+        kinds,
+        BTreeSet::from(["ConfigMap", "PrometheusRule", "ServiceMonitor"]),
+        "the runbook base is local configuration, never applied"
+    );
+    let dashboard = objs.iter().find(|o| o["kind"] == "ConfigMap").unwrap();
+    assert_eq!(dashboard["metadata"]["labels"]["grafana_dashboard"], "1");
+    let json = dashboard["data"]["r8s.json"].as_str().unwrap();
+    let file = std::fs::read_to_string(Path::new(DIR).join("grafana-dashboard.json")).unwrap();
+    assert_eq!(json, file);
+    let urls = |objs: &[Value]| -> Vec<String> {
+        let rule = objs.iter().find(|o| o["kind"] == "PrometheusRule").unwrap();
+        rule["spec"]["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|g| g["rules"].as_array().unwrap().iter())
+            .filter(|r| r.get("alert").is_some())
+            .map(|r| {
+                r["annotations"]["runbook_url"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect()
+    };
+    let shipped = urls(&objs);
+    assert!(shipped.len() >= 12);
+    assert!(
+        shipped
+            .iter()
+            .all(|u| u.starts_with(&format!("{RUNBOOK_BASE}#"))),
+        "{shipped:?}"
+    );
+
+    // An operator's base, set in the one place.
+    let copy =
+        std::env::temp_dir().join(format!("r8s-prometheus-kustomize-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&copy);
+    std::fs::create_dir_all(&copy).unwrap();
+    for entry in std::fs::read_dir(DIR).unwrap() {
+        let p = entry.unwrap().path();
+        std::fs::copy(&p, copy.join(p.file_name().unwrap())).unwrap();
+    }
+    let base_file = copy.join("runbook-base.yaml");
+    let text = std::fs::read_to_string(&base_file).unwrap();
+    std::fs::write(
+        &base_file,
+        text.replace(RUNBOOK_BASE, "https://wiki.example/ops/r8s"),
+    )
+    .unwrap();
+    let theirs = urls(&kustomize(&copy));
+    assert_eq!(theirs.len(), shipped.len());
+    for (a, b) in shipped.iter().zip(&theirs) {
+        let anchor = a.split_once('#').unwrap().1;
+        assert_eq!(b, &format!("https://wiki.example/ops/r8s#{anchor}"));
+    }
+    let _ = std::fs::remove_dir_all(&copy);
 }
 
 /// Metric names (`r8s_*`, `process_*`) in a text: what a rule or panel asks

@@ -340,7 +340,7 @@ async fn through_an_outage(name: &str, mode: Mode) {
     for reason in ["expired", "malformed"] {
         assert_eq!(
             delta(&format!(
-                "r8s_reflector_relists_total{{resource=\"v1/pods\",reason=\"{reason}\"}}"
+                "r8s_reflector_relists_total{{resource=\"v1/pods\",encoding=\"json\",reason=\"{reason}\"}}"
             )),
             0.0,
             "relisted ({reason})"

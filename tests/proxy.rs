@@ -231,7 +231,10 @@ async fn should_export_health_and_request_metrics() {
         "{m}"
     );
     assert!(
-        m.contains(r#"r8s_upstream_requests_total{code="200"}"#),
+        m.contains(&format!(
+            r#"r8s_upstream_requests_total{{server="{}",code="200"}}"#,
+            sim.url().trim_end_matches('/')
+        )),
         "{m}"
     );
     r8s.stop().await;

@@ -183,7 +183,7 @@ async fn should_pass_through_uncacheable_resources_and_relist_on_malformed_data(
     assert!(script.cm_lists.load(Ordering::SeqCst) >= 2);
     let m = get(&format!("{}/metrics", r8s.admin_url())).await.text();
     assert!(
-        m.contains(r#"r8s_reflector_relists_total{resource="v1/configmaps",reason="malformed"}"#),
+        m.contains(r#"r8s_reflector_relists_total{resource="v1/configmaps",encoding="json",reason="malformed"}"#),
         "{m}"
     );
     r8s.stop().await;
@@ -281,11 +281,16 @@ async fn should_never_go_back_in_time_when_the_upstream_does() {
         "{versions:?}"
     );
     let m = get(&format!("{}/metrics", r8s.admin_url())).await.text();
-    assert!(metric(&m, r#"r8s_reflector_behind_total{resource="v1/secrets"}"#) >= 2.0);
+    assert!(
+        metric(
+            &m,
+            r#"r8s_reflector_behind_total{resource="v1/secrets",encoding="json"}"#
+        ) >= 2.0
+    );
     assert_eq!(
         metric(
             &m,
-            r#"r8s_reflector_relists_total{resource="v1/secrets",reason="malformed"}"#
+            r#"r8s_reflector_relists_total{resource="v1/secrets",encoding="json",reason="malformed"}"#
         ),
         1.0
     );
@@ -396,7 +401,7 @@ async fn should_catch_up_with_an_upstream_behind_and_relist_after_it_compacts() 
     assert!(
         metric(
             &m,
-            r#"r8s_reflector_relists_total{resource="v1/pods",reason="expired"}"#
+            r#"r8s_reflector_relists_total{resource="v1/pods",encoding="json",reason="expired"}"#
         ) >= 1.0
     );
     w.1.abort();

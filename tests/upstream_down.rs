@@ -1,4 +1,6 @@
-//! `r8s_upstream_up` is process-wide, so this runs in its own test binary.
+//! `r8s_upstream_up`, `r8s_upstream_in_use` and the upstream request series,
+//! per configured server: an operator with several upstreams sees which
+//! answer and which one r8s uses.
 
 mod common;
 
@@ -7,29 +9,59 @@ use std::time::Duration;
 use common::*;
 
 #[tokio::test(flavor = "multi_thread")]
-async fn should_report_the_upstream_down() {
+async fn should_report_each_upstream_server_and_the_one_in_use() {
     let port = {
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         l.local_addr().unwrap().port()
     };
-    let r8s = start_r8s(vec![format!("http://127.0.0.1:{port}")]).await;
+    let dead = format!("http://127.0.0.1:{port}");
+    let r8s = start_r8s(vec![dead.clone()]).await;
     let r = get(&format!("{}/api/v1/pods", r8s.url())).await;
     assert_eq!(r.status, 503);
     tokio::time::sleep(Duration::from_millis(200)).await;
     let m = get(&format!("{}/metrics", r8s.admin_url())).await.text();
-    assert!(m.contains("r8s_upstream_up 0"), "{m}");
+    assert!(
+        m.contains(&format!("r8s_upstream_up{{server=\"{dead}\"}} 0")),
+        "{m}"
+    );
     assert!(
         m.contains(r#"r8s_requests_total{verb="list",resource="pods",code="503",cache="pass"}"#),
         "{m}"
     );
     r8s.stop().await;
 
-    // And back up: a reachable upstream sets the gauge to 1.
+    // The dead server first, the sim second: requests fail over to the sim,
+    // which is up and in use; the dead one is down and not in use.
     let sim = start_sim(sim_config()).await;
-    let r8s = start_r8s(vec![sim.url()]).await;
+    let r8s = start_r8s(vec![dead.clone(), sim.url()]).await;
     assert_eq!(get(&format!("{}/api/v1/pods", r8s.url())).await.status, 200);
     let m = get(&format!("{}/metrics", r8s.admin_url())).await.text();
-    assert!(m.contains("r8s_upstream_up 1"), "{m}");
+    let live = sim.url().trim_end_matches('/').to_string();
+    for (series, want) in [
+        (format!("r8s_upstream_up{{server=\"{live}\"}}"), 1.0),
+        (format!("r8s_upstream_up{{server=\"{dead}\"}}"), 0.0),
+        (format!("r8s_upstream_in_use{{server=\"{live}\"}}"), 1.0),
+        (format!("r8s_upstream_in_use{{server=\"{dead}\"}}"), 0.0),
+    ] {
+        assert!(
+            m.lines().any(|l| l == format!("{series} {want}")),
+            "{series} {want}: {m}"
+        );
+    }
+    let timed = metric(
+        &m,
+        &format!(
+            "r8s_upstream_request_duration_seconds_count{{server=\"{live}\",verb=\"GET\",code=\"200\"}}"
+        ),
+    );
+    assert!(timed >= 1.0, "{m}");
+    assert!(
+        metric(
+            &m,
+            &format!("r8s_upstream_requests_total{{server=\"{live}\",code=\"200\"}}")
+        ) >= timed,
+        "{m}"
+    );
     r8s.stop().await;
     sim.stop().await;
 }

@@ -123,7 +123,7 @@ async fn run_fanout(tiered: bool) {
     assert!(
         metric(
             &m,
-            r#"r8s_reflector_relists_total{resource="v1/pods",reason="expired"}"#
+            r#"r8s_reflector_relists_total{resource="v1/pods",encoding="json",reason="expired"}"#
         ) >= 1.0,
         "{label}: the forced relist happened: {}",
         m.lines()

@@ -78,7 +78,10 @@ async fn should_let_a_stalled_watcher_lag_then_catch_up_or_end_it_past_the_log()
         "the stalled watcher is still open"
     );
     assert!(
-        metric(&m, r#"r8s_watch_log_events{resource="v1/pods"}"#) <= 30_000.0,
+        metric(
+            &m,
+            r#"r8s_watch_log_events{resource="v1/pods",encoding="json"}"#
+        ) <= 30_000.0,
         "the log stays within its bound"
     );
     // Meanwhile the others are delivered to promptly (the stalled one is

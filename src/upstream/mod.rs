@@ -77,6 +77,9 @@ pub enum RequestError {
 struct Server {
     base: Uri,
     display: String,
+    /// `display`, as the `server` label of the upstream metrics (made once
+    /// per configured server and kept for the process).
+    label: &'static str,
 }
 
 /// Which configured server answered: a response extension, so that a caller
@@ -160,6 +163,7 @@ impl Upstream {
             let base: Uri = u.parse().map_err(|_| SetupError::BadUrl(u.clone()))?;
             servers.push(Server {
                 display: u.trim_end_matches('/').to_string(),
+                label: Box::leak(u.trim_end_matches('/').to_string().into_boxed_str()),
                 base,
             });
         }
@@ -206,6 +210,13 @@ impl Upstream {
         }
     }
 
+    /// Sets `r8s_upstream_in_use` for the server requests go to first (once
+    /// the recorder is installed, then on every change).
+    pub fn report_in_use(&self) {
+        let labels: Vec<&'static str> = self.servers.iter().map(|s| s.label).collect();
+        metrics::upstream_in_use(&labels, self.preferred());
+    }
+
     /// Whether r8s has credentials of its own for the upstream.
     pub fn has_credentials(&self) -> bool {
         self.has_credentials
@@ -236,6 +247,7 @@ impl Upstream {
                 "upstream server unusable ({why}); failing over"
             );
             metrics::upstream_failover();
+            self.report_in_use();
         }
         moved
     }
@@ -329,11 +341,15 @@ impl Upstream {
             *req.method_mut() = parts.method.clone();
             *req.uri_mut() = uri;
             *req.headers_mut() = parts.headers.clone();
+            let sent = std::time::Instant::now();
             match svc.clone().oneshot(req).await {
                 Ok(mut resp) => {
-                    self.preferred.store(idx, Ordering::Relaxed);
+                    if self.preferred.swap(idx, Ordering::Relaxed) != idx {
+                        self.report_in_use();
+                    }
                     resp.extensions_mut().insert(ServedBy(idx));
-                    metrics::upstream_response(resp.status().as_u16());
+                    let code = resp.status().as_u16();
+                    metrics::upstream_response(server.label, &parts.method, code, sent.elapsed());
                     return Ok(resp);
                 }
                 Err(e) => {
@@ -341,12 +357,13 @@ impl Upstream {
                     let reason = error_chain(&*e);
                     tracing::warn!(server = %server.display, error = %reason, "upstream request failed");
                     if !(connect && shared.untouched()) {
-                        metrics::upstream_response(0);
+                        metrics::upstream_response(server.label, &parts.method, 0, sent.elapsed());
                         return Err(RequestError::Failed {
                             server: server.display.clone(),
                             reason,
                         });
                     }
+                    metrics::upstream_unreachable(server.label);
                     last_err = Some(RequestError::Unreachable {
                         server: server.display.clone(),
                         reason,
@@ -354,7 +371,6 @@ impl Upstream {
                 }
             }
         }
-        metrics::upstream_unreachable();
         Err(last_err.expect("at least one server"))
     }
 }

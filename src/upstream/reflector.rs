@@ -136,7 +136,7 @@ pub struct Reflector {
     decoder: Decoder,
     store: Arc<Store>,
     config: ReflectorConfig,
-    label: String,
+    label: metrics::StoreLabels,
     /// Its per-event metrics, looked up once.
     series: metrics::ReflectorSeries,
     /// The newest resource version applied (where a failed watch resumes).
@@ -198,9 +198,12 @@ impl Reflector {
             // do. A paged LIST confirms it from the first page.
             items_typed: !resource.gvr.is_builtin(),
         };
-        let label = match config.encoding {
-            Encoding::Json => resource.gvr.to_string(),
-            Encoding::Protobuf => format!("{}:protobuf", resource.gvr),
+        let label = metrics::StoreLabels {
+            resource: resource.gvr.to_string(),
+            encoding: match config.encoding {
+                Encoding::Json => "json",
+                Encoding::Protobuf => "protobuf",
+            },
         };
         let streaming = config.streaming_lists;
         let wants_empty = config.encoding == Encoding::Protobuf;
