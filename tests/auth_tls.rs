@@ -427,3 +427,174 @@ async fn should_close_tls_connections_that_send_nothing_after_the_handshake() {
     r8s.stop().await;
     sim.stop().await;
 }
+
+/// A kubelet on the shared tier (deploy/node-clients): a client certificate
+/// for `system:node:n1` (group `system:nodes`) from the cluster's CA lists
+/// and watches its pods and gets its node from the cache, authorized as the
+/// node authorizer decides (another node's pods are refused), and its writes
+/// reach the upstream as `system:node:n1`, impersonated by r8s.
+#[tokio::test(flavor = "multi_thread")]
+async fn should_serve_a_kubelets_certificate_from_cache_and_write_as_the_node() {
+    use futures_util::StreamExt;
+    use k8s_openapi::api::core::v1::{Node, Pod};
+    use kube::api::{GetParams, ListParams, Patch, PatchParams, WatchEvent, WatchParams};
+
+    let dir = std::env::temp_dir().join(format!("r8s-auth-node-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ca = new_ca("cluster CA");
+    let server = leaf(&ca, "r8s", &[], true);
+    let kubelet = leaf(&ca, "system:node:n1", &["system:nodes"], false);
+    let (cert_file, key_file, ca_file) =
+        (dir.join("tls.crt"), dir.join("tls.key"), dir.join("ca.crt"));
+    std::fs::write(&cert_file, &server.0).unwrap();
+    std::fs::write(&key_file, &server.1).unwrap();
+    std::fs::write(&ca_file, &ca.pem).unwrap();
+    let tokens = dir.join("tokens.csv");
+    std::fs::write(&tokens, TOKENS).unwrap();
+    let own = dir.join("r8s-token");
+    std::fs::write(&own, "r8s-token").unwrap();
+    let sim = start_sim(SimConfig {
+        tokens: Some(tokens),
+        ..sim_config()
+    })
+    .await;
+    // The node and a pod bound to it, made by an admin.
+    let admin = [
+        ("authorization", "Bearer admin-token"),
+        ("content-type", "application/json"),
+    ];
+    for (path, body) in [
+        (
+            "/api/v1/nodes",
+            r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"n1"}}"#,
+        ),
+        (
+            "/api/v1/namespaces/ns-0/pods",
+            r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"on-n1"},"spec":{"nodeName":"n1","containers":[{"name":"c","image":"registry.k8s.io/pause:3.10"}]}}"#,
+        ),
+    ] {
+        let r = send(
+            "POST",
+            &format!("{}{path}", sim.url()),
+            &admin,
+            Some(body),
+            Duration::from_secs(5),
+        )
+        .await;
+        assert_eq!(r.status, 201, "{path}: {}", r.text());
+    }
+    let mut config = Config::default();
+    config.upstream.servers = vec![sim.url()];
+    config.upstream.token_file = Some(own);
+    config.cache.resources = vec!["pods".into(), "v1/nodes".into()];
+    config.auth.mode = Some(AuthMode::Delegated);
+    config.tls.cert_file = Some(cert_file);
+    config.tls.key_file = Some(key_file);
+    config.tls.client_ca_file = Some(ca_file);
+    let r8s = start_r8s_config(config).await;
+    let url = format!("https://127.0.0.1:{}", r8s.addr.port());
+    let kc = kubeconfig(&dir, &url, &ca.pem, &[("n1", &kubelet)]);
+    let kube_cfg = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::read_from(&kc).unwrap(),
+        &kube::config::KubeConfigOptions {
+            context: Some("n1".into()),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let client = kube::Client::try_from(kube_cfg).unwrap();
+    let pods: kube::Api<Pod> = kube::Api::all(client.clone());
+    let nodes: kube::Api<Node> = kube::Api::all(client);
+    let upstream_reads = || {
+        (
+            sim.sim.count("list", "pods"),
+            sim.sim.count("watch", "pods"),
+            sim.sim.count("get", "nodes"),
+        )
+    };
+    let before = upstream_reads();
+
+    // The kubelet's own pods and node, from the cache.
+    let mine = pods
+        .list(&ListParams::default().fields("spec.nodeName=n1").match_any())
+        .await
+        .unwrap();
+    let names: Vec<_> = mine
+        .items
+        .iter()
+        .map(|p| p.metadata.name.clone().unwrap())
+        .collect();
+    assert_eq!(names, ["on-n1"]);
+    let node = nodes.get_with("n1", &GetParams::any()).await.unwrap();
+    assert_eq!(node.metadata.name.as_deref(), Some("n1"));
+    let rv = mine.metadata.resource_version.clone().unwrap();
+    let mut watch = pods
+        .watch(
+            &WatchParams::default().fields("spec.nodeName=n1").timeout(5),
+            "0",
+        )
+        .await
+        .unwrap()
+        .boxed();
+    let first = tokio::time::timeout(Duration::from_secs(10), watch.next())
+        .await
+        .expect("an event from the cached watch")
+        .unwrap()
+        .unwrap();
+    let WatchEvent::Added(p) = first else {
+        panic!("expected ADDED, got {first:?}");
+    };
+    assert_eq!(p.metadata.name.as_deref(), Some("on-n1"));
+    assert_eq!(
+        upstream_reads(),
+        before,
+        "a node's reads reached the upstream"
+    );
+    assert!(!rv.is_empty());
+
+    // Another node's pods: refused, as the node authorizer refuses them.
+    let err = pods
+        .list(&ListParams::default().fields("spec.nodeName=n2").match_any())
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = err else {
+        panic!("{err:?}");
+    };
+    assert_eq!(status.code, 403, "{status:?}");
+    assert!(status.message.contains("system:node:n1"), "{status:?}");
+
+    // A write (its node's status) reaches the upstream as the node.
+    let patch = serde_json::json!({"status": {"conditions": [
+        {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status"}
+    ]}});
+    nodes
+        .patch_status("n1", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    let (by, as_user) = sim.sim.impersonations().last().cloned().unwrap();
+    assert_eq!(by, "r8s");
+    assert_eq!(as_user.name, "system:node:n1");
+    assert_eq!(as_user.groups, ["system:nodes", "system:authenticated"]);
+    let stored = send(
+        "GET",
+        &format!("{}/api/v1/nodes/n1", sim.url()),
+        &admin,
+        None,
+        Duration::from_secs(5),
+    )
+    .await
+    .json();
+    assert_eq!(stored["status"]["conditions"][0]["reason"], "KubeletReady");
+    // ... and is decided as the node: not another node's status.
+    let other = nodes
+        .patch_status("node-00", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(other, kube::Error::Api(ref s) if s.code == 403),
+        "{other:?}"
+    );
+    r8s.stop().await;
+    sim.stop().await;
+}

@@ -748,3 +748,102 @@ fn should_build_the_image_from_what_the_dockerfile_copies() {
         .collect();
     config_check_args(&args);
 }
+
+/// deploy/node-clients (the shared tier with components/node-clients):
+/// r8s takes client certificates from the cluster's CA (the file
+/// `tls.client_ca_file` names is mounted from kube-root-ca.crt), may
+/// impersonate (bound to its service account), and caches and may list the
+/// EndpointSlices kube-proxy reads.
+#[test]
+fn should_render_node_clients_with_the_cluster_ca_and_impersonation() {
+    let out = Command::new("kubectl")
+        .arg("kustomize")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/node-clients"))
+        .output()
+        .expect("kubectl is on the PATH");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let objs = decode_locally(&String::from_utf8(out.stdout).unwrap());
+    let role = find(&objs, "ClusterRole", "r8s-impersonator");
+    let verbs: BTreeSet<&str> = role["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r["resources"].as_array().unwrap().iter())
+        .filter_map(|r| r.as_str())
+        .collect();
+    assert!(
+        verbs.contains("users") && verbs.contains("groups"),
+        "{verbs:?}"
+    );
+    let binding = find(&objs, "ClusterRoleBinding", "r8s-impersonator");
+    assert_eq!(binding["roleRef"]["name"], "r8s-impersonator");
+    assert_eq!(binding["subjects"][0]["name"], "r8s");
+    assert_eq!(binding["subjects"][0]["namespace"], "r8s");
+
+    let deploy = find(&objs, "Deployment", "r8s");
+    let r8s = container(deploy, "r8s");
+    let env: Vec<(&str, &str)> = r8s["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["name"].as_str().unwrap(), e["value"].as_str().unwrap()))
+        .collect();
+    let (_, ca_file) = *env
+        .iter()
+        .find(|(n, _)| *n == "R8S_TLS__CLIENT_CA_FILE")
+        .expect("tls.client_ca_file is set");
+    // r8s reads the variable as tls.client_ca_file, over the tier's file.
+    let config_map = find_prefix(&objs, "ConfigMap", "r8s-config-");
+    let file = scratch("r8s.toml", config_map["data"]["r8s.toml"].as_str().unwrap());
+    let checked = Command::new(BIN)
+        .args(["config", "check", "--config"])
+        .arg(&file)
+        .env_clear()
+        .env("R8S_TLS__CLIENT_CA_FILE", ca_file)
+        .output()
+        .unwrap();
+    assert!(
+        checked.status.success(),
+        "{}",
+        String::from_utf8_lossy(&checked.stderr)
+    );
+    let config: toml::Value = toml::from_str(&String::from_utf8_lossy(&checked.stdout)).unwrap();
+    assert_eq!(config["tls"]["client_ca_file"].as_str(), Some(ca_file));
+    let mount = r8s["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| ca_file.starts_with(m["mountPath"].as_str().unwrap()))
+        .expect("the CA file is mounted");
+    let volume = pod_spec(deploy)["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == mount["name"])
+        .unwrap();
+    assert_eq!(volume["configMap"]["name"], "kube-root-ca.crt");
+    assert!(ca_file.ends_with("/ca.crt"), "kube-root-ca.crt's key");
+
+    // kube-proxy's and most controllers' EndpointSlices: cached, and r8s may list them.
+    let resources: Vec<&str> = config["cache"]["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_str().unwrap())
+        .collect();
+    assert!(resources.contains(&"discovery.k8s.io/v1/endpointslices"));
+    let r8s_role = find(&objs, "ClusterRole", "r8s");
+    assert!(r8s_role["rules"].as_array().unwrap().iter().any(|r| {
+        r["apiGroups"][0] == "discovery.k8s.io"
+            && r["resources"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|x| x == "endpointslices")
+            && r["verbs"].as_array().unwrap().iter().any(|v| v == "watch")
+    }));
+}

@@ -312,8 +312,9 @@ impl Tokens {
 
     /// The sim's rule set: `system:masters` may do anything; nodes
     /// (`system:node:NAME` in `system:nodes`) only what the node authorizer
-    /// with selectors allows them here: get nodes, and list/watch pods with
-    /// `fieldSelector=spec.nodeName=NAME`; other authenticated users may get,
+    /// with selectors allows them here: get nodes, list/watch pods with
+    /// `fieldSelector=spec.nodeName=NAME`, and patch or update their own
+    /// node's status; other authenticated users may get,
     /// list and watch everything but secrets and namespaces; anonymous
     /// nothing; plus whatever the policy file grants.
     pub fn allows(&self, user: &User, verb: &str, target: &Resource<'_>) -> bool {
@@ -327,6 +328,9 @@ impl Tokens {
                 ("list" | "watch", "pods") => {
                     !node.is_empty() && target.field_selector == format!("spec.nodeName={node}")
                 }
+                // Its own Node's status, as the node authorizer and
+                // NodeRestriction let a kubelet write it.
+                ("patch" | "update", "nodes/status") => !node.is_empty() && target.name == node,
                 _ => false,
             };
         }
