@@ -120,7 +120,7 @@ pub async fn prepare(config: Config) -> Result<Prepared, PrepareError> {
     let protobuf = config.cache.encodings.iter().any(|e| e == "protobuf");
     for r in resolved {
         let store = |encoding| {
-            Arc::new(
+            let store = Arc::new(
                 cache::store::Store::new(
                     cache::store::Limits {
                         retention: Duration::from_secs(config.cache.snapshot_retention_seconds),
@@ -134,7 +134,9 @@ pub async fn prepare(config: Config) -> Result<Prepared, PrepareError> {
                     r.gvr.group().is_empty() && r.gvr.resource() == "pods",
                 )
                 .with_encoding(encoding),
-            )
+            );
+            store.enroll();
+            store
         };
         let key = r.gvr.clone();
         let rc = cache::ResourceCache {

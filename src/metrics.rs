@@ -145,6 +145,7 @@ pub fn install() -> PrometheusHandle {
                 UPSTREAM_FAILOVERS_TOTAL,
                 LIST_REJECTED_TOTAL,
                 WATCH_REJECTED_TOTAL,
+                WATCH_LOG_TRIMMED_BYTES_TOTAL,
             ] {
                 metrics::counter!(name).increment(0);
             }
@@ -502,6 +503,14 @@ pub const WATCH_TERMINATED_TOTAL: &str = "r8s_watch_terminated_total";
 pub const WATCH_LOG_EVENTS: &str = "r8s_watch_log_events";
 /// Bytes a resource's watch log keeps alive.
 pub const WATCH_LOG_BYTES: &str = "r8s_watch_log_bytes";
+/// Watch log bytes dropped (oldest events first) to keep a cache within
+/// `cache.max_bytes_per_resource` / `cache.max_bytes_total`.
+pub const WATCH_LOG_TRIMMED_BYTES_TOTAL: &str = "r8s_watch_log_trimmed_bytes_total";
+
+/// Records watch log bytes dropped for the byte budget.
+pub fn watch_log_trimmed(bytes: usize) {
+    metrics::counter!(WATCH_LOG_TRIMMED_BYTES_TOTAL).increment(bytes as u64);
+}
 /// Watches answered 429 because `watch.max_watchers` were open.
 pub const WATCH_REJECTED_TOTAL: &str = "r8s_watch_rejected_total";
 

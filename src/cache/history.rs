@@ -427,6 +427,16 @@ impl History {
         }
     }
 
+    /// Drops the oldest events until the log holds at most `max` bytes (it
+    /// keeps its newest event); the bytes freed.
+    pub fn trim_to(&mut self, max: usize) -> usize {
+        let mut freed = 0;
+        while self.bytes > max && self.events.len() > 1 {
+            freed += self.pop_front();
+        }
+        freed
+    }
+
     fn pop_front(&mut self) -> usize {
         let Some(e) = self.events.pop_front() else {
             return 0;

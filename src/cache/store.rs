@@ -12,7 +12,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -60,6 +60,9 @@ pub struct Budget {
     pub max_per_resource: usize,
     /// Bytes all caches together may hold (0: no limit).
     pub max_total: usize,
+    /// The stores counted here ([`Store::enroll`]), whose watch logs give
+    /// way when the total is over.
+    stores: Mutex<Vec<Weak<Store>>>,
 }
 
 impl Budget {
@@ -69,6 +72,7 @@ impl Budget {
             total: AtomicUsize::new(0),
             max_per_resource,
             max_total,
+            stores: Mutex::new(Vec::new()),
         }
     }
 
@@ -248,10 +252,82 @@ impl Store {
 
     /// Whether this cache exceeds its budget or pushes the total over.
     pub fn exceeds_budget(&self) -> bool {
-        let bytes = self.bytes();
+        self.over_budget_by() != (0, 0)
+    }
+
+    /// Bytes past the per-resource budget and past the total (0: within).
+    fn over_budget_by(&self) -> (usize, usize) {
         let b = &self.budget;
-        (b.max_per_resource > 0 && bytes > b.max_per_resource)
-            || (b.max_total > 0 && b.total() > b.max_total)
+        let own = if b.max_per_resource > 0 {
+            self.bytes().saturating_sub(b.max_per_resource)
+        } else {
+            0
+        };
+        let total = if b.max_total > 0 {
+            b.total().saturating_sub(b.max_total)
+        } else {
+            0
+        };
+        (own, total)
+    }
+
+    /// Counts this store's watch log among those that give way when the
+    /// total budget is over (a store not enrolled trims only its own).
+    pub fn enroll(self: &Arc<Self>) {
+        self.budget.stores.locked().push(Arc::downgrade(self));
+    }
+
+    /// Drops this store's oldest events until its log is `by` bytes smaller
+    /// (or holds one event); the bytes freed.
+    fn trim_log(&self, by: usize) -> usize {
+        let mut st = self.state.writing();
+        let keep = st.history.bytes().saturating_sub(by);
+        let freed = st.history.trim_to(keep);
+        drop(st);
+        if freed > 0 {
+            self.budget.adjust(-(freed as isize));
+            crate::metrics::watch_log_trimmed(freed);
+        }
+        freed
+    }
+
+    /// Brings this cache within its budgets if watch logs can make room: the
+    /// oldest events go first (watchers that far behind start again, as when
+    /// `watch.history_*` trims a log), so churn shortens logs instead of
+    /// evicting objects. Over its own budget, it trims its own log; over the
+    /// total, its own and then the other stores' logs, largest first.
+    /// Whether it fits now; if not, its objects (or all stores' objects)
+    /// alone are over, and the caller evicts it.
+    pub fn fit_budget(self: &Arc<Self>) -> bool {
+        let (own, total) = self.over_budget_by();
+        if own == 0 && total == 0 {
+            return true;
+        }
+        self.trim_log(own.max(total));
+        let (own, mut total) = self.over_budget_by();
+        if own > 0 {
+            return false;
+        }
+        if total > 0 {
+            let mut others: Vec<(usize, Arc<Store>)> = self
+                .budget
+                .stores
+                .locked()
+                .iter()
+                .filter_map(Weak::upgrade)
+                .filter(|s| !Arc::ptr_eq(s, self))
+                .map(|s| (s.history_size().1, s))
+                .collect();
+            others.sort_by_key(|(log, _)| std::cmp::Reverse(*log));
+            for (_, other) in others {
+                other.trim_log(total);
+                total = self.over_budget_by().1;
+                if total == 0 {
+                    break;
+                }
+            }
+        }
+        total == 0
     }
 
     /// Drops every object and stops serving (requests pass through) until a
@@ -578,6 +654,45 @@ mod tests {
             r#"{{"metadata":{{"name":"{name}","namespace":"a","resourceVersion":"{rv}"}}}}"#
         );
         Arc::new(t.parse(json.as_bytes()).unwrap())
+    }
+
+    /// Over the total budget, the logs give way before any objects: a quiet
+    /// store whose own log cannot make room fits once the busy store's log is
+    /// trimmed, and only objects that alone exceed the total evict.
+    #[test]
+    fn should_trim_the_largest_log_before_evicting_a_quiet_store() {
+        let fill = |s: &Store| {
+            s.apply(vec![Change::Replace(OrdMap::new(), 1)]);
+            for rv in 2..500 {
+                s.apply(vec![Change::Put(obj(&format!("busy-{}", rv % 5), rv))]);
+            }
+        };
+        // The sizes the busy store will reach, measured on a store without a budget.
+        let probe = Store::new(limits(100_000), Arc::new(Budget::new(0, 0)), false);
+        fill(&probe);
+        let (log, objects) = (probe.history_size().1, probe.current().bytes);
+        assert!(log > 20_000, "{log}");
+        // The total allows the objects and a fifth of that log.
+        let budget = Arc::new(Budget::new(0, objects + 2 * obj("q", 1).size() + log / 5));
+        let busy = Arc::new(Store::new(limits(100_000), budget.clone(), false));
+        let quiet = Arc::new(Store::new(limits(100_000), budget.clone(), false));
+        busy.enroll();
+        quiet.enroll();
+        fill(&busy);
+        quiet.apply(vec![Change::Replace(OrdMap::new(), 1)]);
+        quiet.apply(vec![Change::Put(obj("q", 600))]);
+        assert!(quiet.exceeds_budget());
+        assert!(quiet.fit_budget(), "the busy log made room");
+        assert!(busy.history_size().1 <= log / 5 + 1000);
+        assert!(budget.total() <= budget.max_total);
+        assert!(!busy.exceeds_budget() && busy.fit_budget());
+        // Objects that alone exceed the total: no log can help.
+        let none = Arc::new(Budget::new(0, 1));
+        let s = Arc::new(Store::new(limits(10), none, false));
+        s.enroll();
+        s.apply(vec![Change::Replace(OrdMap::new(), 1)]);
+        s.apply(vec![Change::Put(obj("big", 2))]);
+        assert!(!s.fit_budget());
     }
 
     /// An indexed watcher on a quiet trigger is woken as the log turns over,

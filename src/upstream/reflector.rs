@@ -490,12 +490,13 @@ impl Reflector {
                     self.not_behind(end, "a streaming list")?;
                     let objects = initial.take().expect("in the initial phase");
                     let v = self.store.apply(vec![Change::Replace(objects, end)]);
+                    let fits = self.store.fit_budget();
                     self.record(&v);
                     tracing::info!(resource = %self.label, objects = v.objects.len(), rv = end, "cache synced (streaming list)");
                     self.last_rv = end;
                     self.watching = true;
                     rv = end;
-                    if self.store.exceeds_budget() {
+                    if !fits {
                         return Err(StepError::OverBudget);
                     }
                 }
@@ -545,9 +546,11 @@ impl Reflector {
             }
         };
         let v = self.store.apply(vec![change]);
+        // Trimmed first, so the sizes recorded are the ones kept.
+        let fits = self.store.fit_budget();
         self.record(&v);
         self.last_rv = v.rv.max(rv);
-        if self.store.exceeds_budget() {
+        if !fits {
             return Err(StepError::Failed(
                 "the cache grew over its byte budget".into(),
             ));
@@ -557,7 +560,7 @@ impl Reflector {
 
     /// After a (re)list: an evicted cache that fits its budget again serves again.
     fn listed(&self) {
-        if self.store.exceeds_budget() {
+        if !self.store.fit_budget() {
             return; // evicted again at the top of the loop
         }
         if self.store.serving() == Serving::OverBudget {
@@ -593,7 +596,7 @@ impl Reflector {
             if shutdown.fired() {
                 return;
             }
-            if self.store.exceeds_budget() {
+            if !self.store.fit_budget() {
                 tracing::warn!(
                     resource = %self.label,
                     bytes = self.store.current().bytes,
