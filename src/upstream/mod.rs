@@ -76,10 +76,9 @@ pub enum RequestError {
 
 struct Server {
     base: Uri,
-    display: String,
-    /// `display`, as the `server` label of the upstream metrics (made once
-    /// per configured server and kept for the process).
-    label: &'static str,
+    /// The URL as configured, in logs, errors and the `server` label of the
+    /// upstream metrics (made once per configured server, kept for the process).
+    display: &'static str,
 }
 
 /// Which configured server answered: a response extension, so that a caller
@@ -162,8 +161,7 @@ impl Upstream {
         for u in urls {
             let base: Uri = u.parse().map_err(|_| SetupError::BadUrl(u.clone()))?;
             servers.push(Server {
-                display: u.trim_end_matches('/').to_string(),
-                label: Box::leak(u.trim_end_matches('/').to_string().into_boxed_str()),
+                display: Box::leak(u.trim_end_matches('/').to_string().into_boxed_str()),
                 base,
             });
         }
@@ -202,9 +200,7 @@ impl Upstream {
             Ok(())
         } else {
             Err(RequestError::Failed {
-                server: self.servers[self.preferred.load(Ordering::Relaxed) % self.servers.len()]
-                    .display
-                    .clone(),
+                server: self.servers[self.preferred()].display.to_string(),
                 reason: format!("GET /version answered {}", resp.status()),
             })
         }
@@ -213,7 +209,7 @@ impl Upstream {
     /// Sets `r8s_upstream_in_use` for the server requests go to first (once
     /// the recorder is installed, then on every change).
     pub fn report_in_use(&self) {
-        let labels: Vec<&'static str> = self.servers.iter().map(|s| s.label).collect();
+        let labels: Vec<&'static str> = self.servers.iter().map(|s| s.display).collect();
         metrics::upstream_in_use(&labels, self.preferred());
     }
 
@@ -254,7 +250,7 @@ impl Upstream {
 
     /// The servers, as configured.
     pub fn server_names(&self) -> Vec<String> {
-        self.servers.iter().map(|s| s.display.clone()).collect()
+        self.servers.iter().map(|s| s.display.to_string()).collect()
     }
 
     fn uri(base: &Uri, path_and_query: &str) -> Result<Uri, http::Error> {
@@ -334,7 +330,7 @@ impl Upstream {
             let idx = (first + i) % n;
             let server = &self.servers[idx];
             let uri = Self::uri(&server.base, &pq).map_err(|e| RequestError::Failed {
-                server: server.display.clone(),
+                server: server.display.to_string(),
                 reason: e.to_string(),
             })?;
             let mut req = Request::new(shared.attempt());
@@ -349,7 +345,7 @@ impl Upstream {
                     }
                     resp.extensions_mut().insert(ServedBy(idx));
                     let code = resp.status().as_u16();
-                    metrics::upstream_response(server.label, &parts.method, code, sent.elapsed());
+                    metrics::upstream_response(server.display, &parts.method, code, sent.elapsed());
                     return Ok(resp);
                 }
                 Err(e) => {
@@ -357,15 +353,20 @@ impl Upstream {
                     let reason = error_chain(&*e);
                     tracing::warn!(server = %server.display, error = %reason, "upstream request failed");
                     if !(connect && shared.untouched()) {
-                        metrics::upstream_response(server.label, &parts.method, 0, sent.elapsed());
+                        metrics::upstream_response(
+                            server.display,
+                            &parts.method,
+                            0,
+                            sent.elapsed(),
+                        );
                         return Err(RequestError::Failed {
-                            server: server.display.clone(),
+                            server: server.display.to_string(),
                             reason,
                         });
                     }
-                    metrics::upstream_unreachable(server.label);
+                    metrics::upstream_unreachable(server.display);
                     last_err = Some(RequestError::Unreachable {
-                        server: server.display.clone(),
+                        server: server.display.to_string(),
                         reason,
                     });
                 }
