@@ -314,13 +314,17 @@ async fn connection<I, H, F>(
     let serving = async move {
         let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), svc);
         let mut conn = std::pin::pin!(conn);
+        // The ends first, as hyper-util's graceful watcher polls them: a
+        // connection told to end must not read one more request first (a
+        // keep-alive client's next request would be served during shutdown).
         tokio::select! {
-            r = conn.as_mut() => return r,
+            biased;
             _ = ends.stop.wait() => {}
             _ = goaway.notified() => {
                 crate::metrics::connection_closed("goaway");
                 tracing::debug!(peer = %addr, "GOAWAY (server.goaway_chance): the client reconnects for its next request");
             }
+            r = conn.as_mut() => return r,
         }
         conn.as_mut().graceful_shutdown();
         conn.await
