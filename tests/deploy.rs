@@ -29,30 +29,6 @@ fn scratch(name: &str, text: &str) -> std::path::PathBuf {
     file
 }
 
-/// The objects of a YAML stream as JSON, decoded by kubectl without a server
-/// (client-side: `--local` asks no apiserver, whatever the kind).
-fn decode_locally(yaml: &str) -> Vec<Value> {
-    let file = scratch("render.yaml", yaml);
-    // Removing an annotation nobody set changes nothing; it is only the way
-    // to have kubectl decode and print objects offline.
-    let out = Command::new("kubectl")
-        .args(["annotate", "--local", "-o", "json", "-f"])
-        .arg(&file)
-        .arg("r8s.dev/none-")
-        .env("KUBECONFIG", "/dev/null")
-        .output()
-        .expect("kubectl is on the PATH");
-    assert!(
-        out.status.success(),
-        "kubectl could not decode the manifests: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::Deserializer::from_slice(&out.stdout)
-        .into_iter::<Value>()
-        .map(|v| v.expect("kubectl prints JSON"))
-        .collect()
-}
-
 fn kustomize() -> Vec<Value> {
     let out = Command::new("kubectl")
         .args(["kustomize", DIR])
@@ -63,7 +39,7 @@ fn kustomize() -> Vec<Value> {
         "kubectl kustomize deploy/kubernetes failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    decode_locally(&String::from_utf8(out.stdout).unwrap())
+    decode_yaml(&String::from_utf8(out.stdout).unwrap())
 }
 
 fn find<'a>(objs: &'a [Value], kind: &str, name: &str) -> &'a Value {
@@ -422,7 +398,7 @@ async fn should_apply_the_shared_tier_and_name_only_what_exists() {
             .as_str()
             .unwrap()
             .to_string();
-    let client = decode_locally(&kubeconfig);
+    let client = decode_yaml(&kubeconfig);
     let server = client[0]["clusters"][0]["cluster"]["server"]
         .as_str()
         .unwrap();
@@ -482,7 +458,7 @@ async fn should_apply_the_shared_tier_and_name_only_what_exists() {
 #[tokio::test]
 async fn should_apply_the_sidecar_example() {
     let text = std::fs::read_to_string(Path::new(DIR).join("sidecar.yaml")).unwrap();
-    let objs = decode_locally(&text);
+    let objs = decode_yaml(&text);
     let sim = start_sim(sim_config()).await;
     let refs: Vec<&Value> = objs.iter().collect();
     assert!(
@@ -522,7 +498,7 @@ async fn should_apply_the_sidecar_example() {
 
     // The app's kubeconfig points at r8s's API listener, on loopback.
     let cm = find(&objs, "ConfigMap", "my-controller-r8s-kubeconfig");
-    let kubeconfig = decode_locally(cm["data"]["kubeconfig"].as_str().unwrap());
+    let kubeconfig = decode_yaml(cm["data"]["kubeconfig"].as_str().unwrap());
     assert_eq!(
         kubeconfig[0]["clusters"][0]["cluster"]["server"]
             .as_str()
@@ -766,7 +742,7 @@ fn should_render_node_clients_with_the_cluster_ca_and_impersonation() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let objs = decode_locally(&String::from_utf8(out.stdout).unwrap());
+    let objs = decode_yaml(&String::from_utf8(out.stdout).unwrap());
     let role = find(&objs, "ClusterRole", "r8s-impersonator");
     let verbs: BTreeSet<&str> = role["rules"]
         .as_array()

@@ -126,26 +126,7 @@ fn kustomize(dir: &Path) -> Vec<Value> {
         dir.display(),
         String::from_utf8_lossy(&out.stderr)
     );
-    let file =
-        std::env::temp_dir().join(format!("r8s-monitoring-render-{}.yaml", std::process::id()));
-    std::fs::write(&file, &out.stdout).unwrap();
-    // kubectl decodes the rendered stream to JSON without a server.
-    let json = Command::new("kubectl")
-        .args(["annotate", "--local", "-o", "json", "-f"])
-        .arg(&file)
-        .arg("r8s.dev/none-")
-        .env("KUBECONFIG", "/dev/null")
-        .output()
-        .unwrap();
-    assert!(
-        json.status.success(),
-        "{}",
-        String::from_utf8_lossy(&json.stderr)
-    );
-    serde_json::Deserializer::from_slice(&json.stdout)
-        .into_iter::<Value>()
-        .map(|v| v.expect("kubectl prints JSON"))
-        .collect()
+    decode_yaml(&String::from_utf8(out.stdout).unwrap())
 }
 
 /// `kubectl apply -k deploy/prometheus` gives the Prometheus operator and

@@ -633,3 +633,30 @@ impl LightEvent {
         })
     }
 }
+
+/// The objects of a YAML stream as JSON, decoded by kubectl without a server
+/// (`--local` asks no apiserver, whatever the kind; removing an annotation
+/// nobody set changes nothing, it is only the way to have kubectl print).
+pub fn decode_yaml(yaml: &str) -> Vec<serde_json::Value> {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let file = std::env::temp_dir().join(format!("r8s-yaml-{}-{n}.yaml", std::process::id()));
+    std::fs::write(&file, yaml).unwrap();
+    let out = std::process::Command::new("kubectl")
+        .args(["annotate", "--local", "-o", "json", "-f"])
+        .arg(&file)
+        .arg("r8s.dev/none-")
+        .env("KUBECONFIG", "/dev/null")
+        .output()
+        .expect("kubectl is on the PATH");
+    let _ = std::fs::remove_file(&file);
+    assert!(
+        out.status.success(),
+        "kubectl could not decode the manifests: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::Deserializer::from_slice(&out.stdout)
+        .into_iter::<serde_json::Value>()
+        .map(|v| v.expect("kubectl prints JSON"))
+        .collect()
+}
