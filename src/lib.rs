@@ -20,8 +20,9 @@
 //! 3. [`cache`]: per resource, a versioned store, its event log and its
 //!    serving state.
 //! 4. What talks to the outside: [`upstream`] (the kube-apiserver(s):
-//!    credentials, failover, discovery, the reflectors that fill the caches)
-//!    and [`tls`] (the listener's certificates).
+//!    credentials, failover, discovery, the reflectors that fill the caches,
+//!    the consistency check), [`persist`] (the caches' snapshots on local
+//!    disk) and [`tls`] (the listener's certificates).
 //! 5. [`auth`] (who is asking, whether they may read from the cache) and
 //!    [`server`] (the HTTP accept loop, which knows nothing of auth).
 //! 6. The listeners: [`serve`] (the API: the corridor every request walks,
@@ -44,6 +45,7 @@ pub mod config;
 pub mod demo;
 pub mod metrics;
 pub mod notify;
+pub mod persist;
 pub mod serve;
 pub mod server;
 pub mod shutdown;
@@ -79,6 +81,8 @@ pub struct Prepared {
     tls: Option<Arc<tls::Tls>>,
     /// `auth.mode = "none"`'s Host and path filters, compiled.
     local: auth::local::LocalGuard,
+    /// `persist.dir`, opened (None: nothing is saved).
+    persist: Option<Arc<persist::Persist>>,
 }
 
 /// Why r8s could not be set up.
@@ -96,6 +100,9 @@ pub enum PrepareError {
     /// `tls.*` files.
     #[error(transparent)]
     Tls(#[from] tls::TlsError),
+    /// `persist.dir`.
+    #[error(transparent)]
+    Persist(#[from] persist::PersistError),
 }
 
 /// Checks the configuration: its values (again, for a configuration built by
@@ -109,6 +116,8 @@ pub async fn prepare(config: Config) -> Result<Prepared, PrepareError> {
         auth::local::LocalGuard::new(&config.server).map_err(|e| config::ConfigError(vec![e]))?;
     let tls = tls::Tls::load(&config.tls)?;
     let upstream = Arc::new(Upstream::new(&config.upstream).await?);
+    let persist =
+        persist::Persist::open(&config.persist, upstream.identity().to_string())?.map(Arc::new);
     let resolved =
         upstream::discovery::resolve(&upstream, &config.cache.resources, &config.cache.exclude)
             .await?;
@@ -156,6 +165,7 @@ pub async fn prepare(config: Config) -> Result<Prepared, PrepareError> {
         caches,
         tls,
         local,
+        persist,
     })
 }
 
@@ -188,13 +198,20 @@ impl Prepared {
             upstream = ?self.upstream.server_names(),
             "r8s serving"
         );
+        let (mut saved, mut checked, mut warm) = (Vec::new(), Vec::new(), false);
         for c in self.caches.values() {
             let encodings = [(api::media::Encoding::Json, Some(&c.store))]
                 .into_iter()
                 .chain([(api::media::Encoding::Protobuf, c.protobuf.as_ref())]);
+            let mut stores = Vec::new();
             for (encoding, store) in encodings {
                 let Some(store) = store else { continue };
-                let r = upstream::reflector::Reflector::new(
+                let labels = metrics::StoreLabels {
+                    resource: c.label.clone(),
+                    encoding: persist::encoding_name(encoding),
+                };
+                let relist = Arc::new(tokio::sync::Notify::new());
+                let mut r = upstream::reflector::Reflector::new(
                     self.upstream.clone(),
                     c.resource.clone(),
                     store.clone(),
@@ -203,9 +220,45 @@ impl Prepared {
                         streaming_lists: self.config.cache.streaming_lists,
                         encoding,
                     },
-                );
+                )
+                .relist_on(relist.clone());
+                if let Some(p) = self.persist.as_ref().filter(|p| p.covers(&c.resource.gvr)) {
+                    let info = cache::object::TypeInfo::of(&c.resource, encoding);
+                    let identity = p.identity(&c.resource.gvr, encoding, &info);
+                    warm |= p.has_snapshot(&identity);
+                    let (p, id, l) = (p.clone(), identity.clone(), labels.clone());
+                    r = r.warm_from(tokio::task::spawn_blocking(move || p.load(&id, &info, &l)));
+                    saved.push(persist::Target {
+                        store: store.clone(),
+                        identity,
+                        labels: labels.clone(),
+                    });
+                }
+                stores.push(upstream::consistency::Checked {
+                    store: store.clone(),
+                    labels,
+                    relist,
+                });
                 tokio::spawn(r.run(shutdown.clone()));
             }
+            checked.push(upstream::consistency::Target {
+                resource: c.resource.clone(),
+                stores,
+            });
+        }
+        let writer = self.persist.clone().map(|p| {
+            tracing::info!(stores = saved.len(), "caches are saved to persist.dir");
+            tokio::spawn(p.run(saved, shutdown.clone()))
+        });
+        let check_every = self.config.cache.consistency_check_interval_seconds;
+        if check_every > 0 && !checked.is_empty() {
+            tokio::spawn(upstream::consistency::run(
+                self.upstream.clone(),
+                checked,
+                Duration::from_secs(check_every),
+                warm,
+                shutdown.clone(),
+            ));
         }
         tokio::spawn(probe_upstream(
             self.upstream.clone(),
@@ -301,6 +354,10 @@ impl Prepared {
         )
         .await;
         let _ = admin.await;
+        if let Some(w) = writer {
+            // The last snapshots, taken when shutdown began.
+            let _ = w.await;
+        }
         tracing::info!("r8s stopped");
     }
 }

@@ -344,7 +344,7 @@ impl ReflectorSeries {
 /// ended), so alerts on their rate see the first one.
 pub fn cache_series(l: &StoreLabels) {
     let (r, e) = (&l.resource, l.encoding);
-    for reason in ["expired", "malformed"] {
+    for reason in ["expired", "malformed", "diverged"] {
         metrics::counter!(RELISTS_TOTAL, "resource" => r.clone(), "encoding" => e, "reason" => reason)
             .increment(0);
     }
@@ -411,6 +411,71 @@ pub fn cache_staleness(l: &StoreLabels, since: Duration) {
 /// (`cache.serve_stale`).
 pub fn caches_served_stale(n: usize) {
     metrics::gauge!(CACHES_SERVED_STALE).set(n as f64);
+}
+
+/// Snapshots of a cache written to `persist.dir`, by `result`: `ok`, or
+/// `error` (a full disk, a permission: logged, serving unaffected).
+pub const PERSIST_WRITES_TOTAL: &str = "r8s_persist_writes_total";
+/// Bytes of each cache's last snapshot written.
+pub const PERSIST_SNAPSHOT_BYTES: &str = "r8s_persist_snapshot_bytes";
+/// Snapshots read at start, by `result`: `loaded`, or why one was ignored
+/// (`corrupt`, `truncated`, `foreign`, `format`, `unreadable`).
+pub const PERSIST_LOADS_TOTAL: &str = "r8s_persist_loads_total";
+/// Checks of a cache against its upstream, by `result`: `equal`,
+/// `transient` (a difference gone at the second look), `diverged` (the cache
+/// relists), `inconclusive` (no comparable state: the cache moved on or is
+/// not serving, the upstream failed).
+pub const CACHE_CONSISTENCY_CHECKS_TOTAL: &str = "r8s_cache_consistency_checks_total";
+
+/// Registers a saved cache's persistence series at 0 (rare events, so a
+/// rule's rate() over them sees the first).
+pub fn persist_series(l: &StoreLabels) {
+    for result in ["ok", "error"] {
+        metrics::counter!(PERSIST_WRITES_TOTAL, "resource" => l.resource.clone(), "encoding" => l.encoding, "result" => result)
+            .increment(0);
+    }
+    for result in [
+        "loaded",
+        "corrupt",
+        "truncated",
+        "foreign",
+        "format",
+        "unreadable",
+    ] {
+        metrics::counter!(PERSIST_LOADS_TOTAL, "resource" => l.resource.clone(), "encoding" => l.encoding, "result" => result)
+            .increment(0);
+    }
+}
+
+/// Registers a checked cache's consistency series at 0.
+pub fn consistency_series(l: &StoreLabels) {
+    for result in ["equal", "transient", "diverged", "inconclusive"] {
+        metrics::counter!(CACHE_CONSISTENCY_CHECKS_TOTAL, "resource" => l.resource.clone(), "encoding" => l.encoding, "result" => result)
+            .increment(0);
+    }
+}
+
+/// Records a snapshot written (`bytes`) or failed (`None`).
+pub fn persist_write(l: &StoreLabels, bytes: Option<u64>) {
+    let result = if bytes.is_some() { "ok" } else { "error" };
+    metrics::counter!(PERSIST_WRITES_TOTAL, "resource" => l.resource.clone(), "encoding" => l.encoding, "result" => result)
+        .increment(1);
+    if let Some(b) = bytes {
+        metrics::gauge!(PERSIST_SNAPSHOT_BYTES, "resource" => l.resource.clone(), "encoding" => l.encoding)
+            .set(b as f64);
+    }
+}
+
+/// Records a snapshot read at start and what came of it.
+pub fn persist_load(l: &StoreLabels, result: &'static str) {
+    metrics::counter!(PERSIST_LOADS_TOTAL, "resource" => l.resource.clone(), "encoding" => l.encoding, "result" => result)
+        .increment(1);
+}
+
+/// Records a consistency check of a cache.
+pub fn consistency_check(l: &StoreLabels, result: &'static str) {
+    metrics::counter!(CACHE_CONSISTENCY_CHECKS_TOTAL, "resource" => l.resource.clone(), "encoding" => l.encoding, "result" => result)
+        .increment(1);
 }
 
 /// Records a relist.

@@ -384,6 +384,10 @@ async fn should_record_the_hit_ratio_prometheus_scrapes() {
     config.upstream.token_file = Some(dir.join("r8s-token"));
     config.cache.resources = vec!["pods".into()];
     config.auth.mode = Some(AuthMode::Delegated);
+    // Snapshots and consistency checks, so their series exist too.
+    config.persist.dir = Some(dir.join("state"));
+    config.persist.interval_seconds = 1;
+    config.cache.consistency_check_interval_seconds = 1;
     let r8s = start_r8s_config(config).await;
     let auth = [
         ("authorization", "Bearer admin-token"),

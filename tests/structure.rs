@@ -19,8 +19,8 @@ const LAYERS: &[&[&str]] = &[
     &["api", "codec"],
     // The watch cache.
     &["cache"],
-    // What talks to the outside: the upstream, TLS.
-    &["upstream", "tls"],
+    // What talks to the outside: the upstream, the disk, TLS.
+    &["upstream", "persist", "tls"],
     // Who is asking; the accept loop (which knows nothing of auth).
     &["auth", "server"],
     // The listeners and the built-in upstream.

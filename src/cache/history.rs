@@ -364,7 +364,9 @@ impl History {
     /// Drops everything; the log is complete from `rv` on (a first sync, an eviction).
     pub fn restart_at(&mut self, rv: u64) -> usize {
         let held = std::mem::take(&mut self.bytes);
-        self.first_seq = self.end();
+        // One past the end: a watcher caught up with the old log (its cursor
+        // at the old end) no longer holds a place in the new one.
+        self.first_seq = self.end() + 1;
         self.events.clear();
         self.index.clear();
         self.gaps.clear();

@@ -302,3 +302,29 @@ pub struct TypeInfo {
     /// resources) or not (built-ins); learned from the first list.
     pub items_typed: bool,
 }
+
+impl TypeInfo {
+    /// What a store of `resource` in `encoding` holds: the resource's own
+    /// type, except a custom resource's protobuf store, which holds what the
+    /// apiserver does give in protobuf, each object's
+    /// `PartialObjectMetadata` (for metadata-only informers).
+    pub fn of(resource: &crate::api::ApiResource, encoding: Encoding) -> TypeInfo {
+        let builtin = resource.gvr.is_builtin();
+        let (kind, api_version) = if encoding == Encoding::Protobuf && !builtin {
+            (
+                "PartialObjectMetadata".to_string(),
+                json::META_API_VERSION.to_string(),
+            )
+        } else {
+            (resource.kind.clone(), resource.gvr.api_version())
+        };
+        TypeInfo {
+            kind,
+            api_version,
+            resource: resource.gvr.resource().to_string(),
+            // Built-in types' list items carry no kind; custom resources'
+            // do. A paged LIST confirms it from the first page.
+            items_typed: !builtin,
+        }
+    }
+}

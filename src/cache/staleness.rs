@@ -14,8 +14,12 @@ fn origin() -> Instant {
     *ORIGIN.get_or_init(Instant::now)
 }
 
+/// Milliseconds added to every reading, so that a moment before the
+/// process started (a snapshot's age, [`Staleness::heard_ago`]) has one.
+const BIAS_MS: u64 = 10 * 365 * 86_400_000;
+
 fn now_ms() -> u64 {
-    origin().elapsed().as_millis() as u64
+    BIAS_MS + origin().elapsed().as_millis() as u64
 }
 
 /// When a cache last heard from its upstream, and how long it may go without.
@@ -54,6 +58,14 @@ impl Staleness {
         self.heard_ms.store(now_ms(), Ordering::Relaxed);
     }
 
+    /// The upstream last said something `ago` (a cache restored from a
+    /// snapshot is as old as the snapshot).
+    pub fn heard_ago(&self, ago: Duration) {
+        let ms = u64::try_from(ago.as_millis()).unwrap_or(u64::MAX);
+        self.heard_ms
+            .store(now_ms().saturating_sub(ms), Ordering::Relaxed);
+    }
+
     /// Time since the upstream last said something.
     pub fn since(&self) -> Duration {
         Duration::from_millis(now_ms().saturating_sub(self.heard_ms.load(Ordering::Relaxed)))
@@ -83,5 +95,7 @@ mod tests {
         s.heard();
         assert!(!s.stale() && s.since() < Duration::from_millis(30));
         assert!(!Staleness::new(Duration::ZERO).stale());
+        s.heard_ago(Duration::from_secs(3600));
+        assert!(s.stale() && s.since() >= Duration::from_secs(3600));
     }
 }

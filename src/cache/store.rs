@@ -49,6 +49,25 @@ pub enum Change {
     Progress(u64),
     /// The whole state replaced (a relist), at `rv`.
     Replace(Objects, u64),
+    /// The whole state replaced at `rv` after the cache was found diverged
+    /// from the upstream: its event log is not to be trusted, so it starts
+    /// over, and every watcher gets the apiserver's 410 (too old resource
+    /// version) and relists, rather than events whose versions would go back.
+    Reset(Objects, u64),
+}
+
+/// A state loaded from outside the upstream (a snapshot on disk) for a
+/// store to start from: what the store takes, not where it came from.
+#[derive(Debug)]
+pub struct Restored {
+    /// The objects.
+    pub objects: Objects,
+    /// The resource version they are the state at.
+    pub rv: u64,
+    /// A protobuf store's bookmark template ([`Store::learn_empty_object`]).
+    pub empty: Option<Bytes>,
+    /// How old the state is.
+    pub age: Duration,
 }
 
 /// Byte budgets, shared by every store: a cache over either stops being
@@ -424,7 +443,34 @@ impl Store {
 
     /// Applies changes as one new version (the reflector is the only caller).
     pub fn apply(&self, changes: Vec<Change>) -> Arc<Version> {
-        self.apply_locked(self.state.writing(), changes)
+        self.apply_locked(self.state.writing(), changes, true)
+    }
+
+    /// Starts from a state restored from outside the upstream (a snapshot):
+    /// its objects at its version, the event log complete from there. It is
+    /// not served until the reflector's watch from that version is answered
+    /// ([`Store::resumed`]), unless the cache serves stale data
+    /// (`cache.serve_stale`): then at once, as stale as the state is old.
+    pub fn restore(&self, r: Restored) -> Arc<Version> {
+        if let Some(e) = &r.empty {
+            self.learn_empty_object(e);
+        }
+        let serve = self.staleness.serves_stale();
+        self.staleness.heard_ago(r.age);
+        self.apply_locked(
+            self.state.writing(),
+            vec![Change::Replace(r.objects, r.rv)],
+            serve,
+        )
+    }
+
+    /// The upstream answered the watch resumed from a restored state: the
+    /// cache serves.
+    pub fn resumed(&self) {
+        let mut st = self.state.writing();
+        if st.serving == Serving::Syncing {
+            st.serving = Serving::Ready;
+        }
     }
 
     /// Learns from a proof that the upstream changed nothing of this
@@ -441,13 +487,16 @@ impl Store {
         if guard.current.rv >= y {
             return Some(guard.current.clone());
         }
-        Some(self.apply_locked(guard, vec![Change::Progress(y)]))
+        Some(self.apply_locked(guard, vec![Change::Progress(y)], true))
     }
 
+    /// Applies `changes` under the writer's lock; a syncing store serves
+    /// from then on if `ready`.
     fn apply_locked(
         &self,
         mut guard: std::sync::RwLockWriteGuard<'_, State>,
         changes: Vec<Change>,
+        ready: bool,
     ) -> Arc<Version> {
         let st = &mut *guard;
         let before = st.current.bytes;
@@ -455,6 +504,7 @@ impl Store {
         // `imbl` copies the paths the changes touch and the readers keep theirs.
         let v = Arc::make_mut(&mut st.current);
         let mut events = Vec::new();
+        let mut reset = false;
         for c in changes {
             match c {
                 Change::Put(o) => {
@@ -479,6 +529,14 @@ impl Store {
                     }
                 }
                 Change::Progress(rv) => v.rv = v.rv.max(rv),
+                Change::Reset(objects, rv) => {
+                    let held = st.history.restart_at(rv);
+                    self.budget.adjust(-(held as isize));
+                    reset = true;
+                    v.bytes = objects.values().map(|o| o.size()).sum();
+                    v.objects = objects;
+                    v.rv = rv;
+                }
                 Change::Replace(objects, rv) => {
                     if st.serving == Serving::Ready {
                         events.extend(diff(&v.objects, &objects, rv));
@@ -498,14 +556,16 @@ impl Store {
         self.budget.adjust(v.bytes as isize - before as isize);
         let v = st.current.clone();
         self.expire_pins(st, Instant::now());
-        if st.serving == Serving::Syncing {
+        if ready && st.serving == Serving::Syncing {
             st.serving = Serving::Ready;
         }
         let Appended {
             held,
             touched,
-            refresh,
+            mut refresh,
         } = st.history.append(events, self.pods);
+        // Every watcher looks again, and finds its place gone.
+        refresh |= reset;
         self.budget.adjust(held);
         drop(guard);
         self.rv.send_replace(v.rv);

@@ -32,6 +32,31 @@ pub struct Config {
     pub auth: AuthConfig,
     /// Logging.
     pub log: LogConfig,
+    /// Snapshots of the caches on local disk, for a warm restart.
+    pub persist: PersistConfig,
+}
+
+/// Where and how often the caches are saved, so a restart resumes its
+/// upstream watches instead of relisting everything.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PersistConfig {
+    /// Directory of the snapshots (created 0700; unset: nothing is saved).
+    pub dir: Option<PathBuf>,
+    /// Seconds between snapshots of a cache that changed (and one at shutdown).
+    pub interval_seconds: u64,
+    /// Save `secrets` too (snapshots are plaintext on disk).
+    pub include_secrets: bool,
+}
+
+impl Default for PersistConfig {
+    fn default() -> Self {
+        PersistConfig {
+            dir: None,
+            interval_seconds: 60,
+            include_secrets: false,
+        }
+    }
 }
 
 /// How to reach the upstream.
@@ -95,6 +120,9 @@ pub struct CacheConfig {
     /// and stay ready, instead of passing through: for edge sites that
     /// must work disconnected, never for a shared tier.
     pub serve_stale: bool,
+    /// Seconds between checks that each cache holds what the upstream holds
+    /// (namespace, name and resourceVersion of every object; 0: never).
+    pub consistency_check_interval_seconds: u64,
 }
 
 impl Default for CacheConfig {
@@ -112,6 +140,7 @@ impl Default for CacheConfig {
             max_bytes_total: 8 << 30,
             max_staleness_seconds: 120,
             serve_stale: false,
+            consistency_check_interval_seconds: 600,
         }
     }
 }
@@ -390,6 +419,7 @@ impl Default for Config {
             tls: TlsConfig::default(),
             auth: AuthConfig::default(),
             log: LogConfig::default(),
+            persist: PersistConfig::default(),
         }
     }
 }

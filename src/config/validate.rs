@@ -176,6 +176,14 @@ impl Config {
             };
             errs.push((key, e));
         }
+        if let Some(dir) = &self.persist.dir
+            && (dir.as_os_str().is_empty() || (dir.exists() && !dir.is_dir()))
+        {
+            errs.push(("persist.dir", format!(
+                "config: bad value {:?} for key \"persist.dir\": expected a directory (created if missing), or no value to save nothing",
+                dir.display().to_string()
+            )));
+        }
         if let Err(e) = tracing_subscriber::EnvFilter::try_new(&self.log.level) {
             errs.push((
                 "log.level",
@@ -191,7 +199,7 @@ impl Config {
     /// Every number that becomes a duration, a size or a count, with the
     /// values it may take: anything else is rejected here, before a port is
     /// bound, instead of panicking or misbehaving later.
-    fn numbers(&self) -> [(&'static str, f64, Range); 26] {
+    fn numbers(&self) -> [(&'static str, f64, Range); 28] {
         let secs = |v: u64| v as f64;
         let (c, w, a) = (&self.cache, &self.watch, &self.auth);
         let ttl = range(0.0, DAY, "seconds");
@@ -248,6 +256,16 @@ impl Config {
                 "cache.max_staleness_seconds",
                 secs(c.max_staleness_seconds),
                 range(4.0, DAY, "seconds"),
+            ),
+            (
+                "cache.consistency_check_interval_seconds",
+                secs(c.consistency_check_interval_seconds),
+                range(0.0, 7.0 * DAY, "seconds (0: never)"),
+            ),
+            (
+                "persist.interval_seconds",
+                secs(self.persist.interval_seconds),
+                range(1.0, DAY, "seconds"),
             ),
             (
                 "watch.bookmark_interval_seconds",

@@ -350,6 +350,20 @@ impl Store {
         Ok(ev)
     }
 
+    /// Changes the object under `key` to `value` at a new revision that no
+    /// watch hears of and the history does not hold (a test hook: a cache
+    /// whose watch missed an event, which only a fresh list shows).
+    pub fn tamper(&self, res: usize, key: &str, mut value: Value) -> u64 {
+        let mut st = self.lock();
+        let next = st.rv + 1;
+        value["metadata"]["resourceVersion"] = Value::String(next.to_string());
+        let obj = Obj::new(res, value, next);
+        st.objects[res].insert(key.to_string(), obj);
+        st.rv = next;
+        self.rv.send_replace(next);
+        next
+    }
+
     /// What [`Store::mutate`] would store, without storing it (`dryRun=All`):
     /// no version is spent and no watcher hears of it. A created object has
     /// no `resourceVersion` and a changed one keeps its current one, as the

@@ -10,6 +10,7 @@
 //! carries the [`ServedBy`] index of the server that gave it.
 
 pub mod body;
+pub mod consistency;
 pub mod decode;
 pub mod discovery;
 pub mod proof;
@@ -95,6 +96,36 @@ pub enum Creds {
     Client,
 }
 
+/// [`Upstream::identity`]: `servers=URL,URL;ca=SHA-256 prefix` (`ca=none` without one).
+fn identity(servers: &[Server], config: &kube::Config) -> String {
+    let mut ca = ring::digest::Context::new(&ring::digest::SHA256);
+    let mut any = false;
+    for der in config.root_cert.iter().flatten() {
+        ca.update(der);
+        any = true;
+    }
+    if let Some(pem) = config
+        .root_cert_file
+        .as_ref()
+        .and_then(|p| std::fs::read(p).ok())
+    {
+        ca.update(&pem);
+        any = true;
+    }
+    let ca = if any {
+        ca.finish()
+            .as_ref()
+            .iter()
+            .take(12)
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    } else {
+        "none".to_string()
+    };
+    let urls: Vec<&str> = servers.iter().map(|s| s.display).collect();
+    format!("servers={};ca={ca}", urls.join(","))
+}
+
 /// The upstream: servers, a connection pool, credentials.
 pub struct Upstream {
     servers: Vec<Server>,
@@ -104,6 +135,8 @@ pub struct Upstream {
     /// Sends as is (the client brought its own `Authorization`).
     raw: Svc,
     has_credentials: bool,
+    /// Its servers and CA, as one string ([`Upstream::identity`]).
+    identity: String,
 }
 
 async fn kube_config(cfg: &UpstreamConfig) -> Result<kube::Config, SetupError> {
@@ -165,6 +198,7 @@ impl Upstream {
                 base,
             });
         }
+        let identity = identity(&servers, &config);
         let mut http = HttpConnector::new();
         http.enforce_http(false);
         http.set_nodelay(true);
@@ -186,6 +220,7 @@ impl Upstream {
             authed,
             raw,
             has_credentials,
+            identity,
         })
     }
 
@@ -246,6 +281,13 @@ impl Upstream {
             self.report_in_use();
         }
         moved
+    }
+
+    /// What tells this upstream from another: its servers, and a digest of
+    /// the CA it is verified with (a cluster rebuilt at the same address has
+    /// a new CA). A snapshot is only loaded against the same identity.
+    pub fn identity(&self) -> &str {
+        &self.identity
     }
 
     /// The servers, as configured.

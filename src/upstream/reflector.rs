@@ -37,8 +37,7 @@ use crate::api::ApiResource;
 use crate::api::media::{self, Encoding};
 use crate::api::query;
 use crate::cache::object::{ObjectError, Objects, TypeInfo};
-use crate::cache::store::{Change, Serving, Store};
-use crate::codec::json::META_API_VERSION;
+use crate::cache::store::{Change, Restored, Serving, Store};
 use crate::metrics;
 use crate::shutdown::Signal;
 
@@ -84,6 +83,9 @@ enum StepError {
     /// one the cache followed); keep the cache, back off and retry.
     #[error("{0}")]
     Behind(String),
+    /// A consistency check found the cache diverged from the upstream; relist.
+    #[error("the cache diverged from the upstream")]
+    Diverged,
 }
 
 impl From<DecodeError> for StepError {
@@ -158,6 +160,16 @@ pub struct Reflector {
     /// failure after that (a watch cut after it ran) backs off from the
     /// start again, not from where the last outage left the backoff.
     answered: AtomicBool,
+    /// A state to start from (a snapshot being loaded), instead of a list.
+    warm: Option<tokio::task::JoinHandle<Option<Restored>>>,
+    /// Whether the store holds a restored state its watch has not yet
+    /// resumed from (it serves once the upstream answers).
+    resuming: AtomicBool,
+    /// Rung when the cache must relist (a consistency check found it diverged).
+    relist: Arc<tokio::sync::Notify>,
+    /// Whether the next relist follows a divergence (its state is a
+    /// [`Change::Reset`]: watchers relist too).
+    diverged: bool,
 }
 
 impl Reflector {
@@ -178,26 +190,7 @@ impl Reflector {
         store: Arc<Store>,
         config: ReflectorConfig,
     ) -> Self {
-        // A custom resource has no protobuf encoding: its protobuf store
-        // holds what the apiserver does give in protobuf, each object's
-        // PartialObjectMetadata (for metadata-only informers).
-        let metadata_only = config.encoding == Encoding::Protobuf && !resource.gvr.is_builtin();
-        let (kind, api_version) = if metadata_only {
-            (
-                "PartialObjectMetadata".to_string(),
-                META_API_VERSION.to_string(),
-            )
-        } else {
-            (resource.kind.clone(), resource.gvr.api_version())
-        };
-        let info = TypeInfo {
-            kind,
-            api_version,
-            resource: resource.gvr.resource().to_string(),
-            // Built-in types' list items carry no kind; custom resources'
-            // do. A paged LIST confirms it from the first page.
-            items_typed: !resource.gvr.is_builtin(),
-        };
+        let info = TypeInfo::of(&resource, config.encoding);
         let label = metrics::StoreLabels {
             resource: resource.gvr.to_string(),
             encoding: match config.encoding {
@@ -224,6 +217,43 @@ impl Reflector {
             wants_empty,
             server: AtomicUsize::new(usize::MAX),
             answered: AtomicBool::new(false),
+            warm: None,
+            resuming: AtomicBool::new(false),
+            relist: Arc::new(tokio::sync::Notify::new()),
+            diverged: false,
+        }
+    }
+
+    /// The change a relist's state at `rv` makes: a [`Change::Reset`] after
+    /// a divergence, a [`Change::Replace`] otherwise.
+    fn relisted(&mut self, objects: Objects, rv: u64) -> Change {
+        if std::mem::take(&mut self.diverged) {
+            Change::Reset(objects, rv)
+        } else {
+            Change::Replace(objects, rv)
+        }
+    }
+
+    /// Starts from the state `warm` loads, if it loads one, and resumes the
+    /// upstream watch from its version instead of listing.
+    pub fn warm_from(mut self, warm: tokio::task::JoinHandle<Option<Restored>>) -> Self {
+        self.warm = Some(warm);
+        self
+    }
+
+    /// Relists whenever `relist` is rung (by the consistency check).
+    pub fn relist_on(mut self, relist: Arc<tokio::sync::Notify>) -> Self {
+        self.relist = relist;
+        self
+    }
+
+    /// The upstream answered: a store restored from a snapshot serves now.
+    fn answered_ok(&self) {
+        self.answered.store(true, Ordering::Relaxed);
+        if self.resuming.swap(false, Ordering::Relaxed) {
+            self.store.resumed();
+            self.record(&self.store.current());
+            tracing::info!(resource = %self.label, rv = self.last_rv, "watch resumed from the snapshot's version; serving");
         }
     }
 
@@ -323,7 +353,7 @@ impl Reflector {
         match resp.status() {
             StatusCode::OK => {
                 self.check_encoding(&resp)?;
-                self.answered.store(true, Ordering::Relaxed);
+                self.answered_ok();
                 Ok(resp)
             }
             StatusCode::GONE => Err(StepError::Expired),
@@ -412,7 +442,7 @@ impl Reflector {
         match resp.status() {
             StatusCode::OK => {
                 self.check_encoding(&resp)?;
-                self.answered.store(true, Ordering::Relaxed);
+                self.answered_ok();
             }
             s if s.is_client_error()
                 && s != StatusCode::GONE
@@ -445,10 +475,12 @@ impl Reflector {
         let overdue = Duration::from_secs(timeout_s) + self.patience();
         let deadline = tokio::time::sleep(overdue);
         tokio::pin!(deadline);
+        let relist = self.relist.clone();
         loop {
             let frame = tokio::select! {
                 f = body.frame() => f,
                 _ = shutdown.wait() => return Ok(rv),
+                _ = relist.notified() => return Err(StepError::Diverged),
                 _ = &mut quiet, if initial.is_some() => {
                     return Err(StepError::StreamingUnsupported("no initial-events-end bookmark".into()));
                 }
@@ -489,7 +521,8 @@ impl Reflector {
                 if let Some(end) = initial_event(ev, objects)? {
                     self.not_behind(end, "a streaming list")?;
                     let objects = initial.take().expect("in the initial phase");
-                    let v = self.store.apply(vec![Change::Replace(objects, end)]);
+                    let change = self.relisted(objects, end);
+                    let v = self.store.apply(vec![change]);
                     let fits = self.store.fit_budget();
                     self.record(&v);
                     tracing::info!(resource = %self.label, objects = v.objects.len(), rv = end, "cache synced (streaming list)");
@@ -591,6 +624,23 @@ impl Reflector {
     pub async fn run(mut self, shutdown: Signal) {
         metrics::cache_series(&self.label);
         let mut state = State::List;
+        if let Some(warm) = self.warm.take() {
+            let restored = tokio::select! {
+                r = warm => r.ok().flatten(),
+                _ = shutdown.wait() => return,
+            };
+            if let Some(r) = restored {
+                let rv = r.rv;
+                let v = self.store.restore(r);
+                if self.store.serving() == Serving::Ready {
+                    // cache.serve_stale: served from the snapshot already.
+                    self.record(&v);
+                }
+                self.last_rv = rv;
+                self.resuming.store(true, Ordering::Relaxed);
+                state = State::Watch(rv);
+            }
+        }
         let mut backoff = Duration::from_millis(200);
         loop {
             if shutdown.fired() {
@@ -623,7 +673,8 @@ impl Reflector {
                 },
                 State::List => match self.list().await {
                     Ok((objects, rv)) => {
-                        let v = self.store.apply(vec![Change::Replace(objects, rv)]);
+                        let change = self.relisted(objects, rv);
+                        let v = self.store.apply(vec![change]);
                         self.listed();
                         self.record(&v);
                         tracing::info!(resource = %self.label, objects = v.objects.len(), rv, "cache synced");
@@ -653,7 +704,15 @@ impl Reflector {
                     State::List
                 }
                 Err(StepError::Expired) => {
+                    if self.resuming.load(Ordering::Relaxed) {
+                        tracing::info!(resource = %self.label, rv = self.last_rv, "the snapshot's version is compacted upstream (410); relisting");
+                    }
                     metrics::relist(&self.label, "expired");
+                    State::List
+                }
+                Err(StepError::Diverged) => {
+                    metrics::relist(&self.label, "diverged");
+                    self.diverged = true;
                     State::List
                 }
                 Err(StepError::Malformed(m)) => {

@@ -17,6 +17,8 @@ use r8s::api::media::{self, Encoding, Offer};
 use r8s::api::request::{ApiRequest, authz_name};
 use r8s::api::selector::{FieldSelector, LabelSelector, supported_fields};
 use r8s::cache::object::{Objects, TypeInfo};
+use r8s::persist::format::{self, Header, Identity};
+use r8s::persist::read_objects;
 use r8s::upstream::decode::Decoder;
 
 /// One parser under fuzzing.
@@ -197,6 +199,67 @@ fn list_protobuf(input: &[u8]) {
     list_page(Encoding::Protobuf, input);
 }
 
+/// What the snapshot seeds are of (the reader refuses any other identity).
+fn snapshot_identity(encoding: &str) -> Identity {
+    Identity {
+        upstream: "servers=http://127.0.0.1:1;ca=none".into(),
+        resource: "v1/pods".into(),
+        kind: "Pod".into(),
+        api_version: "v1".into(),
+        encoding: encoding.into(),
+    }
+}
+
+/// A snapshot of the objects of a LIST page, as r8s writes one.
+fn snapshot_seed(page: &[u8], encoding: Encoding) -> Vec<u8> {
+    let mut d = decoder(encoding);
+    let mut objects = Objects::new();
+    let mut first = true;
+    let (rv, _) = d.page(page, &mut objects, &mut first).expect("a seed page");
+    let name = if encoding == Encoding::Json {
+        "json"
+    } else {
+        "protobuf"
+    };
+    let header = Header {
+        identity: snapshot_identity(name),
+        resource_version: rv.parse().unwrap(),
+        written_unix_ms: 1,
+        written_by: "fuzz".into(),
+    };
+    let mut out = Vec::new();
+    format::write(
+        &mut out,
+        &header,
+        (encoding == Encoding::Protobuf).then_some(&b"\x0a\x00"[..]),
+        || objects.values().map(|o| (&*o.key, o.rv, &o.body[..])),
+    )
+    .unwrap();
+    out
+}
+
+/// The snapshot reader (`persist.dir`'s files are input from disk): as
+/// given, and with its checksum made right, so mutations reach the records.
+fn snapshot(input: &[u8]) {
+    let mut fixed = input.to_vec();
+    if fixed.len() >= 4 {
+        let body = fixed.len() - 4;
+        let mut crc = flate2::Crc::new();
+        crc.update(&fixed[..body]);
+        fixed[body..].copy_from_slice(&crc.sum().to_le_bytes());
+    }
+    for bytes in [input, &fixed[..]] {
+        for encoding in ["json", "protobuf"] {
+            let _ = read_objects(
+                std::io::Cursor::new(bytes),
+                bytes.len() as u64,
+                &snapshot_identity(encoding),
+                &pods(),
+            );
+        }
+    }
+}
+
 fn toks(list: &[&str]) -> Vec<Vec<u8>> {
     list.iter().map(|s| s.as_bytes().to_vec()).collect()
 }
@@ -228,6 +291,10 @@ pub async fn targets(sim: &str, rv_before_writes: u64) -> Vec<Target> {
     let pod_pb = fetch(pod, PB).await;
     let page_json = fetch(page.clone(), "application/json").await;
     let page_pb = fetch(page, PB).await;
+    let snapshots = vec![
+        snapshot_seed(&page_json, Encoding::Json),
+        snapshot_seed(&page_pb, Encoding::Protobuf),
+    ];
     let watch_json_seed = fetch(watch.clone(), "application/json").await;
     let watch_pb_seed = fetch(watch, PB).await;
     let token =
@@ -382,6 +449,19 @@ pub async fn targets(sim: &str, rv_before_writes: u64) -> Vec<Target> {
             seeds: vec![watch_json_seed, error_line],
             dict: json_tokens,
             run: watch_json,
+        },
+        Target {
+            name: "snapshot file (persist.dir)",
+            seeds: snapshots,
+            dict: {
+                let mut d = pb_tokens.clone();
+                d.extend(toks(&["r8s-snap", "\"resource_version\":", "\"upstream\":", "{}"]));
+                d.push(vec![0xff, 0xff]);
+                d.push(vec![0xff; 8]);
+                d.push(vec![0x01, 0, 0, 0]);
+                d
+            },
+            run: snapshot,
         },
         Target {
             name: "protobuf watch stream",

@@ -1,0 +1,454 @@
+//! The consistency check: from time to time, proof that each cache holds
+//! what the upstream holds, as kube-apiserver 1.34 checks its own watch
+//! cache against etcd (KEP-4988).
+//!
+//! For each cached resource, one paged, metadata-only LIST (protobuf where
+//! the upstream offers it) gives the namespace, name and resourceVersion of
+//! every object, which are compared with each of the resource's stores:
+//!
+//! - at exactly the version the stores are at (`resourceVersionMatch=Exact`
+//!   at the lowest of them; a store ahead is rewound to it with its event
+//!   log), where the upstream can still serve that version;
+//! - where it cannot (410: compacted, common for quiet resources), with the
+//!   upstream's newest state at `U`, once each store has caught up with `U`
+//!   and rewound to it: what events newer than the cache's version changed
+//!   is left out by comparing at the same version.
+//!
+//! A difference is looked at again moments later; one still there is a
+//! divergence: logged with up to 10 keys, counted, and the store relists
+//! (its reflector is told). A check that cannot compare (the upstream
+//! fails, a store moved on past its log) is inconclusive, never a
+//! divergence.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use http::{Request, StatusCode};
+use http_body_util::BodyExt;
+use serde::Deserialize;
+use tokio::sync::Notify;
+
+use super::{Creds, Upstream};
+use crate::api::ApiResource;
+use crate::api::media::PROTOBUF;
+use crate::api::query;
+use crate::cache::store::{Serving, Store};
+use crate::codec::protobuf as pb;
+use crate::metrics::{self, StoreLabels};
+use crate::shutdown::Signal;
+
+/// How long a difference is given to go away before it counts.
+const CONFIRM_AFTER: Duration = Duration::from_secs(2);
+/// How long a store may take to catch up with the upstream's newest version.
+const CATCH_UP: Duration = Duration::from_secs(10);
+/// Keys named in a divergence's log line.
+const KEYS_LOGGED: usize = 10;
+/// Items per LIST page.
+const PAGE: usize = 500;
+
+/// One store of a resource, and how to make it relist.
+pub struct Checked {
+    /// The store.
+    pub store: Arc<Store>,
+    /// Its labels.
+    pub labels: StoreLabels,
+    /// Rings its reflector to relist.
+    pub relist: Arc<Notify>,
+}
+
+/// One cached resource and its stores.
+pub struct Target {
+    /// The resource.
+    pub resource: ApiResource,
+    /// Its stores (JSON, protobuf).
+    pub stores: Vec<Checked>,
+}
+
+/// The upstream's (key, resourceVersion) of every object at one version.
+struct Listed {
+    rv: u64,
+    items: BTreeMap<String, u64>,
+    bytes: u64,
+}
+
+/// Why the upstream's list could not be had.
+#[derive(Debug)]
+enum ListError {
+    /// 410: the version asked for is compacted.
+    Expired,
+    /// Anything else.
+    Failed(String),
+}
+
+/// What one comparison of a store found.
+enum Found {
+    /// The same objects at the same versions.
+    Equal,
+    /// These keys differ (missing, extra, or at another version).
+    Differs(Vec<String>),
+    /// No comparison was possible, and why.
+    Inconclusive(String),
+}
+
+#[derive(Deserialize)]
+struct JsonMeta {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    namespace: String,
+    #[serde(default, rename = "resourceVersion")]
+    resource_version: String,
+    #[serde(default, rename = "continue")]
+    cont: String,
+}
+
+#[derive(Deserialize)]
+struct JsonItem {
+    metadata: JsonMeta,
+}
+
+#[derive(Deserialize)]
+struct JsonList {
+    metadata: JsonMeta,
+    #[serde(default)]
+    items: Vec<JsonItem>,
+}
+
+fn key_of(namespace: &str, name: &str) -> String {
+    if namespace.is_empty() {
+        name.to_string()
+    } else {
+        format!("{namespace}/{name}")
+    }
+}
+
+fn parse_rv(s: &str) -> Result<u64, ListError> {
+    s.parse()
+        .map_err(|_| ListError::Failed(format!("resourceVersion {s:?} is not an integer")))
+}
+
+/// One page of a `PartialObjectMetadataList` into `items`: its version and
+/// continue token.
+fn page(
+    body: &[u8],
+    protobuf: bool,
+    items: &mut BTreeMap<String, u64>,
+) -> Result<(u64, String), ListError> {
+    if !protobuf {
+        let list: JsonList =
+            serde_json::from_slice(body).map_err(|e| ListError::Failed(e.to_string()))?;
+        for i in list.items {
+            let m = i.metadata;
+            items.insert(
+                key_of(&m.namespace, &m.name),
+                parse_rv(&m.resource_version)?,
+            );
+        }
+        return Ok((
+            parse_rv(&list.metadata.resource_version)?,
+            list.metadata.cont,
+        ));
+    }
+    let bad = |e: pb::Malformed| ListError::Failed(e.to_string());
+    let text = |b: Option<&[u8]>| String::from_utf8_lossy(b.unwrap_or_default()).into_owned();
+    let u = pb::unwrap(body).map_err(bad)?;
+    let (mut rv, mut cont) = (String::new(), String::new());
+    for f in pb::fields(u.raw) {
+        let f = f.map_err(bad)?;
+        let pb::Value::Bytes(v) = f.value else {
+            continue;
+        };
+        match f.number {
+            1 => {
+                rv = text(pb::find(v, 2).map_err(bad)?);
+                cont = text(pb::find(v, 3).map_err(bad)?);
+            }
+            2 => {
+                let meta = pb::find(v, 1).map_err(bad)?.unwrap_or_default();
+                let name = text(pb::find(meta, 1).map_err(bad)?);
+                let ns = text(pb::find(meta, 3).map_err(bad)?);
+                let item_rv = text(pb::find(meta, 6).map_err(bad)?);
+                items.insert(key_of(&ns, &name), parse_rv(&item_rv)?);
+            }
+            _ => {}
+        }
+    }
+    Ok((parse_rv(&rv)?, cont))
+}
+
+/// Compares a store's state with the upstream's (at the same version).
+fn compare(store: &BTreeMap<&str, u64>, upstream: &BTreeMap<String, u64>) -> Vec<String> {
+    let mut differ: Vec<String> = upstream
+        .iter()
+        .filter(|(k, rv)| store.get(k.as_str()) != Some(rv))
+        .map(|(k, _)| k.clone())
+        .collect();
+    differ.extend(
+        store
+            .keys()
+            .filter(|k| !upstream.contains_key(**k))
+            .map(|k| k.to_string()),
+    );
+    differ.sort();
+    differ
+}
+
+/// Checks every target every `interval` (and once at the start when
+/// `warm`: the caches came from snapshots) until `shutdown`.
+pub async fn run(
+    upstream: Arc<Upstream>,
+    targets: Vec<Target>,
+    interval: Duration,
+    warm: bool,
+    shutdown: Signal,
+) {
+    for s in targets.iter().flat_map(|t| &t.stores) {
+        metrics::consistency_series(&s.labels);
+    }
+    if warm {
+        // Once every store has resumed its watch (or given up on it).
+        let settled = async {
+            while !targets
+                .iter()
+                .flat_map(|t| &t.stores)
+                .all(|s| s.store.settled() && !s.store.staleness.stale())
+            {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        };
+        tokio::select! {
+            _ = settled => check_all(&upstream, &targets, &shutdown).await,
+            _ = shutdown.wait() => return,
+        }
+    }
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(interval) => {}
+            _ = shutdown.wait() => return,
+        }
+        check_all(&upstream, &targets, &shutdown).await;
+    }
+}
+
+async fn check_all(upstream: &Arc<Upstream>, targets: &[Target], shutdown: &Signal) {
+    for t in targets {
+        if shutdown.fired() {
+            return;
+        }
+        check(upstream, t).await;
+    }
+}
+
+/// Checks one resource: compares, and looks again at what differed.
+async fn check(upstream: &Arc<Upstream>, t: &Target) {
+    let started = Instant::now();
+    let (first, bytes) = compare_all(upstream, t).await;
+    let mut confirm = Vec::new();
+    for (s, found) in t.stores.iter().zip(first) {
+        match found {
+            Found::Equal => metrics::consistency_check(&s.labels, "equal"),
+            Found::Inconclusive(why) => {
+                tracing::debug!(resource = %s.labels, %why, "consistency check inconclusive");
+                metrics::consistency_check(&s.labels, "inconclusive");
+            }
+            Found::Differs(keys) => confirm.push((s, keys)),
+        }
+    }
+    let mut total = bytes;
+    if !confirm.is_empty() {
+        tokio::time::sleep(CONFIRM_AFTER).await;
+        let (again, bytes) = compare_all(upstream, t).await;
+        total += bytes;
+        for (s, keys) in confirm {
+            let i = t
+                .stores
+                .iter()
+                .position(|x| Arc::ptr_eq(&x.store, &s.store))
+                .unwrap_or(0);
+            let still: Vec<String> = match &again[i] {
+                Found::Differs(now) => keys.into_iter().filter(|k| now.contains(k)).collect(),
+                Found::Equal => Vec::new(),
+                // Not looked at again: the first finding is not confirmed.
+                Found::Inconclusive(_) => Vec::new(),
+            };
+            if still.is_empty() {
+                metrics::consistency_check(&s.labels, "transient");
+                continue;
+            }
+            tracing::warn!(
+                resource = %s.labels,
+                differing = still.len(),
+                keys = ?still.iter().take(KEYS_LOGGED).collect::<Vec<_>>(),
+                "the cache diverged from the upstream (objects missing, extra or at other versions, twice); relisting"
+            );
+            metrics::consistency_check(&s.labels, "diverged");
+            s.relist.notify_one();
+        }
+    }
+    tracing::debug!(resource = %t.resource.gvr, upstream_bytes = total, took = ?started.elapsed(), "consistency check done");
+}
+
+/// One comparison of every store of `t` with the upstream: what each found,
+/// and the bytes read from the upstream.
+async fn compare_all(upstream: &Arc<Upstream>, t: &Target) -> (Vec<Found>, u64) {
+    let serving = |s: &Checked| s.store.serving() == Serving::Ready && !s.store.staleness.stale();
+    let Some(low) = t
+        .stores
+        .iter()
+        .filter(|s| serving(s))
+        .map(|s| s.store.current().rv)
+        .min()
+    else {
+        return (
+            t.stores
+                .iter()
+                .map(|_| Found::Inconclusive("not serving".into()))
+                .collect(),
+            0,
+        );
+    };
+    let listed = match list(upstream, &t.resource, Some(low)).await {
+        Ok(l) => Ok(l),
+        Err(ListError::Expired) => list(upstream, &t.resource, None).await,
+        Err(e) => Err(e),
+    };
+    let listed = match listed {
+        Ok(l) => l,
+        Err(ListError::Expired) => return (inconclusive(t, "the upstream's list expired"), 0),
+        Err(ListError::Failed(why)) => return (inconclusive(t, &why), 0),
+    };
+    let mut found = Vec::new();
+    for s in &t.stores {
+        if !serving(s) {
+            found.push(Found::Inconclusive("not serving".into()));
+            continue;
+        }
+        if !s.store.wait_for(listed.rv, CATCH_UP).await {
+            found.push(Found::Inconclusive(format!(
+                "the cache did not reach the upstream's version {} within {CATCH_UP:?}",
+                listed.rv
+            )));
+            continue;
+        }
+        let Some(v) = s.store.at(listed.rv) else {
+            found.push(Found::Inconclusive(format!(
+                "the cache can no longer tell its state at {}",
+                listed.rv
+            )));
+            continue;
+        };
+        let mine: BTreeMap<&str, u64> = v.objects.values().map(|o| (&*o.key, o.rv)).collect();
+        let differ = compare(&mine, &listed.items);
+        found.push(if differ.is_empty() {
+            Found::Equal
+        } else {
+            Found::Differs(differ)
+        });
+    }
+    (found, listed.bytes)
+}
+
+fn inconclusive(t: &Target, why: &str) -> Vec<Found> {
+    t.stores
+        .iter()
+        .map(|_| Found::Inconclusive(why.to_string()))
+        .collect()
+}
+
+/// The upstream's objects of `resource` (keys and versions), at exactly
+/// `rv`, or at its newest version.
+async fn list(
+    upstream: &Arc<Upstream>,
+    resource: &ApiResource,
+    rv: Option<u64>,
+) -> Result<Listed, ListError> {
+    let mut items = BTreeMap::new();
+    let mut cont = String::new();
+    let mut bytes = 0;
+    let limit = PAGE.to_string();
+    let rv_s = rv.map(|r| r.to_string()).unwrap_or_default();
+    loop {
+        let mut pairs = vec![("limit", limit.as_str())];
+        if !cont.is_empty() {
+            pairs.push(("continue", cont.as_str()));
+        } else if rv.is_some() {
+            pairs.push(("resourceVersion", rv_s.as_str()));
+            pairs.push(("resourceVersionMatch", "Exact"));
+        }
+        let uri = format!(
+            "{}?{}",
+            resource.gvr.collection_path(),
+            query::encode(pairs)
+        );
+        let (parts, ()) = Request::get(uri)
+            .header(
+                "accept",
+                "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
+            )
+            .body(())
+            .map_err(|e| ListError::Failed(e.to_string()))?
+            .into_parts();
+        let resp = upstream
+            .send(parts, None, Creds::Own)
+            .await
+            .map_err(|e| ListError::Failed(e.to_string()))?;
+        match resp.status() {
+            StatusCode::OK => {}
+            StatusCode::GONE => return Err(ListError::Expired),
+            s => return Err(ListError::Failed(format!("LIST: HTTP {s}"))),
+        }
+        let protobuf = resp
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|c| c.starts_with(PROTOBUF));
+        let body = resp
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| ListError::Failed(e.to_string()))?
+            .to_bytes();
+        bytes += body.len() as u64;
+        let (at, next) = page(&body, protobuf, &mut items)?;
+        if next.is_empty() {
+            return Ok(Listed {
+                rv: at,
+                items,
+                bytes,
+            });
+        }
+        cont = next;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn should_name_missing_extra_and_changed_keys() {
+        let upstream: BTreeMap<String, u64> = [
+            ("a/x".to_string(), 1),
+            ("a/y".to_string(), 2),
+            ("a/z".to_string(), 3),
+        ]
+        .into();
+        let store: BTreeMap<&str, u64> = [("a/x", 1), ("a/y", 5), ("b/q", 4)].into();
+        assert_eq!(compare(&store, &upstream), ["a/y", "a/z", "b/q"]);
+        let same: BTreeMap<&str, u64> = upstream.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        assert!(compare(&same, &upstream).is_empty());
+    }
+
+    #[test]
+    fn should_read_json_metadata_pages() {
+        let body = br#"{"kind":"PartialObjectMetadataList","metadata":{"resourceVersion":"12","continue":"c"},"items":[{"metadata":{"name":"p","namespace":"n","resourceVersion":"7"}},{"metadata":{"name":"node1","resourceVersion":"9"}}]}"#;
+        let mut items = BTreeMap::new();
+        let (rv, cont) = page(body, false, &mut items).unwrap_or_else(|_| panic!("parses"));
+        assert_eq!((rv, cont.as_str()), (12, "c"));
+        assert_eq!(
+            items,
+            [("n/p".to_string(), 7), ("node1".to_string(), 9)].into()
+        );
+    }
+}

@@ -1,0 +1,182 @@
+//! Snapshots that cannot be trusted are ignored, never misread: a corrupt,
+//! a truncated, another upstream's one, and one whose version the upstream
+//! has compacted (a 410, then a relist) each end in a cache equal to the
+//! upstream. A disk that fills up while a snapshot is written costs the
+//! snapshot, not the serving.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use common::*;
+use r8s::config::Config;
+
+fn temp_dir(what: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "r8s-{what}-{}-{}",
+        std::process::id(),
+        fastrand::u64(..)
+    ));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn config(upstream: String, dir: &Path, resource: &str) -> Config {
+    let mut c = Config::default();
+    c.upstream.servers = vec![upstream];
+    c.cache.resources = vec![resource.into()];
+    c.persist.dir = Some(dir.to_path_buf());
+    c
+}
+
+/// `r8s_persist_loads_total` of the JSON pods store for `result`.
+fn loads(m: &str, result: &str) -> f64 {
+    metric(
+        m,
+        &format!(
+            r#"r8s_persist_loads_total{{resource="v1/pods",encoding="json",result="{result}"}}"#
+        ),
+    )
+}
+
+/// Starts r8s on `dir`, checks that its pods equal the upstream's, and
+/// returns its metrics; stops it (saving snapshots).
+async fn round(upstream: &r8s::sim::SimHandle, dir: &Path) -> String {
+    let r = start_r8s_config(config(upstream.url(), dir, "pods")).await;
+    let list = get(&format!("{}/api/v1/pods?resourceVersion=0", r.url())).await;
+    assert_eq!(list.headers["x-r8s-cache"], "hit");
+    let cached = Replay::from_list(&list.json());
+    let truth = truth_at(&upstream.url(), "/api/v1/pods", "", cached.last).await;
+    assert_eq!(cached.state, truth, "the cache equals the upstream");
+    let m = get(&format!("{}/metrics", r.admin_url())).await.text();
+    r.stop().await;
+    m
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn should_ignore_snapshots_it_cannot_trust_and_start_cold() {
+    let sim = start_sim(sim_config()).await;
+    let dir = temp_dir("faults");
+    let json = dir.join("core_v1_pods.json.snap");
+    let m = round(&sim, &dir).await;
+    assert_eq!(loads(&m, "loaded"), 0.0, "nothing to load the first time");
+    assert!(json.exists());
+
+    let m = round(&sim, &dir).await;
+    assert_eq!(loads(&m, "loaded"), 1.0);
+
+    // A flipped byte in the middle: the checksum says so.
+    let mut bytes = std::fs::read(&json).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x20;
+    std::fs::write(&json, &bytes).unwrap();
+    let m = round(&sim, &dir).await;
+    assert_eq!(loads(&m, "corrupt"), 1.0);
+
+    // Cut short, as by a crash of the disk (r8s itself renames whole files).
+    let bytes = std::fs::read(&json).unwrap();
+    std::fs::write(&json, &bytes[..bytes.len() / 3]).unwrap();
+    let m = round(&sim, &dir).await;
+    assert_eq!(loads(&m, "truncated"), 1.0);
+
+    // Not a snapshot at all.
+    std::fs::write(&json, b"{\"kind\":\"PodList\"}").unwrap();
+    let m = round(&sim, &dir).await;
+    assert_eq!(loads(&m, "corrupt"), 2.0);
+
+    // Another upstream's snapshot (another cluster, same directory).
+    let other = start_sim(sim_config()).await;
+    let m = round(&other, &dir).await;
+    assert_eq!(loads(&m, "foreign"), 1.0);
+    assert_eq!(
+        metric(
+            &m,
+            r#"r8s_persist_loads_total{resource="v1/pods",encoding="protobuf",result="foreign"}"#
+        ),
+        1.0
+    );
+    other.stop().await;
+
+    // The directory now holds the other upstream's: ours is foreign to it.
+    let m = round(&sim, &dir).await;
+    assert_eq!(loads(&m, "foreign"), 2.0);
+
+    // A snapshot whose version the upstream compacted: 410, relist.
+    for i in 0..5 {
+        touch(&sim, "ns-1", "pod-00001", i);
+    }
+    sim.sim.compact();
+    let m = round(&sim, &dir).await;
+    assert_eq!(loads(&m, "loaded"), 2.0);
+    assert!(
+        metric(
+            &m,
+            r#"r8s_reflector_relists_total{resource="v1/pods",encoding="json",reason="expired"}"#
+        ) >= 1.0,
+        "the compacted version made it relist"
+    );
+    sim.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn should_keep_serving_when_the_disk_is_full() {
+    // A 4 KiB tmpfs: the nodes' snapshot does not fit.
+    let dir = temp_dir("full");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=4k,mode=0700", "tmpfs"])
+        .arg(&dir)
+        .status()
+        .expect("mount runs");
+    assert!(
+        mounted.success(),
+        "this test mounts a small tmpfs to fill (it needs root, as the test suite's apt-get does)"
+    );
+    /// Unmounts the tmpfs however the test ends.
+    struct Mounted(PathBuf);
+    impl Drop for Mounted {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(&self.0).status();
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let _mounted = Mounted(dir.clone());
+    let sim = start_sim(r8s::sim::SimConfig {
+        pods: 40,
+        nodes: 40,
+        ..sim_config()
+    })
+    .await;
+    let mut c = config(sim.url(), &dir, "v1/nodes");
+    c.persist.interval_seconds = 1;
+    let r = start_r8s_config(c).await;
+    let errors = r#"r8s_persist_writes_total{resource="v1/nodes",encoding="json",result="error"}"#;
+    let mut m = String::new();
+    for _ in 0..100 {
+        m = get(&format!("{}/metrics", r.admin_url())).await.text();
+        if metric(&m, errors) >= 2.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        metric(&m, errors) >= 2.0,
+        "writes failed and were counted: {m}"
+    );
+    // Serving is unaffected, and no partial file is left behind.
+    let list = get(&format!("{}/api/v1/nodes?resourceVersion=0", r.url())).await;
+    assert_eq!(list.status, 200);
+    assert_eq!(list.headers["x-r8s-cache"], "hit");
+    assert_eq!(list.json()["items"].as_array().unwrap().len(), 40);
+    assert_eq!(get(&format!("{}/readyz", r.admin_url())).await.status, 200);
+    let left: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| n.to_string_lossy().ends_with(".tmp"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    r.stop().await;
+    sim.stop().await;
+}
