@@ -1,7 +1,8 @@
 //! The fuzz targets of `tests/common/fuzz.rs`, 10 million inputs each.
 //!
 //! `cargo bench --bench fuzz` (results in BENCHMARKS.md). `FUZZ_INPUTS=N`
-//! runs N inputs per target instead; `FUZZ_SEED=S` changes the mutations.
+//! runs N inputs per target instead; `FUZZ_SEED=S` changes the mutations;
+//! `FUZZ_ONLY=TEXT` runs the targets whose name contains TEXT.
 //! Targets run side by side, one per core; a panic is counted and its first
 //! input printed (as text and hex), and the run exits 1 if there was any.
 
@@ -29,7 +30,10 @@ fn main() {
         for n in 0..3 {
             harness::touch(&sim, "ns-1", "pod-00001", n);
         }
-        let targets = targets(&sim.url(), before).await;
+        let mut targets = targets(&sim.url(), before).await;
+        if let Ok(only) = std::env::var("FUZZ_ONLY") {
+            targets.retain(|t| t.name.contains(&only));
+        }
         (sim, targets)
     });
     quiet();

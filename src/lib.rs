@@ -118,9 +118,30 @@ pub async fn prepare(config: Config) -> Result<Prepared, PrepareError> {
     let upstream = Arc::new(Upstream::new(&config.upstream).await?);
     let persist =
         persist::Persist::open(&config.persist, upstream.identity().to_string())?.map(Arc::new);
-    let resolved =
-        upstream::discovery::resolve(&upstream, &config.cache.resources, &config.cache.exclude)
-            .await?;
+    let (entries, exclude) = (&config.cache.resources, &config.cache.exclude);
+    let resolved = match upstream::discovery::resolve(&upstream, entries, exclude).await {
+        Ok(r) => {
+            if let Some(p) = &persist {
+                p.save_resources(entries, exclude, &r);
+            }
+            r
+        }
+        // Unreachable: a warm start resolves as the last start did, and its
+        // caches wait for the upstream (or, with cache.serve_stale, serve).
+        Err(e @ upstream::discovery::DiscoveryError::Upstream { .. }) => {
+            match persist
+                .as_ref()
+                .and_then(|p| p.load_resources(entries, exclude))
+            {
+                Some(r) => {
+                    tracing::warn!(error = %e, "the upstream does not answer discovery; resolving cache.resources as the last start did, from persist.dir");
+                    r
+                }
+                None => return Err(e.into()),
+            }
+        }
+        Err(e) => return Err(e.into()),
+    };
     let mut caches = cache::Caches::new();
     let budget = Arc::new(cache::store::Budget::new(
         config.cache.max_bytes_per_resource as usize,

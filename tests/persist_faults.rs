@@ -180,3 +180,72 @@ async fn should_keep_serving_when_the_disk_is_full() {
     r.stop().await;
     sim.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn should_serve_its_snapshot_while_the_upstream_is_down_with_serve_stale() {
+    use common::fault::{Forwarder, Mode};
+    let sim = start_sim(sim_config()).await;
+    let link = Forwarder::start(sim.addr).await;
+    let dir = temp_dir("offline");
+    let mut c = config(link.url(), &dir, "v1/configmaps");
+    c.cache.serve_stale = true;
+    c.cache.max_staleness_seconds = 4;
+    let r = start_r8s_config(c.clone()).await;
+    let want = get(&format!("{}/api/v1/configmaps?resourceVersion=0", r.url()))
+        .await
+        .json()["items"]
+        .as_array()
+        .unwrap()
+        .len();
+    r.stop().await;
+
+    // The upstream is down when r8s starts: discovery, lists and watches fail.
+    link.set(Mode::Closed);
+    c.upstream.connect_timeout_seconds = 1.0;
+    let prepared = r8s::prepare(c)
+        .await
+        .expect("a warm start resolves its resources from persist.dir");
+    let api = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let admin = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let (url, admin_url) = (
+        format!("http://{}", api.local_addr().unwrap()),
+        format!("http://{}", admin.local_addr().unwrap()),
+    );
+    let (trigger, signal) = r8s::shutdown::channel();
+    let task = tokio::spawn(prepared.run(r8s::Listeners { api, admin }, signal));
+    let list_url = format!("{url}/api/v1/configmaps?resourceVersion=0");
+    let mut list = get(&list_url).await;
+    for _ in 0..50 {
+        if list.headers.get("x-r8s-cache").is_some_and(|v| v == "hit") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        list = get(&list_url).await;
+    }
+    assert_eq!(list.status, 200, "{}", list.text());
+    assert_eq!(
+        list.headers["x-r8s-cache"], "hit",
+        "served from the snapshot"
+    );
+    assert_eq!(list.json()["items"].as_array().unwrap().len(), want);
+    // Past cache.max_staleness_seconds, with the Warning serve_stale gives.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let list = get(&list_url).await;
+    assert_eq!(list.headers["x-r8s-cache"], "hit");
+    assert!(list.headers.get("warning").is_some(), "{:?}", list.headers);
+
+    // The upstream comes back: the watch resumes, and r8s is ready.
+    link.set(Mode::Pass);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while get(&format!("{admin_url}/readyz")).await.status != 200 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not ready after the upstream came back"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    trigger.fire();
+    let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+    sim.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -207,7 +207,9 @@ pub async fn run(
         metrics::consistency_series(&s.labels);
     }
     if warm {
-        // Once every store has resumed its watch (or given up on it).
+        // Once every store has resumed its watch (or given up on it), and 5
+        // to 15 s later: not on top of the start's own requests, and not in
+        // step with every replica of a fleet rolled at once.
         let settled = async {
             while !targets
                 .iter()
@@ -216,6 +218,10 @@ pub async fn run(
             {
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
+            tokio::time::sleep(
+                Duration::from_secs(5) + Duration::from_secs(10).mul_f64(fastrand::f64()),
+            )
+            .await;
         };
         tokio::select! {
             _ = settled => check_all(&upstream, &targets, &shutdown).await,
@@ -223,8 +229,10 @@ pub async fn run(
         }
     }
     loop {
+        // 10 % of jitter: replicas started together drift apart.
+        let next = interval.mul_f64(0.9 + 0.2 * fastrand::f64());
         tokio::select! {
-            _ = tokio::time::sleep(interval) => {}
+            _ = tokio::time::sleep(next) => {}
             _ = shutdown.wait() => return,
         }
         check_all(&upstream, &targets, &shutdown).await;
