@@ -1,11 +1,12 @@
-//! gzip of a large list: r8s's bytes on the wire and CPU against
-//! kube-apiserver's gzip (Go's `compress/gzip` at level 1 over the whole
-//! body, as its response writer does), on the same bytes.
+//! gzip lists: r8s's bytes on the wire against kube-apiserver's gzip (Go's
+//! `compress/gzip` at level 1 over the same body, as its response writer
+//! does), and r8s's CPU per gzip list against the same list uncompressed,
+//! on the sim's real-shaped pods, idle and under churn.
 //!
 //! `cargo bench --bench gzip` (results in BENCHMARKS.md). The Go side runs
 //! when `go` is on the PATH (`apt-get install golang-go`): `benches/go/
-//! apiserver_gzip.go` compresses the list r8s serves. `BENCH_R8S_BIN=/path/to/r8s`
-//! measures another r8s binary (an older build) against the same list.
+//! apiserver_gzip.go` compresses each body r8s served. `BENCH_R8S_BIN=/path/to/r8s`
+//! measures another r8s binary (an older build); `BENCH_PODS=N` another size.
 
 mod common;
 
@@ -22,41 +23,128 @@ use hyper_util::rt::TokioExecutor;
 use common::{Proc, cpu_time, free_port, wait_ready};
 
 const BIN: &str = env!("CARGO_BIN_EXE_r8s");
-const PODS: usize = 10_000;
-const ROUNDS: u32 = 40;
+const ROUNDS: u32 = 30;
+
+const JSON: &str = "application/json";
+const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+/// client-go's metadata informers.
+const METADATA: &str = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
 
 type C = Client<HttpConnector, Empty<Bytes>>;
 
-/// A GET; returns the body as sent and its `content-encoding`.
-async fn fetch(c: &C, url: &str, gzip: bool) -> (Bytes, Option<String>) {
-    let mut req = http::Request::get(url);
+/// A GET with `accept`; the body as sent and whether it came gzipped.
+async fn fetch(c: &C, url: &str, accept: &str, gzip: bool) -> (Bytes, bool) {
+    let mut req = http::Request::get(url).header("accept", accept);
     if gzip {
         req = req.header("accept-encoding", "gzip");
     }
     let resp = c.request(req.body(Empty::new()).unwrap()).await.unwrap();
     assert!(resp.status().is_success(), "{url}: {}", resp.status());
-    let enc = resp
-        .headers()
-        .get("content-encoding")
-        .map(|v| v.to_str().unwrap().to_string());
-    (resp.into_body().collect().await.unwrap().to_bytes(), enc)
+    let gz = resp.headers().get("content-encoding").is_some();
+    (resp.into_body().collect().await.unwrap().to_bytes(), gz)
 }
 
-/// r8s's CPU per list over `ROUNDS` lists.
-async fn cpu_per_list(c: &C, url: &str, pid: u32, gzip: bool) -> Duration {
-    let before = cpu_time(pid);
-    for _ in 0..ROUNDS {
-        fetch(c, url, gzip).await;
+fn gunzip(b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(b)
+        .read_to_end(&mut out)
+        .unwrap();
+    out
+}
+
+/// Kube-apiserver's gzip: the Go program, built once.
+struct Go(Option<std::path::PathBuf>);
+
+impl Go {
+    fn build() -> Go {
+        let src = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/go/apiserver_gzip.go");
+        let out = std::env::temp_dir().join(format!("r8s-apiserver-gzip-{}", std::process::id()));
+        let ok = Command::new("go")
+            .args(["build", "-o"])
+            .arg(&out)
+            .arg(src)
+            .status()
+            .is_ok_and(|s| s.success());
+        Go(ok.then_some(out))
     }
-    (cpu_time(pid) - before) / ROUNDS
+
+    /// Go's level-1 gzip of `body`: its bytes and best time of 5.
+    fn gzip(&self, body: &[u8]) -> Option<(usize, Duration)> {
+        let mut child = Command::new(self.0.as_ref()?)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .ok()?;
+        child.stdin.take().unwrap().write_all(body).unwrap();
+        let out = child.wait_with_output().unwrap();
+        let text = String::from_utf8(out.stdout).unwrap();
+        let mut f = text.split_whitespace().map(|x| x.parse::<u64>().unwrap());
+        Some((f.next()? as usize, Duration::from_nanos(f.next()?)))
+    }
 }
 
-/// The time to gzip `body` in 64 KiB writes (as a list streams) at `level`
-/// with the deflate r8s is built with, best of 5, and the bytes out.
+impl Drop for Go {
+    fn drop(&mut self) {
+        if let Some(p) = &self.0 {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// A sim and an r8s in front of it, as their own processes.
+struct Setup {
+    _sim: Proc,
+    r8s: Proc,
+    base: String,
+    admin: String,
+}
+
+async fn setup(c: &C, pods: usize, churn: u32) -> Setup {
+    let (sim_port, port, admin) = (free_port(), free_port(), free_port());
+    let sim = Proc(
+        Command::new(BIN)
+            .args(["sim", "--listen", &format!("127.0.0.1:{sim_port}")])
+            .args(["--pods", &pods.to_string(), "--churn", &churn.to_string()])
+            .args(["--history", "100000"])
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let upstream = format!("http://127.0.0.1:{sim_port}");
+    wait_ready(c, &format!("{upstream}/version")).await;
+    let bin = std::env::var("BENCH_R8S_BIN").unwrap_or_else(|_| BIN.to_string());
+    let r8s = Proc(
+        Command::new(bin)
+            .args(["serve", "--upstream", &upstream, "--cache", "pods"])
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .args(["--admin-listen", &format!("127.0.0.1:{admin}")])
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_ready(c, &format!("http://127.0.0.1:{admin}/readyz")).await;
+    Setup {
+        _sim: sim,
+        r8s,
+        base: format!("http://127.0.0.1:{port}/api/v1"),
+        admin: format!("http://127.0.0.1:{admin}"),
+    }
+}
+
+fn mb(n: usize) -> String {
+    format!("{:.2} MB", n as f64 / 1e6)
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1e3)
+}
+
+/// The time to gzip `body` at `level` with the deflate r8s is built with
+/// (zlib-rs), in 64 KiB writes, best of 3, and the bytes out.
 fn compress_here(body: &[u8], level: u32) -> (usize, Duration) {
     let mut best = Duration::MAX;
     let mut size = 0;
-    for _ in 0..5 {
+    for _ in 0..3 {
         let start = Instant::now();
         let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(level));
         for chunk in body.chunks(64 * 1024) {
@@ -68,119 +156,241 @@ fn compress_here(body: &[u8], level: u32) -> (usize, Duration) {
     (size, best)
 }
 
-/// Go's gzip at level 1 over `body` (kube-apiserver's), if Go is installed.
-fn compress_go(body: &[u8]) -> Option<(usize, Duration)> {
-    let program = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/go/apiserver_gzip.go");
-    let mut child = Command::new("go")
-        .args(["run", program])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .ok()?;
-    child.stdin.take().unwrap().write_all(body).unwrap();
-    let out = child.wait_with_output().unwrap();
-    let text = String::from_utf8(out.stdout).unwrap();
-    let mut f = text.split_whitespace().map(|x| x.parse::<u64>().unwrap());
-    Some((f.next()? as usize, Duration::from_nanos(f.next()?)))
+/// One row of the bytes table: r8s's gzip against Go's of the same body.
+fn bytes_row(go: &Go, name: &str, bodies: &[(Bytes, Bytes)]) {
+    let plain: usize = bodies.iter().map(|(p, _)| p.len()).sum();
+    let ours: usize = bodies.iter().map(|(_, g)| g.len()).sum();
+    let mut theirs = 0;
+    let mut worst: f64 = 0.0;
+    for (p, g) in bodies {
+        assert!(gunzip(g) == p[..], "{name}: the gzip body is not the list");
+        if let Some((n, _)) = go.gzip(p) {
+            theirs += n;
+            worst = worst.max(g.len() as f64 / n as f64);
+        }
+    }
+    let vs = if theirs > 0 {
+        format!(
+            "{:.2}×{}",
+            ours as f64 / theirs as f64,
+            if bodies.len() > 1 {
+                format!(" (worst page {worst:.2}×)")
+            } else {
+                String::new()
+            }
+        )
+    } else {
+        "(go not installed)".into()
+    };
+    println!(
+        "| {name} | {} | {} | {} | {vs} |",
+        mb(plain),
+        mb(ours),
+        if theirs > 0 { mb(theirs) } else { "-".into() },
+    );
 }
 
-fn mb(n: usize) -> String {
-    format!("{:.2} MB", n as f64 / 1e6)
+/// Every page of a JSON list of `limit` items, plain and gzip (the same
+/// page twice: pages of one retained version).
+async fn pages(c: &C, url: &str, limit: usize) -> Vec<(Bytes, Bytes)> {
+    let mut out = Vec::new();
+    let mut cont = String::new();
+    loop {
+        let u = format!("{url}&limit={limit}{cont}");
+        let (plain, _) = fetch(c, &u, JSON, false).await;
+        let (gz, zipped) = fetch(c, &u, JSON, true).await;
+        let v: serde_json::Value = serde_json::from_slice(&plain).unwrap();
+        let next = v["metadata"]["continue"].as_str().unwrap_or("").to_string();
+        // Small last pages are not compressed (under 128 KiB).
+        if zipped {
+            out.push((plain, gz));
+        }
+        if next.is_empty() {
+            return out;
+        }
+        cont = format!("&continue={next}");
+    }
 }
 
-fn ms(d: Duration) -> String {
-    format!("{:.1} ms", d.as_secs_f64() * 1e3)
+/// r8s's CPU per list over `ROUNDS` lists, less `idle` CPU per second
+/// (churn applied meanwhile).
+async fn cpu_per_list(c: &C, pid: u32, url: &str, accept: &str, gzip: bool, idle: f64) -> Duration {
+    let before = cpu_time(pid);
+    let start = Instant::now();
+    for _ in 0..ROUNDS {
+        fetch(c, url, accept, gzip).await;
+    }
+    let spent = cpu_time(pid) - before;
+    let background = Duration::from_secs_f64(idle * start.elapsed().as_secs_f64());
+    spent.saturating_sub(background) / ROUNDS
+}
+
+/// r8s's CPU per second with no requests (applying churn).
+async fn idle_cpu(pid: u32) -> f64 {
+    let before = cpu_time(pid);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    (cpu_time(pid) - before).as_secs_f64() / 3.0
+}
+
+async fn cpu_table(c: &C, s: &Setup, lists: &[(&str, &str)], churn: u32) {
+    let pid = s.r8s.0.id();
+    let url = format!("{}/pods?resourceVersion=0", s.base);
+    let idle = if churn > 0 { idle_cpu(pid).await } else { 0.0 };
+    for (name, accept) in lists {
+        // The first gzip list compresses the runs (none are kept yet, or
+        // churn changed some).
+        let before = cpu_time(pid);
+        fetch(c, &url, accept, true).await;
+        let first = cpu_time(pid) - before;
+        cpu_per_list(c, pid, &url, accept, false, idle).await; // warm
+        let plain = cpu_per_list(c, pid, &url, accept, false, idle).await;
+        let gzip = cpu_per_list(c, pid, &url, accept, true, idle).await;
+        println!(
+            "| {name}{} | {} | {} | {} | {:.2}× |",
+            if churn > 0 {
+                format!(", {churn} writes/s")
+            } else {
+                String::new()
+            },
+            ms(plain),
+            ms(first),
+            ms(gzip),
+            gzip.as_secs_f64() / plain.as_secs_f64()
+        );
+    }
 }
 
 #[tokio::main]
 async fn main() {
-    let r8s_bin = std::env::var("BENCH_R8S_BIN").unwrap_or_else(|_| BIN.to_string());
+    let pods: usize = std::env::var("BENCH_PODS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000);
     let c: C = Client::builder(TokioExecutor::new()).build(HttpConnector::new());
-    let (sim_port, port, admin) = (free_port(), free_port(), free_port());
-    let _sim = Proc(
-        Command::new(BIN)
-            .args(["sim", "--listen", &format!("127.0.0.1:{sim_port}")])
-            .args(["--pods", &PODS.to_string(), "--namespaces", "10"])
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let sim = format!("http://127.0.0.1:{sim_port}");
-    wait_ready(&c, &format!("{sim}/version")).await;
-    let r8s = Proc(
-        Command::new(&r8s_bin)
-            .args(["serve", "--upstream", &sim, "--cache", "pods"])
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            .args(["--admin-listen", &format!("127.0.0.1:{admin}")])
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    wait_ready(&c, &format!("http://127.0.0.1:{admin}/readyz")).await;
-    let url = format!("http://127.0.0.1:{port}/api/v1/pods?resourceVersion=0");
+    let go = Go::build();
+    let lists = [
+        ("JSON", JSON),
+        ("protobuf", PROTOBUF),
+        ("metadata-only protobuf", METADATA),
+    ];
 
-    let (plain, _) = fetch(&c, &url, false).await;
-    let (wire, enc) = fetch(&c, &url, true).await;
-    assert_eq!(enc.as_deref(), Some("gzip"));
-    let mut unzipped = Vec::new();
-    flate2::read::GzDecoder::new(&wire[..])
-        .read_to_end(&mut unzipped)
-        .unwrap();
-    assert!(unzipped == plain, "the gzip list is not the list");
-
-    let pid = r8s.0.id();
-    cpu_per_list(&c, &url, pid, false).await; // warm both paths
-    cpu_per_list(&c, &url, pid, true).await;
-    let cpu_plain = cpu_per_list(&c, &url, pid, false).await;
-    let cpu_gzip = cpu_per_list(&c, &url, pid, true).await;
-    println!("list of {PODS} pods from r8s's cache: {}", mb(plain.len()));
-    println!(
-        "| served by | bytes on the wire | r8s CPU per list | of which gzip | gzip CPU per MB of list |"
-    );
-    println!("|---|---|---|---|---|");
-    let gz = cpu_gzip.saturating_sub(cpu_plain);
-    println!(
-        "| {r8s_bin} | {} ({:.1}× smaller) | {} (plain: {}) | {} | {:.2} ms |",
-        mb(wire.len()),
-        plain.len() as f64 / wire.len() as f64,
-        ms(cpu_gzip),
-        ms(cpu_plain),
-        ms(gz),
-        gz.as_secs_f64() * 1e3 / (plain.len() as f64 / 1e6),
-    );
-
+    let s = setup(&c, pods, 0).await;
+    let all = format!("{}/pods?resourceVersion=0", s.base);
+    println!("## {pods} pods, idle");
     println!();
     println!(
-        "| compressor (same list, one core, best of 5) | bytes | time | time per MB of list | bytes vs kube-apiserver |"
+        "| r8s CPU per list | plain | gzip, first (runs compressed) | gzip, then | gzip / plain |"
     );
     println!("|---|---|---|---|---|");
-    let go = compress_go(&plain);
-    let vs = |n: usize| match go {
-        Some((g, _)) => format!("{:.2}×", n as f64 / g as f64),
-        None => "(go not installed)".into(),
-    };
-    if let Some((size, t)) = go {
+    cpu_table(&c, &s, &lists, 0).await;
+    println!();
+    println!("| list | plain | r8s gzip | kube-apiserver gzip (Go level 1) | r8s / apiserver |");
+    println!("|---|---|---|---|---|");
+    for (name, accept) in lists {
+        let (plain, _) = fetch(&c, &all, accept, false).await;
+        let (gz, zipped) = fetch(&c, &all, accept, true).await;
+        assert!(zipped);
+        bytes_row(&go, &format!("all pods, {name}"), &[(plain, gz)]);
+    }
+    let (json_list, _) = fetch(&c, &all, JSON, false).await;
+    let paged = pages(&c, &all, 500).await;
+    bytes_row(&go, "all pods, JSON, pages of 500", &paged);
+    let paged = pages(
+        &c,
+        &format!("{}/namespaces/ns-1/pods?resourceVersion=0", s.base),
+        500,
+    )
+    .await;
+    bytes_row(&go, "namespace ns-1, JSON, pages of 500", &paged);
+    for (name, query, accept) in [
+        (
+            "labelSelector=tier=frontend, JSON",
+            "labelSelector=tier%3Dfrontend",
+            JSON,
+        ),
+        (
+            "labelSelector=tier=frontend, protobuf",
+            "labelSelector=tier%3Dfrontend",
+            PROTOBUF,
+        ),
+        (
+            "labelSelector=tier!=frontend, JSON",
+            "labelSelector=tier%21%3Dfrontend",
+            JSON,
+        ),
+        (
+            "fieldSelector=spec.nodeName=node-03, JSON",
+            "fieldSelector=spec.nodeName%3Dnode-03",
+            JSON,
+        ),
+        (
+            "fieldSelector=spec.nodeName=node-03, protobuf",
+            "fieldSelector=spec.nodeName%3Dnode-03",
+            PROTOBUF,
+        ),
+    ] {
+        let url = format!("{all}&{query}");
+        let (plain, _) = fetch(&c, &url, accept, false).await;
+        let (gz, zipped) = fetch(&c, &url, accept, true).await;
+        if zipped {
+            bytes_row(&go, name, &[(plain, gz)]);
+        }
+    }
+    println!();
+    println!(
+        "| compressor (the JSON list, {}, one core) | bytes | time | MB/s | bytes vs Go level 1 |",
+        mb(json_list.len())
+    );
+    println!("|---|---|---|---|---|");
+    let go_size = go.gzip(&json_list).map(|(n, t)| {
         println!(
-            "| kube-apiserver's: Go compress/gzip level 1 | {} | {} | {:.2} ms | 1.00× |",
-            mb(size),
+            "| kube-apiserver: Go compress/gzip level 1 | {} | {} | {:.0} | 1.00× |",
+            mb(n),
             ms(t),
-            t.as_secs_f64() * 1e3 / (plain.len() as f64 / 1e6)
+            json_list.len() as f64 / 1e6 / t.as_secs_f64()
+        );
+        n
+    });
+    for level in 1..=6 {
+        let (n, t) = compress_here(&json_list, level);
+        println!(
+            "| zlib-rs level {level} | {} | {} | {:.0} | {} |",
+            mb(n),
+            ms(t),
+            json_list.len() as f64 / 1e6 / t.as_secs_f64(),
+            go_size.map_or("-".into(), |g| format!("{:.2}×", n as f64 / g as f64))
         );
     }
-    for level in 1..=6 {
-        let (size, t) = compress_here(&plain, level);
-        println!(
-            "| r8s's deflate (zlib-rs) level {level}{} | {} | {} | {:.2} ms | {} |",
-            if level == r8s::codec::json::GZIP_LEVEL {
-                " (r8s's)"
-            } else {
-                ""
-            },
-            mb(size),
-            ms(t),
-            t.as_secs_f64() * 1e3 / (plain.len() as f64 / 1e6),
-            vs(size)
+    let (metrics, _) = fetch(&c, &format!("{}/metrics", s.admin), "text/plain", false).await;
+    let text = String::from_utf8_lossy(&metrics);
+    for line in text.lines().filter(|l| l.starts_with("r8s_list_gzip")) {
+        println!("{line}");
+    }
+    drop(s);
+
+    let s = setup(&c, pods, 100).await;
+    println!();
+    println!("## {pods} pods, 100 writes/s");
+    println!();
+    println!(
+        "| r8s CPU per list | plain | gzip, first (runs compressed) | gzip, then | gzip / plain |"
+    );
+    println!("|---|---|---|---|---|");
+    cpu_table(&c, &s, &lists, 100).await;
+    println!();
+    println!("| list | plain | r8s gzip | kube-apiserver gzip (Go level 1) | r8s / apiserver |");
+    println!("|---|---|---|---|---|");
+    let all = format!("{}/pods?resourceVersion=0", s.base);
+    for (name, accept) in lists {
+        let (plain, _) = fetch(&c, &all, accept, false).await;
+        let (gz, _) = fetch(&c, &all, accept, true).await;
+        // Not the same version under churn: compare each with Go's gzip of itself.
+        let plain_of_gz = Bytes::from(gunzip(&gz));
+        let _ = plain;
+        bytes_row(
+            &go,
+            &format!("all pods, {name}, under churn"),
+            &[(plain_of_gz, gz)],
         );
     }
 }

@@ -213,6 +213,8 @@ pub fn handle<B>(
                 for (name, e) in [("json", Encoding::Json), ("protobuf", Encoding::Protobuf)] {
                     crate::metrics::watch_encodings(name, crate::cache::history::encodings(e));
                 }
+                let (items, run_bytes) = crate::codec::gzip::totals();
+                crate::metrics::list_gzip(items, run_bytes);
                 metrics.render()
             },
             "text/plain; version=0.0.4",

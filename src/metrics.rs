@@ -682,6 +682,24 @@ pub fn watch_encodings(encoding: &'static str, total: u64) {
     metrics::counter!(WATCH_ENCODINGS_TOTAL, "encoding" => encoding).absolute(total);
 }
 
+/// Items of gzip lists by how they were compressed: `reused` (in a run
+/// compressed for an earlier list), `compressed` (in a run compressed for
+/// this one, kept for the next), `live` (for this list only: heads, page
+/// starts, selectors' sparse matches), process-wide.
+pub const LIST_GZIP_ITEMS_TOTAL: &str = "r8s_list_gzip_items_total";
+
+/// Bytes of the compressed runs gzip lists keep (all caches): the memory
+/// compressed lists take.
+pub const LIST_GZIP_RUN_BYTES: &str = "r8s_list_gzip_run_bytes";
+
+/// Publishes the gzip lists' counters and the runs' bytes (read at scrape time).
+pub fn list_gzip(items: [(&'static str, u64); 3], run_bytes: usize) {
+    for (how, n) in items {
+        metrics::counter!(LIST_GZIP_ITEMS_TOTAL, "how" => how).absolute(n);
+    }
+    metrics::gauge!(LIST_GZIP_RUN_BYTES).set(run_bytes as f64);
+}
+
 /// Client connections r8s closed for a bound, by reason: `no_request`
 /// (nothing sent within `server.header_read_timeout_seconds`),
 /// `header_timeout` (headers not finished within it), `write_timeout`

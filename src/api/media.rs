@@ -266,6 +266,61 @@ fn accepts(clause: &Clause<'_>, s: Serializer, offer: Offer) -> Option<Choice> {
     Some(if exotic { Choice::Other } else { choice })
 }
 
+/// How an error `Status` is written: kube-apiserver's `ErrorNegotiated`
+/// negotiates with `DefaultEndpointRestrictions`, which take no `as`/`g`/`v`
+/// transform and no `sv`, so a metadata-only or Table clause is skipped; with
+/// no clause left it writes raw, indented JSON (`WriteRawJSON`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorEncoding {
+    /// Compact JSON and a newline, as for any JSON answer.
+    Json,
+    /// The protobuf `Status`.
+    Protobuf,
+    /// Nothing acceptable: `WriteRawJSON`'s indented JSON, no newline.
+    Raw,
+}
+
+impl ErrorEncoding {
+    /// The encoding of an error answered in the form a cache answer takes
+    /// (`Raw` is JSON too).
+    pub fn encoding(self) -> Encoding {
+        match self {
+            ErrorEncoding::Protobuf => Encoding::Protobuf,
+            ErrorEncoding::Json | ErrorEncoding::Raw => Encoding::Json,
+        }
+    }
+}
+
+/// What the apiserver writes an error in for `accept` (the first `Accept`
+/// header). YAML, which r8s does not write, is answered in JSON.
+pub fn negotiate_error(accept: Option<&str>) -> ErrorEncoding {
+    let serializers = [Serializer::Json, Serializer::Yaml, Serializer::Protobuf];
+    let Some(accept) = accept.filter(|a| !a.is_empty()) else {
+        return ErrorEncoding::Json;
+    };
+    for clause in parse_accept(accept) {
+        for s in serializers {
+            if !s.matches(clause.ty, clause.sub) {
+                continue;
+            }
+            let refused = clause.params.iter().any(|&(k, v)| match k {
+                // A transform, even an empty one, is a conversion target.
+                "as" | "g" | "v" => true,
+                "stream" => !v.is_empty() && (!s.streams() || v != "watch"),
+                "sv" => !v.is_empty(),
+                _ => false,
+            });
+            if !refused {
+                return match s {
+                    Serializer::Protobuf => ErrorEncoding::Protobuf,
+                    Serializer::Json | Serializer::Yaml => ErrorEncoding::Json,
+                };
+            }
+        }
+    }
+    ErrorEncoding::Raw
+}
+
 /// Whether the client takes a gzipped body (`Accept-Encoding: gzip`, not `q=0`).
 pub fn accepts_gzip(headers: &HeaderMap) -> bool {
     headers
@@ -445,6 +500,48 @@ mod tests {
             PROTOBUF.content_type(true),
             "application/vnd.kubernetes.protobuf;stream=watch"
         );
+    }
+
+    #[test]
+    fn should_negotiate_errors_as_error_negotiated_does() {
+        let cases: &[(Option<&str>, ErrorEncoding)] = &[
+            (None, ErrorEncoding::Json),
+            (Some("application/json"), ErrorEncoding::Json),
+            (
+                Some("application/vnd.kubernetes.protobuf, */*"),
+                ErrorEncoding::Protobuf,
+            ),
+            // client-go's metadata client: the protobuf clause is a transform.
+            (
+                Some(
+                    "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json",
+                ),
+                ErrorEncoding::Json,
+            ),
+            (
+                Some(
+                    "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
+                ),
+                ErrorEncoding::Raw,
+            ),
+            (
+                Some("application/json;as=Table;v=v1;g=meta.k8s.io,application/json"),
+                ErrorEncoding::Json,
+            ),
+            (
+                Some("application/json;as=Table;v=v1;g=meta.k8s.io"),
+                ErrorEncoding::Raw,
+            ),
+            (
+                Some("application/vnd.kubernetes.protobuf;stream=watch"),
+                ErrorEncoding::Protobuf,
+            ),
+            (Some("application/json;sv=v1"), ErrorEncoding::Raw),
+            (Some("text/html"), ErrorEncoding::Raw),
+        ];
+        for (accept, want) in cases {
+            assert_eq!(negotiate_error(*accept), *want, "{accept:?}");
+        }
     }
 
     #[test]

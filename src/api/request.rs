@@ -99,6 +99,8 @@ pub struct ApiRequest {
     pub media: Choice,
     /// Whether the client takes gzip.
     pub gzip: bool,
+    /// What r8s's own errors for it are written in (`ErrorNegotiated`).
+    pub errors: media::ErrorEncoding,
 }
 
 impl ApiRequest {
@@ -136,6 +138,9 @@ impl ApiRequest {
                 },
             ),
             gzip: media::accepts_gzip(headers),
+            errors: media::negotiate_error(
+                headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()),
+            ),
         })
     }
 

@@ -7,7 +7,7 @@
 
 use bytes::{Bytes, BytesMut};
 
-use super::media::Encoding;
+use super::media::ErrorEncoding;
 use http::{HeaderValue, Response, StatusCode, header};
 use serde_json::{Map, Value, json};
 
@@ -374,21 +374,23 @@ impl Status {
         envelope("v1", "Status", &[&raw])
     }
 
-    /// The response carrying this status in the negotiated encoding.
-    pub fn into_response_as(self, encoding: Encoding) -> Response<crate::body::Body> {
-        match encoding {
-            Encoding::Json => self.into_response(),
-            Encoding::Protobuf => {
-                let body = crate::body::full(self.to_protobuf());
-                let mut resp = self.into_response();
-                *resp.body_mut() = body;
-                resp.headers_mut().insert(
-                    header::CONTENT_TYPE,
-                    HeaderValue::from_static(super::media::PROTOBUF),
-                );
-                resp
-            }
+    /// The response carrying this status as `ErrorNegotiated` writes it for
+    /// the request's `Accept` ([`super::media::negotiate_error`]).
+    pub fn into_response_as(self, errors: ErrorEncoding) -> Response<crate::body::Body> {
+        let body = match errors {
+            ErrorEncoding::Json => return self.into_response(),
+            ErrorEncoding::Protobuf => crate::body::full(self.to_protobuf()),
+            ErrorEncoding::Raw => crate::body::full(indent(&self.to_bytes())),
+        };
+        let mut resp = self.into_response();
+        *resp.body_mut() = body;
+        if errors == ErrorEncoding::Protobuf {
+            resp.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static(super::media::PROTOBUF),
+            );
         }
+        resp
     }
 
     /// A complete HTTP response carrying this status.
@@ -409,6 +411,64 @@ impl Status {
     }
 }
 
+/// Go's `json.Indent` with a two-space indent over compact JSON (what
+/// `json.MarshalIndent` writes): strings kept byte for byte, empty objects and
+/// arrays left as `{}` and `[]`, no newline at the end.
+fn indent(compact: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(compact.len() * 2);
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    let newline = |out: &mut Vec<u8>, depth: usize| {
+        out.push(b'\n');
+        out.extend(std::iter::repeat_n(b' ', depth * 2));
+    };
+    let mut i = 0;
+    while i < compact.len() {
+        let c = compact[i];
+        i += 1;
+        if in_string {
+            out.push(c);
+            match c {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            b'"' => {
+                in_string = true;
+                out.push(c);
+            }
+            b'{' | b'[' => {
+                out.push(c);
+                let close = if c == b'{' { b'}' } else { b']' };
+                if compact.get(i) == Some(&close) {
+                    out.push(close);
+                    i += 1;
+                } else {
+                    depth += 1;
+                    newline(&mut out, depth);
+                }
+            }
+            b'}' | b']' => {
+                depth = depth.saturating_sub(1);
+                newline(&mut out, depth);
+                out.push(c);
+            }
+            b',' => {
+                out.push(c);
+                newline(&mut out, depth);
+            }
+            b':' => out.extend_from_slice(b": "),
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
 impl std::fmt::Display for Status {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{} {}: {}", self.code, self.reason, self.message)
@@ -418,6 +478,20 @@ impl std::fmt::Display for Status {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn should_write_raw_json_as_write_raw_json_does() {
+        let resp = Status::not_found("pods", "nope").into_response_as(ErrorEncoding::Raw);
+        assert_eq!(resp.headers()[header::CONTENT_TYPE], "application/json");
+        let body = futures_util::FutureExt::now_or_never(http_body_util::BodyExt::collect(
+            resp.into_body(),
+        ))
+        .unwrap()
+        .unwrap()
+        .to_bytes();
+        let want = "{\n  \"kind\": \"Status\",\n  \"apiVersion\": \"v1\",\n  \"metadata\": {},\n  \"status\": \"Failure\",\n  \"message\": \"pods \\\"nope\\\" not found\",\n  \"reason\": \"NotFound\",\n  \"details\": {\n    \"name\": \"nope\",\n    \"kind\": \"pods\"\n  },\n  \"code\": 404\n}";
+        assert_eq!(std::str::from_utf8(&body).unwrap(), want);
+    }
 
     #[test]
     fn should_match_apiserver_bytes_for_forbidden() {
@@ -487,7 +561,7 @@ mod tests {
         let got = Status::not_found("pods", "nope").to_protobuf();
         assert_eq!(got.len(), 97);
         assert_eq!(&got[..], &want[..]);
-        let resp = Status::not_found("pods", "nope").into_response_as(Encoding::Protobuf);
+        let resp = Status::not_found("pods", "nope").into_response_as(ErrorEncoding::Protobuf);
         assert_eq!(resp.status(), 404);
         assert_eq!(
             resp.headers()["content-type"],

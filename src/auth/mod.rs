@@ -24,7 +24,7 @@ use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_perc
 use ring::hmac;
 
 use crate::api::UserInfo;
-use crate::api::media::Encoding;
+use crate::api::media::ErrorEncoding;
 use crate::api::request::{ApiRequest, Verb, authz_name};
 use crate::api::status::{Status, Target};
 use crate::body::Body;
@@ -94,7 +94,7 @@ pub enum Refusal {
 impl Refusal {
     /// The response the client gets, in the encoding it negotiated (as
     /// the apiserver's `ErrorNegotiated` writes its refusals).
-    pub fn into_response(self, encoding: Encoding) -> Response<Body> {
+    pub fn into_response(self, errors: ErrorEncoding) -> Response<Body> {
         let s = match self {
             Refusal::Unauthorized => Status::unauthorized(),
             Refusal::Status(s) => s,
@@ -106,7 +106,7 @@ impl Refusal {
                 s
             }
         };
-        s.into_response_as(encoding)
+        s.into_response_as(errors)
     }
 }
 

@@ -273,6 +273,7 @@ impl TypeInfo {
         };
         let meta = meta_span(&json).ok_or_else(|| ObjectError::Malformed("no metadata".into()))?;
         Ok(CachedObject {
+            memo: crate::codec::run::Memo::new(&key),
             key,
             ns_len,
             rv,
@@ -316,6 +317,7 @@ pub(super) fn at_version(o: &CachedObject, rv: u64) -> CachedObject {
     };
     let meta = meta_span(&json).unwrap_or(o.meta);
     CachedObject {
+        memo: crate::codec::run::Memo::new(&o.key),
         key: o.key.clone(),
         ns_len: o.ns_len,
         rv,

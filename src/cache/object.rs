@@ -15,6 +15,7 @@ use crate::api::media::Encoding;
 use crate::api::selector::Selectors;
 use crate::codec::json::{self, ListItem};
 use crate::codec::protobuf as pb;
+use crate::codec::run::{self, Form, Memo};
 
 /// Where a label or field value lives in the object's body.
 #[derive(Debug, Clone, Copy)]
@@ -65,6 +66,8 @@ pub struct CachedObject {
     /// store share one copy of the object's bytes. None for objects from a
     /// list, and for changed copies ([`super::history`]'s `at_version`).
     pub(super) framed: Option<(&'static str, Bytes)>,
+    /// What gzip lists keep for it: the compressed runs that start at it.
+    pub(super) memo: Memo,
 }
 
 impl CachedObject {
@@ -247,6 +250,10 @@ impl ListItem for MetadataItem {
             }
         }
     }
+
+    fn memo(&self) -> Option<(&Memo, Form)> {
+        Some((&self.0.memo, run::METADATA))
+    }
 }
 
 /// Lists stream straight from cached objects.
@@ -272,6 +279,10 @@ impl ListItem for CachedObject {
                 out.extend_from_slice(raw);
             }
         }
+    }
+
+    fn memo(&self) -> Option<(&Memo, Form)> {
+        Some((&self.memo, run::OBJECT))
     }
 }
 

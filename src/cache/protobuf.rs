@@ -161,6 +161,7 @@ fn parse(
         Arc::from(format!("{namespace}/{name}"))
     };
     Ok(CachedObject {
+        memo: crate::codec::run::Memo::new(&key),
         key,
         ns_len: namespace.len(),
         rv,
@@ -217,6 +218,7 @@ pub(super) fn at_version(o: &CachedObject, rv: u64) -> CachedObject {
             parse(body, o.field_names, &paths).ok()
         })
         .unwrap_or_else(|| CachedObject {
+            memo: crate::codec::run::Memo::new(&o.key),
             key: o.key.clone(),
             body: o.body.clone(),
             spans: o.spans.clone(),

@@ -12,6 +12,7 @@ use std::task::{Context, Poll};
 use bytes::{Bytes, BytesMut};
 use http_body::{Body as HttpBody, Frame, SizeHint};
 
+use super::run::{Form, Memo};
 use crate::body::BoxError;
 
 /// Target size of one streamed chunk.
@@ -23,6 +24,11 @@ pub trait ListItem {
     fn item_len(&self) -> usize;
     /// Appends the item as it appears in a list's `items`.
     fn write_item(&self, out: &mut BytesMut);
+    /// What names the item's bytes and keeps its compressed runs, and which
+    /// of its forms this is ([`super::gzip`]); `None`: always compressed live.
+    fn memo(&self) -> Option<(&Memo, Form)> {
+        None
+    }
 }
 
 /// Items shared with the cache stream as they are.
@@ -34,14 +40,22 @@ impl<T: ListItem + ?Sized> ListItem for Arc<T> {
     fn write_item(&self, out: &mut BytesMut) {
         (**self).write_item(out)
     }
+
+    fn memo(&self) -> Option<(&Memo, Form)> {
+        (**self).memo()
+    }
 }
 
 /// A list response: envelope head (JSON: through `"items":[`; protobuf:
 /// through the `ListMeta`) and its items.
 pub struct ListBody<I> {
     head: Option<Bytes>,
-    items: std::vec::IntoIter<I>,
-    first: bool,
+    items: Vec<I>,
+    /// The next item to write.
+    next: usize,
+    /// The items follow each other in the cache (no selector left any out):
+    /// their compressed runs may be kept for other lists.
+    contiguous: bool,
     done: bool,
     /// Between items: `,` in JSON, nothing in protobuf.
     separator: &'static [u8],
@@ -66,8 +80,9 @@ impl<I: ListItem> ListBody<I> {
         ListBody {
             len: head.len() + items_len,
             head: Some(head),
-            items: items.into_iter(),
-            first: true,
+            items,
+            next: 0,
+            contiguous: false,
             done: false,
             separator,
             tail,
@@ -79,6 +94,24 @@ impl<I: ListItem> ListBody<I> {
     /// and on whether it is large).
     pub fn estimated_len(&self) -> usize {
         self.len
+    }
+
+    /// Marks the items as following each other in the cache.
+    pub fn contiguous(mut self) -> Self {
+        self.contiguous = true;
+        self
+    }
+
+    /// What a gzip list is made of (the gzip module's `GzipList`).
+    pub fn into_parts(self) -> ListParts<I> {
+        ListParts {
+            head: self.head.unwrap_or_default(),
+            items: self.items,
+            separator: self.separator,
+            tail: self.tail,
+            contiguous: self.contiguous,
+            slot: self.slot,
+        }
     }
 
     /// Holds `slot` until the list has streamed (or its client is gone).
@@ -97,12 +130,12 @@ impl<I: ListItem> ListBody<I> {
             out.extend_from_slice(&h);
         }
         while out.len() < CHUNK {
-            match self.items.next() {
+            match self.items.get(self.next) {
                 Some(o) => {
-                    if !self.first {
+                    if self.next > 0 {
                         out.extend_from_slice(self.separator);
                     }
-                    self.first = false;
+                    self.next += 1;
                     o.write_item(&mut out);
                 }
                 None => {
@@ -144,6 +177,22 @@ impl<I: ListItem + Unpin> HttpBody for ListBody<I> {
     fn size_hint(&self) -> SizeHint {
         SizeHint::default()
     }
+}
+
+/// A [`ListBody`] taken apart, unwritten.
+pub struct ListParts<I> {
+    /// The envelope head.
+    pub head: Bytes,
+    /// The items.
+    pub items: Vec<I>,
+    /// Between items.
+    pub separator: &'static [u8],
+    /// After the items.
+    pub tail: &'static [u8],
+    /// Whether the items follow each other in the cache.
+    pub contiguous: bool,
+    /// The `read.max_inflight_lists` slot held.
+    pub slot: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 /// One JSON watch-stream line: `{"type":T,"object":OBJ}` and a newline, as
@@ -287,80 +336,6 @@ fn skip_value(json: &[u8], i: usize) -> Option<usize> {
 /// (kube-apiserver's threshold).
 pub const GZIP_MIN: usize = 128 * 1024;
 
-/// The deflate level of r8s's gzip (zlib-rs): 2 sends 0.91× the bytes of
-/// kube-apiserver's own gzip (Go's level 1) at two thirds of its CPU; level 1
-/// sends 1.25× for 15% less CPU, level 4 0.81× for a third more (BENCHMARKS.md,
-/// gzip).
-pub const GZIP_LEVEL: u32 = 2;
-
-/// A [`ListBody`] gzipped chunk by chunk.
-pub struct GzipListBody<I> {
-    list: Option<ListBody<I>>,
-    enc: Option<flate2::write::GzEncoder<Vec<u8>>>,
-}
-
-impl<I: ListItem> GzipListBody<I> {
-    /// Compresses `list` as it streams.
-    pub fn new(list: ListBody<I>) -> Self {
-        GzipListBody {
-            list: Some(list),
-            enc: Some(flate2::write::GzEncoder::new(
-                Vec::new(),
-                flate2::Compression::new(GZIP_LEVEL),
-            )),
-        }
-    }
-}
-
-impl<I: ListItem + Unpin> HttpBody for GzipListBody<I> {
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        _cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        use std::io::Write;
-        let this = &mut *self;
-        loop {
-            let Some(enc) = this.enc.as_mut() else {
-                return Poll::Ready(None);
-            };
-            match this.list.as_mut().and_then(ListBody::next_chunk) {
-                Some(chunk) => {
-                    if let Err(e) = enc.write_all(&chunk) {
-                        return Poll::Ready(Some(Err(e.into())));
-                    }
-                    let out = std::mem::take(enc.get_mut());
-                    if !out.is_empty() {
-                        return Poll::Ready(Some(Ok(Frame::data(Bytes::from(out)))));
-                    }
-                }
-                None => {
-                    this.list = None;
-                    let enc = this.enc.take().expect("checked above");
-                    return Poll::Ready(Some(
-                        enc.finish()
-                            .map(|v| Frame::data(Bytes::from(v)))
-                            .map_err(Into::into),
-                    ));
-                }
-            }
-        }
-    }
-}
-
-/// Gzips a whole buffer.
-pub fn gzip(bytes: &[u8]) -> Bytes {
-    use std::io::Write;
-    let mut enc = flate2::write::GzEncoder::new(
-        Vec::with_capacity(bytes.len() / 4),
-        flate2::Compression::new(GZIP_LEVEL),
-    );
-    let _ = enc.write_all(bytes);
-    Bytes::from(enc.finish().unwrap_or_default())
-}
-
 /// The `BOOKMARK` that ends a streaming list's initial events, as current
 /// kube-apiserver sends it: annotated `k8s.io/initial-events-end: "true"` and
 /// `k8s.io/initial-events-list-blueprint`, the base64 of an empty list of the
@@ -396,47 +371,6 @@ pub fn bookmark(kind: &str, api_version: &str, rv: u64) -> Bytes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Read;
-
-    /// An item stored as its list form.
-    struct Item(Bytes);
-
-    impl ListItem for Item {
-        fn item_len(&self) -> usize {
-            self.0.len() + 1
-        }
-        fn write_item(&self, out: &mut BytesMut) {
-            out.extend_from_slice(&self.0);
-        }
-    }
-
-    #[test]
-    fn should_stream_and_gzip_the_same_list() {
-        let items: Vec<Arc<Item>> = (0..2000)
-            .map(|i| {
-                let j = format!(r#"{{"metadata":{{"name":"c{i:05}","namespace":"a","resourceVersion":"{i}"}},"data":{{"k":"{}"}}}}"#, "v".repeat(100));
-                Arc::new(Item(Bytes::from(j)))
-            })
-            .collect();
-        let head = Bytes::from_static(br#"{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"9"},"items":["#);
-        let len = items.iter().map(|o| o.item_len()).sum();
-        let plain = ListBody::new(head.clone(), items.clone(), len, false).collect();
-        let v: serde_json::Value = serde_json::from_slice(&plain).unwrap();
-        assert_eq!(v["items"].as_array().unwrap().len(), 2000);
-        let mut gz = GzipListBody::new(ListBody::new(head, items, len, false));
-        let mut compressed = Vec::new();
-        let waker = std::task::Waker::noop();
-        let mut cx = Context::from_waker(waker);
-        while let Poll::Ready(Some(Ok(f))) = Pin::new(&mut gz).poll_frame(&mut cx) {
-            compressed.extend_from_slice(&f.into_data().unwrap());
-        }
-        let mut out = Vec::new();
-        flate2::read::GzDecoder::new(&compressed[..])
-            .read_to_end(&mut out)
-            .unwrap();
-        assert_eq!(out, plain.to_vec());
-        assert!(compressed.len() < plain.len() / 4);
-    }
 
     #[test]
     fn should_find_top_level_values_only() {

@@ -27,7 +27,7 @@ use std::time::Instant;
 use http::{Request, Response, Uri};
 use hyper::body::Incoming;
 
-use crate::api::media::Encoding;
+use crate::api::media::ErrorEncoding;
 use crate::api::request::{ApiRequest, Verb};
 use crate::auth::{Auth, Caller};
 use crate::body::Body;
@@ -67,7 +67,7 @@ impl Api {
         let start = Instant::now();
         let ar = ApiRequest::parse(req.method(), req.uri(), req.headers());
         // r8s's own errors come in the negotiated encoding.
-        let encoding = ar.as_ref().map_or(Encoding::Json, ApiRequest::encoding);
+        let errors = ar.as_ref().map_or(ErrorEncoding::Json, |ar| ar.errors);
         let (verb, resource) = match &ar {
             Some(ar) => (ar.verb, ar.resource_label()),
             None => (Verb::Other, Cow::Owned(non_resource_label(req.uri()))),
@@ -79,7 +79,7 @@ impl Api {
         {
             Ok(caller) => caller,
             Err(refusal) => {
-                let resp = refusal.into_response(encoding);
+                let resp = refusal.into_response(errors);
                 return finish(resp, verb, &resource, Source::Auth, None, start);
             }
         };
@@ -94,7 +94,7 @@ impl Api {
         };
         let (resp, result) = match self.answer_from_cache(cache, ar, &caller).await {
             Answer::Hit(resp) => (resp, CacheResult::Hit),
-            Answer::Refused(refusal) => (refusal.into_response(encoding), CacheResult::Refused),
+            Answer::Refused(refusal) => (refusal.into_response(errors), CacheResult::Refused),
             Answer::Pass(reason) => (
                 self.forward(req, ar.streaming, &caller).await,
                 CacheResult::Pass(reason),

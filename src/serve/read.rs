@@ -18,7 +18,7 @@ use http::{HeaderValue, Response, StatusCode, header};
 
 use super::outcome::PassReason;
 use crate::api::continue_token::{ContinueToken, Format};
-use crate::api::media::{Encoding, Shape};
+use crate::api::media::{Encoding, ErrorEncoding, Shape};
 use crate::api::params::{ListOptions, RvMatch};
 use crate::api::path::ResourcePath;
 use crate::api::request::{ApiRequest, Verb};
@@ -28,7 +28,8 @@ use crate::body::{self, Body};
 use crate::cache::ResourceCache;
 use crate::cache::object::{CachedObject, MetadataItem};
 use crate::cache::store::{Serving, Store, Version};
-use crate::codec::json::{self, GZIP_MIN, GzipListBody, ListBody, ListItem, gzip as gzip_bytes};
+use crate::codec::gzip::{GzipList, gzip as gzip_bytes};
+use crate::codec::json::{self, GZIP_MIN, ListBody, ListItem};
 use crate::codec::protobuf as pb;
 use crate::config::OnTooNew;
 use crate::upstream::proof::{ConsistentKind, Proofs, Unproven};
@@ -164,7 +165,7 @@ pub async fn answer(
         list(at, &ar.path, opts, shape, policy, proven).await
     };
     let pretty = ar.pretty && encoding == Encoding::Json;
-    let mut resp = answered(result, &policy.lists, encoding, pretty, ar.gzip)?;
+    let mut resp = answered(result, &policy.lists, encoding, pretty, ar)?;
     if let Some(w) = warning {
         resp.headers_mut().insert(header::WARNING, w);
     }
@@ -177,17 +178,24 @@ fn answered(
     slots: &Arc<tokio::sync::Semaphore>,
     encoding: Encoding,
     pretty: bool,
-    gzip: bool,
+    ar: &ApiRequest,
 ) -> Result<Response<Body>, PassReason> {
     match result.and_then(|payload| admit(payload, slots)) {
-        Ok(payload) => Ok(respond(StatusCode::OK, payload, encoding, pretty, gzip)),
+        Ok(payload) => Ok(respond(StatusCode::OK, payload, encoding, pretty, ar.gzip)),
+        // Errors negotiate as `ErrorNegotiated` does (no `as=` transform);
+        // curl's are pretty-printed JSON, as the apiserver's.
+        Err(Early::Status(s)) if !(pretty && ar.errors == ErrorEncoding::Json) => {
+            Ok(s.into_response_as(ar.errors))
+        }
         Err(Early::Status(s)) => {
             let code = StatusCode::from_u16(s.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-            let body = match encoding {
-                Encoding::Json => s.to_bytes(),
-                Encoding::Protobuf => s.to_protobuf(),
-            };
-            let mut resp = respond(code, Payload::Bytes(body), encoding, pretty, false);
+            let mut resp = respond(
+                code,
+                Payload::Bytes(s.to_bytes()),
+                Encoding::Json,
+                true,
+                false,
+            );
             if let Some(secs) = s.retry_after {
                 resp.headers_mut()
                     .insert(header::RETRY_AFTER, HeaderValue::from(secs));
@@ -310,7 +318,7 @@ fn stream<I: ListItem + Unpin + Send + 'static>(
 ) -> Response<Body> {
     use http_body_util::BodyExt;
     if gzip && list.estimated_len() >= GZIP_MIN {
-        hit(code, GzipListBody::new(list).boxed_unsync(), encoding, true)
+        hit(code, GzipList::new(list).boxed_unsync(), encoding, true)
     } else {
         hit(code, list.boxed_unsync(), encoding, false)
     }
@@ -522,8 +530,12 @@ fn assemble(
     match shape {
         Shape::MetadataList => {
             let items: Vec<MetadataItem> = picked.into_iter().map(MetadataItem).collect();
-            Payload::MetadataList(ListBody::new(head(items_len), items, items_len, protobuf))
+            let list = ListBody::new(head(items_len), items, items_len, protobuf);
+            Payload::MetadataList(if filtered { list } else { list.contiguous() })
         }
-        _ => Payload::List(ListBody::new(head(items_len), picked, items_len, protobuf)),
+        _ => {
+            let list = ListBody::new(head(items_len), picked, items_len, protobuf);
+            Payload::List(if filtered { list } else { list.contiguous() })
+        }
     }
 }

@@ -22,7 +22,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::outcome::PassReason;
-use crate::api::media::{Encoding, MediaType, Shape};
+use crate::api::media::{Encoding, ErrorEncoding, MediaType, Shape};
 use crate::api::request::ApiRequest;
 use crate::api::selector::Selectors;
 use crate::api::status::Status;
@@ -126,6 +126,8 @@ pub struct Plan {
     consistent: bool,
     /// The `Warning` of a stale cache served anyway (`cache.serve_stale`).
     warning: Option<http::HeaderValue>,
+    /// What an error before the stream starts is written in.
+    errors: ErrorEncoding,
 }
 
 /// Whether a watch can be served from the cache: its plan, or why not.
@@ -174,6 +176,7 @@ pub fn plan(
     }
     let store = store.clone();
     Ok(Plan {
+        errors: ar.errors,
         cache: cache.clone(),
         store,
         start,
@@ -234,7 +237,7 @@ impl Plan {
         if policy.active.fetch_add(1, Ordering::AcqRel) >= policy.max_watchers {
             policy.active.fetch_sub(1, Ordering::AcqRel);
             crate::metrics::watch_rejected();
-            return Status::too_many_requests().into_response_as(self.store.encoding());
+            return Status::too_many_requests().into_response_as(self.errors);
         }
         let active = ActiveGuard(policy.active.clone());
         let timeout = match self.timeout_seconds {

@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use super::state::{Req, Sim, json_response, read_body, to_bytes};
 use super::{auth, exec, read, resources, watch, write};
-use crate::api::media::Encoding;
+use crate::api::media::ErrorEncoding;
 use crate::api::query::Query;
 use crate::api::request::{self, ApiRequest, Verb};
 use crate::api::status::Status;
@@ -25,14 +25,14 @@ impl Sim {
         let (parts, incoming) = req.into_parts();
         let ar = ApiRequest::parse(&parts.method, &parts.uri, &parts.headers);
         // Errors come in the negotiated encoding, as the apiserver's do.
-        let encoding = ar.as_ref().map_or(Encoding::Json, ApiRequest::encoding);
+        let errors = ar.as_ref().map_or(ErrorEncoding::Json, |ar| ar.errors);
         let pretty = match &ar {
             Some(ar) => ar.pretty && !ar.streaming,
             None => request::pretty_non_resource(&Query::parse(parts.uri.query()), &parts.headers),
         };
         let mut resp = match self.route(ar, parts, incoming).await {
             Ok(r) => r,
-            Err(s) => s.into_response_as(encoding),
+            Err(s) => s.into_response_as(errors),
         };
         if pretty {
             resp = prettify(resp).await;
