@@ -6,7 +6,8 @@
 //! `cargo bench --bench gzip` (results in BENCHMARKS.md). The Go side runs
 //! when `go` is on the PATH (`apt-get install golang-go`): `benches/go/
 //! apiserver_gzip.go` compresses each body r8s served. `BENCH_R8S_BIN=/path/to/r8s`
-//! measures another r8s binary (an older build); `BENCH_PODS=N` another size.
+//! measures another r8s binary (an older build); `BENCH_PODS=N` another size;
+//! `BENCH_ONLY=watchlist` only the streaming lists (informer starts).
 
 mod common;
 
@@ -260,6 +261,71 @@ async fn cpu_table(c: &C, s: &Setup, lists: &[(&str, &str)], churn: u32) {
     }
 }
 
+/// Informer starts measured: streaming lists that end 1 s after they start
+/// (the initial events, the end bookmark, nothing else at idle).
+const STARTS: u32 = 10;
+
+/// An informer's start (a streaming list, as client-go 1.35+ opens it) in
+/// each encoding, plain and gzip (`server.watchlist_compression`): bytes
+/// on the wire and r8s's CPU per start.
+async fn watchlist_table(c: &C, s: &Setup, go: &Go, pods: usize) {
+    let pid = s.r8s.0.id();
+    let url = format!(
+        "{}/pods?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion=0&allowWatchBookmarks=true&timeoutSeconds=1",
+        s.base
+    );
+    println!();
+    println!("## An informer's start: a streaming list of {pods} pods");
+    println!();
+    println!(
+        "| streaming list | plain bytes | gzip bytes | Go level 1 of the plain stream | r8s CPU, plain | r8s CPU, gzip (first) | r8s CPU, gzip | gzip / plain CPU |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    let watches = [
+        ("JSON", JSON),
+        ("protobuf", PROTOBUF),
+        (
+            "metadata-only protobuf",
+            "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json",
+        ),
+    ];
+    for (name, accept) in watches {
+        let before = cpu_time(pid);
+        let (gz, zipped) = fetch(c, &url, accept, true).await;
+        let first = cpu_time(pid) - before;
+        assert!(zipped, "{name}: the streaming list is not gzip");
+        let (plain, zipped) = fetch(c, &url, accept, false).await;
+        assert!(!zipped);
+        assert!(
+            gunzip(&gz) == plain[..],
+            "{name}: the gzip stream is not the stream"
+        );
+        let per_start = |gzip: bool| {
+            let url = url.clone();
+            async move {
+                let before = cpu_time(pid);
+                for _ in 0..STARTS {
+                    fetch(c, &url, accept, gzip).await;
+                }
+                (cpu_time(pid) - before) / STARTS
+            }
+        };
+        let plain_cpu = per_start(false).await;
+        let gzip_cpu = per_start(true).await;
+        println!(
+            "| {name} | {} | {} ({:.1}× fewer) | {} | {} | {} | {} | {:.2}× |",
+            mb(plain.len()),
+            mb(gz.len()),
+            plain.len() as f64 / gz.len() as f64,
+            go.gzip(&plain).map_or("-".into(), |(n, _)| mb(n)),
+            ms(plain_cpu),
+            ms(first),
+            ms(gzip_cpu),
+            gzip_cpu.as_secs_f64() / plain_cpu.as_secs_f64(),
+        );
+    }
+}
+
 #[tokio::main]
 async fn main() {
     let pods: usize = std::env::var("BENCH_PODS")
@@ -268,6 +334,11 @@ async fn main() {
         .unwrap_or(10_000);
     let c: C = Client::builder(TokioExecutor::new()).build(HttpConnector::new());
     let go = Go::build();
+    if std::env::var("BENCH_ONLY").as_deref() == Ok("watchlist") {
+        let s = setup(&c, pods, 0).await;
+        watchlist_table(&c, &s, &go, pods).await;
+        return;
+    }
     let lists = [
         ("JSON", JSON),
         ("protobuf", PROTOBUF),
@@ -336,6 +407,7 @@ async fn main() {
             bytes_row(&go, name, &[(plain, gz)]);
         }
     }
+    watchlist_table(&c, &s, &go, pods).await;
     println!();
     println!(
         "| compressor (the JSON list, {}, one core) | bytes | time | MB/s | bytes vs Go level 1 |",

@@ -358,6 +358,7 @@ impl Prepared {
                 drain: Duration::from_secs_f64(self.config.shutdown.watch_drain_seconds),
                 max_watchers: self.config.watch.max_watchers,
                 active: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+                compress_watch_lists: self.config.server.watchlist_compression,
             },
             shutdown: shutdown.clone(),
         });

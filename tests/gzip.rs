@@ -236,3 +236,255 @@ async fn should_negotiate_errors_as_the_apiserver_does() {
     r8s.stop().await;
     sim.stop().await;
 }
+
+/// A watch's whole body (it ends at `timeoutSeconds`), with `accept` and
+/// maybe gzip; and its `content-encoding`.
+async fn watch_body(url: &str, accept: &str, gzip: bool) -> (Vec<u8>, Option<String>) {
+    let r = fetch(url, accept, gzip).await;
+    let enc = r
+        .headers
+        .get("content-encoding")
+        .map(|v| v.to_str().unwrap().to_string());
+    (r.body.to_vec(), enc)
+}
+
+fn gunzip_one(b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(b)
+        .read_to_end(&mut out)
+        .unwrap();
+    let mut multi = Vec::new();
+    flate2::read::MultiGzDecoder::new(b)
+        .read_to_end(&mut multi)
+        .unwrap();
+    assert!(out == multi);
+    out
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn should_gzip_streaming_lists_as_kube_apiserver_1_37_does() {
+    let mut cfg = sim_config();
+    cfg.pods = 400;
+    let sim = start_sim(cfg).await;
+    let r8s = start_r8s_caching(vec![sim.url()], &["pods"]).await;
+    let base = format!("{}/api/v1/pods?watch=1&timeoutSeconds=2", r8s.url());
+    let list = format!(
+        "{base}&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion=0&allowWatchBookmarks=true"
+    );
+    // No change meanwhile, no periodic bookmark within 2 s: the gzip stream
+    // holds exactly the plain one's bytes (initial events, the end bookmark).
+    for accept in [
+        "application/json",
+        PROTOBUF,
+        METADATA_PB.replace("List", "").as_str(),
+    ] {
+        for round in 0..2 {
+            let (plain, enc) = watch_body(&list, accept, false).await;
+            assert_eq!(enc, None);
+            let (gz, enc) = watch_body(&list, accept, true).await;
+            assert_eq!(enc.as_deref(), Some("gzip"), "{accept}");
+            let unzipped = gunzip_one(&gz);
+            assert!(
+                unzipped == plain,
+                "{accept}, round {round}: the gzip stream is not the stream"
+            );
+            assert!(
+                gz.len() * 5 < plain.len(),
+                "{accept}: {} of {}",
+                gz.len(),
+                plain.len()
+            );
+        }
+    }
+    // A plain watch is never compressed.
+    let (_, enc) = watch_body(
+        &format!("{base}&resourceVersion=0"),
+        "application/json",
+        true,
+    )
+    .await;
+    assert_eq!(enc, None);
+    r8s.stop().await;
+    sim.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn should_send_each_event_of_a_gzip_streaming_list_as_it_happens() {
+    use http_body_util::BodyExt;
+    let mut cfg = sim_config();
+    cfg.pods = 300;
+    let sim = start_sim(cfg).await;
+    let r8s = start_r8s_caching(vec![sim.url()], &["pods"]).await;
+    let url = format!(
+        "{}/api/v1/pods?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion=0&allowWatchBookmarks=true&timeoutSeconds=6",
+        r8s.url()
+    );
+    let req = http::Request::get(&url)
+        .header("accept-encoding", "gzip")
+        .body(http_body_util::Full::new(bytes::Bytes::new()))
+        .unwrap();
+    let resp = client().request(req).await.unwrap();
+    assert_eq!(resp.headers()["content-encoding"], "gzip");
+    let mut body = resp.into_body();
+    // Inflated as it arrives: every event must be readable once its bytes
+    // are in, without waiting for more (each is flushed).
+    let mut raw = Vec::new();
+    let mut inflate = flate2::Decompress::new(false);
+    let mut plain: Vec<u8> = Vec::new();
+    let mut touched = false;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let lines = |plain: &[u8]| -> Vec<serde_json::Value> {
+        // Whole lines only: a chunk of the initial events may end mid-line.
+        let end = plain.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+        plain[..end]
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(|l| serde_json::from_slice(l).unwrap())
+            .collect()
+    };
+    loop {
+        let frame = tokio::time::timeout(deadline - Instant::now(), body.frame())
+            .await
+            .expect("the events come while the watch is open");
+        let Some(frame) = frame else { break };
+        let Ok(data) = frame.unwrap().into_data() else {
+            continue;
+        };
+        raw.extend_from_slice(&data);
+        let mut input: &[u8] = &data;
+        if raw.len() == data.len() {
+            input = &input[10..]; // the gzip header
+        }
+        while !input.is_empty() {
+            let before = inflate.total_in();
+            plain.reserve(64 * 1024);
+            inflate
+                .decompress_vec(input, &mut plain, flate2::FlushDecompress::Sync)
+                .unwrap();
+            input = &input[(inflate.total_in() - before) as usize..];
+        }
+        let seen = lines(&plain);
+        let ended = seen.iter().any(|e| {
+            e["type"] == "BOOKMARK"
+                && e["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"] == "true"
+        });
+        if ended && !touched {
+            assert_eq!(seen.iter().filter(|e| e["type"] == "ADDED").count(), 300);
+            for n in 0..3 {
+                touch(&sim, "ns-0", &first_pod(&sim, n), 900 + n);
+            }
+            touched = true;
+        }
+        let modified = seen.iter().filter(|e| e["type"] == "MODIFIED").count();
+        if touched && modified == 3 {
+            break;
+        }
+    }
+    assert!(touched, "no end of the initial events");
+    // The rest of the stream, to its clean end: one gzip member whose
+    // trailer checks out.
+    while let Some(f) = tokio::time::timeout(Duration::from_secs(10), body.frame())
+        .await
+        .unwrap()
+    {
+        if let Ok(d) = f.unwrap().into_data() {
+            raw.extend_from_slice(&d);
+        }
+    }
+    let whole = gunzip_one(&raw);
+    assert!(whole.starts_with(&plain));
+    r8s.stop().await;
+    sim.stop().await;
+}
+
+/// The name of the `n`th pod of namespace ns-0.
+fn first_pod(sim: &r8s::sim::SimHandle, n: usize) -> String {
+    let keys = sim
+        .sim
+        .store
+        .keys_in_namespace(r8s::sim::resources::pods_idx(), "ns-0");
+    keys[n].rsplit('/').next().unwrap().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn should_serve_kube_rs_a_gzip_streaming_list() {
+    use futures_util::StreamExt;
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::runtime::{WatchStreamExt, reflector, watcher};
+    let mut cfg = sim_config();
+    cfg.pods = 300;
+    let sim = start_sim(cfg).await;
+    let r8s = start_r8s_caching(vec![sim.url()], &["pods"]).await;
+    let before = {
+        let m = get(&format!("{}/metrics", r8s.admin_url())).await.text();
+        ["reused", "compressed", "live"]
+            .iter()
+            .map(|h| metric(&m, &format!("r8s_list_gzip_items_total{{how=\"{h}\"}}")))
+            .sum::<f64>()
+    };
+    // kube-rs's `gzip` feature unzips what comes gzipped. It asks watches
+    // for `identity` (its decoder reads one gzip member, and kube-apiserver
+    // 1.37 writes one per event); r8s's stream is a single member, so a
+    // kube-rs client that asks for gzip on watches too reads it.
+    let mut config = kube::Config::new(r8s.url().parse().unwrap());
+    config.headers.push((
+        http::header::ACCEPT_ENCODING,
+        http::HeaderValue::from_static("gzip"),
+    ));
+    let client = kube::Client::try_from(config).unwrap();
+    let api: kube::Api<Pod> = kube::Api::all(client);
+    let (reader, writer) = reflector::store();
+    let config = watcher::Config::default().streaming_lists().any_semantic();
+    let stream = reflector(writer, watcher(api, config)).applied_objects();
+    let task = tokio::spawn(async move {
+        let mut s = std::pin::pin!(stream);
+        while let Some(ev) = s.next().await {
+            ev.expect("a gzip streaming list through r8s works");
+        }
+    });
+    tokio::time::timeout(Duration::from_secs(10), reader.wait_until_ready())
+        .await
+        .unwrap()
+        .unwrap();
+    touch(&sim, "ns-1", &pod_in(&sim, "ns-1"), 4242);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let state = reader.state();
+        let touched = state.iter().any(|p| {
+            p.metadata
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.get("r8s.dev/touch").map(String::as_str) == Some("4242"))
+        });
+        if state.len() == 300 && touched {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the reflector has {} pods",
+            state.len()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    task.abort();
+    let m = get(&format!("{}/metrics", r8s.admin_url())).await.text();
+    let after: f64 = ["reused", "compressed", "live"]
+        .iter()
+        .map(|h| metric(&m, &format!("r8s_list_gzip_items_total{{how=\"{h}\"}}")))
+        .sum();
+    assert!(
+        after - before >= 300.0,
+        "the initial events were not compressed ({before} → {after})"
+    );
+    r8s.stop().await;
+    sim.stop().await;
+}
+
+fn pod_in(sim: &r8s::sim::SimHandle, ns: &str) -> String {
+    let keys = sim
+        .sim
+        .store
+        .keys_in_namespace(r8s::sim::resources::pods_idx(), ns);
+    keys[0].rsplit('/').next().unwrap().to_string()
+}
+

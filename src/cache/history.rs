@@ -16,6 +16,7 @@ use bytes::Bytes;
 
 use super::object::{CachedObject, Objects};
 use crate::api::media::Encoding;
+use crate::codec::gzip::{self, Block};
 
 /// What a watcher would have seen happen to one object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,6 +113,9 @@ pub struct Event {
     /// The other forms watchers may need ([`Event::line`]), each built once
     /// on first use; most events never need one, so they cost a pointer.
     others: OnceLock<Box<[OnceLock<Bytes>; 5]>>,
+    /// Its lines compressed on their own, for gzip streaming lists
+    /// ([`Event::gzip_line`]), each once on first use.
+    deflated: OnceLock<Box<[OnceLock<Block>; 6]>>,
     triggers: Box<[Trigger]>,
 }
 
@@ -132,8 +136,26 @@ impl Event {
             arrived: Instant::now(),
             line: Bytes::new(),
             others: OnceLock::new(),
+            deflated: OnceLock::new(),
             triggers: Box::new([]),
         }
+    }
+
+    /// [`Event::line`] compressed on its own, once for every gzip watcher
+    /// that sends it (a streaming list's stream after its initial events).
+    pub fn gzip_line(&self, form: Form, kind: EventKind) -> Option<&Block> {
+        let line = self.line(form, kind)?;
+        let k = match kind {
+            _ if kind == self.kind => 0,
+            EventKind::Added => 1,
+            _ => 2,
+        };
+        let slot = match form {
+            Form::Object => k,
+            Form::Metadata => 3 + k,
+        };
+        let slots = self.deflated.get_or_init(Default::default);
+        Some(slots[slot].get_or_init(|| gzip::block(line)))
     }
 
     /// This event as a watcher sees it, shared by every watcher that does:

@@ -286,6 +286,34 @@ impl ListItem for CachedObject {
     }
 }
 
+/// An object as a streaming list's initial ADDED event, one of a run of
+/// them compressed for gzip streaming lists.
+pub struct AddedItem {
+    /// The object.
+    pub object: Arc<CachedObject>,
+    /// Its metadata only (`PartialObjectMetadata`).
+    pub metadata: bool,
+}
+
+impl ListItem for AddedItem {
+    fn item_len(&self) -> usize {
+        self.object.body.len() + 32
+    }
+
+    fn write_item(&self, out: &mut bytes::BytesMut) {
+        out.extend_from_slice(&self.object.watch_event("ADDED", self.metadata));
+    }
+
+    fn memo(&self) -> Option<(&Memo, Form)> {
+        let form = if self.metadata {
+            run::WATCH_METADATA
+        } else {
+            run::WATCH_OBJECT
+        };
+        Some((&self.object.memo, form))
+    }
+}
+
 /// Objects by key, ordered as the apiserver lists them (`namespace/name`).
 pub type Objects = imbl::OrdMap<Arc<str>, Arc<CachedObject>>;
 

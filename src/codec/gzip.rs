@@ -47,7 +47,74 @@ pub const RUN_LEVEL: u32 = 6;
 pub const LIVE_LEVEL: u32 = 2;
 
 /// The gzip member header: deflate, no name, no mtime, unknown OS (as Go's).
-const HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff];
+pub const HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff];
+
+/// A piece of a gzip stream made once and sent in many streams: deflate
+/// blocks that refer to nothing before them and end on a byte boundary
+/// (a watch event, compressed once for all its watchers), and the CRC-32 of
+/// the bytes they hold, to be combined into each stream's.
+#[derive(Debug)]
+pub struct Block {
+    /// The deflate blocks.
+    pub deflate: Bytes,
+    /// The CRC-32 of the plain bytes.
+    pub crc: Crc,
+}
+
+/// Compresses `plain` on its own into a [`Block`] at [`RUN_LEVEL`] (a
+/// compressor per thread, started over each time).
+pub fn block(plain: &[u8]) -> Block {
+    thread_local! {
+        static Z: std::cell::RefCell<Compress> =
+            std::cell::RefCell::new(Compress::new(Compression::new(RUN_LEVEL), false));
+    }
+    let mut out = Vec::with_capacity(plain.len() / 3 + 64);
+    let mut crc = Crc::new();
+    crc.update(plain);
+    let ok = Z.with_borrow_mut(|z| {
+        z.reset();
+        deflate(z, plain, &mut out, FlushCompress::Sync).is_ok()
+    });
+    if !ok {
+        // Never expected of a reset compressor; the bytes go stored instead.
+        out.clear();
+        put_stored(&mut out, plain);
+    }
+    Block {
+        deflate: Bytes::from(out),
+        crc,
+    }
+}
+
+/// `plain` as deflate stored blocks (no compression: small per-stream lines
+/// such as bookmarks), the stream being on a byte boundary.
+fn put_stored(out: &mut Vec<u8>, plain: &[u8]) {
+    for chunk in plain.chunks(u16::MAX as usize) {
+        let len = chunk.len() as u16;
+        out.push(0);
+        out.extend_from_slice(&len.to_le_bytes());
+        out.extend_from_slice(&(!len).to_le_bytes());
+        out.extend_from_slice(chunk);
+    }
+}
+
+/// `plain` as stored blocks in a stream whose CRC is `crc`.
+pub fn stored(plain: &[u8], crc: &mut Crc) -> Bytes {
+    let mut out = Vec::with_capacity(plain.len() + 5);
+    put_stored(&mut out, plain);
+    crc.update(plain);
+    Bytes::from(out)
+}
+
+/// What ends a gzip stream on a byte boundary: an empty final block, then
+/// the CRC-32 and length of everything in it.
+pub fn trailer(crc: &Crc) -> Bytes {
+    let mut out = Vec::with_capacity(10);
+    out.extend_from_slice(&[0x03, 0x00]);
+    out.extend_from_slice(&crc.sum().to_le_bytes());
+    out.extend_from_slice(&crc.amount().to_le_bytes());
+    Bytes::from(out)
+}
 
 static ITEMS: [AtomicU64; 3] = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
 
@@ -117,6 +184,9 @@ pub struct GzipList<I> {
     tail: &'static [u8],
     contiguous: bool,
     slot: Option<tokio::sync::OwnedSemaphorePermit>,
+    /// Part of a longer stream (a watch's initial events): no member header
+    /// (sent before), and no end (it goes on after them).
+    open: bool,
     /// The next item to send.
     next: usize,
     /// The answer's compressor: what is not spliced goes through it, and in
@@ -163,6 +233,7 @@ impl<I: ListItem> GzipList<I> {
             tail: parts.tail,
             contiguous: parts.contiguous,
             slot: parts.slot,
+            open: false,
             next: 0,
             z: Compress::new(Compression::new(level), false),
             pending: false,
@@ -177,6 +248,32 @@ impl<I: ListItem> GzipList<I> {
             done: false,
             tally: Tally::default(),
         }
+    }
+
+    /// A streaming list's initial events (`items`, each a whole watch
+    /// event), compressed into a gzip stream whose header was sent before
+    /// and which goes on after them ([`GzipList::take_crc`]);
+    /// `contiguous`: they follow each other in the cache (no selector).
+    pub fn initial_events(items: Vec<I>, contiguous: bool) -> Self {
+        let mut list = ListBody::new(Bytes::new(), items, 0, true);
+        if contiguous {
+            list = list.contiguous();
+        }
+        let mut g = GzipList::new(list);
+        g.tail = b"";
+        g.open = true;
+        g
+    }
+
+    /// The CRC-32 of what was sent, for the stream to go on with.
+    pub fn take_crc(&mut self) -> Crc {
+        std::mem::take(&mut self.crc)
+    }
+
+    /// Whether the last piece took much compressing (the caller should let
+    /// others run before asking for the next).
+    pub fn busy(&self) -> bool {
+        self.yield_next
     }
 
     /// Where the items' bytes went, so far.
@@ -331,20 +428,22 @@ impl<I: ListItem> GzipList<I> {
         self.crc.update(&self.scratch);
         deflate(&mut self.z, &self.scratch, &mut self.out, flush)?;
         self.work += self.scratch.len();
-        self.pending = true;
+        self.pending |= !self.scratch.is_empty();
         Ok(())
     }
 
     /// The next piece of the body, or `None` at the end: about [`CHUNK`]
     /// bytes, less where it took [`WORK_PER_POLL`] of compressing.
-    fn next_chunk(&mut self) -> Result<Option<Bytes>, flate2::CompressError> {
+    pub fn next_chunk(&mut self) -> Result<Option<Bytes>, flate2::CompressError> {
         if self.done {
             return Ok(None);
         }
         self.out.reserve(CHUNK + WINDOW);
         self.work = 0;
         if let Some(head) = self.head.take() {
-            self.out.extend_from_slice(&HEADER);
+            if !self.open {
+                self.out.extend_from_slice(&HEADER);
+            }
             self.scratch.clear();
             self.scratch.extend_from_slice(&head);
             self.compress_scratch(FlushCompress::None)?;
@@ -352,6 +451,11 @@ impl<I: ListItem> GzipList<I> {
         let n = self.items.len();
         while self.out.len() < CHUNK && self.work < WORK_PER_POLL {
             let i = self.next;
+            if i == n && self.open {
+                self.flush()?;
+                self.done = true;
+                break;
+            }
             if i == n {
                 if self.spliced {
                     // The tail refers to nothing before it worth priming for.

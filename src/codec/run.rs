@@ -4,7 +4,7 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::Bytes;
 use flate2::Crc;
@@ -20,6 +20,13 @@ pub type Form = usize;
 pub const OBJECT: Form = 0;
 /// [`Form`] of a `PartialObjectMetadataList`.
 pub const METADATA: Form = 1;
+/// [`Form`] of a streaming list's initial ADDED events.
+pub const WATCH_OBJECT: Form = 2;
+/// [`Form`] of a metadata-only streaming list's initial ADDED events.
+pub const WATCH_METADATA: Form = 3;
+
+/// A run per form, made on first use (most objects never need one).
+type Slots = [Mutex<Option<Arc<Run>>>; 4];
 
 static SERIALS: AtomicU64 = AtomicU64::new(1);
 static RUN_BYTES: AtomicUsize = AtomicUsize::new(0);
@@ -30,7 +37,7 @@ static RUN_BYTES: AtomicUsize = AtomicUsize::new(0);
 pub struct Memo {
     serial: u64,
     run_start: bool,
-    runs: [Mutex<Option<Arc<Run>>>; 2],
+    runs: OnceLock<Box<Slots>>,
 }
 
 impl Memo {
@@ -39,7 +46,7 @@ impl Memo {
         Memo {
             serial: SERIALS.fetch_add(1, Ordering::Relaxed),
             run_start: starts_run(key),
-            runs: [Mutex::new(None), Mutex::new(None)],
+            runs: OnceLock::new(),
         }
     }
 
@@ -55,12 +62,13 @@ impl Memo {
 
     /// The run of `form` starting here, if one was compressed.
     pub fn run(&self, form: Form) -> Option<Arc<Run>> {
-        self.runs[form].locked().clone()
+        self.runs.get()?[form].locked().clone()
     }
 
     /// Keeps `run` as the run of `form` starting here.
     pub fn keep(&self, form: Form, run: Arc<Run>) {
-        *self.runs[form].locked() = Some(run);
+        let slots = self.runs.get_or_init(Box::default);
+        *slots[form].locked() = Some(run);
     }
 }
 

@@ -299,6 +299,9 @@ pub struct ServerConfig {
     /// The probability of GOAWAY after a response on an HTTP/2 connection
     /// (kube-apiserver's `--goaway-chance`), so clients rebalance; 0: never.
     pub goaway_chance: f64,
+    /// Streaming lists (`sendInitialEvents=true`) are gzip-encoded for
+    /// clients that accept gzip (kube-apiserver 1.37's `WatchListCompression`).
+    pub watchlist_compression: bool,
 }
 
 /// `kubectl proxy --accept-hosts`'s default: loopback names only.
@@ -337,6 +340,7 @@ impl Default for ServerConfig {
             accept_hosts: own(&DEFAULT_ACCEPT_HOSTS),
             reject_paths: own(&DEFAULT_REJECT_PATHS),
             goaway_chance: 0.0,
+            watchlist_compression: true,
         }
     }
 }

@@ -29,14 +29,16 @@ use crate::api::status::Status;
 use crate::body::{self, Body};
 use crate::cache::ResourceCache;
 use crate::cache::history::{Cursor, Event, EventKind, Form, Trigger};
-use crate::cache::object::CachedObject;
+use crate::cache::object::{AddedItem, CachedObject};
 use crate::cache::store::Store;
+use crate::codec::gzip::{self, GzipList};
 use crate::codec::json::{META_API_VERSION, bookmark, initial_events_end, watch_line};
 use crate::codec::protobuf as pb;
 use crate::config::{OnTooNew, OnTooOld};
 use crate::metrics::{WatchEnd, WatchMetrics};
 use crate::shutdown::Signal;
 use crate::upstream::proof::{ConsistentKind, Proofs};
+use flate2::Crc;
 
 /// Events a watcher takes from the log per read: bounds what a stalled watcher holds.
 const BATCH: usize = 256;
@@ -64,6 +66,8 @@ pub struct WatchPolicy {
     pub max_watchers: usize,
     /// Cached watches open now (all resources).
     pub active: Arc<AtomicUsize>,
+    /// Gzip streaming lists for clients that accept it (`server.watchlist_compression`).
+    pub compress_watch_lists: bool,
 }
 
 struct Filter {
@@ -128,6 +132,8 @@ pub struct Plan {
     warning: Option<http::HeaderValue>,
     /// What an error before the stream starts is written in.
     errors: ErrorEncoding,
+    /// A streaming list to a client that takes gzip (`server.watchlist_compression`).
+    gzip: bool,
 }
 
 /// Whether a watch can be served from the cache: its plan, or why not.
@@ -177,6 +183,7 @@ pub fn plan(
     let store = store.clone();
     Ok(Plan {
         errors: ar.errors,
+        gzip: policy.compress_watch_lists && ar.gzip && opts.send_initial_events == Some(true),
         cache: cache.clone(),
         store,
         start,
@@ -258,6 +265,7 @@ impl Plan {
             policy: policy.clone(),
             shutdown: shutdown.clone(),
             counts: [0; 4],
+            gz: self.gzip.then(Crc::new),
         };
         let mut resp = crate::api::json_response(StatusCode::OK, body);
         let media = MediaType {
@@ -270,6 +278,17 @@ impl Plan {
         );
         if let Some(w) = self.warning {
             resp.headers_mut().insert(http::header::WARNING, w);
+        }
+        if self.gzip {
+            let h = resp.headers_mut();
+            h.insert(
+                http::header::CONTENT_ENCODING,
+                http::HeaderValue::from_static("gzip"),
+            );
+            h.insert(
+                http::header::VARY,
+                http::HeaderValue::from_static("Accept-Encoding"),
+            );
         }
         tokio::spawn(w.run(self.start, timeout, active));
         resp
@@ -299,6 +318,11 @@ struct Watcher {
     metrics: Arc<WatchMetrics>,
     /// Events sent since the last flush to the metrics, by type.
     counts: [u64; 4],
+    /// A gzip stream's CRC-32 so far (a streaming list to a client that
+    /// takes gzip): one gzip member, the initial events spliced from
+    /// compressed runs, each later event compressed once for all watchers,
+    /// this watcher's own lines (bookmarks, errors) stored.
+    gz: Option<Crc>,
 }
 
 /// Where a watcher is.
@@ -404,6 +428,15 @@ impl Watcher {
         }
     }
 
+    /// A line of this watcher's own (a bookmark, an error) as it goes on
+    /// the wire: as is, or in a gzip stream as stored deflate blocks.
+    fn framed(&mut self, line: Bytes) -> Bytes {
+        match &mut self.gz {
+            Some(crc) => gzip::stored(&line, crc),
+            None => line,
+        }
+    }
+
     /// An initial ADDED for a cached object, in this watcher's form.
     fn added_line(&self, o: &CachedObject) -> Bytes {
         o.watch_event("ADDED", self.form == Form::Metadata)
@@ -412,6 +445,13 @@ impl Watcher {
     async fn run(mut self, start: Start, timeout: Duration, active: ActiveGuard) {
         self.metrics.started();
         let end = self.serve(start, timeout).await;
+        if let Some(crc) = &self.gz
+            && end != WatchEnd::Client
+        {
+            // A gzip stream ends whole, so the client reads a clean end.
+            let end_of_stream = gzip::trailer(crc);
+            let _ = tokio::time::timeout(Duration::from_secs(1), self.tx.send(end_of_stream)).await;
+        }
         self.flush_counts();
         self.metrics.ended(end);
         drop(active);
@@ -460,7 +500,7 @@ impl Watcher {
     /// Ends a watcher the log's tail passed: the apiserver's ERROR 410, or
     /// (pass-through mode) a clean end, so the client resumes from its last
     /// version through r8s, which passes it to the upstream.
-    async fn too_old(&self, p: &mut Progress) -> WatchEnd {
+    async fn too_old(&mut self, p: &mut Progress) -> WatchEnd {
         if self.policy.on_too_old == OnTooOld::Gone {
             let s = Status::expired(format!(
                 "too old resource version: {} ({})",
@@ -468,6 +508,7 @@ impl Watcher {
                 self.store.history_from()
             ));
             let line = self.error_line(&s);
+            let line = self.framed(line);
             // Waits for room (the client may be stalled) until the watch would end anyway.
             tokio::select! {
                 _ = self.tx.send(line) => {}
@@ -479,9 +520,11 @@ impl Watcher {
 
     /// Ends a streaming list whose version the cache did not reach in time
     /// with the cacher's ERROR event (504 "Too large resource version").
-    async fn too_large(&self, asked: u64) -> WatchEnd {
+    async fn too_large(&mut self, asked: u64) -> WatchEnd {
         let s = Status::too_large_resource_version(asked, self.store.current().rv);
-        let _ = self.tx.send(self.error_line(&s)).await;
+        let line = self.error_line(&s);
+        let line = self.framed(line);
+        let _ = self.tx.send(line).await;
         WatchEnd::TooNew
     }
 
@@ -497,6 +540,15 @@ impl Watcher {
             deadline: Instant::now() + timeout,
             drain_at: None,
         };
+        if self.gz.is_some()
+            && self
+                .tx
+                .send(Bytes::from_static(&gzip::HEADER))
+                .await
+                .is_err()
+        {
+            return WatchEnd::Client;
+        }
         match start {
             Start::TooLarge(n) => return self.too_large(n).await,
             Start::After(n) => {
@@ -536,12 +588,25 @@ impl Watcher {
                     .map(|ns| format!("{ns}/"))
                     .unwrap_or_default();
                 let from: Arc<str> = Arc::from(prefix.as_str());
-                for (_, o) in v
+                let objects = v
                     .objects
                     .range(from..)
                     .take_while(|(k, _)| k.starts_with(&prefix))
-                {
-                    if self.filter.passes(o) {
+                    .map(|(_, o)| o)
+                    .filter(|o| self.filter.passes(o));
+                if self.gz.is_some() {
+                    let metadata = self.form == Form::Metadata;
+                    let items: Vec<AddedItem> = objects
+                        .map(|o| AddedItem {
+                            object: o.clone(),
+                            metadata,
+                        })
+                        .collect();
+                    if let Err(e) = self.send_compressed(items, &mut p, c).await {
+                        return self.ended(e, &mut p).await;
+                    }
+                } else {
+                    for o in objects {
                         if let Err(e) = self.send(self.added_line(o), &mut p, c).await {
                             return self.ended(e, &mut p).await;
                         }
@@ -550,6 +615,7 @@ impl Watcher {
                 }
                 if end_bookmark {
                     let line = self.bookmark(v.rv, true);
+                    let line = self.framed(line);
                     if let Err(e) = self.send(line, &mut p, c).await {
                         return self.ended(e, &mut p).await;
                     }
@@ -590,6 +656,7 @@ impl Watcher {
                 if self.bookmarks {
                     // Unconditionally: the client resumes from it elsewhere.
                     let line = self.bookmark_line(p.rv);
+                    let line = self.framed(line);
                     let _ = tokio::time::timeout(Duration::from_secs(1), self.tx.send(line)).await;
                     self.counts[3] += 1;
                 }
@@ -601,7 +668,8 @@ impl Watcher {
                     final_bookmark |= near_end;
                     next_bookmark = now + interval;
                     if p.rv > p.start {
-                        let (line, c) = (self.bookmark_line(p.rv), p.cursor);
+                        let line = self.bookmark_line(p.rv);
+                        let (line, c) = (self.framed(line), p.cursor);
                         if let Err(e) = self.send(line, &mut p, c).await {
                             return self.ended(e, &mut p).await;
                         }
@@ -641,6 +709,40 @@ impl Watcher {
         }
     }
 
+    /// Sends a gzip streaming list's initial events: the compressed runs
+    /// gzip lists keep (of the events' form), spliced where they fit.
+    async fn send_compressed(
+        &mut self,
+        items: Vec<AddedItem>,
+        p: &mut Progress,
+        resume: Cursor,
+    ) -> Result<(), WatchEnd> {
+        let n = items.len() as u64;
+        let mut list = GzipList::initial_events(items, self.filter.selectors.is_empty());
+        loop {
+            match list.next_chunk() {
+                Ok(Some(chunk)) => {
+                    if !chunk.is_empty() {
+                        self.send(chunk, p, resume).await?;
+                    }
+                    if list.busy() {
+                        tokio::task::yield_now().await;
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::error!(error = %e, "compressing a streaming list failed; ending it");
+                    return Err(WatchEnd::Client);
+                }
+            }
+        }
+        if let Some(crc) = &mut self.gz {
+            crc.combine(&list.take_crc());
+        }
+        self.counts[0] += n;
+        Ok(())
+    }
+
     /// Sends everything the log holds for this watcher after its cursor.
     async fn catch_up(
         &mut self,
@@ -665,7 +767,14 @@ impl Watcher {
             }
             for ev in &batch.events {
                 if let Some((line, kind)) = self.line_for(ev) {
-                    self.send(line.clone(), p, batch.next).await?;
+                    let frame = match (&mut self.gz, ev.gzip_line(self.form, kind)) {
+                        (Some(crc), Some(block)) => {
+                            crc.combine(&block.crc);
+                            block.deflate.clone()
+                        }
+                        _ => line.clone(),
+                    };
+                    self.send(frame, p, batch.next).await?;
                     self.counts[type_index(kind)] += 1;
                     p.sent = ev.rv;
                     if ev.seq % SAMPLE_EVERY == 0 {
@@ -685,7 +794,7 @@ impl Watcher {
     }
 
     /// Finishes a watch that could not go on.
-    async fn ended(&self, why: WatchEnd, p: &mut Progress) -> WatchEnd {
+    async fn ended(&mut self, why: WatchEnd, p: &mut Progress) -> WatchEnd {
         match why {
             WatchEnd::TooOld => self.too_old(p).await,
             other => other,
