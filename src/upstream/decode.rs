@@ -58,6 +58,13 @@ struct ListPage<'a> {
     items: Vec<&'a RawValue>,
 }
 
+/// Whether a list item carries its own `kind` (custom resources' do).
+#[derive(Deserialize)]
+struct Typed<'a> {
+    #[serde(borrow, default)]
+    kind: Option<&'a RawValue>,
+}
+
 #[derive(Deserialize)]
 struct WatchEvent<'a> {
     #[serde(rename = "type")]
@@ -140,10 +147,10 @@ impl Decoder {
         let page: ListPage =
             serde_json::from_slice(body).map_err(|e| DecodeError::Malformed(e.to_string()))?;
         if *first {
-            self.info.items_typed = page
-                .items
-                .first()
-                .is_some_and(|i| i.get().contains("\"kind\""));
+            // A top-level `kind`, not one inside (an owner reference's).
+            self.info.items_typed = page.items.first().is_some_and(|i| {
+                serde_json::from_str::<Typed>(i.get()).is_ok_and(|t| t.kind.is_some())
+            });
             *first = false;
         }
         for item in &page.items {
@@ -418,6 +425,27 @@ mod tests {
             decoder().page(&body[..body.len() - 20], &mut none, &mut true),
             Err(DecodeError::Malformed(_))
         ));
+    }
+
+    /// Built-in types' list items carry no `kind`, though an owner
+    /// reference inside them does; a custom resource's carry their own.
+    #[test]
+    fn should_learn_whether_list_items_carry_their_kind_from_the_top_level() {
+        let page = |item: &str| {
+            format!(
+                r#"{{"kind":"PodList","apiVersion":"v1","metadata":{{"resourceVersion":"9"}},"items":[{item}]}}"#
+            )
+        };
+        let owned = r#"{"metadata":{"name":"a","namespace":"ns","resourceVersion":"3","ownerReferences":[{"apiVersion":"apps/v1","kind":"ReplicaSet","name":"r","uid":"u"}]},"spec":{}}"#;
+        let typed = r#"{"apiVersion":"example.r8s.dev/v1","kind":"Widget","metadata":{"name":"a","namespace":"ns","resourceVersion":"3"}}"#;
+        for (item, expected) in [(owned, false), (typed, true)] {
+            let mut d = decoder();
+            d.encoding = Encoding::Json;
+            let mut objects = Objects::new();
+            d.page(page(item).as_bytes(), &mut objects, &mut true)
+                .unwrap();
+            assert_eq!(d.info.items_typed, expected, "{item}");
+        }
     }
 
     /// A JSON line as the apiserver writes it is parsed in one pass; any
