@@ -7,6 +7,7 @@
 //!
 //!   cargo bench --bench persist                       # 10,000 pods
 //!   PERSIST_PODS=100000 cargo bench --bench persist
+//!   PERSIST_GZIP=false cargo bench --bench persist    # plain upstream bodies
 
 mod common;
 
@@ -88,6 +89,7 @@ async fn start(upstream: &str, dir: &std::path::Path) -> Running {
     config.upstream.servers = vec![upstream.to_string()];
     config.cache.resources = vec!["pods".into()];
     config.persist.dir = Some(dir.to_path_buf());
+    config.upstream.compression = std::env::var("PERSIST_GZIP").as_deref() != Ok("false");
     // Only the warm start's own check, not periodic ones, during the run.
     config.cache.consistency_check_interval_seconds = 86_400;
     let prepared = r8s::prepare(config).await.unwrap();

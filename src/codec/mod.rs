@@ -1,10 +1,12 @@
 //! Wire encodings of what r8s serves from its cache.
 //!
 //! - [`gzip`]: gzip lists, their runs of items compressed once and reused.
+//! - [`gunzip`]: gzip bodies read from the upstream, inflated as they arrive.
 //! - [`run`]: those runs, kept on the item each starts at.
 //! - [`json`]: list envelopes streamed from pre-serialized items.
 //! - [`protobuf`]: the `k8s\0` envelope, lists, watch frames and bookmarks.
 
+pub mod gunzip;
 pub mod gzip;
 pub mod json;
 pub mod protobuf;

@@ -30,12 +30,28 @@ impl Sim {
             Some(ar) => ar.pretty && !ar.streaming,
             None => request::pretty_non_resource(&Query::parse(parts.uri.query()), &parts.headers),
         };
+        let gzip = crate::api::media::accepts_gzip(&parts.headers);
+        // kube-apiserver 1.37's WatchListCompression (on by default).
+        let watch_list = ar.as_ref().is_some_and(|ar| {
+            ar.verb == Verb::Watch
+                && ar
+                    .options
+                    .as_ref()
+                    .is_ok_and(|o| o.send_initial_events == Some(true))
+        }) && self.config.generation == super::state::Generation::Current;
         let mut resp = match self.route(ar, parts, incoming).await {
             Ok(r) => r,
             Err(s) => s.into_response_as(errors),
         };
         if pretty {
             resp = prettify(resp).await;
+        }
+        if gzip && !resp.headers().contains_key(header::CONTENT_ENCODING) {
+            resp = if watch_list {
+                gzip_per_flush(resp)
+            } else {
+                gzip_large(resp).await
+            };
         }
         resp
     }
@@ -170,11 +186,10 @@ async fn prettify(resp: Response<Body>) -> Response<Body> {
     if !is_json {
         return resp;
     }
-    let (mut parts, b) = resp.into_parts();
-    let Ok(collected) = b.collect().await else {
-        return Response::from_parts(parts, body::empty());
+    let (mut parts, bytes) = match whole(resp).await {
+        Ok(whole) => whole,
+        Err(emptied) => return emptied,
     };
-    let bytes = collected.to_bytes();
     let out = match serde_json::from_slice::<Value>(&bytes) {
         Ok(v) => {
             let mut s = serde_json::to_vec_pretty(&v).expect("JSON serializes");
@@ -185,4 +200,98 @@ async fn prettify(resp: Response<Body>) -> Response<Body> {
     };
     parts.headers.remove(header::CONTENT_LENGTH);
     Response::from_parts(parts, body::full(out))
+}
+
+/// A response's head and whole body, or (its body failing) the response
+/// with an empty body.
+async fn whole(resp: Response<Body>) -> Result<(http::response::Parts, Bytes), Response<Body>> {
+    let (parts, b) = resp.into_parts();
+    match b.collect().await {
+        Ok(collected) => Ok((parts, collected.to_bytes())),
+        Err(_) => Err(Response::from_parts(parts, body::empty())),
+    }
+}
+
+/// kube-apiserver compresses a response for a client that accepts gzip
+/// when its first write is over 128 KiB (a list, never a small object).
+const GZIP_THRESHOLD: u64 = 128 * 1024;
+
+/// kube-apiserver's gzip level (Go's `compress/gzip` level 1).
+fn level() -> flate2::Compression {
+    flate2::Compression::new(1)
+}
+
+/// A whole response over [`GZIP_THRESHOLD`] gzipped, as kube-apiserver's
+/// `deferredResponseWriter` does; others as they are.
+async fn gzip_large(resp: Response<Body>) -> Response<Body> {
+    use http_body::Body as _;
+    use std::io::Write;
+    let big = resp
+        .body()
+        .size_hint()
+        .exact()
+        .is_some_and(|n| n > GZIP_THRESHOLD);
+    if !big {
+        return resp;
+    }
+    let (mut parts, bytes) = match whole(resp).await {
+        Ok(whole) => whole,
+        Err(emptied) => return emptied,
+    };
+    let mut z = flate2::write::GzEncoder::new(Vec::with_capacity(bytes.len() / 8), level());
+    let gz = z.write_all(&bytes).and_then(|()| z.finish());
+    let Ok(gz) = gz else {
+        return Response::from_parts(parts, body::full(bytes));
+    };
+    parts.headers.remove(header::CONTENT_LENGTH);
+    parts
+        .headers
+        .insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+    parts
+        .headers
+        .insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
+    Response::from_parts(parts, body::full(gz))
+}
+
+/// A streaming list gzipped as kube-apiserver 1.37 writes it: every
+/// flush (what is ready when the writer catches up) one gzip member.
+fn gzip_per_flush(resp: Response<Body>) -> Response<Body> {
+    use futures_util::FutureExt;
+    use std::io::Write;
+    let (mut parts, mut inner) = resp.into_parts();
+    let (tx, out) = body::channel(64);
+    tokio::spawn(async move {
+        while let Some(Ok(frame)) = inner.frame().await {
+            let mut plain = Vec::new();
+            if let Ok(d) = frame.into_data() {
+                plain.extend_from_slice(&d);
+            }
+            // What else is ready goes in the same flush.
+            while let Some(Some(Ok(frame))) = inner.frame().now_or_never() {
+                if let Ok(d) = frame.into_data() {
+                    plain.extend_from_slice(&d);
+                }
+                if plain.len() > 1 << 20 {
+                    break;
+                }
+            }
+            if plain.is_empty() {
+                continue;
+            }
+            let mut z = flate2::write::GzEncoder::new(Vec::new(), level());
+            let Ok(member) = z.write_all(&plain).and_then(|()| z.finish()) else {
+                return;
+            };
+            if tx.send(Bytes::from(member)).await.is_err() {
+                return;
+            }
+        }
+    });
+    parts
+        .headers
+        .insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+    parts
+        .headers
+        .insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
+    Response::from_parts(parts, out)
 }

@@ -34,6 +34,7 @@ use crate::api::ApiResource;
 use crate::api::media::PROTOBUF;
 use crate::api::query;
 use crate::cache::store::{Serving, Store};
+use crate::codec::gunzip::{Gunzip, is_gzip};
 use crate::codec::protobuf as pb;
 use crate::metrics::{self, StoreLabels};
 use crate::shutdown::Signal;
@@ -389,11 +390,14 @@ async fn list(
             resource.gvr.collection_path(),
             query::encode(pairs)
         );
-        let (parts, ()) = Request::get(uri)
-            .header(
-                "accept",
-                "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
-            )
+        let mut req = Request::get(uri).header(
+            "accept",
+            "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
+        );
+        if upstream.compression() {
+            req = req.header("accept-encoding", "gzip");
+        }
+        let (parts, ()) = req
             .body(())
             .map_err(|e| ListError::Failed(e.to_string()))?
             .into_parts();
@@ -411,6 +415,7 @@ async fn list(
             .get(http::header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|c| c.starts_with(PROTOBUF));
+        let gzip = is_gzip(resp.headers());
         let body = resp
             .into_body()
             .collect()
@@ -418,6 +423,16 @@ async fn list(
             .map_err(|e| ListError::Failed(e.to_string()))?
             .to_bytes();
         bytes += body.len() as u64;
+        let body = if gzip {
+            let mut plain = Vec::new();
+            let mut g = Gunzip::new();
+            g.push(&body, &mut plain)
+                .and_then(|()| g.finish())
+                .map_err(|e| ListError::Failed(e.to_string()))?;
+            bytes::Bytes::from(plain)
+        } else {
+            body
+        };
         let (at, next) = page(&body, protobuf, &mut items)?;
         if next.is_empty() {
             return Ok(Listed {

@@ -137,6 +137,8 @@ pub struct Upstream {
     has_credentials: bool,
     /// Its servers and CA, as one string ([`Upstream::identity`]).
     identity: String,
+    /// Whether r8s's own lists and watches ask for gzip ([`Upstream::compression`]).
+    compression: bool,
 }
 
 async fn kube_config(cfg: &UpstreamConfig) -> Result<kube::Config, SetupError> {
@@ -215,6 +217,7 @@ impl Upstream {
             None => raw.clone(),
         };
         Ok(Upstream {
+            compression: cfg.compression && !config.disable_compression,
             servers,
             preferred: AtomicUsize::new(0),
             authed,
@@ -288,6 +291,12 @@ impl Upstream {
     /// a new CA). A snapshot is only loaded against the same identity.
     pub fn identity(&self) -> &str {
         &self.identity
+    }
+
+    /// Whether r8s's own lists and watches ask for gzip: `upstream.compression`,
+    /// unless the kubeconfig's cluster says `disable-compression` (client-go's rule).
+    pub fn compression(&self) -> bool {
+        self.compression
     }
 
     /// The servers, as configured.

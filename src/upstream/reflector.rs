@@ -38,6 +38,7 @@ use crate::api::media::{self, Encoding};
 use crate::api::query;
 use crate::cache::object::{ObjectError, Objects, TypeInfo};
 use crate::cache::store::{Change, Restored, Serving, Store};
+use crate::codec::gunzip::{Gunzip, GunzipError, is_gzip};
 use crate::metrics;
 use crate::shutdown::Signal;
 
@@ -118,6 +119,12 @@ fn initial_event(ev: Decoded, objects: &mut Objects) -> Result<Option<u64>, Step
             "DELETED event before the initial-events-end bookmark".into(),
         )),
     }
+}
+
+/// A gzip body from the upstream that cannot be read: the stream is
+/// broken (a relist or a resumed watch follows, never a half-read state).
+fn gunzip_failed(e: GunzipError) -> StepError {
+    StepError::Failed(e.to_string())
 }
 
 /// Tunables.
@@ -315,8 +322,11 @@ impl Reflector {
                 "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
             }
         };
-        let (parts, ()) = Request::get(uri)
-            .header("accept", accept)
+        let mut req = Request::get(uri).header("accept", accept);
+        if self.upstream.compression() {
+            req = req.header("accept-encoding", "gzip");
+        }
+        let (parts, ()) = req
             .body(())
             .map_err(|e| StepError::Failed(e.to_string()))?
             .into_parts();
@@ -380,7 +390,9 @@ impl Reflector {
                 pairs.push(("continue", cont.as_str()));
             }
             let q = query::encode(pairs);
-            let mut resp = self.get(&q).await?.into_body();
+            let resp = self.get(&q).await?;
+            let mut gunzip = is_gzip(resp.headers()).then(Gunzip::new);
+            let mut resp = resp.into_body();
             scratch.clear();
             let patience = self.patience();
             loop {
@@ -395,8 +407,14 @@ impl Reflector {
                     .map_err(|e| StepError::Failed(e.to_string()))?
                     .into_data()
                 {
-                    scratch.extend_from_slice(&data);
+                    match &mut gunzip {
+                        Some(g) => g.push(&data, &mut scratch).map_err(gunzip_failed)?,
+                        None => scratch.extend_from_slice(&data),
+                    }
                 }
+            }
+            if let Some(g) = &mut gunzip {
+                g.finish().map_err(gunzip_failed)?;
             }
             let (rv_s, next) = self.decoder.page(&scratch, &mut objects, &mut first)?;
             let rv: u64 = rv_s.parse().map_err(|_| {
@@ -418,8 +436,10 @@ impl Reflector {
         let q = format!(
             "watch=1&allowWatchBookmarks=true&resourceVersion={rv}&timeoutSeconds={timeout}"
         );
-        let body = self.get(&q).await?.into_body();
-        self.read_stream(body, rv, None, timeout, shutdown).await
+        let resp = self.get(&q).await?;
+        let gzip = is_gzip(resp.headers());
+        self.read_stream(resp.into_body(), gzip, rv, None, timeout, shutdown)
+            .await
     }
 
     /// A streaming list (`sendInitialEvents=true`, Kubernetes 1.32+): the
@@ -452,24 +472,34 @@ impl Reflector {
             }
             s => return Err(StepError::Failed(format!("streaming list: HTTP {s}"))),
         }
-        self.read_stream(resp.into_body(), 0, Some(OrdMap::new()), timeout, shutdown)
-            .await
+        let gzip = is_gzip(resp.headers());
+        self.read_stream(
+            resp.into_body(),
+            gzip,
+            0,
+            Some(OrdMap::new()),
+            timeout,
+            shutdown,
+        )
+        .await
     }
 
     /// Reads watch events line by line from `body`, a watch asked to end
     /// after `timeout_s`: one still open a while past that is silent, not
     /// idle (a partition that sends nothing, not even a reset). With
     /// `initial`, ADDED events first build a new state, replaced at once at
-    /// the end bookmark.
+    /// the end bookmark. A `gzip` body is inflated as it arrives.
     async fn read_stream(
         &mut self,
         mut body: Incoming,
+        gzip: bool,
         mut rv: u64,
         mut initial: Option<Objects>,
         timeout_s: u64,
         shutdown: &Signal,
     ) -> Result<u64, StepError> {
         let mut buf = BytesMut::new();
+        let mut gunzip = gzip.then(|| (Gunzip::new(), Vec::new()));
         // An upstream that ignores sendInitialEvents never sends the end bookmark.
         let mut quiet = Box::pin(tokio::time::sleep(INITIAL_EVENTS_QUIET));
         let overdue = Duration::from_secs(timeout_s) + self.patience();
@@ -492,6 +522,9 @@ impl Reflector {
             };
             self.store.staleness.heard();
             let Some(frame) = frame else {
+                if let Some((g, _)) = &mut gunzip {
+                    g.finish().map_err(gunzip_failed)?;
+                }
                 return if initial.is_some() {
                     Err(StepError::StreamingUnsupported(
                         "stream ended before the initial-events-end bookmark".into(),
@@ -504,7 +537,14 @@ impl Reflector {
             let Ok(data) = frame.into_data() else {
                 continue;
             };
-            buf.extend_from_slice(&data);
+            match &mut gunzip {
+                Some((g, plain)) => {
+                    plain.clear();
+                    g.push(&data, plain).map_err(gunzip_failed)?;
+                    buf.extend_from_slice(plain);
+                }
+                None => buf.extend_from_slice(&data),
+            }
             while let Some(unit) = self.decoder.next_unit(&mut buf) {
                 let ev = self.decoder.event(&unit, self.wants_empty)?;
                 if let Decoded::Bookmark { empty: Some(e), .. } = &ev {
