@@ -30,9 +30,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 
 use bytes::{Bytes, BytesMut};
-use flate2::{Compress, Compression, Crc, FlushCompress, Status};
+use flate2::{Compress, Compression, FlushCompress, Status};
 use http_body::{Body as HttpBody, Frame, SizeHint};
 
+use super::crc::{PieceCrc, StreamCrc};
 use super::json::{CHUNK, ListBody, ListItem};
 use super::run::Run;
 use crate::body::BoxError;
@@ -57,8 +58,8 @@ pub const HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff];
 pub struct Block {
     /// The deflate blocks.
     pub deflate: Bytes,
-    /// The CRC-32 of the plain bytes.
-    pub crc: Crc,
+    /// The CRC-32 of the plain bytes, ready to append.
+    pub crc: PieceCrc,
 }
 
 /// Compresses `plain` on its own into a [`Block`] at [`RUN_LEVEL`] (a
@@ -69,8 +70,7 @@ pub fn block(plain: &[u8]) -> Block {
             std::cell::RefCell::new(Compress::new(Compression::new(RUN_LEVEL), false));
     }
     let mut out = Vec::with_capacity(plain.len() / 3 + 64);
-    let mut crc = Crc::new();
-    crc.update(plain);
+    let crc = PieceCrc::of(plain);
     let ok = Z.with_borrow_mut(|z| {
         z.reset();
         deflate(z, plain, &mut out, FlushCompress::Sync).is_ok()
@@ -99,7 +99,7 @@ fn put_stored(out: &mut Vec<u8>, plain: &[u8]) {
 }
 
 /// `plain` as stored blocks in a stream whose CRC is `crc`.
-pub fn stored(plain: &[u8], crc: &mut Crc) -> Bytes {
+pub fn stored(plain: &[u8], crc: &mut StreamCrc) -> Bytes {
     let mut out = Vec::with_capacity(plain.len() + 5);
     put_stored(&mut out, plain);
     crc.update(plain);
@@ -108,7 +108,7 @@ pub fn stored(plain: &[u8], crc: &mut Crc) -> Bytes {
 
 /// What ends a gzip stream on a byte boundary: an empty final block, then
 /// the CRC-32 and length of everything in it.
-pub fn trailer(crc: &Crc) -> Bytes {
+pub fn trailer(crc: &StreamCrc) -> Bytes {
     let mut out = Vec::with_capacity(10);
     out.extend_from_slice(&[0x03, 0x00]);
     out.extend_from_slice(&crc.sum().to_le_bytes());
@@ -202,7 +202,7 @@ pub struct GzipList<I> {
     /// [`WINDOW`] bytes: a run's dictionary.
     recent: VecDeque<(Option<u64>, u32)>,
     recent_len: usize,
-    crc: Crc,
+    crc: StreamCrc,
     out: Vec<u8>,
     scratch: BytesMut,
     /// Plain bytes compressed (not spliced) for the chunk being made.
@@ -240,7 +240,7 @@ impl<I: ListItem> GzipList<I> {
             spliced: false,
             recent: VecDeque::new(),
             recent_len: 0,
-            crc: Crc::new(),
+            crc: StreamCrc::default(),
             out: Vec::new(),
             scratch: BytesMut::new(),
             work: 0,
@@ -266,7 +266,7 @@ impl<I: ListItem> GzipList<I> {
     }
 
     /// The CRC-32 of what was sent, for the stream to go on with.
-    pub fn take_crc(&mut self) -> Crc {
+    pub fn take_crc(&mut self) -> StreamCrc {
         std::mem::take(&mut self.crc)
     }
 
@@ -370,7 +370,7 @@ impl<I: ListItem> GzipList<I> {
             if i + k < n && d <= i && self.same(i, run.items()) && self.same(i - d, run.dict()) {
                 self.flush()?;
                 self.out.extend_from_slice(run.deflate());
-                self.crc.combine(run.crc());
+                self.crc.append(run.crc());
                 self.spliced = true;
                 for (s, len) in run.items().iter().zip(run.lens().iter()) {
                     self.sent(Some(*s), *len as usize);
@@ -395,8 +395,7 @@ impl<I: ListItem> GzipList<I> {
         self.flush()?;
         self.scratch.clear();
         let lens: Box<[u32]> = (i..end).map(|j| self.write_item(j) as u32).collect();
-        let mut crc = Crc::new();
-        crc.update(&self.scratch);
+        let crc = PieceCrc::of(&self.scratch);
         let at = self.out.len();
         deflate(
             &mut self.z,
@@ -405,7 +404,7 @@ impl<I: ListItem> GzipList<I> {
             FlushCompress::Sync,
         )?;
         self.work += self.scratch.len();
-        self.crc.combine(&crc);
+        self.crc.append(&crc);
         let run = Arc::new(Run::new(
             Bytes::copy_from_slice(&self.out[at..]),
             crc,

@@ -1,11 +1,13 @@
 //! Wire encodings of what r8s serves from its cache.
 //!
 //! - [`gzip`]: gzip lists, their runs of items compressed once and reused.
+//! - [`crc`]: gzip's CRC-32 of streams spliced from pieces compressed once.
 //! - [`gunzip`]: gzip bodies read from the upstream, inflated as they arrive.
 //! - [`run`]: those runs, kept on the item each starts at.
 //! - [`json`]: list envelopes streamed from pre-serialized items.
 //! - [`protobuf`]: the `k8s\0` envelope, lists, watch frames and bookmarks.
 
+pub mod crc;
 pub mod gunzip;
 pub mod gzip;
 pub mod json;

@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::Bytes;
-use flate2::Crc;
+
+use super::crc::PieceCrc;
 
 use crate::sync::MutexExt;
 
@@ -96,7 +97,7 @@ fn starts_run(key: &str) -> bool {
 /// A run of items, deflated: spliced where its items follow its dictionary's.
 pub struct Run {
     deflate: Bytes,
-    crc: Crc,
+    crc: PieceCrc,
     /// The serials of its items, and their plain bytes.
     items: Box<[u64]>,
     lens: Box<[u32]>,
@@ -110,7 +111,7 @@ impl Run {
     /// after.
     pub fn new(
         deflate: Bytes,
-        crc: Crc,
+        crc: PieceCrc,
         items: Box<[u64]>,
         lens: Box<[u32]>,
         dict: Box<[u64]>,
@@ -131,7 +132,7 @@ impl Run {
     }
 
     /// The CRC-32 of its plain bytes.
-    pub fn crc(&self) -> &Crc {
+    pub fn crc(&self) -> &PieceCrc {
         &self.crc
     }
 

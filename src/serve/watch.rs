@@ -31,6 +31,7 @@ use crate::cache::ResourceCache;
 use crate::cache::history::{Cursor, Event, EventKind, Form, Trigger};
 use crate::cache::object::{AddedItem, CachedObject};
 use crate::cache::store::Store;
+use crate::codec::crc::StreamCrc;
 use crate::codec::gzip::{self, GzipList};
 use crate::codec::json::{META_API_VERSION, bookmark, initial_events_end, watch_line};
 use crate::codec::protobuf as pb;
@@ -38,7 +39,6 @@ use crate::config::{OnTooNew, OnTooOld};
 use crate::metrics::{WatchEnd, WatchMetrics};
 use crate::shutdown::Signal;
 use crate::upstream::proof::{ConsistentKind, Proofs};
-use flate2::Crc;
 
 /// Events a watcher takes from the log per read: bounds what a stalled watcher holds.
 const BATCH: usize = 256;
@@ -265,7 +265,7 @@ impl Plan {
             policy: policy.clone(),
             shutdown: shutdown.clone(),
             counts: [0; 4],
-            gz: self.gzip.then(Crc::new),
+            gz: self.gzip.then(StreamCrc::default),
         };
         let mut resp = crate::api::json_response(StatusCode::OK, body);
         let media = MediaType {
@@ -322,7 +322,7 @@ struct Watcher {
     /// takes gzip): one gzip member, the initial events spliced from
     /// compressed runs, each later event compressed once for all watchers,
     /// this watcher's own lines (bookmarks, errors) stored.
-    gz: Option<Crc>,
+    gz: Option<StreamCrc>,
 }
 
 /// Where a watcher is.
@@ -737,7 +737,7 @@ impl Watcher {
             }
         }
         if let Some(crc) = &mut self.gz {
-            crc.combine(&list.take_crc());
+            crc.extend(&list.take_crc());
         }
         self.counts[0] += n;
         Ok(())
@@ -769,7 +769,7 @@ impl Watcher {
                 if let Some((line, kind)) = self.line_for(ev) {
                     let frame = match (&mut self.gz, ev.gzip_line(self.form, kind)) {
                         (Some(crc), Some(block)) => {
-                            crc.combine(&block.crc);
+                            crc.append(&block.crc);
                             block.deflate.clone()
                         }
                         _ => line.clone(),
