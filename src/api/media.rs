@@ -10,7 +10,7 @@
 //! CBOR, `meta.k8s.io/v1beta1` conversions, `pretty` and `export`
 //! parameters, and anything unacceptable (406) are the upstream's.
 
-use http::{HeaderMap, header};
+use http::{HeaderMap, HeaderValue, header};
 
 /// `Content-Type` of a protobuf answer.
 pub const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
@@ -319,6 +319,13 @@ pub fn negotiate_error(accept: Option<&str>) -> ErrorEncoding {
         }
     }
     ErrorEncoding::Raw
+}
+
+/// Marks a response's body as gzip, varying by `Accept-Encoding`, as the
+/// apiserver's gzip writer does.
+pub fn mark_gzipped(headers: &mut HeaderMap) {
+    headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+    headers.insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
 }
 
 /// Whether the client takes a gzipped body (`Accept-Encoding: gzip`, not `q=0`).

@@ -259,9 +259,7 @@ fn hit(code: StatusCode, body: Body, encoding: Encoding, gzipped: bool) -> Respo
         );
     }
     if gzipped {
-        let h = resp.headers_mut();
-        h.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
-        h.insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
+        crate::api::media::mark_gzipped(resp.headers_mut());
     }
     resp
 }

@@ -280,15 +280,7 @@ impl Plan {
             resp.headers_mut().insert(http::header::WARNING, w);
         }
         if self.gzip {
-            let h = resp.headers_mut();
-            h.insert(
-                http::header::CONTENT_ENCODING,
-                http::HeaderValue::from_static("gzip"),
-            );
-            h.insert(
-                http::header::VARY,
-                http::HeaderValue::from_static("Accept-Encoding"),
-            );
+            crate::api::media::mark_gzipped(resp.headers_mut());
         }
         tokio::spawn(w.run(self.start, timeout, active));
         resp

@@ -244,12 +244,7 @@ async fn gzip_large(resp: Response<Body>) -> Response<Body> {
         return Response::from_parts(parts, body::full(bytes));
     };
     parts.headers.remove(header::CONTENT_LENGTH);
-    parts
-        .headers
-        .insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
-    parts
-        .headers
-        .insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
+    crate::api::media::mark_gzipped(&mut parts.headers);
     Response::from_parts(parts, body::full(gz))
 }
 
@@ -287,11 +282,6 @@ fn gzip_per_flush(resp: Response<Body>) -> Response<Body> {
             }
         }
     });
-    parts
-        .headers
-        .insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
-    parts
-        .headers
-        .insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
+    crate::api::media::mark_gzipped(&mut parts.headers);
     Response::from_parts(parts, out)
 }
