@@ -337,6 +337,9 @@ pub async fn churn(sim: Arc<Sim>) {
             .iter()
             .nth(fastrand::usize(..pods.len()))
             .expect("in range");
+        if sim.spared(k) {
+            continue;
+        }
         let roll = fastrand::u8(..100);
         let result = if roll < 5 {
             sim.store.mutate(res, k, |cur, _| match cur {

@@ -107,6 +107,8 @@ pub struct Sim {
     refuse_watches: std::sync::atomic::AtomicBool,
     /// While set, the background churn writes nothing.
     churn_paused: std::sync::atomic::AtomicBool,
+    /// Objects the background churn leaves alone (a test's planted change).
+    spared: Mutex<std::collections::HashSet<String>>,
     /// While true, watches deliver nothing (the sim has fallen behind).
     held: tokio::sync::watch::Sender<bool>,
     /// The version of the last consistent read ([`Generation::Current`]:
@@ -140,6 +142,7 @@ impl Sim {
             watch_epoch: tokio::sync::watch::channel(0).0,
             refuse_watches: std::sync::atomic::AtomicBool::new(false),
             churn_paused: std::sync::atomic::AtomicBool::new(false),
+            spared: Mutex::new(std::collections::HashSet::new()),
             held: tokio::sync::watch::channel(false).0,
             progress: std::sync::atomic::AtomicU64::new(0),
         }
@@ -225,6 +228,18 @@ impl Sim {
     /// Whether the churn is paused.
     pub fn churn_paused(&self) -> bool {
         self.churn_paused.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Keeps the background churn away from the object at `key` (a change
+    /// planted by a test would otherwise be overwritten, and heard, by a
+    /// churn write to the same object).
+    pub fn spare_from_churn(&self, key: &str) {
+        self.spared.locked().insert(key.to_string());
+    }
+
+    /// Whether the churn leaves the object at `key` alone.
+    pub fn spared(&self, key: &str) -> bool {
+        self.spared.locked().contains(key)
     }
 
     /// Accepts watches again after [`Sim::interrupt_watches`].
