@@ -338,7 +338,9 @@ async fn watcher(addr: SocketAddr, path: String, sampled: bool, protobuf: bool, 
     } else {
         "application/json"
     };
-    let req = format!("GET {path} HTTP/1.1\r\nHost: r8s\r\nAccept: {accept}\r\n\r\n");
+    // The address as the Host: r8s refuses other names without authentication
+    // (server.accept_hosts).
+    let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: {accept}\r\n\r\n");
     s.write_all(req.as_bytes()).await.unwrap();
     let mut buf = vec![0u8; 8192];
     let mut have = 0;
@@ -383,7 +385,7 @@ async fn h2_watchers(addr: SocketAddr, paths: Vec<(String, bool)>, tally: Arc<Ta
     for (path, sampled) in paths {
         let mut send = send.clone();
         send.ready().await.expect("h2 connection");
-        let req = http::Request::get(format!("http://r8s{path}"))
+        let req = http::Request::get(format!("http://{addr}{path}"))
             .body(http_body_util::Empty::<Bytes>::new())
             .unwrap();
         let resp = send.send_request(req).await.expect("h2 watch");
@@ -677,7 +679,7 @@ fn parse_steps(arg: &str) -> Option<Vec<(Transport, usize)>> {
 
 async fn all_pods(steps: Option<Vec<(Transport, usize)>>) {
     println!(
-        "(a) {ALL_PODS} pods of ~2.3 KB; watchers on all pods from the current version, with bookmarks."
+        "(a) {ALL_PODS} real-shaped pods (the sim's, ~4.4 KB of JSON each); watchers on all pods from the current version, with bookmarks."
     );
     println!();
     if steps.is_none() {
@@ -1062,7 +1064,7 @@ async fn h2_attempts(addr: SocketAddr, path: String, n: usize) -> Attempts {
             a.other += 1;
             continue;
         }
-        let req = http::Request::get(format!("http://r8s{path}"))
+        let req = http::Request::get(format!("http://{addr}{path}"))
             .body(http_body_util::Empty::<Bytes>::new())
             .unwrap();
         match send.send_request(req).await {
