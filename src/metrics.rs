@@ -562,7 +562,7 @@ pub const WATCH_EVENTS_SENT_TOTAL: &str = "r8s_watch_events_sent_total";
 pub const WATCH_EVENT_DELIVERY_SECONDS: &str = "r8s_watch_event_delivery_seconds";
 /// Events a watcher's cursor is behind the log's head (sampled once per watcher per second).
 pub const WATCH_LAG_EVENTS: &str = "r8s_watch_lag_events";
-/// Cached watches ended, by reason (`timeout`, `client`, `too_old`, `too_new`, `shutdown`).
+/// Cached watches ended, by reason (`timeout`, `client`, `too_old`, `too_new`, `shutdown`, `error`).
 pub const WATCH_TERMINATED_TOTAL: &str = "r8s_watch_terminated_total";
 /// Events in a resource's watch log.
 pub const WATCH_LOG_EVENTS: &str = "r8s_watch_log_events";
@@ -592,16 +592,19 @@ pub enum WatchEnd {
     TooNew,
     /// r8s is shutting down (drained).
     Shutdown,
+    /// r8s could not write the stream (compressing it failed).
+    Error,
 }
 
 impl WatchEnd {
     /// Every reason, for the series registered at 0.
-    pub const ALL: [WatchEnd; 5] = [
+    pub const ALL: [WatchEnd; 6] = [
         WatchEnd::Timeout,
         WatchEnd::Client,
         WatchEnd::TooOld,
         WatchEnd::TooNew,
         WatchEnd::Shutdown,
+        WatchEnd::Error,
     ];
 
     fn as_str(self) -> &'static str {
@@ -611,6 +614,7 @@ impl WatchEnd {
             WatchEnd::TooOld => "too_old",
             WatchEnd::TooNew => "too_new",
             WatchEnd::Shutdown => "shutdown",
+            WatchEnd::Error => "error",
         }
     }
 }

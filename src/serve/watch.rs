@@ -438,9 +438,10 @@ impl Watcher {
         self.metrics.started();
         let end = self.serve(start, timeout).await;
         if let Some(crc) = &self.gz
-            && end != WatchEnd::Client
+            && !matches!(end, WatchEnd::Client | WatchEnd::Error)
         {
-            // A gzip stream ends whole, so the client reads a clean end.
+            // A gzip stream ends whole, so the client reads a clean end (not
+            // after a failure to compress: the client must see it broken).
             let end_of_stream = gzip::trailer(crc);
             let _ = tokio::time::timeout(Duration::from_secs(1), self.tx.send(end_of_stream)).await;
         }
@@ -594,7 +595,9 @@ impl Watcher {
                             metadata,
                         })
                         .collect();
-                    if let Err(e) = self.send_compressed(items, &mut p, c).await {
+                    // Boxed: its state (a compressor's) would otherwise be
+                    // part of every watcher's task, idle plain ones too.
+                    if let Err(e) = Box::pin(self.send_compressed(items, &mut p, c)).await {
                         return self.ended(e, &mut p).await;
                     }
                 } else {
@@ -724,7 +727,7 @@ impl Watcher {
                 Ok(None) => break,
                 Err(e) => {
                     tracing::error!(error = %e, "compressing a streaming list failed; ending it");
-                    return Err(WatchEnd::Client);
+                    return Err(WatchEnd::Error);
                 }
             }
         }
