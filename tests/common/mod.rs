@@ -108,16 +108,25 @@ pub async fn start_r8s_config(mut config: Config) -> R8s {
     r
 }
 
-/// A response, read whole.
+/// A response, read whole (or until its limit passed: `complete` says which).
 #[derive(Debug)]
 pub struct Resp {
     pub status: StatusCode,
     pub headers: HeaderMap,
     pub body: Bytes,
+    /// Whether the body ended before the limit (a watch may be cut by it).
+    pub complete: bool,
 }
 
 impl Resp {
     pub fn json(&self) -> serde_json::Value {
+        assert!(
+            self.complete,
+            "the body was cut by the request's time limit after {} bytes (a slow server, or a \
+             machine too busy): {}",
+            self.body.len(),
+            String::from_utf8_lossy(&self.body[..self.body.len().min(300)])
+        );
         serde_json::from_slice(&self.body)
             .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
     }
@@ -155,7 +164,7 @@ pub async fn send(
     let mut collected = Vec::new();
     let deadline = Instant::now() + limit;
     let mut body = body;
-    loop {
+    let complete = loop {
         let left = deadline.saturating_duration_since(Instant::now());
         match tokio::time::timeout(left, body.frame()).await {
             Ok(Some(Ok(f))) => {
@@ -164,13 +173,15 @@ pub async fn send(
                 }
             }
             Ok(Some(Err(e))) => panic!("{method} {url}: body error {e}"),
-            Ok(None) | Err(_) => break,
+            Ok(None) => break true,
+            Err(_) => break false,
         }
-    }
+    };
     Resp {
         status: parts.status,
         headers: parts.headers,
         body: Bytes::from(collected),
+        complete,
     }
 }
 
