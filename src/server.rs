@@ -303,7 +303,13 @@ async fn connection<I, H, F>(
             // HTTP/1.1 client opens connections as it needs them).
             let draw =
                 req.version() == http::Version::HTTP_2 && chance > 0.0 && fastrand::f64() < chance;
-            let resp = h(req, p).await;
+            // Boxed: hyper keeps a stream's (HTTP/2) or connection's
+            // (HTTP/1.1) service future allocated, at its full size, for as
+            // long as the response streams, so an open watch would hold
+            // room for the largest request a handler can serve (a proof, a
+            // pass-through). Boxed, it holds a pointer, and the handler's
+            // state is freed once the response is made.
+            let resp = Box::pin(h(req, p)).await;
             if draw {
                 drawn.notify_one();
             }
