@@ -248,12 +248,26 @@ async fn should_pass_through_when_a_proof_fails() {
         Fault::ProbeEnds,
         Fault::ProbeSilent,
     ] {
-        let r = r8s_behind(&proxy).await;
-        let before = get(&format!("{}/metrics", r.admin_url())).await.text();
-        *proxy.fault.lock().unwrap() = fault;
-        let (cache, took) = consistent(&r.url()).await;
-        *proxy.fault.lock().unwrap() = Fault::None;
-        assert_eq!(cache, "pass", "{fault:?}");
+        let mut tries = 0;
+        let (r, before, cache, took) = loop {
+            let r = r8s_behind(&proxy).await;
+            let before = get(&format!("{}/metrics", r.admin_url())).await.text();
+            *proxy.fault.lock().unwrap() = fault;
+            let (cache, took) = consistent(&r.url()).await;
+            *proxy.fault.lock().unwrap() = Fault::None;
+            tries += 1;
+            // The store's own watch may reach the upstream's version (a
+            // bookmark) before or while the probe is asked for: proven
+            // rightly, without the fault in play (seen once under a loaded
+            // CI run). A fresh r8s tries again; a fault that never makes its
+            // request pass still fails below.
+            if cache == "hit" && tries < 4 {
+                r.stop().await;
+                continue;
+            }
+            break (r, before, cache, took);
+        };
+        assert_eq!(cache, "pass", "{fault:?} ({tries} tries)");
         // Only a silent probe waits out read.prove_timeout_seconds (3 s).
         if fault != Fault::ProbeSilent {
             assert!(
