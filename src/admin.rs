@@ -82,9 +82,9 @@ impl Health {
     fn stale(&self, served: bool) -> Vec<String> {
         self.stores
             .iter()
-            .filter(|(_, s)| s.serving() == Serving::Ready && s.staleness.stale())
-            .filter(|(_, s)| s.staleness.serves_stale() == served)
-            .map(|(label, s)| format!("{label} ({} s)", s.staleness.since().as_secs()))
+            .filter(|(_, s)| s.serving() == Serving::Ready && s.staleness().stale())
+            .filter(|(_, s)| s.staleness().serves_stale() == served)
+            .map(|(label, s)| format!("{label} ({} s)", s.staleness().since().as_secs()))
             .collect()
     }
 
@@ -169,7 +169,7 @@ impl Health {
     /// (before a scrape).
     pub fn record_staleness(&self) {
         for (label, s) in &self.stores {
-            crate::metrics::cache_staleness(label, s.staleness.since());
+            crate::metrics::cache_staleness(label, s.staleness().since());
         }
         crate::metrics::caches_served_stale(self.stale(true).len());
     }

@@ -78,6 +78,8 @@ pub struct Prepared {
     config: Config,
     upstream: Arc<Upstream>,
     caches: cache::Caches,
+    /// Each cache's store writers, for its reflectors.
+    writers: Vec<(Arc<cache::ResourceCache>, Vec<cache::writer::Writer>)>,
     tls: Option<Arc<tls::Tls>>,
     /// `auth.mode = "none"`'s Host and path filters, compiled.
     local: auth::local::LocalGuard,
@@ -143,47 +145,31 @@ pub async fn prepare(config: Config) -> Result<Prepared, PrepareError> {
         Err(e) => return Err(e.into()),
     };
     let mut caches = cache::Caches::new();
-    let budget = Arc::new(cache::store::Budget::new(
+    let mut writers = Vec::new();
+    let budget = Arc::new(cache::budget::Budget::new(
         config.cache.max_bytes_per_resource as usize,
         config.cache.max_bytes_total as usize,
     ));
+    let limits = cache::store::Limits {
+        retention: Duration::from_secs(config.cache.snapshot_retention_seconds),
+        max_retained: config.cache.max_retained_versions,
+        history_events: config.watch.history_events,
+        history_bytes: config.watch.history_bytes as usize,
+        max_staleness: Duration::from_secs(config.cache.max_staleness_seconds),
+        serve_stale: config.cache.serve_stale,
+    };
     let protobuf = config.cache.encodings.iter().any(|e| e == "protobuf");
     for r in resolved {
-        let store = |encoding| {
-            let store = Arc::new(
-                cache::store::Store::new(
-                    cache::store::Limits {
-                        retention: Duration::from_secs(config.cache.snapshot_retention_seconds),
-                        max_retained: config.cache.max_retained_versions,
-                        history_events: config.watch.history_events,
-                        history_bytes: config.watch.history_bytes as usize,
-                        max_staleness: Duration::from_secs(config.cache.max_staleness_seconds),
-                        serve_stale: config.cache.serve_stale,
-                    },
-                    budget.clone(),
-                    r.gvr.group().is_empty() && r.gvr.resource() == "pods",
-                )
-                .with_encoding(encoding),
-            );
-            store.enroll();
-            store
-        };
-        let key = r.gvr.clone();
-        let rc = cache::ResourceCache {
-            list_kind: format!("{}List", r.kind),
-            label: r.gvr.to_string(),
-            watch_metrics: Default::default(),
-            store: store(api::media::Encoding::Json),
-            // (Custom resources': their objects' PartialObjectMetadata.)
-            protobuf: protobuf.then(|| store(api::media::Encoding::Protobuf)),
-            resource: r,
-        };
-        caches.insert(key, Arc::new(rc));
+        // (Custom resources' protobuf store: their objects' PartialObjectMetadata.)
+        let (rc, w) = cache::ResourceCache::new(r, protobuf, limits, &budget);
+        caches.insert(rc.resource.gvr.clone(), rc.clone());
+        writers.push((rc, w));
     }
     Ok(Prepared {
         config,
         upstream,
         caches,
+        writers,
         tls,
         local,
         persist,
@@ -199,16 +185,8 @@ impl Prepared {
         let labelled: Vec<(metrics::StoreLabels, Arc<cache::store::Store>)> = self
             .caches
             .values()
-            .flat_map(|c| {
-                let l = |encoding| metrics::StoreLabels {
-                    resource: c.label.clone(),
-                    encoding,
-                };
-                [(l("json"), Some(&c.store))]
-                    .into_iter()
-                    .chain([(l("protobuf"), c.protobuf.as_ref())])
-                    .filter_map(|(l, s)| s.map(|s| (l, s.clone())))
-            })
+            .flat_map(|c| c.stores())
+            .map(|s| (s.labels().clone(), s.clone()))
             .collect();
         let health = Arc::new(Health::new(labelled));
         let grace = Duration::from_secs(self.config.shutdown.grace_seconds);
@@ -220,22 +198,20 @@ impl Prepared {
             "r8s serving"
         );
         let (mut saved, mut checked, mut warm) = (Vec::new(), Vec::new(), false);
-        for c in self.caches.values() {
-            let encodings = [(api::media::Encoding::Json, Some(&c.store))]
-                .into_iter()
-                .chain([(api::media::Encoding::Protobuf, c.protobuf.as_ref())]);
+        let mut stampers = std::collections::HashMap::new();
+        for (c, writers) in self.writers {
             let mut stores = Vec::new();
-            for (encoding, store) in encodings {
-                let Some(store) = store else { continue };
-                let labels = metrics::StoreLabels {
-                    resource: c.label.clone(),
-                    encoding: persist::encoding_name(encoding),
-                };
+            let mut stamps = Vec::new();
+            for writer in writers {
+                let store = writer.store().clone();
+                let encoding = store.encoding();
+                let labels = store.labels().clone();
+                stamps.push(writer.stamper());
                 let relist = Arc::new(tokio::sync::Notify::new());
                 let mut r = upstream::reflector::Reflector::new(
                     self.upstream.clone(),
                     c.resource.clone(),
-                    store.clone(),
+                    writer,
                     upstream::reflector::ReflectorConfig {
                         page_size: self.config.cache.page_size,
                         streaming_lists: self.config.cache.streaming_lists,
@@ -256,12 +232,13 @@ impl Prepared {
                     });
                 }
                 stores.push(upstream::consistency::Checked {
-                    store: store.clone(),
+                    store,
                     labels,
                     relist,
                 });
                 tokio::spawn(r.run(shutdown.clone()));
             }
+            stampers.insert(c.resource.gvr.clone(), stamps);
             checked.push(upstream::consistency::Target {
                 resource: c.resource.clone(),
                 stores,
@@ -333,6 +310,7 @@ impl Prepared {
         let proofs = Arc::new(upstream::proof::Proofs::new(
             self.upstream.clone(),
             &self.caches,
+            stampers,
             upstream::proof::ProofPolicy {
                 streaming_lists: self.config.read.consistent_streaming_lists,
                 lists: self.config.read.consistent_lists,

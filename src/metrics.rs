@@ -273,6 +273,13 @@ pub struct StoreLabels {
     pub encoding: &'static str,
 }
 
+impl StoreLabels {
+    /// The labels of the store of `resource` (`v1/pods`) holding `encoding`.
+    pub fn new(resource: String, encoding: &'static str) -> Self {
+        StoreLabels { resource, encoding }
+    }
+}
+
 impl std::fmt::Display for StoreLabels {
     /// `v1/pods` for the JSON store, `v1/pods (protobuf)` for the other, in logs.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -26,6 +26,16 @@ pub enum Encoding {
     Protobuf,
 }
 
+impl Encoding {
+    /// Its name in metric labels, logs and snapshot identities (`json`, `protobuf`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Encoding::Json => "json",
+            Encoding::Protobuf => "protobuf",
+        }
+    }
+}
+
 /// What an answer holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Shape {

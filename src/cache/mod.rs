@@ -2,16 +2,26 @@
 //!
 //! - [`object`]: a cached object (upstream bytes + parsed metadata).
 //! - [`json`], [`protobuf`]: cached objects parsed from the upstream's bodies.
-//! - [`store`]: immutable versions, one writer, lock-free readers.
+//! - [`store`]: immutable versions, lock-free readers.
+//! - [`writer`]: a store's one writer (a typed handle), and a proof's stamper.
+//! - [`serving`]: whether a store answers requests, and its transitions.
+//! - [`budget`]: byte budgets shared by the stores, and how they make room.
 //! - [`history`]: the event log watchers read, indexed by trigger.
+//! - [`wakers`]: the indexed watchers each event wakes.
 //! - [`staleness`]: how long a store has gone without word from its upstream.
 
+pub mod budget;
 pub mod history;
 pub mod json;
 pub mod object;
 pub mod protobuf;
+pub mod serving;
 pub mod staleness;
 pub mod store;
+#[cfg(test)]
+mod store_tests;
+pub mod wakers;
+pub mod writer;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -40,6 +50,41 @@ pub struct ResourceCache {
 }
 
 impl ResourceCache {
+    /// The cache of `resource`: a JSON store, and a protobuf one with
+    /// `protobuf`, each as `limits` say and counted against `budget`. The
+    /// stores' writers are returned apart, for their reflectors.
+    pub fn new(
+        resource: ApiResource,
+        protobuf: bool,
+        limits: store::Limits,
+        budget: &Arc<budget::Budget>,
+    ) -> (Arc<ResourceCache>, Vec<writer::Writer>) {
+        let make = |encoding| {
+            store::Store::new(store::Options::of(
+                &resource,
+                encoding,
+                limits,
+                budget.clone(),
+            ))
+        };
+        let (json_w, json) = make(Encoding::Json);
+        let mut writers = vec![json_w];
+        let protobuf = protobuf.then(|| {
+            let (w, s) = make(Encoding::Protobuf);
+            writers.push(w);
+            s
+        });
+        let cache = ResourceCache {
+            list_kind: format!("{}List", resource.kind),
+            label: resource.gvr.to_string(),
+            watch_metrics: Default::default(),
+            store: json,
+            protobuf,
+            resource,
+        };
+        (Arc::new(cache), writers)
+    }
+
     /// The store holding this resource in `encoding`, if one does.
     pub fn store_for(&self, encoding: Encoding) -> Option<&Arc<store::Store>> {
         match encoding {

@@ -1,6 +1,6 @@
 //! How long a cache has gone without word from its upstream.
 //!
-//! The reflector marks every sign of life (a response head, a frame of a
+//! The store's writer marks every sign of life (a response head, a frame of a
 //! list or watch, a watch that ended on time); requests and `/readyz` read
 //! it. One atomic: marking is a store, reading a load, on any thread.
 
@@ -53,14 +53,14 @@ impl Staleness {
         self.serve_stale
     }
 
-    /// The upstream just said something.
-    pub fn heard(&self) {
+    /// The upstream just said something (its store's writer says so).
+    pub(super) fn heard(&self) {
         self.heard_ms.store(now_ms(), Ordering::Relaxed);
     }
 
     /// The upstream last said something `ago` (a cache restored from a
     /// snapshot is as old as the snapshot).
-    pub fn heard_ago(&self, ago: Duration) {
+    pub(super) fn heard_ago(&self, ago: Duration) {
         let ms = u64::try_from(ago.as_millis()).unwrap_or(u64::MAX);
         self.heard_ms
             .store(now_ms().saturating_sub(ms), Ordering::Relaxed);

@@ -114,7 +114,7 @@ impl Persist {
             resource: gvr.to_string(),
             kind: info.kind.clone(),
             api_version: info.api_version.clone(),
-            encoding: encoding_name(encoding).to_string(),
+            encoding: encoding.as_str().to_string(),
         }
     }
 
@@ -409,7 +409,7 @@ pub fn read_objects<R: io::Read + io::Seek>(
     identity: &Identity,
     info: &TypeInfo,
 ) -> Result<(Header, Objects, Vec<u8>), ReadError> {
-    let protobuf = identity.encoding == encoding_name(Encoding::Protobuf);
+    let protobuf = identity.encoding == Encoding::Protobuf.as_str();
     let mut objects = Objects::new();
     let (header, empty) = format::read(src, len, identity, |r| {
         let o = if protobuf {
@@ -428,14 +428,6 @@ pub fn read_objects<R: io::Read + io::Seek>(
         Ok(())
     })?;
     Ok((header, objects, empty))
-}
-
-/// `json` or `protobuf`.
-pub fn encoding_name(e: Encoding) -> &'static str {
-    match e {
-        Encoding::Json => "json",
-        Encoding::Protobuf => "protobuf",
-    }
 }
 
 fn unix_ms(t: SystemTime) -> u64 {

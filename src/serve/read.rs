@@ -67,10 +67,10 @@ pub fn serving_store<'c>(
         .store_for(media.encoding)
         .ok_or(PassReason::Encoding)?;
     match store.serving() {
-        Serving::Ready if store.staleness.stale() => {
+        Serving::Ready if store.staleness().stale() => {
             // An upstream that cannot be heard is asked, not guessed at,
             // unless the operator chose a stale answer over none.
-            if !store.staleness.serves_stale() {
+            if !store.staleness().serves_stale() {
                 return Err(PassReason::Stale);
             }
             Ok((store, Some(stale_warning(&cache.label, store))))
@@ -88,7 +88,7 @@ pub fn serving_store<'c>(
 fn stale_warning(label: &str, store: &Store) -> HeaderValue {
     let v = format!(
         "299 - \"r8s: served from a cache of {label} that has heard nothing from the upstream for {} s (cache.serve_stale); it may be out of date\"",
-        store.staleness.since().as_secs()
+        store.staleness().since().as_secs()
     );
     HeaderValue::from_str(&v).unwrap_or(HeaderValue::from_static(
         "299 - \"r8s: served from a stale cache (cache.serve_stale)\"",

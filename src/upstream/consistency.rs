@@ -215,7 +215,7 @@ pub async fn run(
             while !targets
                 .iter()
                 .flat_map(|t| &t.stores)
-                .all(|s| s.store.settled() && !s.store.staleness.stale())
+                .all(|s| s.store.settled() && !s.store.staleness().stale())
             {
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
@@ -301,7 +301,7 @@ async fn check(upstream: &Arc<Upstream>, t: &Target) {
 /// One comparison of every store of `t` with the upstream: what each found,
 /// and the bytes read from the upstream.
 async fn compare_all(upstream: &Arc<Upstream>, t: &Target) -> (Vec<Found>, u64) {
-    let serving = |s: &Checked| s.store.serving() == Serving::Ready && !s.store.staleness.stale();
+    let serving = |s: &Checked| s.store.serving() == Serving::Ready && !s.store.staleness().stale();
     let Some(low) = t
         .stores
         .iter()

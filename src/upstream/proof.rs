@@ -42,7 +42,8 @@ use tokio::time::Instant;
 
 use super::{Creds, Upstream};
 use crate::cache::ResourceCache;
-use crate::cache::store::Store;
+use crate::cache::store::{Serving, Store};
+use crate::cache::writer::Stamper;
 use crate::config::Prove;
 use crate::metrics;
 use crate::sync::MutexExt;
@@ -135,15 +136,20 @@ pub struct Proofs {
 }
 
 impl Proofs {
-    /// Provers for `caches`, against `upstream`.
+    /// Provers for `caches`, against `upstream`; each stamps its resource's
+    /// stores through the [`Stamper`]s `stampers` holds for it.
     pub fn new(
         upstream: Arc<Upstream>,
         caches: &crate::cache::Caches,
+        mut stampers: HashMap<crate::api::Gvr, Vec<Stamper>>,
         policy: ProofPolicy,
     ) -> Self {
         let provers = caches
             .iter()
-            .map(|(gvr, c)| (gvr.clone(), Arc::new(Prover::new(c.clone()))))
+            .map(|(gvr, c)| {
+                let stamps = stampers.remove(gvr).unwrap_or_default();
+                (gvr.clone(), Arc::new(Prover::new(c.clone(), stamps)))
+            })
             .collect();
         Proofs {
             upstream,
@@ -284,6 +290,8 @@ impl Version {
 /// One resource's proofs: rounds reading `X`, probes proving the stores.
 struct Prover {
     cache: Arc<ResourceCache>,
+    /// The resource's stores, as a proof may move them.
+    stampers: Vec<Stamper>,
     rounds: Mutex<Rounds>,
     probes: Mutex<Probes>,
     /// The highest `X` a failed probe (or failed round) leaves unproven:
@@ -312,9 +320,10 @@ struct Probes {
 }
 
 impl Prover {
-    fn new(cache: Arc<ResourceCache>) -> Self {
+    fn new(cache: Arc<ResourceCache>, stampers: Vec<Stamper>) -> Self {
         Prover {
             cache,
+            stampers,
             rounds: Mutex::new(Rounds::default()),
             probes: Mutex::new(Probes::default()),
             report: watch::Sender::new(0),
@@ -469,9 +478,10 @@ impl Prover {
     /// `C`: the lowest version of the resource's serving stores (the JSON
     /// and protobuf ones can be at different versions); `None` if none serves.
     fn lowest(&self) -> Option<u64> {
-        self.cache
-            .stores()
-            .filter(|s| s.serving() == crate::cache::store::Serving::Ready)
+        self.stampers
+            .iter()
+            .map(Stamper::store)
+            .filter(|s| s.serving() == Serving::Ready)
             .map(|s| s.current().rv)
             .min()
     }
@@ -501,8 +511,8 @@ impl Prover {
             match result {
                 Ok((floor, y)) => {
                     self.succeeded();
-                    let stamps = self.cache.stores().map(|s| async move {
-                        if s.wait_for(floor, timeout).await {
+                    let stamps = self.stampers.iter().map(|s| async move {
+                        if s.store().wait_for(floor, timeout).await {
                             s.advance_to(floor, y);
                         }
                     });
@@ -679,9 +689,12 @@ mod tests {
     use super::*;
     use crate::api::media::Encoding;
     use crate::api::{ApiResource, Gvr};
-    use crate::cache::store::{Budget, Change, Limits};
+    use crate::cache::budget::Budget;
+    use crate::cache::store::{Change, Limits, Options};
+    use crate::cache::writer::Writer;
+    use crate::metrics::StoreLabels;
 
-    fn store(rv: u64, encoding: Encoding) -> Arc<Store> {
+    fn store(rv: u64, encoding: Encoding) -> (Writer, Arc<Store>) {
         let limits = Limits {
             retention: Duration::from_secs(60),
             max_retained: 10,
@@ -690,9 +703,15 @@ mod tests {
             max_staleness: Duration::ZERO,
             serve_stale: false,
         };
-        let s = Store::new(limits, Arc::new(Budget::new(0, 0)), false).with_encoding(encoding);
-        s.apply(vec![Change::Replace(imbl::OrdMap::new(), rv)]);
-        Arc::new(s)
+        let (mut w, s) = Store::new(Options {
+            limits,
+            budget: Budget::unlimited(),
+            encoding,
+            node_index: true,
+            labels: StoreLabels::new("v1/pods".into(), encoding.as_str()),
+        });
+        w.apply(vec![Change::Replace(imbl::OrdMap::new(), rv)]);
+        (w, s)
     }
 
     /// The JSON and protobuf stores of one resource follow their own
@@ -700,7 +719,7 @@ mod tests {
     /// stamped only once it has applied everything up to max(`C`, `L`).
     #[test]
     fn should_probe_from_the_lowest_store_and_stamp_each_from_its_floor() {
-        let (json, pb) = (store(30, Encoding::Json), store(20, Encoding::Protobuf));
+        let ((jw, json), (mut pw, pb)) = (store(30, Encoding::Json), store(20, Encoding::Protobuf));
         let cache = ResourceCache {
             resource: ApiResource {
                 gvr: Gvr::from_static("", "v1", "pods"),
@@ -713,18 +732,18 @@ mod tests {
             label: "v1/pods".into(),
             watch_metrics: Default::default(),
         };
-        let p = Prover::new(Arc::new(cache));
+        let p = Prover::new(Arc::new(cache), vec![jw.stamper(), pw.stamper()]);
         assert_eq!(p.lowest(), Some(20), "C is the lower store's version");
         // The probe from 20 saw a change at 25 and a bookmark at 40.
         let floor = 25;
         assert!(
-            pb.advance_to(floor, 40).is_none(),
+            pw.stamper().advance_to(floor, 40).is_none(),
             "protobuf has not applied 25 yet"
         );
         assert_eq!(pb.current().rv, 20);
-        assert_eq!(json.advance_to(floor, 40).map(|v| v.rv), Some(40));
-        pb.apply(vec![Change::Progress(25)]);
-        assert_eq!(pb.advance_to(floor, 40).map(|v| v.rv), Some(40));
+        assert_eq!(jw.stamper().advance_to(floor, 40).map(|v| v.rv), Some(40));
+        pw.apply(vec![Change::Progress(25)]);
+        assert_eq!(pw.stamper().advance_to(floor, 40).map(|v| v.rv), Some(40));
         assert_eq!(p.lowest(), Some(40));
     }
 

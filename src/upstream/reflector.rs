@@ -37,7 +37,8 @@ use crate::api::ApiResource;
 use crate::api::media::{self, Encoding};
 use crate::api::query;
 use crate::cache::object::{ObjectError, Objects, TypeInfo};
-use crate::cache::store::{Change, Restored, Serving, Store};
+use crate::cache::store::{Change, Restored, Serving};
+use crate::cache::writer::Writer;
 use crate::codec::gunzip::{Gunzip, GunzipError, is_gzip};
 use crate::metrics;
 use crate::shutdown::Signal;
@@ -143,7 +144,7 @@ pub struct Reflector {
     upstream: Arc<Upstream>,
     resource: ApiResource,
     decoder: Decoder,
-    store: Arc<Store>,
+    store: Writer,
     config: ReflectorConfig,
     label: metrics::StoreLabels,
     /// Its per-event metrics, looked up once.
@@ -155,10 +156,6 @@ pub struct Reflector {
     /// Whether the current streaming list is past its initial events (a
     /// watch now): a failure from here resumes from `last_rv`, no relist.
     watching: bool,
-    /// Whether the store still lacks its bookmark template (protobuf stores
-    /// learn it from the upstream's first bookmark; checked per event, so
-    /// kept here rather than asked of the store's lock).
-    wants_empty: bool,
     /// The upstream server the current request or stream went to (the one
     /// to fail over from if it goes silent; `usize::MAX`: none yet). An
     /// atomic only because requests borrow the reflector shared.
@@ -185,8 +182,8 @@ impl Reflector {
         self.series.state(
             v.objects.len(),
             v.rv,
-            self.store.bytes(),
-            self.store.history_size(),
+            self.store.store().bytes(),
+            self.store.store().history_size(),
         );
     }
 
@@ -194,7 +191,7 @@ impl Reflector {
     pub fn new(
         upstream: Arc<Upstream>,
         resource: ApiResource,
-        store: Arc<Store>,
+        store: Writer,
         config: ReflectorConfig,
     ) -> Self {
         let info = TypeInfo::of(&resource, config.encoding);
@@ -206,7 +203,6 @@ impl Reflector {
             },
         };
         let streaming = config.streaming_lists;
-        let wants_empty = config.encoding == Encoding::Protobuf;
         Reflector {
             upstream,
             resource,
@@ -221,7 +217,6 @@ impl Reflector {
             last_rv: 0,
             streaming,
             watching: false,
-            wants_empty,
             server: AtomicUsize::new(usize::MAX),
             answered: AtomicBool::new(false),
             warm: None,
@@ -255,11 +250,11 @@ impl Reflector {
     }
 
     /// The upstream answered: a store restored from a snapshot serves now.
-    fn answered_ok(&self) {
+    fn answered_ok(&mut self) {
         self.answered.store(true, Ordering::Relaxed);
         if self.resuming.swap(false, Ordering::Relaxed) {
             self.store.resumed();
-            self.record(&self.store.current());
+            self.record(&self.store.store().current());
             tracing::info!(resource = %self.label, rv = self.last_rv, "watch resumed from the snapshot's version; serving");
         }
     }
@@ -267,7 +262,7 @@ impl Reflector {
     /// How long the upstream may take to answer a request or send the next
     /// frame of a list: a quarter of `cache.max_staleness_seconds`.
     fn patience(&self) -> Duration {
-        match self.store.staleness.max() {
+        match self.store.store().staleness().max() {
             m if m.is_zero() => Duration::from_secs(60),
             m => (m / 4).max(Duration::from_secs(1)),
         }
@@ -305,7 +300,7 @@ impl Reflector {
         if let Some(ServedBy(i)) = resp.extensions().get::<ServedBy>() {
             self.server.store(*i, Ordering::Relaxed);
         }
-        self.store.staleness.heard();
+        self.store.heard();
         Ok(resp)
     }
 
@@ -358,7 +353,7 @@ impl Reflector {
     }
 
     /// A list or watch request: 200, or the error its status means.
-    async fn get(&self, query: &str) -> Result<http::Response<Incoming>, StepError> {
+    async fn get(&mut self, query: &str) -> Result<http::Response<Incoming>, StepError> {
         let resp = self.request(query).await?;
         match resp.status() {
             StatusCode::OK => {
@@ -402,7 +397,7 @@ impl Reflector {
                         StepError::Silent(format!("a LIST page stalled for {patience:?}"))
                     })?;
                 let Some(frame) = frame else { break };
-                self.store.staleness.heard();
+                self.store.heard();
                 if let Ok(data) = frame
                     .map_err(|e| StepError::Failed(e.to_string()))?
                     .into_data()
@@ -456,7 +451,7 @@ impl Reflector {
         // store past what this reflector applied.
         let q = format!(
             "watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion={}&allowWatchBookmarks=true&timeoutSeconds={timeout}",
-            self.last_rv.max(self.store.current().rv)
+            self.last_rv.max(self.store.store().current().rv)
         );
         let resp = self.request(&q).await?;
         match resp.status() {
@@ -520,7 +515,7 @@ impl Reflector {
                     )));
                 }
             };
-            self.store.staleness.heard();
+            self.store.heard();
             let Some(frame) = frame else {
                 if let Some((g, _)) = &mut gunzip {
                     g.finish().map_err(gunzip_failed)?;
@@ -546,10 +541,9 @@ impl Reflector {
                 None => buf.extend_from_slice(&data),
             }
             while let Some(unit) = self.decoder.next_unit(&mut buf) {
-                let ev = self.decoder.event(&unit, self.wants_empty)?;
+                let ev = self.decoder.event(&unit, self.store.wants_empty_object())?;
                 if let Decoded::Bookmark { empty: Some(e), .. } = &ev {
                     self.store.learn_empty_object(e);
-                    self.wants_empty = false;
                 }
                 let Some(objects) = initial.as_mut() else {
                     rv = self.apply_event(ev, rv)?;
@@ -580,8 +574,8 @@ impl Reflector {
     /// Refuses an upstream state at `rv` older than the one applied.
     fn not_behind(&self, rv: u64, what: &str) -> Result<(), StepError> {
         // The store may be ahead of what this reflector applied: a proof
-        // stamped it (`Store::advance_to`).
-        let applied = self.last_rv.max(self.store.current().rv);
+        // stamped it (`Stamper::advance_to`).
+        let applied = self.last_rv.max(self.store.store().current().rv);
         if rv < applied {
             return Err(StepError::Behind(format!(
                 "{what} answered at resource version {rv}, older than the cache's {applied}"
@@ -632,11 +626,11 @@ impl Reflector {
     }
 
     /// After a (re)list: an evicted cache that fits its budget again serves again.
-    fn listed(&self) {
+    fn listed(&mut self) {
         if !self.store.fit_budget() {
             return; // evicted again at the top of the loop
         }
-        if self.store.serving() == Serving::OverBudget {
+        if self.store.store().serving() == Serving::OverBudget {
             tracing::info!(resource = %self.label, "cache fits its byte budget again; serving");
         }
         self.store.clear_over_budget();
@@ -672,7 +666,7 @@ impl Reflector {
             if let Some(r) = restored {
                 let rv = r.rv;
                 let v = self.store.restore(r);
-                if self.store.serving() == Serving::Ready {
+                if self.store.store().serving() == Serving::Ready {
                     // cache.serve_stale: served from the snapshot already.
                     self.record(&v);
                 }
@@ -689,7 +683,7 @@ impl Reflector {
             if !self.store.fit_budget() {
                 tracing::warn!(
                     resource = %self.label,
-                    bytes = self.store.current().bytes,
+                    bytes = self.store.store().current().bytes,
                     "cache over its byte budget (cache.max_bytes_*); evicted, its requests pass through; retrying in 60 s"
                 );
                 self.store.evict_over_budget();
@@ -767,7 +761,7 @@ impl Reflector {
                     return;
                 }
                 Err(StepError::Silent(m)) => {
-                    tracing::warn!(resource = %self.label, error = %m, stale_for = ?self.store.staleness.since(), "upstream silent; reconnecting");
+                    tracing::warn!(resource = %self.label, error = %m, stale_for = ?self.store.store().staleness().since(), "upstream silent; reconnecting");
                     metrics::reflector_silent(&self.label);
                     match self.server.swap(usize::MAX, Ordering::Relaxed) {
                         usize::MAX => {}
