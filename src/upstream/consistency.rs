@@ -24,17 +24,14 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use http::{Request, StatusCode};
-use http_body_util::BodyExt;
+use http::StatusCode;
 use serde::Deserialize;
 use tokio::sync::Notify;
 
-use super::{Creds, Upstream};
+use super::Upstream;
 use crate::api::ApiResource;
-use crate::api::media::PROTOBUF;
 use crate::api::query;
 use crate::cache::store::{Serving, Store};
-use crate::codec::gunzip::{Gunzip, is_gzip};
 use crate::codec::protobuf as pb;
 use crate::metrics::{self, StoreLabels};
 use crate::shutdown::Signal;
@@ -47,6 +44,8 @@ const CATCH_UP: Duration = Duration::from_secs(10);
 const KEYS_LOGGED: usize = 10;
 /// Items per LIST page.
 const PAGE: usize = 500;
+/// The most of one metadata page r8s reads (500 items' metadata is far less).
+const MAX_PAGE: usize = 256 << 20;
 
 /// One store of a resource, and how to make it relist.
 pub struct Checked {
@@ -390,49 +389,24 @@ async fn list(
             resource.gvr.collection_path(),
             query::encode(pairs)
         );
-        let mut req = Request::get(uri).header(
-            "accept",
-            "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
-        );
-        if upstream.compression() {
-            req = req.header("accept-encoding", "gzip");
-        }
-        let (parts, ()) = req
-            .body(())
-            .map_err(|e| ListError::Failed(e.to_string()))?
-            .into_parts();
-        let resp = upstream
-            .send(parts, None, Creds::Own)
+        let reply = upstream
+            .get(
+                &uri,
+                "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
+            )
             .await
             .map_err(|e| ListError::Failed(e.to_string()))?;
-        match resp.status() {
+        match reply.status() {
             StatusCode::OK => {}
             StatusCode::GONE => return Err(ListError::Expired),
             s => return Err(ListError::Failed(format!("LIST: HTTP {s}"))),
         }
-        let protobuf = resp
-            .headers()
-            .get(http::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|c| c.starts_with(PROTOBUF));
-        let gzip = is_gzip(resp.headers());
-        let body = resp
-            .into_body()
-            .collect()
+        let protobuf = reply.is_protobuf();
+        let body = reply
+            .bytes(MAX_PAGE)
             .await
-            .map_err(|e| ListError::Failed(e.to_string()))?
-            .to_bytes();
+            .map_err(|e| ListError::Failed(e.to_string()))?;
         bytes += body.len() as u64;
-        let body = if gzip {
-            let mut plain = Vec::new();
-            let mut g = Gunzip::new();
-            g.push(&body, &mut plain)
-                .and_then(|()| g.finish())
-                .map_err(|e| ListError::Failed(e.to_string()))?;
-            bytes::Bytes::from(plain)
-        } else {
-            body
-        };
         let (at, next) = page(&body, protobuf, &mut items)?;
         if next.is_empty() {
             return Ok(Listed {

@@ -3,8 +3,6 @@
 
 use std::sync::Arc;
 
-use http::Request;
-use http_body_util::BodyExt;
 use serde_json::Value;
 
 use super::Upstream;
@@ -37,31 +35,26 @@ pub enum DiscoveryError {
     },
 }
 
+/// The most of a discovery document r8s reads.
+const MAX_DOCUMENT: usize = 64 << 20;
+
 async fn get_json(upstream: &Arc<Upstream>, path: &str) -> Result<Value, DiscoveryError> {
     let err = |reason: String| DiscoveryError::Upstream {
         path: path.to_string(),
         reason,
     };
-    let (parts, ()) = Request::get(path)
-        .header("accept", "application/json")
-        .body(())
-        .map_err(|e| err(e.to_string()))?
-        .into_parts();
-    let resp = upstream
-        .send(parts, None, super::Creds::Own)
+    let reply = upstream
+        .get(path, "application/json")
         .await
         .map_err(|e| err(e.to_string()))?;
-    let status = resp.status();
-    let body = resp
-        .into_body()
-        .collect()
-        .await
-        .map_err(|e| err(e.to_string()))?
-        .to_bytes();
+    let status = reply.status();
     if !status.is_success() {
         return Err(err(format!("HTTP {status}")));
     }
-    serde_json::from_slice(&body).map_err(|e| err(e.to_string()))
+    reply
+        .json(MAX_DOCUMENT)
+        .await
+        .map_err(|e| err(e.to_string()))
 }
 
 /// Resource lists of every served group/version: (group, version, resources).

@@ -7,9 +7,12 @@
 //! reached a server may have had effects); a reflector that finds its server
 //! silent, or failing its lists and watches, moves everyone off it with
 //! [`Upstream::fail_over`]. Each response
-//! carries the [`ServedBy`] index of the server that gave it.
+//! carries the [`ServedBy`] index of the server that gave it. r8s's own
+//! requests (with its credentials) and the reading of their answers are
+//! [`client`]'s.
 
 pub mod body;
+pub mod client;
 pub mod consistency;
 pub mod decode;
 pub mod discovery;
@@ -229,17 +232,13 @@ impl Upstream {
 
     /// `GET /version` with r8s's own credentials: is the upstream answering?
     pub async fn probe(self: &Arc<Self>) -> Result<(), RequestError> {
-        let (parts, ()) = Request::get("/version")
-            .body(())
-            .expect("static request")
-            .into_parts();
-        let resp = self.send(parts, None, Creds::Own).await?;
-        if resp.status().is_success() {
+        let reply = self.get("/version", "application/json").await?;
+        if reply.status().is_success() {
             Ok(())
         } else {
             Err(RequestError::Failed {
                 server: self.servers[self.preferred()].display.to_string(),
-                reason: format!("GET /version answered {}", resp.status()),
+                reason: format!("GET /version answered {}", reply.status()),
             })
         }
     }
@@ -332,30 +331,17 @@ impl Upstream {
         path: &str,
         body: Bytes,
     ) -> Result<(http::StatusCode, Bytes), RequestError> {
-        let (mut parts, ()) = Request::post(path)
-            .body(())
-            .map_err(|e| RequestError::Failed {
-                server: self.server_names().join(","),
-                reason: e.to_string(),
-            })?
-            .into_parts();
-        let json = http::HeaderValue::from_static("application/json");
-        parts
-            .headers
-            .insert(http::header::CONTENT_TYPE, json.clone());
-        parts.headers.insert(http::header::ACCEPT, json);
-        let resp = self
-            .send_shared(parts, Shared::full(body), Creds::Own)
+        let reply = self
+            .own(http::Method::POST, path, "application/json", Some(body))
             .await?;
-        let status = resp.status();
-        let limited = http_body_util::Limited::new(resp.into_body(), 1 << 20);
-        let bytes = http_body_util::BodyExt::collect(limited)
+        let status = reply.status();
+        let bytes = reply
+            .bytes(1 << 20)
             .await
             .map_err(|e| RequestError::Failed {
                 server: self.server_names().join(","),
                 reason: format!("reading the answer to POST {path}: {e}"),
-            })?
-            .to_bytes();
+            })?;
         Ok((status, bytes))
     }
 

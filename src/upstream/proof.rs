@@ -33,14 +33,14 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::BytesMut;
-use http::{Request, StatusCode};
-use http_body_util::BodyExt;
+use http::StatusCode;
 use serde::Deserialize;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::{Creds, Upstream};
+use super::Upstream;
+use super::client::{ReadError, Reply};
+use crate::api::media::Encoding;
 use crate::cache::ResourceCache;
 use crate::cache::store::{Serving, Store};
 use crate::cache::writer::Stamper;
@@ -538,23 +538,18 @@ async fn get(
     path: &str,
     accept: &'static str,
     what: &'static str,
-) -> Result<http::Response<hyper::body::Incoming>, ProofError> {
-    let (parts, ()) = Request::get(path)
-        .header(http::header::ACCEPT, accept)
-        .body(())
-        .map_err(|e| ProofError::Upstream(e.to_string()))?
-        .into_parts();
-    let resp = upstream
-        .send(parts, None, Creds::Own)
+) -> Result<Reply, ProofError> {
+    let reply = upstream
+        .get(path, accept)
         .await
         .map_err(|e| ProofError::Upstream(e.to_string()))?;
-    if resp.status() != StatusCode::OK {
+    if reply.status() != StatusCode::OK {
         return Err(ProofError::Status {
             what,
-            code: resp.status(),
+            code: reply.status(),
         });
     }
-    Ok(resp)
+    Ok(reply)
 }
 
 /// `GET path` with r8s's credentials, a JSON answer of at most [`MAX_ANSWER`].
@@ -563,13 +558,14 @@ async fn get_json<T: serde::de::DeserializeOwned>(
     path: &str,
     accept: &'static str,
 ) -> Result<T, ProofError> {
-    let resp = get(upstream, path, accept, "a GET").await?;
-    let body = http_body_util::Limited::new(resp.into_body(), MAX_ANSWER)
-        .collect()
+    get(upstream, path, accept, "a GET")
+        .await?
+        .json(MAX_ANSWER)
         .await
-        .map_err(|e| ProofError::Upstream(e.to_string()))?
-        .to_bytes();
-    serde_json::from_slice(&body).map_err(|_| ProofError::Malformed("JSON answer"))
+        .map_err(|e| match e {
+            ReadError::Json(_) => ProofError::Malformed("JSON answer"),
+            e => ProofError::Upstream(e.to_string()),
+        })
 }
 
 /// The metadata of a list or object: all a proof reads of either.
@@ -632,50 +628,40 @@ async fn probe(
         let uri = format!(
             "{path}?watch=1&allowWatchBookmarks=true&resourceVersion={c}&timeoutSeconds={PROBE_TIMEOUT_SECONDS}"
         );
-        let resp = get(
+        let reply = get(
             upstream,
             &uri,
             "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json",
             "the probe watch",
         )
         .await?;
-        let mut body = resp.into_body();
-        let mut buf = BytesMut::new();
+        let mut lines = reply.units(Encoding::Json, MAX_ANSWER);
         let mut last = c;
         loop {
-            let Some(frame) = body.frame().await else {
-                return Err(ProofError::EndedEarly);
-            };
-            let frame = frame.map_err(|e| ProofError::Upstream(e.to_string()))?;
-            let Ok(data) = frame.into_data() else {
-                continue;
-            };
-            buf.extend_from_slice(&data);
-            if buf.len() > MAX_ANSWER {
-                return Err(ProofError::Malformed("watch line (too long)"));
-            }
-            while let Some(nl) = buf.iter().position(|b| *b == b'\n') {
-                let line = buf.split_to(nl + 1);
-                if line.iter().all(u8::is_ascii_whitespace) {
-                    continue;
+            let line = match lines.next().await {
+                Ok(Some(line)) => line,
+                Ok(None) => return Err(ProofError::EndedEarly),
+                Err(ReadError::TooLong(_)) => {
+                    return Err(ProofError::Malformed("watch line (too long)"));
                 }
-                let ev: ProbeEvent = serde_json::from_slice(&line)
-                    .map_err(|_| ProofError::Malformed("watch line"))?;
-                match ev.kind.as_str() {
-                    "ERROR" => return Err(ProofError::ErrorEvent),
-                    "BOOKMARK" => {
-                        let y = parse_rv(&ev.object.metadata.resource_version, "bookmark")?;
-                        if y < last {
-                            return Err(ProofError::Malformed("bookmark older than an event"));
-                        }
-                        return Ok((last, y));
+                Err(e) => return Err(ProofError::Upstream(e.to_string())),
+            };
+            let ev: ProbeEvent =
+                serde_json::from_slice(&line).map_err(|_| ProofError::Malformed("watch line"))?;
+            match ev.kind.as_str() {
+                "ERROR" => return Err(ProofError::ErrorEvent),
+                "BOOKMARK" => {
+                    let y = parse_rv(&ev.object.metadata.resource_version, "bookmark")?;
+                    if y < last {
+                        return Err(ProofError::Malformed("bookmark older than an event"));
                     }
-                    "ADDED" | "MODIFIED" | "DELETED" => {
-                        let rv = parse_rv(&ev.object.metadata.resource_version, "event version")?;
-                        last = last.max(rv);
-                    }
-                    _ => return Err(ProofError::Malformed("event type")),
+                    return Ok((last, y));
                 }
+                "ADDED" | "MODIFIED" | "DELETED" => {
+                    let rv = parse_rv(&ev.object.metadata.resource_version, "event version")?;
+                    last = last.max(rv);
+                }
+                _ => return Err(ProofError::Malformed("event type")),
             }
         }
     };
@@ -714,11 +700,58 @@ mod tests {
         (w, s)
     }
 
+    /// An upstream that answers every request with `body` (a watch
+    /// stream, ended by closing the connection) and records the request
+    /// lines it was sent.
+    async fn scripted_upstream(body: &'static str) -> (Arc<Upstream>, Arc<Mutex<Vec<String>>>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let log = log.clone();
+                tokio::spawn(async move {
+                    let mut head = Vec::new();
+                    let mut buf = [0u8; 1024];
+                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match conn.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => head.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let line = String::from_utf8_lossy(&head);
+                    log.locked()
+                        .push(line.lines().next().unwrap_or("").to_string());
+                    let answer = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\n\r\n{body}"
+                    );
+                    let _ = conn.write_all(answer.as_bytes()).await;
+                });
+            }
+        });
+        let config = crate::config::UpstreamConfig {
+            servers: vec![url],
+            ..Default::default()
+        };
+        (Arc::new(Upstream::new(&config).await.unwrap()), seen)
+    }
+
     /// The JSON and protobuf stores of one resource follow their own
-    /// watches: the probe starts from the lower (`C`), and each store is
-    /// stamped only once it has applied everything up to max(`C`, `L`).
-    #[test]
-    fn should_probe_from_the_lowest_store_and_stamp_each_from_its_floor() {
+    /// watches: a real probe (against an upstream whose watch from `C`
+    /// sends a change at 25, then a bookmark at 40) starts from the lower
+    /// store's version, and each store is stamped to 40 only once it has
+    /// applied everything up to max(`C`, `L`) = 25.
+    #[tokio::test]
+    async fn should_probe_from_the_lowest_store_and_stamp_each_from_its_floor() {
+        let (upstream, requests) = scripted_upstream(concat!(
+            r#"{"type":"MODIFIED","object":{"metadata":{"name":"a","resourceVersion":"25"}}}"#,
+            "\n",
+            r#"{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"40"}}}"#,
+            "\n",
+        ))
+        .await;
         let ((jw, json), (mut pw, pb)) = (store(30, Encoding::Json), store(20, Encoding::Protobuf));
         let cache = ResourceCache {
             resource: ApiResource {
@@ -732,19 +765,34 @@ mod tests {
             label: "v1/pods".into(),
             watch_metrics: Default::default(),
         };
-        let p = Prover::new(Arc::new(cache), vec![jw.stamper(), pw.stamper()]);
+        let p = Arc::new(Prover::new(
+            Arc::new(cache),
+            vec![jw.stamper(), pw.stamper()],
+        ));
         assert_eq!(p.lowest(), Some(20), "C is the lower store's version");
-        // The probe from 20 saw a change at 25 and a bookmark at 40.
-        let floor = 25;
+        let within = Duration::from_secs(10);
+        p.want(40, Instant::now() + within, &upstream, within);
         assert!(
-            pw.stamper().advance_to(floor, 40).is_none(),
-            "protobuf has not applied 25 yet"
+            json.wait_for(40, within).await,
+            "the JSON store (at 30, past the floor 25) is stamped"
         );
-        assert_eq!(pb.current().rv, 20);
-        assert_eq!(jw.stamper().advance_to(floor, 40).map(|v| v.rv), Some(40));
+        assert_eq!(
+            pb.current().rv,
+            20,
+            "the protobuf store has not applied 25: it is not stamped"
+        );
+        // Its own watch applies 25: the probe's stamp follows.
         pw.apply(vec![Change::Progress(25)]);
-        assert_eq!(pw.stamper().advance_to(floor, 40).map(|v| v.rv), Some(40));
+        assert!(pb.wait_for(40, within).await, "stamped once at the floor");
         assert_eq!(p.lowest(), Some(40));
+        let sent = requests.locked().clone();
+        assert_eq!(sent.len(), 1, "one probe: {sent:?}");
+        assert!(
+            sent[0].starts_with(
+                "GET /api/v1/pods?watch=1&allowWatchBookmarks=true&resourceVersion=20&"
+            ),
+            "the probe watches from C: {sent:?}"
+        );
     }
 
     #[test]
