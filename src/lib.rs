@@ -215,7 +215,6 @@ impl Prepared {
                     upstream::reflector::ReflectorConfig {
                         page_size: self.config.cache.page_size,
                         streaming_lists: self.config.cache.streaming_lists,
-                        encoding,
                     },
                 )
                 .relist_on(relist.clone());

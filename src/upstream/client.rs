@@ -233,17 +233,23 @@ impl Units {
     }
 
     fn split(&mut self) -> Option<Bytes> {
-        match self.encoding {
-            Encoding::Json => {
-                while let Some(nl) = self.buf.iter().position(|b| *b == b'\n') {
-                    let line = self.buf.split_to(nl + 1).freeze().slice(..nl);
-                    if !line.iter().all(u8::is_ascii_whitespace) {
-                        return Some(line);
-                    }
+        next_unit(self.encoding, &mut self.buf)
+    }
+}
+
+/// Splits the next whole unit of a watch stream in `encoding` off `buf`: a
+/// JSON line (blank ones skipped), or a protobuf frame.
+pub fn next_unit(encoding: Encoding, buf: &mut BytesMut) -> Option<Bytes> {
+    match encoding {
+        Encoding::Json => {
+            while let Some(nl) = buf.iter().position(|b| *b == b'\n') {
+                let line = buf.split_to(nl + 1).freeze().slice(..nl);
+                if !line.iter().all(u8::is_ascii_whitespace) {
+                    return Some(line);
                 }
-                None
             }
-            Encoding::Protobuf => pb::next_frame_raw(&mut self.buf),
+            None
         }
+        Encoding::Protobuf => pb::next_frame_raw(buf),
     }
 }

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
@@ -204,22 +204,6 @@ impl Decoder {
         Ok((rv, cont))
     }
 
-    /// Splits the next whole event off `buf`: a JSON line, or a protobuf frame.
-    pub fn next_unit(&self, buf: &mut BytesMut) -> Option<Bytes> {
-        match self.encoding {
-            Encoding::Json => {
-                while let Some(nl) = buf.iter().position(|b| *b == b'\n') {
-                    let line = buf.split_to(nl + 1).freeze().slice(..nl);
-                    if !line.iter().all(u8::is_ascii_whitespace) {
-                        return Some(line);
-                    }
-                }
-                None
-            }
-            Encoding::Protobuf => pb::next_frame_raw(buf),
-        }
-    }
-
     /// One watch event, decoded: its object parsed, a bookmark's version
     /// read (and with `want_empty`, a protobuf bookmark's empty object), an
     /// ERROR turned into what it means.
@@ -365,6 +349,7 @@ impl Decoder {
 mod tests {
     use super::*;
     use crate::api::status::Status;
+    use bytes::BytesMut;
 
     fn decoder() -> Decoder {
         Decoder {
@@ -494,11 +479,11 @@ mod tests {
     fn should_read_protobuf_events_bookmarks_and_errors() {
         let d = decoder();
         let mut buf = frame("MODIFIED", &pod("a", "5", &[]));
-        let unit = d.next_unit(&mut buf).unwrap();
+        let unit = pb::next_frame_raw(&mut buf).unwrap();
         assert!(matches!(d.event(&unit, false), Ok(Decoded::Put("MODIFIED", o)) if o.rv == 5));
         // The end of a streaming list's initial events: its template without annotations.
         let end = pod("", "7", &[("k8s.io/initial-events-end", "true")]);
-        let unit = d.next_unit(&mut frame("BOOKMARK", &end)).unwrap();
+        let unit = pb::next_frame_raw(&mut frame("BOOKMARK", &end)).unwrap();
         let Ok(Decoded::Bookmark {
             rv,
             end: true,
@@ -510,27 +495,23 @@ mod tests {
         assert_eq!((rv, &e[..]), (7, &pod("", "7", &[])[..]));
         // ERROR events: 410 relists, others retry.
         let gone = Status::expired("too old resource version: 1 (5)").to_protobuf();
-        let unit = d
-            .next_unit(&mut BytesMut::from(&pb::watch_frame("ERROR", &[&gone])[..]))
+        let unit = pb::next_frame_raw(&mut BytesMut::from(&pb::watch_frame("ERROR", &[&gone])[..]))
             .unwrap();
         assert!(matches!(d.event(&unit, false), Err(DecodeError::Expired)));
         let other = Status::internal("boom").to_protobuf();
-        let unit = d
-            .next_unit(&mut BytesMut::from(
-                &pb::watch_frame("ERROR", &[&other])[..],
-            ))
-            .unwrap();
+        let unit = pb::next_frame_raw(&mut BytesMut::from(
+            &pb::watch_frame("ERROR", &[&other])[..],
+        ))
+        .unwrap();
         assert!(matches!(d.event(&unit, false), Err(DecodeError::Failed(m)) if m.contains("boom")));
         // Garbage is malformed (the reflector relists), never applied.
-        let unit = d
-            .next_unit(&mut BytesMut::from(&[0, 0, 0, 2, 0x0a, 0x09][..]))
-            .unwrap();
+        let unit = pb::next_frame_raw(&mut BytesMut::from(&[0, 0, 0, 2, 0x0a, 0x09][..])).unwrap();
         assert!(matches!(
             d.event(&unit, false),
             Err(DecodeError::Malformed(_))
         ));
         let mut junk = frame("ADDED", b"\x0a\x03abc");
-        let unit = d.next_unit(&mut junk).unwrap();
+        let unit = pb::next_frame_raw(&mut junk).unwrap();
         assert!(matches!(
             d.event(&unit, false),
             Err(DecodeError::Malformed(_))

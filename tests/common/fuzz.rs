@@ -169,7 +169,7 @@ fn watch_stream(encoding: Encoding, input: &[u8]) {
     let cut = input.len() / 3;
     let mut buf = BytesMut::from(&input[..cut]);
     for more in [&input[cut..], &[][..]] {
-        while let Some(unit) = d.next_unit(&mut buf) {
+        while let Some(unit) = r8s::upstream::client::next_unit(encoding, &mut buf) {
             let _ = d.event(&unit, true);
         }
         buf.extend_from_slice(more);
