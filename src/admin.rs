@@ -27,7 +27,7 @@ pub struct Health {
     /// Why the upstream does not answer `/version`, while it does not.
     upstream_down: Mutex<Option<String>>,
     /// Every store, by its metrics label, for staleness.
-    stores: Vec<(crate::metrics::StoreLabels, Arc<Store>)>,
+    stores: Vec<Arc<Store>>,
 }
 
 /// One check of `/readyz?verbose`: its name, and why it fails (if it does).
@@ -37,8 +37,8 @@ struct Check {
 }
 
 impl Health {
-    /// Health over these stores (labelled as in metrics); not ready yet.
-    pub fn new(stores: Vec<(crate::metrics::StoreLabels, Arc<Store>)>) -> Self {
+    /// Health over these stores; not ready yet.
+    pub fn new(stores: Vec<Arc<Store>>) -> Self {
         Health {
             synced: AtomicBool::new(false),
             draining: AtomicBool::new(false),
@@ -82,9 +82,9 @@ impl Health {
     fn stale(&self, served: bool) -> Vec<String> {
         self.stores
             .iter()
-            .filter(|(_, s)| s.serving() == Serving::Ready && s.staleness().stale())
-            .filter(|(_, s)| s.staleness().serves_stale() == served)
-            .map(|(label, s)| format!("{label} ({} s)", s.staleness().since().as_secs()))
+            .filter(|s| s.serving() == Serving::Ready && s.staleness().stale())
+            .filter(|s| s.staleness().serves_stale() == served)
+            .map(|s| format!("{} ({} s)", s.labels(), s.staleness().since().as_secs()))
             .collect()
     }
 
@@ -162,14 +162,14 @@ impl Health {
 
     /// Whether every cache has settled: serving, or passing through for good reason.
     pub fn settled(&self) -> bool {
-        self.stores.iter().all(|(_, s)| s.settled())
+        self.stores.iter().all(|s| s.settled())
     }
 
     /// Publishes each cache's staleness, and how many are served stale
     /// (before a scrape).
     pub fn record_staleness(&self) {
-        for (label, s) in &self.stores {
-            crate::metrics::cache_staleness(label, s.staleness().since());
+        for s in &self.stores {
+            crate::metrics::cache_staleness(s.labels(), s.staleness().since());
         }
         crate::metrics::caches_served_stale(self.stale(true).len());
     }

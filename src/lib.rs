@@ -54,6 +54,7 @@ pub mod sync;
 pub mod tls;
 pub mod upstream;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -178,187 +179,262 @@ pub async fn prepare(config: Config) -> Result<Prepared, PrepareError> {
 
 impl Prepared {
     /// Serves until `shutdown` fires, then drains in-flight requests for the
-    /// configured grace period and returns.
+    /// configured grace period and returns. In steps: spawn the caches
+    /// (reflectors, snapshots, the consistency check), spawn what keeps
+    /// health and metrics current, serve the admin listener, build the
+    /// API, serve it, drain.
     pub async fn run(self, listeners: Listeners, shutdown: Signal) {
         let metrics = metrics::install();
-        self.upstream.report_in_use();
-        let labelled: Vec<(metrics::StoreLabels, Arc<cache::store::Store>)> = self
-            .caches
-            .values()
-            .flat_map(|c| c.stores())
-            .map(|s| (s.labels().clone(), s.clone()))
-            .collect();
-        let health = Arc::new(Health::new(labelled));
-        let grace = Duration::from_secs(self.config.shutdown.grace_seconds);
-        tokio::spawn(metrics_upkeep(metrics.clone(), shutdown.clone()));
+        let Prepared {
+            config,
+            upstream,
+            caches,
+            writers,
+            tls,
+            local,
+            persist,
+        } = self;
+        upstream.report_in_use();
         tracing::info!(
             api = %listeners.api.local_addr().map(|a| a.to_string()).unwrap_or_default(),
             admin = %listeners.admin.local_addr().map(|a| a.to_string()).unwrap_or_default(),
-            upstream = ?self.upstream.server_names(),
+            upstream = ?upstream.server_names(),
             "r8s serving"
         );
-        let (mut saved, mut checked, mut warm) = (Vec::new(), Vec::new(), false);
-        let mut stampers = std::collections::HashMap::new();
-        for (c, writers) in self.writers {
-            let mut stores = Vec::new();
-            let mut stamps = Vec::new();
-            for writer in writers {
-                let store = writer.store().clone();
-                let encoding = store.encoding();
-                let labels = store.labels().clone();
-                stamps.push(writer.stamper());
-                let relist = Arc::new(tokio::sync::Notify::new());
-                let mut r = upstream::reflector::Reflector::new(
-                    self.upstream.clone(),
-                    c.resource.clone(),
-                    writer,
-                    upstream::reflector::ReflectorConfig {
-                        page_size: self.config.cache.page_size,
-                        streaming_lists: self.config.cache.streaming_lists,
-                    },
-                )
-                .relist_on(relist.clone());
-                if let Some(p) = self.persist.as_ref().filter(|p| p.covers(&c.resource.gvr)) {
-                    let info = cache::object::TypeInfo::of(&c.resource, encoding);
-                    let identity = p.identity(&c.resource.gvr, encoding, &info);
-                    warm |= p.has_snapshot(&identity);
-                    let (p, id, l) = (p.clone(), identity.clone(), labels.clone());
-                    r = r.warm_from(tokio::task::spawn_blocking(move || p.load(&id, &info, &l)));
-                    saved.push(persist::Target {
-                        store: store.clone(),
-                        identity,
-                        labels: labels.clone(),
-                    });
-                }
-                stores.push(upstream::consistency::Checked {
-                    store,
-                    labels,
-                    relist,
-                });
-                tokio::spawn(r.run(shutdown.clone()));
-            }
-            stampers.insert(c.resource.gvr.clone(), stamps);
-            checked.push(upstream::consistency::Target {
-                resource: c.resource.clone(),
-                stores,
-            });
-        }
-        let writer = self.persist.clone().map(|p| {
-            tracing::info!(stores = saved.len(), "caches are saved to persist.dir");
-            tokio::spawn(p.run(saved, shutdown.clone()))
-        });
-        let check_every = self.config.cache.consistency_check_interval_seconds;
-        if check_every > 0 && !checked.is_empty() {
-            tokio::spawn(upstream::consistency::run(
-                self.upstream.clone(),
-                checked,
-                Duration::from_secs(check_every),
-                warm,
-                shutdown.clone(),
-            ));
-        }
-        tokio::spawn(probe_upstream(
-            self.upstream.clone(),
-            health.clone(),
-            shutdown.clone(),
+        log_auth_mode(&config, &upstream, tls.is_some());
+        let caching = spawn_caches(&config, &upstream, writers, persist, &shutdown);
+        let health = Arc::new(Health::new(
+            caches.values().flat_map(|c| c.stores()).cloned().collect(),
         ));
-        tokio::spawn(notify::run(health.clone(), shutdown.clone()));
-        let mode = self.config.auth_mode();
-        match mode {
-            config::AuthMode::None => tracing::warn!(
-                "auth.mode = \"none\": no authentication or authorization; every client that can connect acts as r8s, with its credentials and permissions (allowed only because the API listens on loopback; foreign Hosts and server.reject_paths are refused)"
-            ),
-            config::AuthMode::Delegated => {
-                tracing::info!(
-                    anonymous = self.config.auth.anonymous,
-                    "auth.mode = \"delegated\": tokens by TokenReview, cache reads by SubjectAccessReview"
-                );
-                if self.tls.is_none() {
-                    tracing::warn!(
-                        "auth.mode = \"delegated\" without TLS: bearer tokens cross the network in clear text; set tls.cert_file and tls.key_file"
-                    );
-                }
-                if !self.upstream.has_credentials() {
-                    tracing::warn!(
-                        "auth.mode = \"delegated\" but r8s has no credentials of its own: token and access reviews go to the upstream anonymously and will likely be refused"
-                    );
-                }
-            }
-        }
-        if let Some(t) = &self.tls {
-            tokio::spawn(t.clone().reload(shutdown.clone()));
-        }
-        let header_read = Duration::from_secs(self.config.server.header_read_timeout_seconds);
-        let write = Duration::from_secs(self.config.server.write_timeout_seconds);
-        let h = health.clone();
-        let admin = tokio::spawn(server::serve(
-            listeners.admin,
-            None,
-            move |req, _| {
-                let resp = admin::handle(&req, &h, &metrics);
-                async move { resp }
-            },
-            shutdown.clone(),
-            server::Timeouts {
-                grace: Duration::from_secs(1),
-                header_read,
-                write,
-                goaway_chance: 0.0,
-            },
-        ));
-        let proofs = Arc::new(upstream::proof::Proofs::new(
-            self.upstream.clone(),
-            &self.caches,
-            stampers,
-            upstream::proof::ProofPolicy {
-                streaming_lists: self.config.read.consistent_streaming_lists,
-                lists: self.config.read.consistent_lists,
-                timeout: Duration::from_secs_f64(self.config.read.prove_timeout_seconds),
-            },
-        ));
-        let api = Arc::new(serve::Api {
-            auth: auth::Auth::new(mode, &self.config.auth, self.local, self.upstream.clone()),
-            upstream: self.upstream.clone(),
-            proofs,
-            caches: self.caches,
-            policy: serve::read::ReadPolicy {
-                wait: Duration::from_secs_f64(self.config.cache.wait_for_resource_version_seconds),
-                on_too_new: self.config.read.on_too_new,
-                lists: Arc::new(tokio::sync::Semaphore::new(
-                    self.config.read.max_inflight_lists,
-                )),
-            },
-            watch_policy: serve::watch::WatchPolicy {
-                bookmark_interval: Duration::from_secs(self.config.watch.bookmark_interval_seconds),
-                min_timeout: Duration::from_secs(self.config.watch.min_timeout_seconds),
-                on_too_old: self.config.watch.on_too_old,
-                drain: Duration::from_secs_f64(self.config.shutdown.watch_drain_seconds),
-                max_watchers: self.config.watch.max_watchers,
-                active: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
-                compress_watch_lists: self.config.server.watchlist_compression,
-            },
-            shutdown: shutdown.clone(),
-        });
-        server::serve(
-            listeners.api,
-            self.tls.clone(),
-            move |req, peer| api.clone().handle(req, peer),
-            shutdown,
-            server::Timeouts {
-                grace,
-                header_read,
-                write,
-                goaway_chance: self.config.server.goaway_chance,
-            },
-        )
-        .await;
+        spawn_upkeep(&upstream, &health, &metrics, tls.as_ref(), &shutdown);
+        let admin = serve_admin(listeners.admin, &config, health, metrics, &shutdown);
+        let api = build_api(
+            &config,
+            upstream,
+            caches,
+            local,
+            caching.stampers,
+            &shutdown,
+        );
+        serve_api(listeners.api, &config, tls, api, shutdown).await;
         let _ = admin.await;
-        if let Some(w) = writer {
+        if let Some(saving) = caching.saving {
             // The last snapshots, taken when shutdown began.
-            let _ = w.await;
+            let _ = saving.await;
         }
         tracing::info!("r8s stopped");
     }
+}
+
+/// What spawning the caches leaves to the rest of the run.
+struct Caching {
+    /// Each resource's stores, as its prover stamps them.
+    stampers: HashMap<api::Gvr, Vec<cache::writer::Stamper>>,
+    /// The task writing snapshots to `persist.dir`, if it is set.
+    saving: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// Spawns a reflector per store (warm from its snapshot where `persist.dir`
+/// has one), the snapshot writer and the consistency check.
+fn spawn_caches(
+    config: &Config,
+    upstream: &Arc<Upstream>,
+    writers: Vec<(Arc<cache::ResourceCache>, Vec<cache::writer::Writer>)>,
+    persist: Option<Arc<persist::Persist>>,
+    shutdown: &Signal,
+) -> Caching {
+    let (mut saved, mut checked, mut warm) = (Vec::new(), Vec::new(), false);
+    let mut stampers = HashMap::new();
+    let reflecting = upstream::reflector::ReflectorConfig {
+        page_size: config.cache.page_size,
+        streaming_lists: config.cache.streaming_lists,
+    };
+    for (c, writers) in writers {
+        let mut stores = Vec::new();
+        let mut stamps = Vec::new();
+        for writer in writers {
+            let store = writer.store().clone();
+            stamps.push(writer.stamper());
+            let relist = Arc::new(tokio::sync::Notify::new());
+            let mut r = upstream::reflector::Reflector::new(
+                upstream.clone(),
+                c.resource.clone(),
+                writer,
+                reflecting.clone(),
+            )
+            .relist_on(relist.clone());
+            if let Some(p) = persist.as_ref().filter(|p| p.covers(&c.resource.gvr)) {
+                let info = cache::object::TypeInfo::of(&c.resource, store.encoding());
+                let identity = p.identity(&c.resource.gvr, store.encoding(), &info);
+                warm |= p.has_snapshot(&identity);
+                let (p, id, l) = (p.clone(), identity.clone(), store.labels().clone());
+                r = r.warm_from(tokio::task::spawn_blocking(move || p.load(&id, &info, &l)));
+                saved.push(persist::Target {
+                    store: store.clone(),
+                    identity,
+                });
+            }
+            stores.push(upstream::consistency::Checked { store, relist });
+            tokio::spawn(r.run(shutdown.clone()));
+        }
+        stampers.insert(c.resource.gvr.clone(), stamps);
+        checked.push(upstream::consistency::Target {
+            resource: c.resource.clone(),
+            stores,
+        });
+    }
+    let saving = persist.map(|p| {
+        tracing::info!(stores = saved.len(), "caches are saved to persist.dir");
+        tokio::spawn(p.run(saved, shutdown.clone()))
+    });
+    let check_every = config.cache.consistency_check_interval_seconds;
+    if check_every > 0 && !checked.is_empty() {
+        tokio::spawn(upstream::consistency::run(
+            upstream.clone(),
+            checked,
+            Duration::from_secs(check_every),
+            warm,
+            shutdown.clone(),
+        ));
+    }
+    Caching { stampers, saving }
+}
+
+/// Spawns what keeps the process's view current: histogram upkeep, the
+/// upstream probe behind readiness, systemd's notifications, TLS reloads.
+fn spawn_upkeep(
+    upstream: &Arc<Upstream>,
+    health: &Arc<Health>,
+    metrics: &metrics_exporter_prometheus::PrometheusHandle,
+    tls: Option<&Arc<tls::Tls>>,
+    shutdown: &Signal,
+) {
+    tokio::spawn(metrics_upkeep(metrics.clone(), shutdown.clone()));
+    tokio::spawn(probe_upstream(
+        upstream.clone(),
+        health.clone(),
+        shutdown.clone(),
+    ));
+    tokio::spawn(notify::run(health.clone(), shutdown.clone()));
+    if let Some(t) = tls {
+        tokio::spawn(t.clone().reload(shutdown.clone()));
+    }
+}
+
+/// Says how requests are authenticated, and warns where that is unsafe.
+fn log_auth_mode(config: &Config, upstream: &Upstream, tls: bool) {
+    match config.auth_mode() {
+        config::AuthMode::None => tracing::warn!(
+            "auth.mode = \"none\": no authentication or authorization; every client that can connect acts as r8s, with its credentials and permissions (allowed only because the API listens on loopback; foreign Hosts and server.reject_paths are refused)"
+        ),
+        config::AuthMode::Delegated => {
+            tracing::info!(
+                anonymous = config.auth.anonymous,
+                "auth.mode = \"delegated\": tokens by TokenReview, cache reads by SubjectAccessReview"
+            );
+            if !tls {
+                tracing::warn!(
+                    "auth.mode = \"delegated\" without TLS: bearer tokens cross the network in clear text; set tls.cert_file and tls.key_file"
+                );
+            }
+            if !upstream.has_credentials() {
+                tracing::warn!(
+                    "auth.mode = \"delegated\" but r8s has no credentials of its own: token and access reviews go to the upstream anonymously and will likely be refused"
+                );
+            }
+        }
+    }
+}
+
+/// The server bounds both listeners share, and each one's own.
+fn timeouts(config: &Config, grace: Duration, goaway_chance: f64) -> server::Timeouts {
+    server::Timeouts {
+        grace,
+        header_read: Duration::from_secs(config.server.header_read_timeout_seconds),
+        write: Duration::from_secs(config.server.write_timeout_seconds),
+        goaway_chance,
+    }
+}
+
+/// Serves `/metrics` and health on the admin listener until shutdown.
+fn serve_admin(
+    listener: TcpListener,
+    config: &Config,
+    health: Arc<Health>,
+    metrics: metrics_exporter_prometheus::PrometheusHandle,
+    shutdown: &Signal,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(server::serve(
+        listener,
+        None,
+        move |req, _| {
+            let resp = admin::handle(&req, &health, &metrics);
+            async move { resp }
+        },
+        shutdown.clone(),
+        timeouts(config, Duration::from_secs(1), 0.0),
+    ))
+}
+
+/// The API as the configuration says: auth, proofs, read and watch policies.
+fn build_api(
+    config: &Config,
+    upstream: Arc<Upstream>,
+    caches: cache::Caches,
+    local: auth::local::LocalGuard,
+    stampers: HashMap<api::Gvr, Vec<cache::writer::Stamper>>,
+    shutdown: &Signal,
+) -> Arc<serve::Api> {
+    let proofs = Arc::new(upstream::proof::Proofs::new(
+        upstream.clone(),
+        &caches,
+        stampers,
+        upstream::proof::ProofPolicy {
+            streaming_lists: config.read.consistent_streaming_lists,
+            lists: config.read.consistent_lists,
+            timeout: Duration::from_secs_f64(config.read.prove_timeout_seconds),
+        },
+    ));
+    Arc::new(serve::Api {
+        auth: auth::Auth::new(config.auth_mode(), &config.auth, local, upstream.clone()),
+        upstream,
+        proofs,
+        caches,
+        policy: serve::read::ReadPolicy {
+            wait: Duration::from_secs_f64(config.cache.wait_for_resource_version_seconds),
+            on_too_new: config.read.on_too_new,
+            lists: Arc::new(tokio::sync::Semaphore::new(config.read.max_inflight_lists)),
+        },
+        watch_policy: serve::watch::WatchPolicy {
+            bookmark_interval: Duration::from_secs(config.watch.bookmark_interval_seconds),
+            min_timeout: Duration::from_secs(config.watch.min_timeout_seconds),
+            on_too_old: config.watch.on_too_old,
+            drain: Duration::from_secs_f64(config.shutdown.watch_drain_seconds),
+            max_watchers: config.watch.max_watchers,
+            active: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+            compress_watch_lists: config.server.watchlist_compression,
+        },
+        shutdown: shutdown.clone(),
+    })
+}
+
+/// Serves the API until shutdown, then drains it for `shutdown.grace_seconds`.
+async fn serve_api(
+    listener: TcpListener,
+    config: &Config,
+    tls: Option<Arc<tls::Tls>>,
+    api: Arc<serve::Api>,
+    shutdown: Signal,
+) {
+    let grace = Duration::from_secs(config.shutdown.grace_seconds);
+    server::serve(
+        listener,
+        tls,
+        move |req, peer| api.clone().handle(req, peer),
+        shutdown,
+        timeouts(config, grace, config.server.goaway_chance),
+    )
+    .await;
 }
 
 /// Folds recorded histogram samples into their buckets every few seconds, so

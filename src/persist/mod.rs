@@ -54,8 +54,6 @@ pub struct Target {
     pub store: Arc<Store>,
     /// What its snapshot must match to be loaded again.
     pub identity: Identity,
-    /// Its metric labels.
-    pub labels: StoreLabels,
 }
 
 /// The snapshot directory and its policy.
@@ -286,13 +284,13 @@ impl Persist {
             match self.save(&t.identity, &v, empty.as_deref()) {
                 Ok(bytes) => {
                     *at = v.rv;
-                    metrics::persist_write(&t.labels, Some(bytes));
-                    tracing::debug!(resource = %t.labels, rv = v.rv, bytes, took = ?started.elapsed(), "snapshot written");
+                    metrics::persist_write(t.store.labels(), Some(bytes));
+                    tracing::debug!(resource = %t.store.labels(), rv = v.rv, bytes, took = ?started.elapsed(), "snapshot written");
                 }
                 Err(e) => {
-                    metrics::persist_write(&t.labels, None);
+                    metrics::persist_write(t.store.labels(), None);
                     tracing::warn!(
-                        resource = %t.labels,
+                        resource = %t.store.labels(),
                         dir = %self.dir.display(),
                         error = %e,
                         "could not write a snapshot (the last one stays; serving is unaffected); check the disk's space and r8s's permissions on persist.dir"

@@ -33,7 +33,7 @@ use crate::api::ApiResource;
 use crate::api::query;
 use crate::cache::store::{Serving, Store};
 use crate::codec::protobuf as pb;
-use crate::metrics::{self, StoreLabels};
+use crate::metrics;
 use crate::shutdown::Signal;
 
 /// How long a difference is given to go away before it counts.
@@ -51,8 +51,6 @@ const MAX_PAGE: usize = 256 << 20;
 pub struct Checked {
     /// The store.
     pub store: Arc<Store>,
-    /// Its labels.
-    pub labels: StoreLabels,
     /// Rings its reflector to relist.
     pub relist: Arc<Notify>,
 }
@@ -204,7 +202,7 @@ pub async fn run(
     shutdown: Signal,
 ) {
     for s in targets.iter().flat_map(|t| &t.stores) {
-        metrics::consistency_series(&s.labels);
+        metrics::consistency_series(s.store.labels());
     }
     if warm {
         // Once every store has resumed its watch (or given up on it), and 5
@@ -255,10 +253,10 @@ async fn check(upstream: &Arc<Upstream>, t: &Target) {
     let mut confirm = Vec::new();
     for (s, found) in t.stores.iter().zip(first) {
         match found {
-            Found::Equal => metrics::consistency_check(&s.labels, "equal"),
+            Found::Equal => metrics::consistency_check(s.store.labels(), "equal"),
             Found::Inconclusive(why) => {
-                tracing::debug!(resource = %s.labels, %why, "consistency check inconclusive");
-                metrics::consistency_check(&s.labels, "inconclusive");
+                tracing::debug!(resource = %s.store.labels(), %why, "consistency check inconclusive");
+                metrics::consistency_check(s.store.labels(), "inconclusive");
             }
             Found::Differs(keys) => confirm.push((s, keys)),
         }
@@ -281,16 +279,16 @@ async fn check(upstream: &Arc<Upstream>, t: &Target) {
                 Found::Inconclusive(_) => Vec::new(),
             };
             if still.is_empty() {
-                metrics::consistency_check(&s.labels, "transient");
+                metrics::consistency_check(s.store.labels(), "transient");
                 continue;
             }
             tracing::warn!(
-                resource = %s.labels,
+                resource = %s.store.labels(),
                 differing = still.len(),
                 keys = ?still.iter().take(KEYS_LOGGED).collect::<Vec<_>>(),
                 "the cache diverged from the upstream (objects missing, extra or at other versions, twice); relisting"
             );
-            metrics::consistency_check(&s.labels, "diverged");
+            metrics::consistency_check(s.store.labels(), "diverged");
             s.relist.notify_one();
         }
     }
