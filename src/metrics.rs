@@ -626,10 +626,55 @@ impl WatchEnd {
     }
 }
 
+/// A watch event's type, as the `type` label of the event counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    /// An object added (or entering a watcher's selector).
+    Added,
+    /// An object modified.
+    Modified,
+    /// An object deleted (or leaving a watcher's selector).
+    Deleted,
+    /// A bookmark.
+    Bookmark,
+}
+
+impl EventType {
+    /// Every type, for the series registered at 0.
+    pub const ALL: [EventType; 4] = [
+        EventType::Added,
+        EventType::Modified,
+        EventType::Deleted,
+        EventType::Bookmark,
+    ];
+
+    /// Its label value, as the apiserver names the type.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+            EventType::Bookmark => "BOOKMARK",
+        }
+    }
+}
+
+/// Events counted by type between two flushes to their counters (a
+/// watcher counts per event, and adds to the shared counters in batches).
+#[derive(Debug, Default)]
+pub struct EventCounts([u64; 4]);
+
+impl EventCounts {
+    /// Counts `n` events of type `t`.
+    pub fn add(&mut self, t: EventType, n: u64) {
+        self.0[t as usize] += n;
+    }
+}
+
 /// One resource's watch metric handles, resolved once (the per-event path
 /// only touches atomics).
 pub struct WatchMetrics {
-    /// By event type: ADDED, MODIFIED, DELETED, BOOKMARK.
+    /// By event type, as [`EventType::ALL`] orders them.
     sent: [metrics::Counter; 4],
     /// Delivery latency.
     pub delivery: metrics::Histogram,
@@ -647,8 +692,8 @@ impl WatchMetrics {
             metrics::counter!(WATCH_TERMINATED_TOTAL, "resource" => r.clone(), "reason" => why.as_str())
                 .increment(0);
         }
-        let sent = ["ADDED", "MODIFIED", "DELETED", "BOOKMARK"].map(
-            |t| metrics::counter!(WATCH_EVENTS_SENT_TOTAL, "resource" => r.clone(), "type" => t),
+        let sent = EventType::ALL.map(
+            |t| metrics::counter!(WATCH_EVENTS_SENT_TOTAL, "resource" => r.clone(), "type" => t.as_str()),
         );
         WatchMetrics {
             sent,
@@ -659,11 +704,11 @@ impl WatchMetrics {
         }
     }
 
-    /// Counts events sent, by type index (0 ADDED, 1 MODIFIED, 2 DELETED, 3 BOOKMARK).
-    pub fn sent(&self, counts: &[u64; 4]) {
-        for (c, n) in self.sent.iter().zip(counts) {
-            if *n > 0 {
-                c.increment(*n);
+    /// Adds the events `counts` holds to the counters, and empties it.
+    pub fn sent(&self, counts: &mut EventCounts) {
+        for (c, n) in self.sent.iter().zip(std::mem::take(&mut counts.0)) {
+            if n > 0 {
+                c.increment(n);
             }
         }
     }

@@ -32,10 +32,15 @@ pub enum EventKind {
 impl EventKind {
     /// The watch event type.
     pub fn as_str(self) -> &'static str {
+        self.metric().as_str()
+    }
+
+    /// Its type as the event counters label it.
+    pub fn metric(self) -> crate::metrics::EventType {
         match self {
-            EventKind::Added => "ADDED",
-            EventKind::Modified => "MODIFIED",
-            EventKind::Deleted => "DELETED",
+            EventKind::Added => crate::metrics::EventType::Added,
+            EventKind::Modified => crate::metrics::EventType::Modified,
+            EventKind::Deleted => crate::metrics::EventType::Deleted,
         }
     }
 }

@@ -1,0 +1,99 @@
+//! What a watcher writes, in its encoding and form: each event's line as
+//! it concerns this watcher's filter, its bookmarks and errors, framed for
+//! a gzip stream where it is one.
+
+use bytes::Bytes;
+
+use super::watcher::Watcher;
+use crate::api::media::Encoding;
+use crate::api::status::Status;
+use crate::cache::history::{Event, EventKind, Form};
+use crate::cache::object::CachedObject;
+use crate::codec::gzip;
+use crate::codec::json::{META_API_VERSION, bookmark, initial_events_end, watch_line};
+use crate::codec::protobuf as pb;
+
+impl Watcher {
+    /// The line this watcher sends for an event, per kube-apiserver's cacher:
+    /// an object entering the filter is ADDED, one leaving it is DELETED (its
+    /// previous state at the event's version). All are encoded once per event.
+    pub(super) fn line_for<'e>(&self, ev: &'e Event) -> Option<(&'e Bytes, EventKind)> {
+        let kind = if self.filter.everything() {
+            ev.kind
+        } else {
+            let cur = ev.kind != EventKind::Deleted && self.filter.passes(&ev.object);
+            let old = ev.prev.as_ref().is_some_and(|p| self.filter.passes(p));
+            match (cur, old) {
+                (true, true) => ev.kind,
+                (true, false) => EventKind::Added,
+                (false, true) => EventKind::Deleted,
+                (false, false) => return None,
+            }
+        };
+        ev.line(self.form, kind).map(|l| (l, kind))
+    }
+
+    /// The `kind` and `apiVersion` of what this watcher is sent.
+    fn sent_type(&self) -> (&str, String) {
+        match self.form {
+            Form::Object => (
+                &self.cache.resource.kind,
+                self.cache.resource.gvr.api_version(),
+            ),
+            Form::Metadata => ("PartialObjectMetadata", META_API_VERSION.to_string()),
+        }
+    }
+
+    pub(super) fn bookmark_line(&self, rv: u64) -> Bytes {
+        self.bookmark(rv, false)
+    }
+
+    /// A BOOKMARK at `rv` in this watcher's encoding and form; `initial_end`:
+    /// the one ending a streaming list's initial events (annotated, with the
+    /// blueprint of an empty list). A protobuf bookmark is the upstream's own
+    /// empty object of the type where one has been seen.
+    pub(super) fn bookmark(&self, rv: u64, initial_end: bool) -> Bytes {
+        let (kind, api_version) = self.sent_type();
+        if self.store.encoding() == Encoding::Json {
+            return if initial_end {
+                initial_events_end(kind, &api_version, rv)
+            } else {
+                bookmark(kind, &api_version, rv)
+            };
+        }
+        let template = match self.form {
+            Form::Object => self.store.empty_object(),
+            // PartialObjectMetadata{1 ObjectMeta}: the type's empty metadata.
+            Form::Metadata => self.store.empty_object().and_then(|raw| {
+                let meta = pb::find(&raw, 1).ok().flatten()?;
+                let mut m = bytes::BytesMut::new();
+                pb::bytes_field(&mut m, 1, meta);
+                Some(m.freeze())
+            }),
+        };
+        let body = pb::bookmark(template.as_deref(), &api_version, kind, rv, initial_end);
+        pb::watch_frame("BOOKMARK", &[&body])
+    }
+
+    /// An ERROR event carrying `s`, in this watcher's encoding.
+    pub(super) fn error_line(&self, s: &Status) -> Bytes {
+        match self.store.encoding() {
+            Encoding::Json => watch_line("ERROR", &s.to_bytes()),
+            Encoding::Protobuf => pb::watch_frame("ERROR", &[&s.to_protobuf()]),
+        }
+    }
+
+    /// A line of this watcher's own (a bookmark, an error) as it goes on
+    /// the wire: as is, or in a gzip stream as stored deflate blocks.
+    pub(super) fn framed(&mut self, line: Bytes) -> Bytes {
+        match &mut self.gz {
+            Some(crc) => gzip::stored(&line, crc),
+            None => line,
+        }
+    }
+
+    /// An initial ADDED for a cached object, in this watcher's form.
+    pub(super) fn added_line(&self, o: &CachedObject) -> Bytes {
+        o.watch_event("ADDED", self.form == Form::Metadata)
+    }
+}

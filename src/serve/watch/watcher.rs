@@ -1,0 +1,395 @@
+//! One cached watch: a cursor into the resource's event log plus its
+//! filter, run as its own task. It starts ([`Start`]: the state first, or
+//! the changes after a version), then goes live: it catches up with the
+//! log, sends bookmarks when its [`BookmarkClock`] says, and sleeps until
+//! an event concerns it, its clock ticks, the client leaves or r8s drains.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::clock::BookmarkClock;
+use super::filter::Filter;
+use super::policy::WatchPolicy;
+use crate::api::status::Status;
+use crate::cache::ResourceCache;
+use crate::cache::history::{Cursor, Form, Trigger};
+use crate::cache::store::Store;
+use crate::codec::crc::StreamCrc;
+use crate::codec::gzip;
+use crate::config::OnTooOld;
+use crate::metrics::{EventCounts, EventType, WatchEnd, WatchMetrics};
+use crate::shutdown::Signal;
+
+/// Events a watcher takes from the log per read: bounds what a stalled watcher holds.
+const BATCH: usize = 256;
+/// One event in this many is timed for the delivery histogram.
+const SAMPLE_EVERY: u64 = 16;
+/// How often a watcher blocked on a slow client checks whether the log's tail passed it.
+const STALL_CHECK: Duration = Duration::from_millis(500);
+
+/// How a watch starts.
+pub enum Start {
+    /// ADDED for the current state (once it is at least this version), an
+    /// optional end-of-initial-events bookmark, then every change.
+    Initial {
+        /// The version the state must be at least at.
+        at_least: u64,
+        /// Whether the initial events end with the annotated bookmark.
+        end_bookmark: bool,
+    },
+    /// Every change after this version.
+    After(u64),
+    /// A streaming list of a version the cache did not reach in time: the
+    /// apiserver's ERROR event (504 "Too large resource version"), then the end.
+    TooLarge(u64),
+}
+
+/// Releases a slot of `watch.max_watchers` when the watcher ends.
+pub struct ActiveGuard(pub Arc<AtomicUsize>);
+
+impl Drop for ActiveGuard {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A running watch.
+pub struct Watcher {
+    pub(super) cache: Arc<ResourceCache>,
+    /// The store it reads (of its encoding).
+    pub(super) store: Arc<Store>,
+    pub(super) filter: Filter,
+    pub(super) trigger: Option<Trigger>,
+    pub(super) tx: mpsc::Sender<Bytes>,
+    pub(super) bookmarks: bool,
+    pub(super) form: Form,
+    pub(super) policy: WatchPolicy,
+    pub(super) shutdown: Signal,
+    pub(super) metrics: Arc<WatchMetrics>,
+    /// Events sent since the last flush to the metrics, by type.
+    pub(super) counts: EventCounts,
+    /// A gzip stream's CRC-32 so far (a streaming list to a client that
+    /// takes gzip): one gzip member, the initial events spliced from
+    /// compressed runs, each later event compressed once for all watchers,
+    /// this watcher's own lines (bookmarks, errors) stored.
+    pub(super) gz: Option<StreamCrc>,
+}
+
+/// Where a watcher is.
+pub struct Progress {
+    /// The next event to read.
+    pub cursor: Cursor,
+    /// Every change up to this version has been read (the bookmark RV).
+    pub rv: u64,
+    /// The version of the last event or bookmark the client got.
+    pub sent: u64,
+    /// The version the watch started from: bookmarks go out only once the
+    /// cache is past it (the cacher's rule; one may repeat the version of
+    /// the event just sent).
+    pub start: u64,
+    /// The watch ends here.
+    pub deadline: Instant,
+    /// Set on shutdown: the watch closes here, after a final bookmark.
+    pub drain_at: Option<Instant>,
+}
+
+impl Progress {
+    fn stop_at(&self) -> Instant {
+        self.drain_at
+            .map_or(self.deadline, |d| d.min(self.deadline))
+    }
+}
+
+impl Watcher {
+    /// Runs the watch until it ends, then counts how it ended.
+    pub async fn run(mut self, start: Start, timeout: Duration, active: ActiveGuard) {
+        self.metrics.started();
+        let end = self.serve(start, timeout).await;
+        if let Some(crc) = &self.gz
+            && !matches!(end, WatchEnd::Client | WatchEnd::Error)
+        {
+            // A gzip stream ends whole, so the client reads a clean end (not
+            // after a failure to compress: the client must see it broken).
+            let end_of_stream = gzip::trailer(crc);
+            let _ = tokio::time::timeout(Duration::from_secs(1), self.tx.send(end_of_stream)).await;
+        }
+        self.flush_counts();
+        self.metrics.ended(end);
+        drop(active);
+    }
+
+    /// Counts an event sent, by type.
+    pub(super) fn count(&mut self, t: EventType, n: u64) {
+        self.counts.add(t, n);
+    }
+
+    fn flush_counts(&mut self) {
+        self.metrics.sent(&mut self.counts);
+    }
+
+    /// The watch: its start, then live until it ends.
+    async fn serve(&mut self, start: Start, timeout: Duration) -> WatchEnd {
+        let mut p = Progress {
+            cursor: 0,
+            rv: 0,
+            sent: 0,
+            start: 0,
+            deadline: Instant::now() + timeout,
+            drain_at: None,
+        };
+        if self.gz.is_some()
+            && self
+                .tx
+                .send(Bytes::from_static(&gzip::HEADER))
+                .await
+                .is_err()
+        {
+            return WatchEnd::Client;
+        }
+        let started = match start {
+            Start::TooLarge(n) => return self.too_large(n).await,
+            Start::After(n) => self.after(n, &mut p).await,
+            Start::Initial {
+                at_least,
+                end_bookmark,
+            } => self.initial(at_least, end_bookmark, &mut p).await,
+        };
+        if let Err(e) = started {
+            return self.ended(e, &mut p).await;
+        }
+        self.flush_counts();
+        self.live(&mut p).await
+    }
+
+    /// Starts after version `n`: from the log, once the cache has reached
+    /// it (a version the client listed elsewhere: as the apiserver does,
+    /// no event up to it is sent).
+    async fn after(&mut self, n: u64, p: &mut Progress) -> Result<(), WatchEnd> {
+        p.rv = n;
+        p.sent = n;
+        p.start = n;
+        let store = self.store.clone();
+        if store.current().rv < n {
+            let mut rx = store.subscribe();
+            tokio::select! {
+                _ = rx.wait_for(|rv| *rv >= n) => {}
+                _ = tokio::time::sleep_until(p.deadline) => return Err(WatchEnd::Timeout),
+                _ = self.shutdown.wait() => return Err(WatchEnd::Shutdown),
+            }
+        }
+        match store.cursor_after(n) {
+            Some(c) => {
+                p.cursor = c;
+                Ok(())
+            }
+            None => Err(WatchEnd::TooOld),
+        }
+    }
+
+    /// Live: catches up with the log, sends due bookmarks, sleeps until
+    /// something concerns it; until its deadline, the client's leaving or
+    /// its drain point.
+    async fn live(&mut self, p: &mut Progress) -> WatchEnd {
+        let store = self.store.clone();
+        let mut rx = store.subscribe();
+        rx.borrow_and_update();
+        let guard = self.trigger.map(|t| store.register(t));
+        let mut clock = BookmarkClock::new(self.policy.bookmark_interval, p.deadline);
+        let mut next_lag_sample = Instant::now();
+        // Made once and re-armed, not made anew per event: each is a
+        // registration (timer wheel, shutdown channel, the connection's
+        // channel) that every watcher of a busy resource would otherwise
+        // redo on every event.
+        let mut wake = std::pin::pin!(tokio::time::sleep_until(p.stop_at()));
+        let mut stop = std::pin::pin!(self.shutdown.clone().wait_owned());
+        let tx = self.tx.clone();
+        let mut closed = std::pin::pin!(tx.closed());
+        loop {
+            if let Err(e) = self.catch_up(p, &mut next_lag_sample).await {
+                return self.ended(e, p).await;
+            }
+            let now = Instant::now();
+            if now >= p.deadline {
+                return WatchEnd::Timeout;
+            }
+            if p.drain_at.is_some_and(|d| now >= d) {
+                if self.bookmarks {
+                    // Unconditionally: the client resumes from it elsewhere.
+                    let line = self.bookmark_line(p.rv);
+                    let line = self.framed(line);
+                    let _ = tokio::time::timeout(Duration::from_secs(1), self.tx.send(line)).await;
+                    self.count(EventType::Bookmark, 1);
+                }
+                return WatchEnd::Shutdown;
+            }
+            if self.bookmarks && clock.due(now) && p.rv > p.start {
+                let line = self.bookmark_line(p.rv);
+                let (line, c) = (self.framed(line), p.cursor);
+                if let Err(e) = self.send(line, p, c).await {
+                    return self.ended(e, p).await;
+                }
+                self.count(EventType::Bookmark, 1);
+                p.sent = p.rv;
+            }
+            self.flush_counts();
+            let mut wake_at = p.stop_at();
+            if self.bookmarks {
+                wake_at = wake_at.min(clock.next_due());
+            }
+            let woken = async {
+                match &guard {
+                    Some(g) => {
+                        g.notify.notified().await;
+                        true
+                    }
+                    None => rx.changed().await.is_ok(),
+                }
+            };
+            if wake.deadline() != wake_at {
+                wake.as_mut().reset(wake_at);
+            }
+            tokio::select! {
+                alive = woken => if !alive { return WatchEnd::Shutdown },
+                _ = &mut wake => {}
+                _ = &mut closed => return WatchEnd::Client,
+                _ = &mut stop, if p.drain_at.is_none() => {
+                    p.drain_at = Some(self.drain_point());
+                }
+            }
+        }
+    }
+
+    /// Hands a frame to the connection. A client that does not read makes
+    /// this wait, never anyone else; it gives up when the watch must end or
+    /// the log's tail passes `resume` (the events after it are gone).
+    pub(super) async fn send(
+        &self,
+        line: Bytes,
+        p: &mut Progress,
+        resume: Cursor,
+    ) -> Result<(), WatchEnd> {
+        let line = match self.tx.try_send(line) {
+            Ok(()) => return Ok(()),
+            Err(mpsc::error::TrySendError::Closed(_)) => return Err(WatchEnd::Client),
+            Err(mpsc::error::TrySendError::Full(line)) => line,
+        };
+        loop {
+            tokio::select! {
+                permit = self.tx.reserve() => {
+                    let Ok(permit) = permit else { return Err(WatchEnd::Client) };
+                    permit.send(line);
+                    return Ok(());
+                }
+                _ = tokio::time::sleep(STALL_CHECK) => {
+                    if !self.store.holds(resume) {
+                        return Err(WatchEnd::TooOld);
+                    }
+                }
+                _ = tokio::time::sleep_until(p.stop_at()) => {
+                    return Err(if p.drain_at.is_some() { WatchEnd::Shutdown } else { WatchEnd::Timeout });
+                }
+                _ = self.shutdown.wait(), if p.drain_at.is_none() => {
+                    p.drain_at = Some(self.drain_point());
+                }
+            }
+        }
+    }
+
+    fn drain_point(&self) -> Instant {
+        Instant::now() + self.policy.drain.mul_f64(fastrand::f64())
+    }
+
+    /// Ends a watcher the log's tail passed: the apiserver's ERROR 410, or
+    /// (pass-through mode) a clean end, so the client resumes from its last
+    /// version through r8s, which passes it to the upstream.
+    async fn too_old(&mut self, p: &mut Progress) -> WatchEnd {
+        if self.policy.on_too_old == OnTooOld::Gone {
+            let s = Status::expired(format!(
+                "too old resource version: {} ({})",
+                p.sent,
+                self.store.history_from()
+            ));
+            let line = self.error_line(&s);
+            let line = self.framed(line);
+            // Waits for room (the client may be stalled) until the watch would end anyway.
+            tokio::select! {
+                _ = self.tx.send(line) => {}
+                _ = tokio::time::sleep_until(p.stop_at()) => {}
+            }
+        }
+        WatchEnd::TooOld
+    }
+
+    /// Ends a streaming list whose version the cache did not reach in time
+    /// with the cacher's ERROR event (504 "Too large resource version").
+    pub(super) async fn too_large(&mut self, asked: u64) -> WatchEnd {
+        let s = Status::too_large_resource_version(asked, self.store.current().rv);
+        let line = self.error_line(&s);
+        let line = self.framed(line);
+        let _ = self.tx.send(line).await;
+        WatchEnd::TooNew
+    }
+
+    /// Sends everything the log holds for this watcher after its cursor.
+    async fn catch_up(
+        &mut self,
+        p: &mut Progress,
+        next_lag_sample: &mut Instant,
+    ) -> Result<(), WatchEnd> {
+        let store = self.store.clone();
+        let mut first = true;
+        loop {
+            let Some((batch, current)) = store.read(p.cursor, self.trigger, BATCH) else {
+                return Err(WatchEnd::TooOld);
+            };
+            if first {
+                first = false;
+                let now = Instant::now();
+                if now >= *next_lag_sample {
+                    *next_lag_sample = now + Duration::from_secs(1);
+                    self.metrics
+                        .lag
+                        .record((batch.behind + batch.events.len() as u64) as f64);
+                }
+            }
+            for ev in &batch.events {
+                if let Some((line, kind)) = self.line_for(ev) {
+                    let frame = match (&mut self.gz, ev.gzip_line(self.form, kind)) {
+                        (Some(crc), Some(block)) => {
+                            crc.append(&block.crc);
+                            block.deflate.clone()
+                        }
+                        _ => line.clone(),
+                    };
+                    self.send(frame, p, batch.next).await?;
+                    self.count(kind.metric(), 1);
+                    p.sent = ev.rv;
+                    if ev.seq % SAMPLE_EVERY == 0 {
+                        self.metrics
+                            .delivery
+                            .record(ev.arrived.elapsed().as_secs_f64());
+                    }
+                }
+                p.rv = p.rv.max(ev.rv);
+            }
+            p.cursor = batch.next;
+            if batch.caught_up {
+                p.rv = p.rv.max(current);
+                return Ok(());
+            }
+        }
+    }
+
+    /// Finishes a watch that could not go on.
+    pub(super) async fn ended(&mut self, why: WatchEnd, p: &mut Progress) -> WatchEnd {
+        match why {
+            WatchEnd::TooOld => self.too_old(p).await,
+            other => other,
+        }
+    }
+}
