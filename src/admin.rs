@@ -27,7 +27,7 @@ pub struct Health {
     /// Why the upstream does not answer `/version`, while it does not.
     upstream_down: Mutex<Option<String>>,
     /// Every store, by its metrics label, for staleness.
-    stores: Vec<Arc<Store>>,
+    stores: Vec<(Arc<Store>, crate::metrics::StalenessSeries)>,
 }
 
 /// One check of `/readyz?verbose`: its name, and why it fails (if it does).
@@ -39,6 +39,13 @@ struct Check {
 impl Health {
     /// Health over these stores; not ready yet.
     pub fn new(stores: Vec<Arc<Store>>) -> Self {
+        let stores = stores
+            .into_iter()
+            .map(|s| {
+                let series = crate::metrics::StalenessSeries::new(s.labels());
+                (s, series)
+            })
+            .collect();
         Health {
             synced: AtomicBool::new(false),
             draining: AtomicBool::new(false),
@@ -82,6 +89,7 @@ impl Health {
     fn stale(&self, served: bool) -> Vec<String> {
         self.stores
             .iter()
+            .map(|(s, _)| s)
             .filter(|s| s.serving() == Serving::Ready && s.staleness().stale())
             .filter(|s| s.staleness().serves_stale() == served)
             .map(|s| format!("{} ({} s)", s.labels(), s.staleness().since().as_secs()))
@@ -162,14 +170,14 @@ impl Health {
 
     /// Whether every cache has settled: serving, or passing through for good reason.
     pub fn settled(&self) -> bool {
-        self.stores.iter().all(|s| s.settled())
+        self.stores.iter().all(|(s, _)| s.settled())
     }
 
     /// Publishes each cache's staleness, and how many are served stale
     /// (before a scrape).
     pub fn record_staleness(&self) {
-        for s in &self.stores {
-            crate::metrics::cache_staleness(s.labels(), s.staleness().since());
+        for (s, series) in &self.stores {
+            series.record(s.staleness().since());
         }
         crate::metrics::caches_served_stale(self.stale(true).len());
     }
@@ -210,9 +218,10 @@ pub fn handle<B>(
             {
                 health.record_staleness();
                 crate::metrics::collect_process();
-                for (name, e) in [("json", Encoding::Json), ("protobuf", Encoding::Protobuf)] {
-                    crate::metrics::watch_encodings(name, crate::cache::history::encodings(e));
-                }
+                crate::metrics::watch_encodings(
+                    crate::cache::history::encodings(Encoding::Json),
+                    crate::cache::history::encodings(Encoding::Protobuf),
+                );
                 let (items, run_bytes) = crate::codec::gzip::totals();
                 crate::metrics::list_gzip(items, run_bytes);
                 metrics.render()

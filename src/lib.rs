@@ -267,14 +267,12 @@ fn spawn_caches(
                 let info = cache::object::TypeInfo::of(&c.resource, store.encoding());
                 let identity = p.identity(&c.resource.gvr, store.encoding(), &info);
                 warm |= p.has_snapshot(&identity);
-                let (p, id, l) = (p.clone(), identity.clone(), store.labels().clone());
-                r = r.warm_from(tokio::task::spawn_blocking(move || p.load(&id, &info, &l)));
-                saved.push(persist::Target {
-                    store: store.clone(),
-                    identity,
-                });
+                let target = persist::Target::new(store.clone(), identity);
+                let (p, t) = (p.clone(), target.clone());
+                r = r.warm_from(tokio::task::spawn_blocking(move || p.load(&t, &info)));
+                saved.push(target);
             }
-            stores.push(upstream::consistency::Checked { store, relist });
+            stores.push(upstream::consistency::Checked::new(store, relist));
             tokio::spawn(r.run(shutdown.clone()));
         }
         stampers.insert(c.resource.gvr.clone(), stamps);

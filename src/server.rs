@@ -21,6 +21,7 @@ use tokio_io_timeout::TimeoutStream;
 
 use crate::api::UserInfo;
 use crate::body::Body;
+use crate::metrics::ConnectionClosed;
 use crate::shutdown::Signal;
 use crate::tls::Tls;
 
@@ -221,7 +222,7 @@ pub async fn serve<H, F>(
                     };
                     if !first_byte.await {
                         if !stop.fired() {
-                            crate::metrics::connection_closed("no_request");
+                            crate::metrics::connection_closed(ConnectionClosed::NoRequest);
                         }
                         tracing::debug!(peer = %addr, "connection sent nothing; closed");
                         return;
@@ -327,7 +328,7 @@ async fn connection<I, H, F>(
             biased;
             _ = ends.stop.wait() => {}
             _ = goaway.notified() => {
-                crate::metrics::connection_closed("goaway");
+                crate::metrics::connection_closed(ConnectionClosed::Goaway);
                 tracing::debug!(peer = %addr, "GOAWAY (server.goaway_chance): the client reconnects for its next request");
             }
             r = conn.as_mut() => return r,
@@ -337,13 +338,13 @@ async fn connection<I, H, F>(
     };
     if let Err(e) = drain.around(serving).await {
         match bound_hit(&*e) {
-            Some(reason @ "write_timeout") => {
-                crate::metrics::connection_closed(reason);
+            Some(ConnectionClosed::WriteTimeout) => {
+                crate::metrics::connection_closed(ConnectionClosed::WriteTimeout);
                 tracing::info!(peer = %addr, "client stopped reading; connection closed (server.write_timeout_seconds)");
             }
             Some(reason) => {
                 crate::metrics::connection_closed(reason);
-                tracing::debug!(peer = %addr, reason, "no request or headers in time; connection closed");
+                tracing::debug!(peer = %addr, reason = reason.as_str(), "no request or headers in time; connection closed");
             }
             None => tracing::debug!(error = %e, peer = %addr, "connection ended with an error"),
         }
@@ -378,19 +379,23 @@ fn headers_too_large(version: http::Version) -> Response<Body> {
 
 /// Which of the listener's bounds ended a connection, if one did: hyper's
 /// header read timeout, or the write timeout (an I/O `TimedOut`).
-fn bound_hit(e: &(dyn std::error::Error + 'static)) -> Option<&'static str> {
+fn bound_hit(e: &(dyn std::error::Error + 'static)) -> Option<ConnectionClosed> {
     let mut cur = Some(e);
     while let Some(err) = cur {
         if let Some(h) = err.downcast_ref::<hyper::Error>()
             && h.is_timeout()
         {
-            return Some("header_timeout");
+            return Some(ConnectionClosed::HeaderTimeout);
         }
         if let Some(io) = err.downcast_ref::<std::io::Error>()
             && io.kind() == std::io::ErrorKind::TimedOut
         {
             let first = io.get_ref().is_some_and(|e| e.is::<NoRequest>());
-            return Some(if first { "no_request" } else { "write_timeout" });
+            return Some(if first {
+                ConnectionClosed::NoRequest
+            } else {
+                ConnectionClosed::WriteTimeout
+            });
         }
         cur = err.source();
     }

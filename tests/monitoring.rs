@@ -537,6 +537,13 @@ async fn should_record_the_hit_ratio_prometheus_scrapes() {
             );
         }
     }
+    // Every family r8s exports says what it is (`# HELP`, from metrics::names).
+    for family in exported.iter().filter(|f| f.starts_with("r8s_")) {
+        assert!(
+            m.contains(&format!("# HELP {family} ")),
+            "{family} is exported without a HELP line"
+        );
+    }
     let table = readme_table();
     let unlisted: Vec<&String> = exported.difference(&table).collect();
     let missing: Vec<&String> = table.difference(&exported).collect();

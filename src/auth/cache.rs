@@ -60,10 +60,10 @@ pub enum Lookup {
 
 impl Lookup {
     /// The `cached` metric label.
-    pub fn label(self) -> &'static str {
+    pub fn label(self) -> crate::metrics::Cached {
         match self {
-            Lookup::Cached | Lookup::Stale => "true",
-            Lookup::Reviewed => "false",
+            Lookup::Cached | Lookup::Stale => crate::metrics::Cached::Yes,
+            Lookup::Reviewed => crate::metrics::Cached::No,
         }
     }
 }

@@ -30,6 +30,7 @@ use crate::api::status::{Status, Target};
 use crate::body::Body;
 use crate::config::{AuthConfig, AuthMode};
 use crate::metrics;
+use crate::metrics::{Authn, Authz, Cached};
 use crate::upstream::{Creds, Upstream};
 use cache::{Lookup, ReviewCache, ReviewError, StaleIfError, Ttls};
 use review::{Attributes, Decision, TokenAnswer};
@@ -267,7 +268,11 @@ impl Auth {
         let logged = &self.outage_logged[usize::from(access)];
         match how {
             Lookup::Stale => {
-                self.counters.stale(access);
+                self.counters.stale(if access {
+                    metrics::Review::Access
+                } else {
+                    metrics::Review::Token
+                });
                 if !logged.swap(true, Ordering::Relaxed) {
                     tracing::warn!(
                         review = if access { "access" } else { "token" },
@@ -304,7 +309,7 @@ impl Auth {
         }
         // kube-apiserver tries the x509 authenticator before bearer tokens.
         if let Some(user) = certificate {
-            self.counters.authn("certificate", "false");
+            self.counters.authn(Authn::Certificate, Cached::No);
             let user = self.impersonation(user, headers).await?;
             return Ok(Caller::Certificate(user));
         }
@@ -319,10 +324,10 @@ impl Auth {
         let Some(token) = token else {
             // No bearer token (none, empty, or another scheme): anonymous.
             let Some(anon) = &self.anonymous else {
-                self.counters.authn("rejected", "false");
+                self.counters.authn(Authn::Rejected, Cached::No);
                 return Err(Refusal::Unauthorized);
             };
-            self.counters.authn("anonymous", "false");
+            self.counters.authn(Authn::Anonymous, Cached::No);
             return Ok(Caller::Client {
                 user: anon.clone(),
                 impersonating,
@@ -342,18 +347,18 @@ impl Auth {
         }
         match answer {
             Ok(TokenAnswer::Authenticated(user)) => {
-                self.counters.authn("authenticated", how.label());
+                self.counters.authn(Authn::Authenticated, how.label());
                 Ok(Caller::Client {
                     user,
                     impersonating,
                 })
             }
             Ok(TokenAnswer::Rejected) => {
-                self.counters.authn("rejected", how.label());
+                self.counters.authn(Authn::Rejected, how.label());
                 Err(Refusal::Unauthorized)
             }
             Err(e) => {
-                self.counters.authn("error", how.label());
+                self.counters.authn(Authn::Error, how.label());
                 tracing::warn!(error = %e, "token review failed");
                 Err(Refusal::Unavailable(e))
             }
@@ -404,11 +409,11 @@ impl Auth {
         }
         match decision {
             Ok(Decision::Allowed) => {
-                self.counters.authz("allowed", how.label());
+                self.counters.authz(Authz::Allowed, how.label());
                 Ok(())
             }
             Ok(Decision::Denied(reason)) => {
-                self.counters.authz("denied", how.label());
+                self.counters.authz(Authz::Denied, how.label());
                 let a = &key.1;
                 let target = Target {
                     group: &a.group,
@@ -422,7 +427,7 @@ impl Auth {
                 )))
             }
             Err(e) => {
-                self.counters.authz("error", how.label());
+                self.counters.authz(Authz::Error, how.label());
                 tracing::warn!(error = %e, "access review failed");
                 Err(Refusal::Unavailable(e))
             }

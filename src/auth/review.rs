@@ -88,12 +88,13 @@ struct AccessStatus {
 async fn post<S: for<'de> Deserialize<'de>>(
     upstream: &Arc<Upstream>,
     path: &str,
-    kind: &'static str,
+    review: metrics::Review,
     body: Bytes,
 ) -> Result<S, ReviewError> {
+    let kind = review.as_str();
     let start = Instant::now();
     let result = upstream.post_json(path, body).await;
-    metrics::auth_review(kind, start.elapsed());
+    metrics::auth_review(review, start.elapsed());
     let (status, bytes) =
         result.map_err(|e| ReviewError::unavailable(format!("{kind} review failed: {e}")))?;
     if !status.is_success() {
@@ -130,7 +131,7 @@ pub async fn token(upstream: Arc<Upstream>, token: String) -> Result<TokenAnswer
     let s: TokenStatus = post(
         &upstream,
         "/apis/authentication.k8s.io/v1/tokenreviews",
-        "token",
+        metrics::Review::Token,
         body,
     )
     .await?;
@@ -199,7 +200,7 @@ pub async fn access(
     let s: AccessStatus = post(
         &upstream,
         "/apis/authorization.k8s.io/v1/subjectaccessreviews",
-        "access",
+        metrics::Review::Access,
         body,
     )
     .await?;

@@ -121,12 +121,9 @@ static ITEMS: [AtomicU64; 3] = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64:
 /// Items sent by every gzip list since start, by how (reused, compressed,
 /// live), and the bytes of the runs held (all caches): the memory
 /// compressed lists take.
-pub fn totals() -> ([(&'static str, u64); 3], usize) {
+pub fn totals() -> ([u64; 3], usize) {
     let n = |i: usize| ITEMS[i].load(Ordering::Relaxed);
-    (
-        [("reused", n(0)), ("compressed", n(1)), ("live", n(2))],
-        super::run::held_bytes(),
-    )
+    ([n(0), n(1), n(2)], super::run::held_bytes())
 }
 
 /// How much of the lists served went where (for metrics and benchmarks).

@@ -26,6 +26,7 @@
 //! before anything is allocated for it. A file of another format version is
 //! refused with that reason, never read as this one.
 
+use crate::metrics::PersistLoad;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 
 use serde::{Deserialize, Serialize};
@@ -132,13 +133,13 @@ pub enum ReadError {
 
 impl ReadError {
     /// The `result` label of `r8s_persist_loads_total`.
-    pub fn label(&self) -> &'static str {
+    pub fn label(&self) -> PersistLoad {
         match self {
-            ReadError::Io(_) => "unreadable",
-            ReadError::Corrupt(_) | ReadError::Object(_) => "corrupt",
-            ReadError::Truncated(_) => "truncated",
-            ReadError::Format(_) => "format",
-            ReadError::Foreign(_) => "foreign",
+            ReadError::Io(_) => PersistLoad::Unreadable,
+            ReadError::Corrupt(_) | ReadError::Object(_) => PersistLoad::Corrupt,
+            ReadError::Truncated(_) => PersistLoad::Truncated,
+            ReadError::Format(_) => PersistLoad::Format,
+            ReadError::Foreign(_) => PersistLoad::Foreign,
         }
     }
 }
@@ -463,11 +464,11 @@ mod tests {
         let good = sample();
         for cut in [0, 5, 12, 20, good.len() / 2, good.len() - 1] {
             let e = read_all(&good[..cut]).unwrap_err();
-            assert_eq!(e.label(), "truncated", "{cut}: {e}");
+            assert_eq!(e.label().as_str(), "truncated", "{cut}: {e}");
         }
         let mut longer = good.clone();
         longer.push(0);
-        assert_eq!(read_all(&longer).unwrap_err().label(), "corrupt");
+        assert_eq!(read_all(&longer).unwrap_err().label().as_str(), "corrupt");
         let mut flipped = good.clone();
         flipped[good.len() - 8] ^= 1;
         assert!(
@@ -478,12 +479,12 @@ mod tests {
         );
         let mut newer = good.clone();
         newer[8] = 2;
-        assert_eq!(read_all(&newer).unwrap_err().label(), "format");
+        assert_eq!(read_all(&newer).unwrap_err().label().as_str(), "format");
         let other = Identity {
             upstream: "http://127.0.0.1:2".into(),
             ..identity()
         };
         let e = read(Cursor::new(&good), good.len() as u64, &other, |_| Ok(())).unwrap_err();
-        assert_eq!(e.label(), "foreign", "{e}");
+        assert_eq!(e.label().as_str(), "foreign", "{e}");
     }
 }

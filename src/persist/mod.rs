@@ -29,7 +29,7 @@ use crate::api::{ApiResource, Gvr};
 use crate::cache::object::{Objects, TypeInfo};
 use crate::cache::store::{Restored, Serving, Store, Version};
 use crate::config::PersistConfig;
-use crate::metrics::{self, StoreLabels};
+use crate::metrics::{self, PersistLoad};
 use crate::shutdown::Signal;
 use format::{Header, Identity, ReadError};
 
@@ -49,11 +49,26 @@ pub enum PersistError {
 }
 
 /// One store to save, and what its snapshots are of.
+#[derive(Clone)]
 pub struct Target {
     /// The store.
     pub store: Arc<Store>,
     /// What its snapshot must match to be loaded again.
     pub identity: Identity,
+    /// Its snapshots' series (every result registered at 0).
+    series: metrics::PersistSeries,
+}
+
+impl Target {
+    /// The store `store`, saved and loaded as `identity`.
+    pub fn new(store: Arc<Store>, identity: Identity) -> Self {
+        let series = metrics::PersistSeries::new(store.labels());
+        Target {
+            store,
+            identity,
+            series,
+        }
+    }
 }
 
 /// The snapshot directory and its policy.
@@ -150,27 +165,22 @@ impl Persist {
     /// as `info` says (blocking: file reads and parsing). `None` when there is
     /// none, or when it cannot be used: then the reason is logged and
     /// counted, and the store starts cold.
-    pub fn load(
-        &self,
-        identity: &Identity,
-        info: &TypeInfo,
-        labels: &StoreLabels,
-    ) -> Option<Restored> {
-        metrics::persist_series(labels);
+    pub fn load(&self, target: &Target, info: &TypeInfo) -> Option<Restored> {
+        let (identity, labels) = (&target.identity, target.store.labels());
         let path = self.file(identity);
         let started = Instant::now();
         let file = match File::open(&path) {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return None,
-            Err(e) => return self.refused(labels, &path, ReadError::Io(e)),
+            Err(e) => return self.refused(target, &path, ReadError::Io(e)),
         };
         let len = match file.metadata() {
             Ok(m) => m.len(),
-            Err(e) => return self.refused(labels, &path, ReadError::Io(e)),
+            Err(e) => return self.refused(target, &path, ReadError::Io(e)),
         };
         let (header, objects, empty) = match read_objects(file, len, identity, info) {
             Ok(r) => r,
-            Err(e) => return self.refused(labels, &path, e),
+            Err(e) => return self.refused(target, &path, e),
         };
         let now = unix_ms(SystemTime::now());
         let age = Duration::from_millis(now.saturating_sub(header.written_unix_ms));
@@ -183,7 +193,7 @@ impl Persist {
             took = ?started.elapsed(),
             "cache loaded from its snapshot; resuming its upstream watch from there"
         );
-        metrics::persist_load(labels, "loaded");
+        target.series.loaded(PersistLoad::Loaded);
         Some(Restored {
             objects,
             rv: header.resource_version,
@@ -192,14 +202,14 @@ impl Persist {
         })
     }
 
-    fn refused(&self, labels: &StoreLabels, path: &Path, e: ReadError) -> Option<Restored> {
+    fn refused(&self, target: &Target, path: &Path, e: ReadError) -> Option<Restored> {
         tracing::warn!(
-            resource = %labels,
+            resource = %target.store.labels(),
             file = %path.display(),
             error = %e,
             "snapshot ignored; this cache starts cold (lists from the upstream)"
         );
-        metrics::persist_load(labels, e.label());
+        target.series.loaded(e.label());
         None
     }
 
@@ -284,11 +294,11 @@ impl Persist {
             match self.save(&t.identity, &v, empty.as_deref()) {
                 Ok(bytes) => {
                     *at = v.rv;
-                    metrics::persist_write(t.store.labels(), Some(bytes));
+                    t.series.written(Some(bytes));
                     tracing::debug!(resource = %t.store.labels(), rv = v.rv, bytes, took = ?started.elapsed(), "snapshot written");
                 }
                 Err(e) => {
-                    metrics::persist_write(t.store.labels(), None);
+                    t.series.written(None);
                     tracing::warn!(
                         resource = %t.store.labels(),
                         dir = %self.dir.display(),

@@ -33,7 +33,7 @@ use crate::api::ApiResource;
 use crate::api::query;
 use crate::cache::store::{Serving, Store};
 use crate::codec::protobuf as pb;
-use crate::metrics;
+use crate::metrics::{self, Consistency};
 use crate::shutdown::Signal;
 
 /// How long a difference is given to go away before it counts.
@@ -53,6 +53,20 @@ pub struct Checked {
     pub store: Arc<Store>,
     /// Rings its reflector to relist.
     pub relist: Arc<Notify>,
+    /// Its checks' series (every result registered at 0).
+    series: metrics::ConsistencySeries,
+}
+
+impl Checked {
+    /// The store `store`, whose reflector `relist` rings.
+    pub fn new(store: Arc<Store>, relist: Arc<Notify>) -> Self {
+        let series = metrics::ConsistencySeries::new(store.labels());
+        Checked {
+            store,
+            relist,
+            series,
+        }
+    }
 }
 
 /// One cached resource and its stores.
@@ -201,9 +215,6 @@ pub async fn run(
     warm: bool,
     shutdown: Signal,
 ) {
-    for s in targets.iter().flat_map(|t| &t.stores) {
-        metrics::consistency_series(s.store.labels());
-    }
     if warm {
         // Once every store has resumed its watch (or given up on it), and 5
         // to 15 s later: not on top of the start's own requests, and not in
@@ -253,10 +264,10 @@ async fn check(upstream: &Arc<Upstream>, t: &Target) {
     let mut confirm = Vec::new();
     for (s, found) in t.stores.iter().zip(first) {
         match found {
-            Found::Equal => metrics::consistency_check(s.store.labels(), "equal"),
+            Found::Equal => s.series.check(Consistency::Equal),
             Found::Inconclusive(why) => {
                 tracing::debug!(resource = %s.store.labels(), %why, "consistency check inconclusive");
-                metrics::consistency_check(s.store.labels(), "inconclusive");
+                s.series.check(Consistency::Inconclusive);
             }
             Found::Differs(keys) => confirm.push((s, keys)),
         }
@@ -279,7 +290,7 @@ async fn check(upstream: &Arc<Upstream>, t: &Target) {
                 Found::Inconclusive(_) => Vec::new(),
             };
             if still.is_empty() {
-                metrics::consistency_check(s.store.labels(), "transient");
+                s.series.check(Consistency::Transient);
                 continue;
             }
             tracing::warn!(
@@ -288,7 +299,7 @@ async fn check(upstream: &Arc<Upstream>, t: &Target) {
                 keys = ?still.iter().take(KEYS_LOGGED).collect::<Vec<_>>(),
                 "the cache diverged from the upstream (objects missing, extra or at other versions, twice); relisting"
             );
-            metrics::consistency_check(s.store.labels(), "diverged");
+            s.series.check(Consistency::Diverged);
             s.relist.notify_one();
         }
     }

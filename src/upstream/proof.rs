@@ -45,7 +45,7 @@ use crate::cache::ResourceCache;
 use crate::cache::store::{Serving, Store};
 use crate::cache::writer::Stamper;
 use crate::config::Prove;
-use crate::metrics;
+use crate::metrics::{self, ProofStep};
 use crate::sync::MutexExt;
 
 /// The probe watch's `timeoutSeconds`: the upstream's bookmark comes 2 s
@@ -61,24 +61,8 @@ const VERSION_TTL: Duration = Duration::from_secs(60);
 /// The most of a one-object LIST or `/version` r8s reads.
 const MAX_ANSWER: usize = 4 << 20;
 
-/// Which consistent read is being proven (the `kind` label).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ConsistentKind {
-    /// A watch with `sendInitialEvents=true` and no `resourceVersion`.
-    StreamingList,
-    /// A LIST without `resourceVersion`.
-    List,
-}
-
-impl ConsistentKind {
-    /// Its metric label.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ConsistentKind::StreamingList => "streaming_list",
-            ConsistentKind::List => "list",
-        }
-    }
-}
+/// Which consistent read is being proven (its metric label is the same).
+pub type ConsistentKind = metrics::ConsistentRead;
 
 /// Why a consistent read was not proven (it passes through).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -171,8 +155,10 @@ impl Proofs {
     ) -> Result<u64, Unproven> {
         let start = Instant::now();
         let r = self.try_prove(cache, store, kind, start).await;
-        if r != Err(Unproven::Off) {
-            metrics::consistent_read(&cache.label, kind.as_str(), r.is_ok(), start.elapsed());
+        if r != Err(Unproven::Off)
+            && let Some(p) = self.provers.get(&cache.resource.gvr)
+        {
+            p.series.read(kind, r.is_ok(), start.elapsed());
         }
         r
     }
@@ -290,6 +276,8 @@ impl Version {
 /// One resource's proofs: rounds reading `X`, probes proving the stores.
 struct Prover {
     cache: Arc<ResourceCache>,
+    /// Its series (`r8s_consistent_*`).
+    series: metrics::ProofSeries,
     /// The resource's stores, as a proof may move them.
     stampers: Vec<Stamper>,
     rounds: Mutex<Rounds>,
@@ -322,6 +310,7 @@ struct Probes {
 impl Prover {
     fn new(cache: Arc<ResourceCache>, stampers: Vec<Stamper>) -> Self {
         Prover {
+            series: metrics::ProofSeries::new(&cache.label),
             cache,
             stampers,
             rounds: Mutex::new(Rounds::default()),
@@ -451,7 +440,7 @@ impl Prover {
                 }
             };
             // Everyone in `round` arrived before this LIST is sent.
-            metrics::consistent_upstream_request(&self.cache.label, "list");
+            self.series.upstream(ProofStep::List);
             let x = tokio::time::timeout(timeout, read_version(&upstream, &self.path())).await;
             let answer = match x.unwrap_or(Err(ProofError::NoAnswer(timeout))) {
                 Ok(x) => Ok(x),
@@ -501,7 +490,7 @@ impl Prover {
             };
             let result = match c {
                 Some(c) if c > 0 => {
-                    metrics::consistent_upstream_request(&self.cache.label, "probe");
+                    self.series.upstream(ProofStep::Probe);
                     probe(&upstream, &self.path(), c, timeout).await
                 }
                 _ => Err(ProofError::Upstream(

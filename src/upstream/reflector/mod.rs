@@ -59,7 +59,7 @@ use crate::api::media::Encoding;
 use crate::cache::object::{ObjectError, Objects, TypeInfo};
 use crate::cache::store::{Change, Restored, Serving, Version};
 use crate::cache::writer::Writer;
-use crate::metrics::{self, StoreLabels};
+use crate::metrics::{self, Relist, StoreLabels};
 use crate::shutdown::Signal;
 
 /// How long an evicted cache waits before relisting.
@@ -313,7 +313,6 @@ impl Reflector {
 
     /// Runs until shutdown (or for good once the resource proves uncacheable).
     pub async fn run(mut self, shutdown: Signal) {
-        metrics::cache_series(self.labels());
         let mut state = match self.warm.take() {
             Some(loading) => State::Restoring(loading),
             None => State::Relisting { diverged: false },
@@ -371,8 +370,8 @@ impl Reflector {
             "cache over its byte budget (cache.max_bytes_*); evicted, its requests pass through; retrying in 60 s"
         );
         self.writer.evict_over_budget();
-        metrics::cache_synced(self.labels(), false);
-        metrics::over_budget(self.labels(), true);
+        self.series.unsynced();
+        self.series.over_budget(true);
         tokio::select! {
             _ = tokio::time::sleep(OVER_BUDGET_PAUSE) => State::Relisting { diverged: false },
             _ = shutdown.wait() => State::Stopped,
@@ -387,7 +386,7 @@ impl Reflector {
         let retry_now = |me: &Self| match retry {
             Retry::Relist { diverged } => State::Relisting { diverged },
             Retry::Watch { rv, resuming } => {
-                metrics::watch_restart(me.labels());
+                me.series.watch_restart();
                 State::Opening { rv, resuming }
             }
         };
@@ -396,16 +395,16 @@ impl Reflector {
                 if let Retry::Watch { rv, resuming: true } = retry {
                     tracing::info!(resource = %label, rv, "the snapshot's version is compacted upstream (410); relisting");
                 }
-                metrics::relist(&label, "expired");
+                self.series.relist(Relist::Expired);
                 State::Relisting { diverged: false }
             }
             StepError::Malformed(m) => {
                 tracing::warn!(resource = %label, error = %m, "malformed upstream data; relisting");
-                metrics::relist(&label, "malformed");
+                self.series.relist(Relist::Malformed);
                 State::Relisting { diverged: false }
             }
             StepError::Diverged => {
-                metrics::relist(&label, "diverged");
+                self.series.relist(Relist::Diverged);
                 State::Relisting { diverged: true }
             }
             StepError::StreamingUnsupported(why) => {
@@ -419,12 +418,12 @@ impl Reflector {
             StepError::Uncacheable(e) => {
                 tracing::warn!(resource = %label, error = %e, "not cacheable; its requests pass through");
                 self.writer.set_uncacheable();
-                metrics::cache_synced(&label, false);
+                self.series.unsynced();
                 State::Stopped
             }
             StepError::Silent { server, why } => {
                 tracing::warn!(resource = %label, error = %why, stale_for = ?self.writer.store().staleness().since(), "upstream silent; reconnecting");
-                metrics::reflector_silent(&label);
+                self.series.silent();
                 if let Some(i) = server {
                     self.upstream.fail_over(i, "it went silent");
                 }
@@ -432,7 +431,7 @@ impl Reflector {
             }
             StepError::Behind(m) => {
                 tracing::warn!(resource = %label, error = %m, backoff = ?self.backoff.next(), "upstream behind the cache; keeping the cache and retrying");
-                metrics::reflector_behind(&label);
+                self.series.behind();
                 if !self.backoff.behind(shutdown).await {
                     return State::Stopped;
                 }
@@ -492,7 +491,7 @@ impl Reflector {
             tracing::info!(resource = %self.labels(), "cache fits its byte budget again; serving");
         }
         self.writer.clear_over_budget();
-        metrics::over_budget(self.labels(), false);
+        self.series.over_budget(false);
         self.record(&v);
         self.backoff.succeeded();
         Ok(v)

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::{Failed, Reflector, Retry, State, Step, StepError, Stream, Watching};
 use crate::cache::store::Change;
-use crate::metrics;
+use crate::metrics::EventType;
 use crate::shutdown::Signal;
 use crate::upstream::decode::Decoded;
 
@@ -52,7 +52,7 @@ impl Reflector {
                 Ok(Some(unit)) => unit,
                 Ok(None) => {
                     self.backoff.succeeded();
-                    metrics::watch_restart(self.labels());
+                    self.series.watch_restart();
                     return Ok(State::Opening {
                         rv,
                         resuming: false,
@@ -88,15 +88,19 @@ impl Reflector {
         }
         let change = match ev {
             Decoded::Put(kind, o) => {
-                self.series.event(kind);
+                self.series.event(if kind == "ADDED" {
+                    EventType::Added
+                } else {
+                    EventType::Modified
+                });
                 Change::Put(Arc::new(o))
             }
             Decoded::Deleted(o) => {
-                self.series.event("DELETED");
+                self.series.event(EventType::Deleted);
                 Change::Delete(Arc::new(o))
             }
             Decoded::Bookmark { rv, .. } => {
-                self.series.event("BOOKMARK");
+                self.series.event(EventType::Bookmark);
                 Change::Progress(rv)
             }
         };

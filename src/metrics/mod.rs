@@ -1,0 +1,26 @@
+//! Metrics: every name in one table with its HELP ([`names`]), label values
+//! as enums ([`labels`]), and one way to record: handles made once, with
+//! each label value registered at 0, held by what records them (a
+//! reflector's [`ReflectorSeries`], a resource's [`WatchMetrics`], the auth
+//! layer's [`AuthCounters`]), looked up once per value where a label comes
+//! with the request ([`serving::Family`]), or process-wide ([`recorder`]).
+//! Call sites pass enums and plain numbers, never label strings of their own.
+
+pub mod labels;
+pub mod names;
+pub mod recorder;
+pub mod serving;
+pub mod store;
+
+pub use labels::*;
+pub use names::*;
+pub use recorder::{
+    COMMIT, auth_review, caches_served_stale, collect_process, connection_closed, install,
+    list_gzip, list_rejected, upstream_failover, watch_encodings, watch_log_trimmed,
+    watch_rejected,
+};
+pub use serving::{
+    AuthCounters, EventCounts, ProofSeries, WatchMetrics, cache_request, request, upstream_in_use,
+    upstream_response, upstream_unreachable,
+};
+pub use store::{ConsistencySeries, PersistSeries, ReflectorSeries, StalenessSeries};
