@@ -10,12 +10,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
-use r8s::config::{AuthMode, Config};
-use r8s::sim::{SimConfig, SimHandle};
+use r8s::config::Config;
+use r8s::sim::SimHandle;
 
-const TOKENS: &str = "r8s-token,r8s,uid-r8s,\"system:masters\"
-admin-token,admin,uid-admin,\"system:masters\"
-alice-token,alice,uid-alice,
+/// Beside r8s and admin ([`common::auth::R8S_AND_ADMIN`]).
+const USERS: &str = "alice-token,alice,uid-alice,
 carol-token,carol,uid-carol,\"devs\"
 node-00-token,system:node:node-00,uid-node-00,\"system:nodes\"
 dave-token,dave,uid-dave,
@@ -41,33 +40,16 @@ struct Env {
     policy: PathBuf,
 }
 
-fn dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("r8s-auth-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
 /// A sim with tokens and policy files (plus `users` more users `user-i`),
 /// a secret in ns-1, and r8s in delegated mode caching pods, secrets,
 /// configmaps and namespaces with r8s's own token.
 async fn setup(name: &str, users: usize, tweak: impl FnOnce(&mut Config)) -> Env {
-    let d = dir(name);
-    let tokens = d.join("tokens.csv");
-    let mut t = TOKENS.to_string();
+    let mut more = USERS.to_string();
     for i in 0..users {
-        t.push_str(&format!("user-{i}-token,user-{i},uid-{i},\n"));
+        more.push_str(&format!("user-{i}-token,user-{i},uid-{i},\n"));
     }
-    std::fs::write(&tokens, t).unwrap();
-    let policy = d.join("policy.jsonl");
-    std::fs::write(&policy, POLICY).unwrap();
-    let own = d.join("r8s-token");
-    std::fs::write(&own, "r8s-token").unwrap();
-    let sim = start_sim(SimConfig {
-        tokens: Some(tokens.clone()),
-        policy: Some(policy.clone()),
-        ..sim_config()
-    })
-    .await;
+    let files = AuthFiles::write(name, &more, Some(POLICY));
+    let sim = start_sim(files.sim(sim_config())).await;
     let created = req(
         "POST",
         &sim.url(),
@@ -77,23 +59,17 @@ async fn setup(name: &str, users: usize, tweak: impl FnOnce(&mut Config)) -> Env
     )
     .await;
     assert_eq!(created.status, 201, "{}", created.text());
-    let mut config = Config::default();
-    config.upstream.servers = vec![sim.url()];
-    config.upstream.token_file = Some(own);
-    config.cache.resources = vec![
-        "pods".into(),
-        "v1/secrets".into(),
-        "v1/configmaps".into(),
-        "v1/namespaces".into(),
-    ];
-    config.auth.mode = Some(AuthMode::Delegated);
-    tweak(&mut config);
-    let r8s = start_r8s_config(config).await;
+    let r8s = r8s_in_front_of(sim.url())
+        .caching(&["pods", "v1/secrets", "v1/configmaps", "v1/namespaces"])
+        .with(|c| files.delegate(c))
+        .with(tweak)
+        .start()
+        .await;
     Env {
         sim,
         r8s,
-        tokens,
-        policy,
+        tokens: files.tokens,
+        policy: files.policy.expect("a policy"),
     }
 }
 
@@ -258,10 +234,10 @@ async fn should_serve_from_cache_only_what_the_apiserver_would_show() {
         .await
         .text();
     assert!(
-        metric(&m, r#"r8s_authz_total{decision="denied",cached="false"}"#) >= 1.0,
+        sample(&m, r#"r8s_authz_total{decision="denied",cached="false"}"#) >= 1.0,
         "{m}"
     );
-    assert!(metric(&m, r#"r8s_authn_total{result="rejected",cached="false"}"#) >= 1.0);
+    assert!(sample(&m, r#"r8s_authn_total{result="rejected",cached="false"}"#) >= 1.0);
     env.r8s.stop().await;
     env.sim.stop().await;
 }
@@ -457,7 +433,8 @@ async fn should_stop_revoked_tokens_and_permissions_within_their_ttl() {
     // Revoke alice's token upstream: refused by r8s within the token TTL.
     std::fs::write(
         &env.tokens,
-        TOKENS.replace("alice-token,alice,uid-alice,\n", ""),
+        format!("{}{}", common::auth::R8S_AND_ADMIN, USERS)
+            .replace("alice-token,alice,uid-alice,\n", ""),
     )
     .unwrap();
     answered_within(&r8s, pods, "alice-token", 401, TTL).await;
@@ -596,13 +573,13 @@ async fn should_cost_a_handful_of_reviews_per_user_not_per_request() {
         .await
         .text();
     assert!(
-        metric(
+        sample(
             &m,
             r#"r8s_authn_total{result="authenticated",cached="true"}"#
         ) >= 19_000.0
     );
     assert!(
-        metric(
+        sample(
             &m,
             r#"r8s_auth_review_duration_seconds_count{review="token"}"#
         ) >= 100.0

@@ -14,7 +14,7 @@ use common::*;
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use r8s::config::{AuthMode, Config};
-use r8s::sim::SimConfig;
+
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
     KeyUsagePurpose,
@@ -22,10 +22,8 @@ use rcgen::{
 use tokio_rustls::TlsConnector;
 use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
 
-const TOKENS: &str = "r8s-token,r8s,uid-r8s,\"system:masters\"
-admin-token,admin,uid-admin,\"system:masters\"
-alice-token,alice,uid-alice,
-";
+/// Beside r8s and admin ([`common::auth::R8S_AND_ADMIN`]).
+const USERS: &str = "alice-token,alice,uid-alice,\n";
 
 struct Ca {
     issuer: Issuer<'static, KeyPair>,
@@ -175,19 +173,12 @@ async fn should_identify_certificates_impersonate_them_and_speak_h2_over_tls() {
     std::fs::write(&cert_file, &server.0).unwrap();
     std::fs::write(&key_file, &server.1).unwrap();
     std::fs::write(&ca_file, &ca.pem).unwrap();
-    let tokens = dir.join("tokens.csv");
-    std::fs::write(&tokens, TOKENS).unwrap();
-    let own = dir.join("r8s-token");
-    std::fs::write(&own, "r8s-token").unwrap();
+    let files = AuthFiles::write("tls", USERS, None);
 
-    let sim = start_sim(SimConfig {
-        tokens: Some(tokens),
-        ..sim_config()
-    })
-    .await;
+    let sim = start_sim(files.sim(sim_config())).await;
     let mut config = Config::default();
     config.upstream.servers = vec![sim.url()];
-    config.upstream.token_file = Some(own);
+    config.upstream.token_file = Some(files.own_token.clone());
     config.cache.resources = vec!["pods".into(), "v1/configmaps".into()];
     config.auth.mode = Some(AuthMode::Delegated);
     config.tls.cert_file = Some(cert_file.clone());
@@ -423,7 +414,7 @@ async fn should_close_tls_connections_that_send_nothing_after_the_handshake() {
         "{closed:?}"
     );
     let m = get(&format!("{}/metrics", r8s.admin_url())).await.text();
-    assert!(metric(&m, r#"r8s_connections_closed_total{reason="no_request"}"#) >= 2.0);
+    assert!(sample(&m, r#"r8s_connections_closed_total{reason="no_request"}"#) >= 2.0);
     r8s.stop().await;
     sim.stop().await;
 }
@@ -449,15 +440,8 @@ async fn should_serve_a_kubelets_certificate_from_cache_and_write_as_the_node() 
     std::fs::write(&cert_file, &server.0).unwrap();
     std::fs::write(&key_file, &server.1).unwrap();
     std::fs::write(&ca_file, &ca.pem).unwrap();
-    let tokens = dir.join("tokens.csv");
-    std::fs::write(&tokens, TOKENS).unwrap();
-    let own = dir.join("r8s-token");
-    std::fs::write(&own, "r8s-token").unwrap();
-    let sim = start_sim(SimConfig {
-        tokens: Some(tokens),
-        ..sim_config()
-    })
-    .await;
+    let files = AuthFiles::write("tls", USERS, None);
+    let sim = start_sim(files.sim(sim_config())).await;
     // The node and a pod bound to it, made by an admin.
     let admin = [
         ("authorization", "Bearer admin-token"),
@@ -485,7 +469,7 @@ async fn should_serve_a_kubelets_certificate_from_cache_and_write_as_the_node() 
     }
     let mut config = Config::default();
     config.upstream.servers = vec![sim.url()];
-    config.upstream.token_file = Some(own);
+    config.upstream.token_file = Some(files.own_token.clone());
     config.cache.resources = vec!["pods".into(), "v1/nodes".into()];
     config.auth.mode = Some(AuthMode::Delegated);
     config.tls.cert_file = Some(cert_file);

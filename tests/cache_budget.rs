@@ -53,7 +53,7 @@ async fn should_pass_through_a_resource_over_its_byte_budget() {
 async fn should_shorten_the_watch_log_before_evicting_under_churn() {
     let sim = start_sim(sim_config()).await;
     let series = |m: &str, name: &str, e: &str| {
-        metric(
+        sample(
             m,
             &format!(r#"{name}{{resource="apps/v1/deployments",encoding="{e}"}}"#),
         )
@@ -108,7 +108,7 @@ async fn should_shorten_the_watch_log_before_evicting_under_churn() {
     for e in ["json", "protobuf"] {
         assert_eq!(series(&m, "r8s_cache_over_budget", e), 0.0, "{e}: {m}");
     }
-    assert!(metric(&m, "r8s_watch_log_trimmed_bytes_total") > 0.0, "{m}");
+    assert!(sample(&m, "r8s_watch_log_trimmed_bytes_total") > 0.0, "{m}");
     assert!(
         held(&m) <= budget as f64,
         "objects and logs hold {} bytes over a budget of {budget}",

@@ -208,7 +208,7 @@ async fn should_keep_every_watcher_exact_through_restarts_410s_resets_and_stalls
         task.abort();
     }
     let m = get(&format!("{}/metrics", r8s.admin_url())).await.text();
-    let series = |s: &str| metric(&m, s);
+    let series = |s: &str| sample(&m, s);
     let relists = series(
         r#"r8s_reflector_relists_total{resource="v1/pods",encoding="json",reason="expired"}"#,
     );

@@ -41,13 +41,13 @@ async fn should_find_nothing_under_churn_and_catch_a_planted_divergence() {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let m = metrics().await;
-        if metric(&m, &series("equal")) >= 3.0
-            && metric(
+        if sample(&m, &series("equal")) >= 3.0
+            && sample(
                 &m,
                 r#"r8s_cache_consistency_checks_total{resource="v1/pods",encoding="protobuf",result="equal"}"#,
             ) >= 3.0
         {
-            assert_eq!(metric(&m, &series("diverged")), 0.0);
+            assert_eq!(sample(&m, &series("diverged")), 0.0);
             break;
         }
         assert!(Instant::now() < deadline, "no equal checks: {m}");
@@ -85,8 +85,8 @@ async fn should_find_nothing_under_churn_and_catch_a_planted_divergence() {
         r#"r8s_reflector_relists_total{resource="v1/pods",encoding="json",reason="diverged"}"#;
     loop {
         let m = metrics().await;
-        if metric(&m, relists) >= 1.0 {
-            assert!(metric(&m, &series("diverged")) >= 1.0);
+        if sample(&m, relists) >= 1.0 {
+            assert!(sample(&m, &series("diverged")) >= 1.0);
             break;
         }
         assert!(
@@ -132,9 +132,9 @@ async fn should_find_nothing_under_churn_and_catch_a_planted_divergence() {
     );
 
     // Equal again afterwards.
-    let before = metric(&metrics().await, &series("equal"));
+    let before = sample(&metrics().await, &series("equal"));
     let deadline = Instant::now() + Duration::from_secs(20);
-    while metric(&metrics().await, &series("equal")) < before + 1.0 {
+    while sample(&metrics().await, &series("equal")) < before + 1.0 {
         assert!(Instant::now() < deadline, "no equal check after the relist");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }

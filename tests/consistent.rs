@@ -232,11 +232,11 @@ fn churning_sim(generation: Generation) -> SimConfig {
 }
 
 async fn r8s_proving(sim: &SimHandle, mode: Prove) -> R8s {
-    let mut config = Config::default();
-    config.upstream.servers = vec![sim.url()];
-    config.cache.resources = vec!["pods".into(), "v1/configmaps".into()];
-    config.read.consistent_streaming_lists = mode;
-    start_r8s_config(config).await
+    r8s_in_front_of(sim.url())
+        .caching(&["pods", "v1/configmaps"])
+        .with(|c| c.read.consistent_streaming_lists = mode)
+        .start()
+        .await
 }
 
 /// Every consistent streaming list contains every write acknowledged before
@@ -322,7 +322,7 @@ async fn should_contain_every_acknowledged_write_with_a_pre_131_apiserver_when_f
 
 /// `r8s_cache_requests_total` for the watches of `resource` with `result`.
 fn cache_result(metrics: &str, resource: &str, result: &str) -> f64 {
-    metric(
+    sample(
         metrics,
         &format!(
             "r8s_cache_requests_total{{resource=\"{resource}\",verb=\"watch\",result=\"{result}\"}}"
@@ -406,7 +406,8 @@ async fn should_prove_a_pre_131_apiserver_only_when_forced() {
         t.elapsed()
     );
     let m = get(&format!("{}/metrics", r.admin_url())).await.text();
-    let delta = |series: &str| metric(&m, series) - metric(&before, series);
+    // (Counted per request: a series may first appear after `before`.)
+    let delta = |series: &str| sample(&m, series) - metric(&before, series).unwrap_or(0.0);
     assert_eq!(
         delta(
             "r8s_cache_requests_total{resource=\"v1/configmaps\",verb=\"watch\",result=\"unproven\"}"
@@ -588,7 +589,7 @@ async fn should_prove_consistent_lists_only_when_asked() {
     assert_eq!(secrets.headers["x-r8s-cache"], "hit");
     let m = get(&format!("{}/metrics", r8s.admin_url())).await.text();
     assert_eq!(
-        metric(
+        sample(
             &m,
             "r8s_consistent_reads_total{resource=\"v1/secrets\",kind=\"list\",result=\"proven\"}"
         ),

@@ -5,22 +5,13 @@
 
 mod common;
 
-use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
+use common::proxy::{HttpProxy, Intercept};
 use common::*;
-use http::{Request, Response, StatusCode};
-use http_body_util::combinators::BoxBody;
-use http_body_util::{BodyExt, Full, StreamBody};
-use hyper::body::{Frame, Incoming};
-use hyper_util::rt::TokioIo;
-use r8s::config::Config;
+use http::StatusCode;
 use r8s::sim::{Generation, SimConfig};
-use tokio::net::TcpListener;
-
-type Body = BoxBody<Bytes, Box<dyn std::error::Error + Send + Sync>>;
 
 /// What the proxy does to the proof's requests for configmaps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,129 +40,54 @@ struct Seen {
 }
 
 struct Proxy {
-    addr: std::net::SocketAddr,
+    http: HttpProxy,
     fault: Arc<Mutex<Fault>>,
     seen: Arc<Mutex<Seen>>,
 }
 
-fn full(status: StatusCode, body: &'static str) -> Response<Body> {
-    Response::builder()
-        .status(status)
-        .header("content-type", "application/json")
-        .body(
-            Full::new(Bytes::from_static(body.as_bytes()))
-                .map_err(|e| match e {})
-                .boxed(),
-        )
-        .unwrap()
-}
+const STATUS_500: &str = r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"etcdserver: request timed out","code":500}"#;
+const STATUS_503: &str = r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"unavailable","code":503}"#;
+const ERROR_410: &str = "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":\"too old resource version: 5 (9)\",\"reason\":\"Expired\",\"code\":410}}\n";
 
-async fn forward(sim: &str, req: Request<Incoming>) -> Response<Body> {
-    let uri = format!("{sim}{}", req.uri().path_and_query().unwrap());
-    let mut out = Request::builder().method(req.method()).uri(uri);
-    for (k, v) in req.headers() {
-        out = out.header(k, v);
-    }
-    let body = req.into_body().collect().await.unwrap().to_bytes();
-    let resp = client()
-        .request(out.body(Full::new(body)).unwrap())
-        .await
-        .unwrap();
-    resp.map(|b| b.map_err(|e| Box::new(e) as _).boxed())
-}
-
-async fn handle(
-    sim: String,
-    fault: Arc<Mutex<Fault>>,
-    seen: Arc<Mutex<Seen>>,
-    req: Request<Incoming>,
-) -> Result<Response<Body>, &'static str> {
-    let q = req.uri().query().unwrap_or("").to_string();
-    let configmaps = req.uri().path() == "/api/v1/configmaps";
+/// What the fault does to this request: the proof's one-object LIST of
+/// configmaps and its probe watch are broken as `fault` says, the rest pass.
+fn intercept(fault: Fault, seen: &Mutex<Seen>, req: &http::request::Parts) -> Intercept {
+    let q = req.uri.query().unwrap_or("");
+    let configmaps = req.uri.path() == "/api/v1/configmaps";
     let has = |pair: &str| q.split('&').any(|p| p == pair);
     let list = configmaps && has("limit=1") && !q.contains("resourceVersion");
     let probe = configmaps && has("watch=1") && has("timeoutSeconds=3");
-    let f = *fault.lock().unwrap();
     if list {
         seen.lock().unwrap().lists.push(Instant::now());
-        match f {
-            Fault::ListReset => return Err("reset"),
+        match fault {
+            Fault::ListReset => return Intercept::Reset,
             Fault::List500 => {
-                return Ok(full(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"etcdserver: request timed out","code":500}"#,
-                ));
+                return Intercept::Answer(StatusCode::INTERNAL_SERVER_ERROR, STATUS_500);
             }
-            Fault::ListDelay(d) => {
-                let resp = forward(&sim, req).await;
-                tokio::time::sleep(d).await;
-                return Ok(resp);
-            }
+            Fault::ListDelay(d) => return Intercept::Delay(d),
             _ => {}
         }
     }
     if probe {
-        match f {
+        match fault {
             Fault::Probe503 => {
-                return Ok(full(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"unavailable","code":503}"#,
-                ));
+                return Intercept::Answer(StatusCode::SERVICE_UNAVAILABLE, STATUS_503);
             }
-            Fault::ProbeError => {
-                return Ok(full(
-                    StatusCode::OK,
-                    "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":\"too old resource version: 5 (9)\",\"reason\":\"Expired\",\"code\":410}}\n",
-                ));
-            }
-            Fault::ProbeEnds => return Ok(full(StatusCode::OK, "")),
-            Fault::ProbeSilent => {
-                let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, Infallible>>(1);
-                tokio::spawn(async move {
-                    tokio::time::sleep(Duration::from_secs(10)).await;
-                    drop(tx);
-                });
-                let stream = tokio_stream_from(rx);
-                return Ok(Response::new(
-                    StreamBody::new(stream).map_err(|e| match e {}).boxed(),
-                ));
-            }
+            Fault::ProbeError => return Intercept::Answer(StatusCode::OK, ERROR_410),
+            Fault::ProbeEnds => return Intercept::Answer(StatusCode::OK, ""),
+            Fault::ProbeSilent => return Intercept::Silent(Duration::from_secs(10)),
             _ => {}
         }
     }
-    Ok(forward(&sim, req).await)
-}
-
-/// A receiver as a stream of frames.
-fn tokio_stream_from(
-    mut rx: tokio::sync::mpsc::Receiver<Result<Frame<Bytes>, Infallible>>,
-) -> impl futures_util::Stream<Item = Result<Frame<Bytes>, Infallible>> {
-    futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx))
+    Intercept::Forward
 }
 
 async fn start_proxy(sim: String) -> Proxy {
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
     let fault = Arc::new(Mutex::new(Fault::None));
     let seen = Arc::new(Mutex::new(Seen::default()));
     let (f, s) = (fault.clone(), seen.clone());
-    tokio::spawn(async move {
-        loop {
-            let Ok((conn, _)) = l.accept().await else {
-                return;
-            };
-            let (sim, f, s) = (sim.clone(), f.clone(), s.clone());
-            tokio::spawn(async move {
-                let svc = hyper::service::service_fn(move |req| {
-                    handle(sim.clone(), f.clone(), s.clone(), req)
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(conn), svc)
-                    .await;
-            });
-        }
-    });
-    Proxy { addr, fault, seen }
+    let http = HttpProxy::start(sim, move |req| intercept(*f.lock().unwrap(), &s, req)).await;
+    Proxy { http, fault, seen }
 }
 
 /// A consistent streaming list of configmaps: its `X-R8s-Cache`, once its
@@ -205,14 +121,10 @@ async fn consistent(url: &str) -> (String, Duration) {
 }
 
 async fn r8s_behind(proxy: &Proxy) -> R8s {
-    let mut config = Config::default();
-    config.upstream.servers = vec![format!("http://{}", proxy.addr)];
-    config.cache.resources = vec!["v1/configmaps".into()];
-    start_r8s_config(config).await
-}
-
-fn series(m: &str, s: &str) -> f64 {
-    metric(m, s)
+    r8s_in_front_of(proxy.http.url())
+        .caching(&["v1/configmaps"])
+        .start()
+        .await
 }
 
 /// A current apiserver writing pods 100 times a second, behind the proxy.
@@ -238,6 +150,7 @@ async fn should_pass_through_when_a_proof_fails() {
     assert_eq!(consistent(&r.url()).await.0, "hit");
     r.stop().await;
     let passed = "r8s_consistent_reads_total{resource=\"v1/configmaps\",kind=\"streaming_list\",result=\"passed\"}";
+    let proven = "r8s_consistent_reads_total{resource=\"v1/configmaps\",kind=\"streaming_list\",result=\"proven\"}";
     let unproven =
         "r8s_cache_requests_total{resource=\"v1/configmaps\",verb=\"watch\",result=\"unproven\"}";
     for fault in [
@@ -248,26 +161,52 @@ async fn should_pass_through_when_a_proof_fails() {
         Fault::ProbeEnds,
         Fault::ProbeSilent,
     ] {
-        let mut tries = 0;
-        let (r, before, cache, took) = loop {
-            let r = r8s_behind(&proxy).await;
-            let before = get(&format!("{}/metrics", r.admin_url())).await.text();
-            *proxy.fault.lock().unwrap() = fault;
-            let (cache, took) = consistent(&r.url()).await;
-            *proxy.fault.lock().unwrap() = Fault::None;
-            tries += 1;
-            // The store's own watch may reach the upstream's version (a
-            // bookmark) before or while the probe is asked for: proven
-            // rightly, without the fault in play (seen once under a loaded
-            // CI run). A fresh r8s tries again; a fault that never makes its
-            // request pass still fails below.
-            if cache == "hit" && tries < 4 {
-                r.stop().await;
-                continue;
-            }
-            break (r, before, cache, took);
+        let r = r8s_behind(&proxy).await;
+        let before = get(&format!("{}/metrics", r.admin_url())).await.text();
+        // The store's own watch must not win the proof meanwhile (a
+        // bookmark at the upstream's version, which a current apiserver's
+        // progress makes possible): the upstream holds its watches until
+        // the proof is decided, and a write after the hold puts the
+        // version the proof reads past anything a held watch could carry.
+        // So only the probe could prove it, and the fault breaks the proof.
+        sim.sim.hold_watches(true);
+        let wrote = send(
+            "POST",
+            &format!("{}/api/v1/namespaces/ns-0/configmaps", sim.url()),
+            &[("content-type", "application/json")],
+            Some(&format!(
+                r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"during-{}"}}}}"#,
+                format!("{fault:?}").to_lowercase()
+            )),
+            Duration::from_secs(5),
+        )
+        .await;
+        assert_eq!(wrote.status, 201, "{}", wrote.text());
+        *proxy.fault.lock().unwrap() = fault;
+        let asked = Instant::now();
+        let request = tokio::spawn({
+            let url = r.url();
+            async move { consistent(&url).await }
+        });
+        // Decided once counted; then the upstream may stream a pass-through
+        // (a streaming list is one of its watches).
+        let admin = r.admin_url();
+        let decided = |m: &str| {
+            sample(m, passed) + sample(m, proven)
+                > sample(&before, passed) + sample(&before, proven)
         };
-        assert_eq!(cache, "pass", "{fault:?} ({tries} tries)");
+        while !decided(&get(&format!("{admin}/metrics")).await.text()) {
+            assert!(
+                asked.elapsed() < Duration::from_secs(10),
+                "{fault:?}: undecided"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let took = asked.elapsed();
+        *proxy.fault.lock().unwrap() = Fault::None;
+        sim.sim.hold_watches(false);
+        let (cache, _) = request.await.unwrap();
+        assert_eq!(cache, "pass", "{fault:?}");
         // Only a silent probe waits out read.prove_timeout_seconds (3 s).
         if fault != Fault::ProbeSilent {
             assert!(
@@ -277,12 +216,13 @@ async fn should_pass_through_when_a_proof_fails() {
         }
         let m = get(&format!("{}/metrics", r.admin_url())).await.text();
         assert_eq!(
-            series(&m, passed) - series(&before, passed),
+            sample(&m, passed) - sample(&before, passed),
             1.0,
             "{fault:?}"
         );
         assert_eq!(
-            series(&m, unproven) - series(&before, unproven),
+            // (Counted per request, so absent until the first: 0.)
+            sample(&m, unproven) - metric(&before, unproven).unwrap_or(0.0),
             1.0,
             "{fault:?}"
         );

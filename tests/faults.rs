@@ -63,13 +63,13 @@ async fn should_notice_a_silent_partition_pass_reads_through_and_resume_without_
     assert_eq!(code, 503);
     assert!(why.contains("stale") && why.contains("v1/pods"), "{why}");
     let m = get(&format!("{}/metrics", r8s.admin_url())).await.text();
-    let staleness = metric(
+    let staleness = sample(
         &m,
         r#"r8s_cache_staleness_seconds{resource="v1/pods",encoding="json"}"#,
     );
     assert!(staleness > MAX_STALENESS as f64, "{staleness}");
     assert!(
-        metric(
+        sample(
             &m,
             r#"r8s_reflector_silent_total{resource="v1/pods",encoding="json"}"#
         ) >= 1.0
@@ -127,7 +127,7 @@ async fn should_notice_a_silent_partition_pass_reads_through_and_resume_without_
     assert_eq!(replay.events, 25, "every write, one event each");
     let m = get(&format!("{}/metrics", r8s.admin_url())).await.text();
     assert_eq!(
-        metric(
+        sample(
             &m,
             r#"r8s_reflector_relists_total{resource="v1/pods",encoding="json",reason="expired"}"#
         ),
@@ -213,7 +213,7 @@ async fn should_serve_a_stale_cache_with_a_warning_when_told() {
     assert!(w.headers["warning"].to_str().unwrap().starts_with("299 - "));
     let m = get(&format!("{}/metrics", r8s.admin_url())).await.text();
     // Its JSON and protobuf stores, each a cache of its own.
-    assert_eq!(metric(&m, "r8s_caches_served_stale"), 2.0, "{m}");
+    assert_eq!(sample(&m, "r8s_caches_served_stale"), 2.0, "{m}");
 
     // Heard again: no warning.
     fwd.set(Mode::Pass);
@@ -288,7 +288,7 @@ async fn should_close_connections_that_never_finish_their_headers_and_serve_the_
     let m = get(&format!("{}/metrics", r8s.admin_url())).await.text();
     for reason in ["header_timeout", "no_request"] {
         assert!(
-            metric(
+            sample(
                 &m,
                 &format!(r#"r8s_connections_closed_total{{reason="{reason}"}}"#)
             ) >= 1.0,

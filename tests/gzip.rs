@@ -78,7 +78,7 @@ async fn check_pages(url: &str, accept: &str, limit: usize) -> usize {
 
 async fn reused(r8s: &R8s) -> f64 {
     let m = get(&format!("{}/metrics", r8s.admin_url())).await.text();
-    metric(&m, r#"r8s_list_gzip_items_total{how="reused"}"#)
+    sample(&m, r#"r8s_list_gzip_items_total{how="reused"}"#)
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -419,7 +419,7 @@ async fn should_serve_kube_rs_a_gzip_streaming_list() {
         let m = get(&format!("{}/metrics", r8s.admin_url())).await.text();
         ["reused", "compressed", "live"]
             .iter()
-            .map(|h| metric(&m, &format!("r8s_list_gzip_items_total{{how=\"{h}\"}}")))
+            .map(|h| sample(&m, &format!("r8s_list_gzip_items_total{{how=\"{h}\"}}")))
             .sum::<f64>()
     };
     // kube-rs's `gzip` feature unzips what comes gzipped. It asks watches
@@ -470,7 +470,7 @@ async fn should_serve_kube_rs_a_gzip_streaming_list() {
     let m = get(&format!("{}/metrics", r8s.admin_url())).await.text();
     let after: f64 = ["reused", "compressed", "live"]
         .iter()
-        .map(|h| metric(&m, &format!("r8s_list_gzip_items_total{{how=\"{h}\"}}")))
+        .map(|h| sample(&m, &format!("r8s_list_gzip_items_total{{how=\"{h}\"}}")))
         .sum();
     assert!(
         after - before >= 300.0,
@@ -497,12 +497,14 @@ async fn start_through_link(
     streaming_lists: bool,
 ) -> (R8s, common::fault::Forwarder, u64) {
     let link = common::fault::Forwarder::start(sim.addr).await;
-    let mut c = r8s::config::Config::default();
-    c.upstream.servers = vec![link.url()];
-    c.upstream.compression = compression;
-    c.cache.resources = vec!["pods".into()];
-    c.cache.streaming_lists = streaming_lists;
-    let r = start_r8s_config(c).await;
+    let r = r8s_in_front_of(link.url())
+        .caching(&["pods"])
+        .with(|c| {
+            c.upstream.compression = compression;
+            c.cache.streaming_lists = streaming_lists;
+        })
+        .start()
+        .await;
     let bytes = link.bytes_to_clients();
     (r, link, bytes)
 }

@@ -25,7 +25,7 @@ async fn should_export_process_build_and_requests_saved() {
         "process_threads",
         "process_start_time_seconds",
     ] {
-        assert!(metric(&m, series) > 0.0, "{series} in {m}");
+        assert!(sample(&m, series) > 0.0, "{series} in {m}");
     }
     assert!(
         m.lines()
@@ -39,7 +39,7 @@ async fn should_export_process_build_and_requests_saved() {
         r#"r8s_build_info{{version="{}",commit="{commit}"}}"#,
         env!("CARGO_PKG_VERSION")
     );
-    assert_eq!(metric(&m, &build), 1.0, "{build} in {m}");
+    assert_eq!(sample(&m, &build), 1.0, "{build} in {m}");
     if let Ok(out) = std::process::Command::new("git")
         .args(["rev-parse", "--short=12", "HEAD"])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
@@ -50,7 +50,7 @@ async fn should_export_process_build_and_requests_saved() {
     }
 
     // Requests saved: each hit is one request the upstream did not get.
-    let hits = metric(
+    let hits = sample(
         &m,
         r#"r8s_requests_total{verb="list",resource="pods",code="200",cache="hit"}"#,
     );

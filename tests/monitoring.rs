@@ -13,8 +13,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
-use r8s::config::{AuthMode, Config};
-use r8s::sim::SimConfig;
+
 use serde_json::Value;
 
 const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/prometheus");
@@ -364,31 +363,20 @@ fn value(sample: &Value) -> f64 {
 #[tokio::test(flavor = "multi_thread")]
 async fn should_record_the_hit_ratio_prometheus_scrapes() {
     // r8s in delegated mode (so the auth series exist too) in front of the sim.
-    let dir = std::env::temp_dir().join(format!("r8s-monitoring-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(
-        dir.join("tokens.csv"),
-        "r8s-token,r8s,uid-r8s,\"system:masters\"\nadmin-token,admin,uid-admin,\"system:masters\"\n",
-    )
-    .unwrap();
-    std::fs::write(dir.join("policy.jsonl"), "").unwrap();
-    std::fs::write(dir.join("r8s-token"), "r8s-token").unwrap();
-    let sim = start_sim(SimConfig {
-        tokens: Some(dir.join("tokens.csv")),
-        policy: Some(dir.join("policy.jsonl")),
-        ..sim_config()
-    })
-    .await;
-    let mut config = Config::default();
-    config.upstream.servers = vec![sim.url()];
-    config.upstream.token_file = Some(dir.join("r8s-token"));
-    config.cache.resources = vec!["pods".into()];
-    config.auth.mode = Some(AuthMode::Delegated);
-    // Snapshots and consistency checks, so their series exist too.
-    config.persist.dir = Some(dir.join("state"));
-    config.persist.interval_seconds = 1;
-    config.cache.consistency_check_interval_seconds = 1;
-    let r8s = start_r8s_config(config).await;
+    let files = AuthFiles::write("monitoring", "", Some(""));
+    let sim = start_sim(files.sim(sim_config())).await;
+    let state = files.dir.join("state");
+    let r8s = r8s_in_front_of(sim.url())
+        .caching(&["pods"])
+        .with(|c| {
+            files.delegate(c);
+            // Snapshots and consistency checks, so their series exist too.
+            c.persist.dir = Some(state);
+            c.persist.interval_seconds = 1;
+            c.cache.consistency_check_interval_seconds = 1;
+        })
+        .start()
+        .await;
     let auth = [
         ("authorization", "Bearer admin-token"),
         ("accept", "application/json"),
@@ -456,11 +444,11 @@ async fn should_record_the_hit_ratio_prometheus_scrapes() {
 
     // r8s counted what was sent; Prometheus's recording rule says the same.
     let m = get(&format!("{}/metrics", r8s.admin_url())).await.text();
-    let counted_hits = metric(
+    let counted_hits = sample(
         &m,
         r#"r8s_cache_requests_total{resource="v1/pods",verb="list",result="hit"}"#,
     );
-    let counted_passes = metric(
+    let counted_passes = sample(
         &m,
         r#"r8s_cache_requests_total{resource="v1/pods",verb="list",result="most_recent"}"#,
     );

@@ -20,12 +20,11 @@ use http::Request;
 use http_body_util::{BodyExt, Full};
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
-use r8s::config::{AuthMode, Config};
-use r8s::sim::{SimConfig, SimHandle};
+use r8s::config::Config;
+use r8s::sim::SimHandle;
 
-const TOKENS: &str = "r8s-token,r8s,uid-r8s,\"system:masters\"
-admin-token,admin,uid-admin,\"system:masters\"
-reader-token,reader,uid-reader,\"readers\"
+/// Beside r8s and admin ([`common::auth::R8S_AND_ADMIN`]).
+const USERS: &str = "reader-token,reader,uid-reader,\"readers\"
 ";
 
 /// The group `readers` may read pods everywhere, nothing else.
@@ -44,28 +43,19 @@ struct Env {
 /// delegated mode in front of it caching pods. Reviews live 5 s, so the
 /// outage outlasts every one of them.
 async fn setup(name: &str, tweak: impl FnOnce(&mut Config)) -> Env {
-    let d = std::env::temp_dir().join(format!("r8s-outage-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    let (tokens, policy, own) = (d.join("tokens.csv"), d.join("policy.jsonl"), d.join("own"));
-    std::fs::write(&tokens, TOKENS).unwrap();
-    std::fs::write(&policy, POLICY).unwrap();
-    std::fs::write(&own, "r8s-token").unwrap();
-    let sim = start_sim(SimConfig {
-        tokens: Some(tokens),
-        policy: Some(policy),
-        ..sim_config()
-    })
-    .await;
+    let files = AuthFiles::write(&format!("outage-{name}"), USERS, Some(POLICY));
+    let sim = start_sim(files.sim(sim_config())).await;
     let fwd = Forwarder::start(sim.addr).await;
-    let mut config = Config::default();
-    config.upstream.servers = vec![fwd.url()];
-    config.upstream.token_file = Some(own);
-    config.cache.resources = vec!["pods".into()];
-    config.auth.mode = Some(AuthMode::Delegated);
-    config.auth.token_ttl_seconds = 5;
-    config.auth.decision_ttl_seconds = 5;
-    tweak(&mut config);
-    let r8s = start_r8s_config(config).await;
+    let r8s = r8s_in_front_of(fwd.url())
+        .caching(&["pods"])
+        .with(|c| {
+            files.delegate(c);
+            c.auth.token_ttl_seconds = 5;
+            c.auth.decision_ttl_seconds = 5;
+        })
+        .with(tweak)
+        .start()
+        .await;
     Env { sim, fwd, r8s }
 }
 
@@ -335,7 +325,7 @@ async fn through_an_outage(name: &str, mode: Mode) {
         assert_eq!(k.inits, 1, "kube-rs relisted");
     }
     let m1 = get(&format!("{}/metrics", r.admin_url())).await.text();
-    let delta = |s: &str| metric(&m1, s) - metric(&m0, s);
+    let delta = |s: &str| sample(&m1, s) - sample(&m0, s);
     // Both tests of this file run at once on v1/pods: neither relists.
     for reason in ["expired", "malformed"] {
         assert_eq!(

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use common::fault::Forwarder;
 use common::*;
-use r8s::config::Config;
+
 use r8s::sim::SimConfig;
 
 /// A fresh directory under the system's temporary one.
@@ -25,18 +25,18 @@ fn temp_dir(what: &str) -> PathBuf {
     d
 }
 
-fn config(upstream: String, dir: &Path) -> Config {
-    let mut c = Config::default();
-    c.upstream.servers = vec![upstream];
-    c.cache.resources = vec!["pods".into()];
-    c.persist.dir = Some(dir.to_path_buf());
-    // Plain bodies, so bytes are counted as the warm-start goal states them
-    // (a warm start's bytes against a cold start's). With gzip (the
-    // default) a cold start reads about a tenth of them, while the watch
-    // events a warm start resumes with are never compressed by the
-    // apiserver (a plain watch): BENCHMARKS.md gives both.
-    c.upstream.compression = false;
-    c
+/// r8s in front of `upstream` caching pods, saved to `dir`.
+fn saved(upstream: String, dir: &Path) -> R8sBuilder {
+    let dir = dir.to_path_buf();
+    r8s_in_front_of(upstream).caching(&["pods"]).with(|c| {
+        c.persist.dir = Some(dir);
+        // Plain bodies, so bytes are counted as the warm-start goal states them
+        // (a warm start's bytes against a cold start's). With gzip (the
+        // default) a cold start reads about a tenth of them, while the watch
+        // events a warm start resumes with are never compressed by the
+        // apiserver (a plain watch): BENCHMARKS.md gives both.
+        c.upstream.compression = false;
+    })
 }
 
 async fn metrics_of(r: &R8s) -> String {
@@ -59,7 +59,7 @@ async fn should_come_back_warm_after_a_restart_under_churn() {
     // One link to the upstream for both runs (a snapshot names the upstream
     // by its address, so r8s must come back to the same one), counting bytes.
     let link = Forwarder::start(sim.addr).await;
-    let r1 = start_r8s_config(config(link.url(), &dir)).await;
+    let r1 = saved(link.url(), &dir).start().await;
     let cold_bytes = link.bytes_to_clients();
     let list = get(&format!("{}/api/v1/pods?resourceVersion=0", r1.url())).await;
     assert_eq!(list.status, 200);
@@ -125,13 +125,13 @@ async fn should_come_back_warm_after_a_restart_under_churn() {
     // Warm: loaded from the snapshots, watches resumed.
     let before = link.bytes_to_clients();
     let started = Instant::now();
-    let r2 = start_r8s_config(config(link.url(), &dir)).await;
+    let r2 = saved(link.url(), &dir).start().await;
     let ready_after = started.elapsed();
     let warm_bytes = link.bytes_to_clients() - before;
     let m = metrics_of(&r2).await;
     for e in ["json", "protobuf"] {
         assert_eq!(
-            metric(
+            sample(
                 &m,
                 &format!(
                     r#"r8s_persist_loads_total{{resource="v1/pods",encoding="{e}",result="loaded"}}"#
@@ -145,7 +145,7 @@ async fn should_come_back_warm_after_a_restart_under_churn() {
                 .join("\n")
         );
         assert_eq!(
-            metric(
+            sample(
                 &m,
                 &format!(
                     r#"r8s_reflector_relists_total{{resource="v1/pods",encoding="{e}",reason="expired"}}"#
@@ -162,7 +162,7 @@ async fn should_come_back_warm_after_a_restart_under_churn() {
     // The consistency check that follows a warm start.
     let checked = |m: &str| {
         ["json", "protobuf"].iter().all(|e| {
-            metric(
+            sample(
                 m,
                 &format!(
                     r#"r8s_cache_consistency_checks_total{{resource="v1/pods",encoding="{e}",result="equal"}}"#

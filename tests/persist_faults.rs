@@ -10,7 +10,6 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::*;
-use r8s::config::Config;
 
 fn temp_dir(what: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!(
@@ -22,17 +21,17 @@ fn temp_dir(what: &str) -> PathBuf {
     d
 }
 
-fn config(upstream: String, dir: &Path, resource: &str) -> Config {
-    let mut c = Config::default();
-    c.upstream.servers = vec![upstream];
-    c.cache.resources = vec![resource.into()];
-    c.persist.dir = Some(dir.to_path_buf());
-    c
+/// r8s in front of `upstream` caching `resource`, saved to `dir`.
+fn saved(upstream: String, dir: &Path, resource: &str) -> R8sBuilder {
+    let dir = dir.to_path_buf();
+    r8s_in_front_of(upstream)
+        .caching(&[resource])
+        .with(|c| c.persist.dir = Some(dir))
 }
 
 /// `r8s_persist_loads_total` of the JSON pods store for `result`.
 fn loads(m: &str, result: &str) -> f64 {
-    metric(
+    sample(
         m,
         &format!(
             r#"r8s_persist_loads_total{{resource="v1/pods",encoding="json",result="{result}"}}"#
@@ -43,7 +42,7 @@ fn loads(m: &str, result: &str) -> f64 {
 /// Starts r8s on `dir`, checks that its pods equal the upstream's, and
 /// returns its metrics; stops it (saving snapshots).
 async fn round(upstream: &r8s::sim::SimHandle, dir: &Path) -> String {
-    let r = start_r8s_config(config(upstream.url(), dir, "pods")).await;
+    let r = saved(upstream.url(), dir, "pods").start().await;
     let list = get(&format!("{}/api/v1/pods?resourceVersion=0", r.url())).await;
     assert_eq!(list.headers["x-r8s-cache"], "hit");
     let cached = Replay::from_list(&list.json());
@@ -90,7 +89,7 @@ async fn should_ignore_snapshots_it_cannot_trust_and_start_cold() {
     let m = round(&other, &dir).await;
     assert_eq!(loads(&m, "foreign"), 1.0);
     assert_eq!(
-        metric(
+        sample(
             &m,
             r#"r8s_persist_loads_total{resource="v1/pods",encoding="protobuf",result="foreign"}"#
         ),
@@ -110,7 +109,7 @@ async fn should_ignore_snapshots_it_cannot_trust_and_start_cold() {
     let m = round(&sim, &dir).await;
     assert_eq!(loads(&m, "loaded"), 2.0);
     assert!(
-        metric(
+        sample(
             &m,
             r#"r8s_reflector_relists_total{resource="v1/pods",encoding="json",reason="expired"}"#
         ) >= 1.0,
@@ -149,20 +148,21 @@ async fn should_keep_serving_when_the_disk_is_full() {
         ..sim_config()
     })
     .await;
-    let mut c = config(sim.url(), &dir, "v1/nodes");
-    c.persist.interval_seconds = 1;
-    let r = start_r8s_config(c).await;
+    let r = saved(sim.url(), &dir, "v1/nodes")
+        .with(|c| c.persist.interval_seconds = 1)
+        .start()
+        .await;
     let errors = r#"r8s_persist_writes_total{resource="v1/nodes",encoding="json",result="error"}"#;
     let mut m = String::new();
     for _ in 0..100 {
         m = get(&format!("{}/metrics", r.admin_url())).await.text();
-        if metric(&m, errors) >= 2.0 {
+        if sample(&m, errors) >= 2.0 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(
-        metric(&m, errors) >= 2.0,
+        sample(&m, errors) >= 2.0,
         "writes failed and were counted: {m}"
     );
     // Serving is unaffected, and no partial file is left behind.
@@ -187,10 +187,14 @@ async fn should_serve_its_snapshot_while_the_upstream_is_down_with_serve_stale()
     let sim = start_sim(sim_config()).await;
     let link = Forwarder::start(sim.addr).await;
     let dir = temp_dir("offline");
-    let mut c = config(link.url(), &dir, "v1/configmaps");
-    c.cache.serve_stale = true;
-    c.cache.max_staleness_seconds = 4;
-    let r = start_r8s_config(c.clone()).await;
+    let serving_stale = |c: &mut r8s::config::Config| {
+        c.cache.serve_stale = true;
+        c.cache.max_staleness_seconds = 4;
+    };
+    let r = saved(link.url(), &dir, "v1/configmaps")
+        .with(serving_stale)
+        .start()
+        .await;
     let want = get(&format!("{}/api/v1/configmaps?resourceVersion=0", r.url()))
         .await
         .json()["items"]
@@ -199,20 +203,16 @@ async fn should_serve_its_snapshot_while_the_upstream_is_down_with_serve_stale()
         .len();
     r.stop().await;
 
-    // The upstream is down when r8s starts: discovery, lists and watches fail.
+    // The upstream is down when r8s starts: discovery, lists and watches
+    // fail; a warm start resolves its resources from persist.dir.
     link.set(Mode::Closed);
-    c.upstream.connect_timeout_seconds = 1.0;
-    let prepared = r8s::prepare(c)
-        .await
-        .expect("a warm start resolves its resources from persist.dir");
-    let api = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let admin = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let (url, admin_url) = (
-        format!("http://{}", api.local_addr().unwrap()),
-        format!("http://{}", admin.local_addr().unwrap()),
-    );
-    let (trigger, signal) = r8s::shutdown::channel();
-    let task = tokio::spawn(prepared.run(r8s::Listeners { api, admin }, signal));
+    let r = saved(link.url(), &dir, "v1/configmaps")
+        .with(serving_stale)
+        .with(|c| c.upstream.connect_timeout_seconds = 1.0)
+        .unready()
+        .start()
+        .await;
+    let (url, admin_url) = (r.url(), r.admin_url());
     let list_url = format!("{url}/api/v1/configmaps?resourceVersion=0");
     let mut list = get(&list_url).await;
     for _ in 0..50 {
@@ -244,8 +244,7 @@ async fn should_serve_its_snapshot_while_the_upstream_is_down_with_serve_stale()
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    trigger.fire();
-    let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+    r.stop().await;
     sim.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
 }

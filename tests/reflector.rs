@@ -282,13 +282,13 @@ async fn should_never_go_back_in_time_when_the_upstream_does() {
     );
     let m = get(&format!("{}/metrics", r8s.admin_url())).await.text();
     assert!(
-        metric(
+        sample(
             &m,
             r#"r8s_reflector_behind_total{resource="v1/secrets",encoding="json"}"#
         ) >= 2.0
     );
     assert_eq!(
-        metric(
+        sample(
             &m,
             r#"r8s_reflector_relists_total{resource="v1/secrets",encoding="json",reason="malformed"}"#
         ),
@@ -399,7 +399,7 @@ async fn should_catch_up_with_an_upstream_behind_and_relist_after_it_compacts() 
     assert_eq!(replay.events, 6, "{replay:?}");
     let m = get(&format!("{}/metrics", r8s.admin_url())).await.text();
     assert!(
-        metric(
+        sample(
             &m,
             r#"r8s_reflector_relists_total{resource="v1/pods",encoding="json",reason="expired"}"#
         ) >= 1.0

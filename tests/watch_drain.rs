@@ -16,13 +16,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::fault::{Forwarder, Observe, Observer};
 use common::*;
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::{WatchStreamExt, watcher};
-use r8s::config::Config;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
 
 const WATCHERS: usize = 1_000;
 
@@ -69,87 +67,55 @@ impl Lines {
     }
 }
 
-/// Forwards `listener`'s connections to `target`, read at each accept.
-fn forwarder(
-    listener: TcpListener,
-    target: Arc<Mutex<SocketAddr>>,
-    a: SocketAddr,
+/// What the forwarder reads of one connection: at B, every request line;
+/// at A, whether the last watch event before A closed it was a BOOKMARK.
+struct Reading {
+    at_b: bool,
     seen: Arc<Seen>,
-) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        loop {
-            let Ok((client, _)) = listener.accept().await else {
-                return;
-            };
-            let to = *target.lock().unwrap();
-            let seen = seen.clone();
-            tokio::spawn(async move {
-                let Ok(server) = TcpStream::connect(to).await else {
-                    return;
-                };
-                let _ = (client.set_nodelay(true), server.set_nodelay(true));
-                let (mut cr, mut cw) = client.into_split();
-                let (mut sr, mut sw) = server.into_split();
-                let at_b = to != a;
-                let requests = {
-                    let seen = seen.clone();
-                    async move {
-                        let mut lines = Lines::default();
-                        let mut buf = vec![0u8; 16 * 1024];
-                        while let Ok(n) = cr.read(&mut buf).await {
-                            if n == 0 {
-                                break;
-                            }
-                            if at_b {
-                                lines.feed(&buf[..n], |l| {
-                                    if l.starts_with(b"GET ") || l.starts_with(b"POST ") {
-                                        let watch = String::from_utf8_lossy(l).contains("watch=");
-                                        let c = if watch {
-                                            &seen.b_watches
-                                        } else {
-                                            &seen.b_other
-                                        };
-                                        c.fetch_add(1, Ordering::Relaxed);
-                                    }
-                                });
-                            }
-                            if sw.write_all(&buf[..n]).await.is_err() {
-                                break;
-                            }
-                        }
-                        let _ = sw.shutdown().await;
-                    }
-                };
-                let responses = async move {
-                    let mut lines = Lines::default();
-                    let mut last: Option<bool> = None;
-                    let mut buf = vec![0u8; 16 * 1024];
-                    while let Ok(n) = sr.read(&mut buf).await {
-                        if n == 0 {
-                            break;
-                        }
-                        lines.feed(&buf[..n], |l| {
-                            if l.starts_with(b"{\"type\":\"") {
-                                last = Some(l.starts_with(b"{\"type\":\"BOOKMARK\""));
-                            }
-                        });
-                        if cw.write_all(&buf[..n]).await.is_err() {
-                            return;
-                        }
-                    }
-                    // A closed a connection that carried a watch.
-                    if let (false, Some(bookmark)) = (at_b, last) {
-                        seen.a_watches_closed.fetch_add(1, Ordering::Relaxed);
-                        if bookmark {
-                            seen.a_closed_after_bookmark.fetch_add(1, Ordering::Relaxed);
-                        }
-                    }
-                    let _ = cw.shutdown().await;
-                };
-                tokio::join!(requests, responses);
-            });
+    requests: Lines,
+    answers: Lines,
+    last_was_bookmark: Option<bool>,
+}
+
+impl Observer for Reading {
+    fn to_server(&mut self, bytes: &[u8]) {
+        if !self.at_b {
+            return;
         }
-    })
+        let seen = &self.seen;
+        self.requests.feed(bytes, |l| {
+            if l.starts_with(b"GET ") || l.starts_with(b"POST ") {
+                let watch = String::from_utf8_lossy(l).contains("watch=");
+                let c = if watch {
+                    &seen.b_watches
+                } else {
+                    &seen.b_other
+                };
+                c.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+    }
+
+    fn to_client(&mut self, bytes: &[u8]) {
+        let last = &mut self.last_was_bookmark;
+        self.answers.feed(bytes, |l| {
+            if l.starts_with(b"{\"type\":\"") {
+                *last = Some(l.starts_with(b"{\"type\":\"BOOKMARK\""));
+            }
+        });
+    }
+
+    fn server_closed(&mut self) {
+        // A closed a connection that carried a watch.
+        if let (false, Some(bookmark)) = (self.at_b, self.last_was_bookmark) {
+            self.seen.a_watches_closed.fetch_add(1, Ordering::Relaxed);
+            if bookmark {
+                self.seen
+                    .a_closed_after_bookmark
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
 }
 
 /// One kube-rs watcher's view.
@@ -180,11 +146,11 @@ fn key_rv(p: &Pod) -> (String, u64) {
 }
 
 async fn r8s_caching_pods(sim: &str) -> R8s {
-    let mut config = Config::default();
-    config.upstream.servers = vec![sim.to_string()];
-    config.cache.resources = vec!["pods".into()];
-    config.shutdown.watch_drain_seconds = 3.0;
-    start_r8s_config(config).await
+    r8s_in_front_of(sim)
+        .caching(&["pods"])
+        .with(|c| c.shutdown.watch_drain_seconds = 3.0)
+        .start()
+        .await
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -198,11 +164,21 @@ async fn should_drain_watchers_with_a_final_bookmark_and_let_kube_rs_resume_else
     let b = r8s_caching_pods(&sim.url()).await;
     let (a_addr, b_addr) = (a.addr, b.addr);
 
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let front = format!("http://{}", listener.local_addr().unwrap());
-    let target = Arc::new(Mutex::new(a_addr));
     let seen = Arc::new(Seen::default());
-    let fwd = forwarder(listener, target.clone(), a_addr, seen.clone());
+    let reading: Observe = {
+        let seen = seen.clone();
+        Arc::new(move |to: SocketAddr| {
+            Box::new(Reading {
+                at_b: to != a_addr,
+                seen: seen.clone(),
+                requests: Lines::default(),
+                answers: Lines::default(),
+                last_was_bookmark: None,
+            }) as Box<dyn Observer>
+        })
+    };
+    let fwd = Forwarder::start_observed(a_addr, Some(reading)).await;
+    let front = fwd.url();
 
     // kube-rs watchers with bookmarks, listing at "any" version.
     let client = kube::Client::try_from(kube::Config::new(front.parse().unwrap())).unwrap();
@@ -249,7 +225,7 @@ async fn should_drain_watchers_with_a_final_bookmark_and_let_kube_rs_resume_else
             loop {
                 let m = get(&format!("{admin}/metrics")).await.text();
                 // One registry for both r8s in this process: the sum of their watchers.
-                if metric(&m, r#"r8s_watchers{resource="v1/pods"}"#) >= want as f64 {
+                if metric(&m, r#"r8s_watchers{resource="v1/pods"}"#).unwrap_or(0.0) >= want as f64 {
                     return;
                 }
                 assert!(Instant::now() < deadline, "{want} watchers did not open");
@@ -261,7 +237,7 @@ async fn should_drain_watchers_with_a_final_bookmark_and_let_kube_rs_resume_else
     tokio::time::sleep(Duration::from_secs(2)).await;
 
     // SIGTERM for A (what the signal handler fires); new connections go to B.
-    *target.lock().unwrap() = b_addr;
+    fwd.retarget(b_addr);
     let stopping = tokio::spawn(a.stop());
     tokio::time::timeout(Duration::from_secs(20), stopping)
         .await
@@ -329,7 +305,7 @@ async fn should_drain_watchers_with_a_final_bookmark_and_let_kube_rs_resume_else
     for t in tasks {
         t.abort();
     }
-    fwd.abort();
+    fwd.stop();
     b.stop().await;
     sim.stop().await;
 }

@@ -121,7 +121,7 @@ async fn run_fanout(tiered: bool) {
     );
     let m = get(&format!("{}/metrics", first.admin_url())).await.text();
     assert!(
-        metric(
+        sample(
             &m,
             r#"r8s_reflector_relists_total{resource="v1/pods",encoding="json",reason="expired"}"#
         ) >= 1.0,

@@ -8,23 +8,25 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use r8s::config::{Config, OnTooOld};
+use r8s::config::OnTooOld;
 
 const STALL: Duration = Duration::from_secs(10);
 
 async fn r8s_with(sim_url: String, history_events: usize, on_too_old: OnTooOld) -> R8s {
-    let mut config = Config::default();
-    config.upstream.servers = vec![sim_url];
-    config.cache.resources = vec!["pods".into()];
-    config.watch.history_events = history_events;
-    config.watch.on_too_old = on_too_old;
-    start_r8s_config(config).await
+    r8s_in_front_of(sim_url)
+        .caching(&["pods"])
+        .with(|c| {
+            c.watch.history_events = history_events;
+            c.watch.on_too_old = on_too_old;
+        })
+        .start()
+        .await
 }
 
 /// Fraction of delivery-latency samples at or under `le` seconds.
 fn delivered_within(m: &str, le: &str) -> (f64, f64) {
     let series = |b: &str| {
-        metric(
+        sample(
             m,
             &format!(r#"r8s_watch_event_delivery_seconds_bucket{{resource="v1/pods",le="{b}"}}"#),
         )
@@ -74,11 +76,11 @@ async fn should_let_a_stalled_watcher_lag_then_catch_up_or_end_it_past_the_log()
     tokio::time::sleep(STALL - Duration::from_secs(2)).await;
     let m = get(&format!("{}/metrics", roomy.admin_url())).await.text();
     assert!(
-        metric(&m, r#"r8s_watchers{resource="v1/pods"}"#) >= 2.0,
+        sample(&m, r#"r8s_watchers{resource="v1/pods"}"#) >= 2.0,
         "the stalled watcher is still open"
     );
     assert!(
-        metric(
+        sample(
             &m,
             r#"r8s_watch_log_events{resource="v1/pods",encoding="json"}"#
         ) <= 30_000.0,

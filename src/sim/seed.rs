@@ -318,6 +318,9 @@ pub async fn churn(sim: Arc<Sim>) {
     let nodes = sim.config.node_count();
     let mut n: u64 = 0;
     let mut next_index = sim.config.pods;
+    // Seeded: a run's sequence of writes (which pod, what change) is the
+    // same every time; only when each lands varies.
+    let mut rng = fastrand::Rng::with_seed(0xc4a7_0000 ^ sim.config.pods as u64);
     loop {
         tokio::select! {
             _ = tick.tick() => {}
@@ -333,14 +336,11 @@ pub async fn churn(sim: Arc<Sim>) {
         if pods.is_empty() {
             continue;
         }
-        let (k, obj) = pods
-            .iter()
-            .nth(fastrand::usize(..pods.len()))
-            .expect("in range");
+        let (k, obj) = pods.iter().nth(rng.usize(..pods.len())).expect("in range");
         if sim.spared(k) {
             continue;
         }
-        let roll = fastrand::u8(..100);
+        let roll = rng.u8(..100);
         let result = if roll < 5 {
             sim.store.mutate(res, k, |cur, _| match cur {
                 Some(_) => Ok(Mutation::Delete),
@@ -361,7 +361,7 @@ pub async fn churn(sim: Arc<Sim>) {
             v["metadata"]["annotations"]["sim/churn"] = json!(n.to_string());
             if roll < 30 {
                 // Labels move too, so selector watchers see objects enter and leave.
-                v["metadata"]["labels"]["tier"] = json!(TIERS[fastrand::usize(..TIERS.len())]);
+                v["metadata"]["labels"]["tier"] = json!(TIERS[rng.usize(..TIERS.len())]);
             }
             sim.store.mutate(res, k, |cur, _| match cur {
                 Some(_) => Ok(Mutation::Put(v)),

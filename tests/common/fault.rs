@@ -1,14 +1,15 @@
 //! A TCP forwarder between r8s and its upstream that breaks on command
 //! (loopback only): it can refuse connections, reset every open one, stall
 //! (accept and pass nothing on, either way: a silent partition) or slow
-//! them down, and heal.
+//! them down, and heal. It can also move new connections to another
+//! target, and show a test what passes through each connection.
 // A zero linger never blocks on drop (tokio deprecates `set_linger` for the
 // blocking non-zero case); it is how a connection is reset instead of closed.
 #![allow(deprecated)]
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -34,10 +35,28 @@ pub enum Mode {
     Slow(u64),
 }
 
+/// Sees what passes through one connection (a test counts requests or
+/// watch events with it); both directions share it.
+pub trait Observer: Send + 'static {
+    /// Bytes on their way to the server (requests).
+    fn to_server(&mut self, _bytes: &[u8]) {}
+    /// Bytes on their way to the client (answers).
+    fn to_client(&mut self, _bytes: &[u8]) {}
+    /// The server closed the connection, every byte passed on.
+    fn server_closed(&mut self) {}
+}
+
+/// Makes the observer of each new connection, told where it goes.
+pub type Observe = Arc<dyn Fn(SocketAddr) -> Box<dyn Observer> + Send + Sync>;
+
+type Shared = Arc<Mutex<Box<dyn Observer>>>;
+
 /// A running forwarder.
 pub struct Forwarder {
     /// Where r8s connects.
     pub addr: SocketAddr,
+    /// Where new connections go.
+    target: Arc<Mutex<SocketAddr>>,
     mode: watch::Sender<Mode>,
     resets: watch::Sender<u64>,
     /// Bytes passed from the server to its clients so far.
@@ -48,6 +67,13 @@ pub struct Forwarder {
 impl Forwarder {
     /// Forwards 127.0.0.1:(a free port) to `target`.
     pub async fn start(target: SocketAddr) -> Self {
+        Self::start_observed(target, None).await
+    }
+
+    /// The same, showing each connection to the observer `observe` makes.
+    pub async fn start_observed(target: SocketAddr, observe: Option<Observe>) -> Self {
+        let target = Arc::new(Mutex::new(target));
+        let to = target.clone();
         let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = l.local_addr().unwrap();
         let (mode, mode_rx) = watch::channel(Mode::Pass);
@@ -82,17 +108,21 @@ impl Forwarder {
                     drop(client);
                     continue;
                 }
+                let target = *to.lock().unwrap();
+                let observer = observe.as_ref().map(|o| Arc::new(Mutex::new(o(target))));
                 tokio::spawn(connection(
                     client,
                     target,
                     mode_rx.clone(),
                     resets_rx.clone(),
                     counted.clone(),
+                    observer,
                 ));
             }
         });
         Forwarder {
             addr,
+            target,
             mode,
             resets,
             to_clients,
@@ -109,6 +139,11 @@ impl Forwarder {
     /// `http://` its address.
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    /// Sends new connections to `to` (open ones stay where they are).
+    pub fn retarget(&self, to: SocketAddr) {
+        *self.target.lock().unwrap() = to;
     }
 
     /// Changes what it does from now on (`Pass` heals).
@@ -134,6 +169,7 @@ async fn connection(
     mode: watch::Receiver<Mode>,
     mut resets: watch::Receiver<u64>,
     to_client: Arc<AtomicU64>,
+    observer: Option<Shared>,
 ) {
     resets.mark_unchanged();
     let Ok(server) = TcpStream::connect(target).await else {
@@ -146,8 +182,8 @@ async fn connection(
     let (sr, sw) = server.into_split();
     let both = async {
         tokio::join!(
-            pipe(cr, sw, mode.clone(), None),
-            pipe(sr, cw, mode, Some(to_client))
+            pipe(cr, sw, mode.clone(), None, observer.clone()),
+            pipe(sr, cw, mode, Some(to_client), observer)
         )
     };
     tokio::select! {
@@ -167,6 +203,7 @@ async fn pipe(
     mut to: tokio::net::tcp::OwnedWriteHalf,
     mut mode: watch::Receiver<Mode>,
     counted: Option<Arc<AtomicU64>>,
+    observer: Option<Shared>,
 ) -> (
     tokio::net::tcp::OwnedReadHalf,
     tokio::net::tcp::OwnedWriteHalf,
@@ -180,6 +217,9 @@ async fn pipe(
         }
         let n = match from.read(&mut buf).await {
             Ok(0) | Err(_) => {
+                if let (Some(o), true) = (&observer, counted.is_some()) {
+                    o.lock().unwrap().server_closed();
+                }
                 let _ = to.as_ref().set_linger(None);
                 let _ = to.shutdown().await;
                 return (from, to);
@@ -193,6 +233,15 @@ async fn pipe(
         };
         if let Mode::Slow(rate) = m {
             tokio::time::sleep(Duration::from_secs_f64(n as f64 / rate.max(1) as f64)).await;
+        }
+        if let Some(o) = &observer {
+            let mut o = o.lock().unwrap();
+            // The direction toward the client is the one counted.
+            if counted.is_some() {
+                o.to_client(&buf[..n]);
+            } else {
+                o.to_server(&buf[..n]);
+            }
         }
         if to.write_all(&buf[..n]).await.is_err() {
             return (from, to);

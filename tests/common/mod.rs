@@ -19,8 +19,13 @@ use r8s::sim::{self, SimConfig, SimHandle};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
+pub mod auth;
 pub mod fault;
 pub mod fuzz;
+pub mod proxy;
+
+#[allow(unused_imports)]
+pub use auth::AuthFiles;
 
 /// A sim for tests: no churn unless asked, short waits.
 pub fn sim_config() -> SimConfig {
@@ -81,31 +86,84 @@ pub async fn start_r8s_caching(upstreams: Vec<String>, resources: &[&str]) -> R8
 }
 
 /// r8s with this configuration (test defaults for timeouts), ready when it returns.
-pub async fn start_r8s_config(mut config: Config) -> R8s {
-    let resources = config.cache.resources.clone();
-    config.cache.wait_for_resource_version_seconds = 0.2;
-    config.upstream.connect_timeout_seconds = 2.0;
-    config.shutdown.grace_seconds = 5;
-    let prepared = r8s::prepare(config).await.unwrap();
-    let api = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let admin = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let (addr, admin_addr) = (api.local_addr().unwrap(), admin.local_addr().unwrap());
-    let (trigger, signal) = shutdown::channel();
-    let task = tokio::spawn(prepared.run(r8s::Listeners { api, admin }, signal));
-    let r = R8s {
-        addr,
-        admin: admin_addr,
-        trigger,
-        task,
-    };
-    if !resources.is_empty() {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while get(&format!("{}/readyz", r.admin_url())).await.status != StatusCode::OK {
-            assert!(Instant::now() < deadline, "caches did not sync");
-            tokio::time::sleep(Duration::from_millis(50)).await;
+pub async fn start_r8s_config(config: Config) -> R8s {
+    R8sBuilder::from_config(config).start().await
+}
+
+/// An r8s to start in front of an upstream: `r8s_in_front_of(url)`, then
+/// what it caches and any other setting, then [`R8sBuilder::start`].
+pub struct R8sBuilder {
+    config: Config,
+    ready: bool,
+}
+
+/// An r8s in front of `upstream` (a URL), caching nothing yet.
+pub fn r8s_in_front_of(upstream: impl Into<String>) -> R8sBuilder {
+    let mut config = Config::default();
+    config.upstream.servers = vec![upstream.into()];
+    R8sBuilder::from_config(config)
+}
+
+impl R8sBuilder {
+    /// `config` as given, with the tests' shorter waits.
+    pub fn from_config(mut config: Config) -> Self {
+        config.cache.wait_for_resource_version_seconds = 0.2;
+        config.upstream.connect_timeout_seconds = 2.0;
+        config.shutdown.grace_seconds = 5;
+        R8sBuilder {
+            config,
+            ready: true,
         }
     }
-    r
+
+    /// Caches these `cache.resources` entries.
+    pub fn caching(mut self, resources: &[&str]) -> Self {
+        self.config.cache.resources = resources.iter().map(|s| s.to_string()).collect();
+        self
+    }
+
+    /// Any other setting.
+    pub fn with(mut self, change: impl FnOnce(&mut Config)) -> Self {
+        change(&mut self.config);
+        self
+    }
+
+    /// Returns without waiting for `/readyz` (an upstream that is down).
+    pub fn unready(mut self) -> Self {
+        self.ready = false;
+        self
+    }
+
+    /// The configuration it will start with.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Starts it on 127.0.0.1:0 (API and admin); once every cache has
+    /// synced, unless [`R8sBuilder::unready`].
+    pub async fn start(self) -> R8s {
+        let wait = self.ready && !self.config.cache.resources.is_empty();
+        let prepared = r8s::prepare(self.config).await.unwrap();
+        let api = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let admin = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let (addr, admin_addr) = (api.local_addr().unwrap(), admin.local_addr().unwrap());
+        let (trigger, signal) = shutdown::channel();
+        let task = tokio::spawn(prepared.run(r8s::Listeners { api, admin }, signal));
+        let r = R8s {
+            addr,
+            admin: admin_addr,
+            trigger,
+            task,
+        };
+        if wait {
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while get(&format!("{}/readyz", r.admin_url())).await.status != StatusCode::OK {
+                assert!(Instant::now() < deadline, "caches did not sync");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+        r
+    }
 }
 
 /// A response, read whole (or until its limit passed: `complete` says which).
@@ -600,14 +658,24 @@ pub fn touch(sim: &SimHandle, ns: &str, name: &str, n: usize) {
         .unwrap();
 }
 
-/// One number from a Prometheus text exposition (`name{labels}` exactly as written), 0 if absent.
-pub fn metric(text: &str, series: &str) -> f64 {
-    text.lines()
-        .find_map(|l| {
-            l.strip_prefix(series)
-                .and_then(|rest| rest.trim().parse().ok())
-        })
-        .unwrap_or(0.0)
+/// One number from a Prometheus text exposition (`name{labels}` exactly as
+/// written), or `None` when the series is not there.
+pub fn metric(text: &str, series: &str) -> Option<f64> {
+    text.lines().find_map(|l| {
+        l.strip_prefix(series)
+            .filter(|rest| rest.starts_with(' '))
+            .and_then(|rest| rest.trim().parse().ok())
+    })
+}
+
+/// The number of a series that must exist (r8s registers its series at 0):
+/// a renamed or missing series fails the test instead of reading as 0.
+pub fn sample(text: &str, series: &str) -> f64 {
+    metric(text, series).unwrap_or_else(|| {
+        let family = series.split('{').next().unwrap_or(series);
+        let seen: Vec<&str> = text.lines().filter(|l| l.starts_with(family)).collect();
+        panic!("no series {series} in the exposition; of {family}: {seen:?}")
+    })
 }
 
 /// The parts of a watch event a replay needs, parsed without building the
