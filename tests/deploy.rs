@@ -164,13 +164,13 @@ fn selector_matches(selector: &Value, labels: &Value) -> bool {
     !want.is_empty() && want.iter().all(|(k, v)| labels[k] == *v)
 }
 
-/// The image every r8s container names: the tag the README's build gives
+/// The image every r8s container names: the tag `docs/operating.md`'s build gives
 /// it, the crate's version (never a moving tag), pulled only if the node
 /// lacks it (the default policy for such a tag, Always, would look for
 /// `docker.io/library/r8s` and fail).
 fn assert_image_is_the_readme_build(c: &Value) {
     let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/operating.md")).unwrap();
     let image = c["image"].as_str().unwrap();
     assert_eq!(
         image,
@@ -185,7 +185,7 @@ fn assert_image_is_the_readme_build(c: &Value) {
     );
     assert!(
         readme.contains(&format!("docker build -t {image} ")),
-        "the README does not build {image}"
+        "docs/operating.md does not build {image}"
     );
 }
 
@@ -688,11 +688,11 @@ fn should_build_the_image_from_what_the_dockerfile_copies() {
         ]
     );
 
-    // The README's `docker run`: as the invoking user (a kubeconfig is usually
-    // 0600), and what follows the image is a command r8s accepts.
-    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    // docs/operating.md's `docker run`: as the invoking user (a kubeconfig is
+    // usually 0600), and what follows the image is a command r8s accepts.
+    let readme = std::fs::read_to_string(root.join("docs/operating.md")).unwrap();
     let example = readme
-        .split("### The container image")
+        .split("## The container image")
         .nth(1)
         .and_then(|s| s.split("```sh").nth(1))
         .and_then(|s| s.split("```").next())

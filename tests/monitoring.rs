@@ -2,7 +2,7 @@
 //! package; `.ci/run` installs it): promtool checks and unit-tests the rules,
 //! a Prometheus scrapes a running r8s and evaluates them, and the hit-ratio
 //! recording rule matches the traffic sent. Every metric name the rules and
-//! the dashboard use exists in `/metrics`, and the README's metrics table
+//! the dashboard use exists in `/metrics`, and docs/metrics.md's metrics table
 //! lists exactly what `/metrics` exports.
 
 mod common;
@@ -245,14 +245,14 @@ fn families(exposition: &str) -> BTreeSet<String> {
         .collect()
 }
 
-/// The names in the first column of the README's metrics table.
+/// The names in the first column of the metrics table of `docs/metrics.md`.
 fn readme_table() -> BTreeSet<String> {
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
-    let section = readme
+    let page =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/metrics.md")).unwrap();
+    let section = page
         .split("\n## Metrics")
         .nth(1)
-        .expect("the README has a Metrics section");
+        .expect("docs/metrics.md has a Metrics section");
     let mut names = BTreeSet::new();
     for row in section
         .lines()
@@ -489,7 +489,7 @@ async fn should_record_the_hit_ratio_prometheus_scrapes() {
     }
     assert!(evaluated >= 18, "{rules}");
 
-    // Names: the rules' and the dashboard's exist; the README lists /metrics exactly.
+    // Names: the rules' and the dashboard's exist; docs/metrics.md lists /metrics exactly.
     // A consistent streaming list (client-go ≥ 1.35's sync), proven from
     // the cache: its series exist too.
     let consistent = send(
@@ -537,11 +537,11 @@ async fn should_record_the_hit_ratio_prometheus_scrapes() {
     let missing: Vec<&String> = table.difference(&exported).collect();
     assert!(
         unlisted.is_empty(),
-        "exported but not in the README's table: {unlisted:?}"
+        "exported but not in docs/metrics.md's table: {unlisted:?}"
     );
     assert!(
         missing.is_empty(),
-        "in the README's table but not exported: {missing:?}"
+        "in docs/metrics.md's table but not exported: {missing:?}"
     );
 
     drop(prom);

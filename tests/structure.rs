@@ -212,22 +212,60 @@ fn code_spans(text: &str) -> Vec<&str> {
     text.split('`').skip(1).step_by(2).collect()
 }
 
-/// `docs/architecture.md` stays true to the source: every top-level module
-/// is in its module map; every module path, file, test and config key it
-/// names exists.
+/// The flags r8s takes, read from its own `--help` (every command's).
+fn r8s_flags() -> BTreeSet<String> {
+    let mut flags = BTreeSet::new();
+    for args in [
+        &["--help"][..],
+        &["serve", "--help"],
+        &["sim", "--help"],
+        &["demo", "--help"],
+        &["config", "check", "--help"],
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_r8s"))
+            .args(args)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        for (i, _) in text.match_indices("--") {
+            let flag: String = text[i + 2..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+                .collect();
+            if !flag.is_empty() {
+                flags.insert(flag);
+            }
+        }
+    }
+    flags
+}
+
+/// Other programs' flags the docs name (kube-apiserver's, kubectl's,
+/// cargo's, docker's), which are not r8s's to take.
+const FOREIGN_FLAGS: &[&str] = &[
+    "goaway-chance",
+    "client-ca-file",
+    "token-auth-file",
+    "authorization-policy-file",
+    "previous",
+    "release",
+    "no-fail-fast",
+    "user",
+    "network",
+];
+
+/// The README and every page under `docs/` stay true to the source: every
+/// module path, file, test, config key, metric, r8s flag and linked file
+/// they name exists, and `docs/architecture.md`'s module map has every
+/// top-level module.
 #[test]
-fn should_describe_the_code_as_it_is_in_docs_architecture() {
+fn should_describe_the_code_as_it_is_in_the_docs() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let doc = std::fs::read_to_string(root.join("docs/architecture.md")).unwrap();
-    let spans = code_spans(&doc);
-    let mut problems = Vec::new();
-    for m in LAYERS
-        .iter()
-        .flat_map(|l| l.iter())
-        .filter(|m| **m != "<root>")
-    {
-        if !doc.contains(&format!("| `{m}` |")) {
-            problems.push(format!("module `{m}` has no row in the module map"));
+    let mut pages = vec![root.join("README.md")];
+    for e in std::fs::read_dir(root.join("docs")).unwrap() {
+        let path = e.unwrap().path();
+        if path.extension().is_some_and(|x| x == "md") {
+            pages.push(path);
         }
     }
     let module_file = |segs: &[&str]| {
@@ -236,53 +274,117 @@ fn should_describe_the_code_as_it_is_in_docs_architecture() {
     };
     let tops: BTreeSet<&str> = LAYERS.iter().flat_map(|l| l.iter().copied()).collect();
     let config = std::fs::read_to_string(root.join("config/r8s.toml")).unwrap();
+    let metric_names = std::fs::read_to_string(root.join("src/metrics/names.rs")).unwrap();
+    let flags = r8s_flags();
+    assert!(
+        flags.contains("kubeconfig") && flags.contains("churn"),
+        "{flags:?}"
+    );
     let tests: String = std::fs::read_dir(root.join("tests"))
         .unwrap()
         .filter_map(|e| std::fs::read_to_string(e.unwrap().path()).ok())
         .collect();
-    for span in &spans {
-        let word = span.split_whitespace().next().unwrap_or("");
-        if word.contains("::") {
-            // A module path, perhaps ending in an item (`api::request::ApiRequest`).
-            let segs: Vec<&str> = word
-                .split("::")
-                .take_while(|s| s.starts_with(|c: char| c.is_ascii_lowercase()))
-                .collect();
-            if segs.first().is_some_and(|s| tops.contains(s)) && !module_file(&segs) {
-                problems.push(format!("`{word}` names no module in src/"));
+    let mut problems = Vec::new();
+    let mut named = 0;
+    for page in &pages {
+        let doc = std::fs::read_to_string(page).unwrap();
+        let name = page.strip_prefix(root).unwrap().display().to_string();
+        let mut problem = |p: String| problems.push(format!("{name}: {p}"));
+        if name == "docs/architecture.md" {
+            for m in LAYERS
+                .iter()
+                .flat_map(|l| l.iter())
+                .filter(|m| **m != "<root>")
+            {
+                if !doc.contains(&format!("| `{m}` |")) {
+                    problem(format!("module `{m}` has no row in the module map"));
+                }
             }
-        } else if word.starts_with("src/")
-            || word.starts_with("tests/")
-            || word.starts_with("deploy/")
-        {
-            if !root.join(word).exists() {
-                problems.push(format!("`{word}` does not exist"));
+        }
+        // Links to files of the repository, relative to the page.
+        for (i, _) in doc.match_indices("](") {
+            let target = doc[i + 2..].split(')').next().unwrap_or("");
+            let file = target.split('#').next().unwrap_or("");
+            if file.is_empty() || file.starts_with("http") {
+                continue;
             }
-        } else if word.starts_with("should_") {
-            if !tests.contains(&format!("fn {word}(")) {
-                problems.push(format!("test `{word}` does not exist"));
+            if !page.parent().unwrap().join(file).exists() {
+                problem(format!("links to {target}, which does not exist"));
             }
-        } else if let Some((section, key)) = word.split_once('.')
-            && [
-                "upstream", "cache", "read", "watch", "shutdown", "tls", "auth", "log",
-            ]
-            .contains(&section)
-            && key.chars().all(|c| c.is_ascii_lowercase() || c == '_')
-        {
-            let in_section = config
-                .split("\n[")
-                .find(|s| s.starts_with(&format!("{section}]")))
-                .is_some_and(|s| {
-                    s.lines().any(|l| {
-                        l.trim_start_matches(['#', ' '])
-                            .starts_with(&format!("{key} ="))
-                    })
-                });
-            if !in_section {
-                problems.push(format!("config key `{word}` is not in config/r8s.toml"));
+        }
+        for span in code_spans(&doc) {
+            named += 1;
+            let word = span.split_whitespace().next().unwrap_or("");
+            if word.contains("::") {
+                // A module path, perhaps ending in an item (`api::request::ApiRequest`).
+                let segs: Vec<&str> = word
+                    .split("::")
+                    .take_while(|s| s.starts_with(|c: char| c.is_ascii_lowercase()))
+                    .collect();
+                if segs.first().is_some_and(|s| tops.contains(s)) && !module_file(&segs) {
+                    problem(format!("`{word}` names no module in src/"));
+                }
+            } else if word.starts_with("src/")
+                || word.starts_with("tests/")
+                || word.starts_with("deploy/")
+                || word.starts_with("docs/")
+                || word.starts_with("benches/")
+            {
+                if !root.join(word.trim_end_matches(['.', ','])).exists() {
+                    problem(format!("`{word}` does not exist"));
+                }
+            } else if word.starts_with("should_") {
+                if !tests.contains(&format!("fn {word}(")) {
+                    problem(format!("test `{word}` does not exist"));
+                }
+            } else if word.starts_with("r8s_") {
+                let metric = word.split(['{', '[', '(']).next().unwrap();
+                let family = ["_bucket", "_sum", "_count"]
+                    .iter()
+                    .find_map(|s| metric.strip_suffix(s))
+                    .filter(|b| metric_names.contains(&format!("\"{b}\"")))
+                    .unwrap_or(metric);
+                let known = match family.strip_suffix('*') {
+                    // A family of them (`r8s_reflector_*`).
+                    Some(prefix) => metric_names.contains(&format!("\"{prefix}")),
+                    None => metric_names.contains(&format!("\"{family}\"")),
+                };
+                if !metric.contains(':') && !known {
+                    problem(format!("metric `{metric}` is not in src/metrics/names.rs"));
+                }
+            } else if let Some((section, key)) = word.split_once('.')
+                && [
+                    "upstream", "cache", "read", "watch", "shutdown", "tls", "auth", "log",
+                    "server", "persist",
+                ]
+                .contains(&section)
+                && key.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+            {
+                let in_section = config
+                    .split("\n[")
+                    .find(|s| s.starts_with(&format!("{section}]")))
+                    .is_some_and(|s| {
+                        s.lines().any(|l| {
+                            l.trim_start_matches(['#', ' '])
+                                .starts_with(&format!("{key} ="))
+                        })
+                    });
+                if !in_section {
+                    problem(format!("config key `{word}` is not in config/r8s.toml"));
+                }
+            }
+            // r8s's flags: a bare `--flag`, or one in an r8s command line.
+            let command = span.starts_with("r8s ") || span.starts_with("--");
+            for part in span.split_whitespace().filter(|_| command) {
+                if let Some(flag) = part.strip_prefix("--") {
+                    let flag = flag.split('=').next().unwrap();
+                    if !flags.contains(flag) && !FOREIGN_FLAGS.contains(&flag) {
+                        problem(format!("`--{flag}` is not a flag of r8s (`{span}`)"));
+                    }
+                }
             }
         }
     }
-    assert!(spans.len() > 50, "the page names what it describes");
+    assert!(named > 300, "the pages name what they describe: {named}");
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }

@@ -232,5 +232,8 @@ fn should_ship_a_notify_unit_that_systemd_analyze_verifies_with_low_exposure() {
         .and_then(|rest| rest.split_whitespace().next())
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| panic!("no exposure level in {out}"));
-    assert!(exposure <= 1.5, "exposure {exposure} (README says 1.1)");
+    assert!(
+        exposure <= 1.5,
+        "exposure {exposure} (docs/operating.md says 1.1)"
+    );
 }

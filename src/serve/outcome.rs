@@ -51,7 +51,7 @@ pub enum PassReason {
 }
 
 impl PassReason {
-    /// Every reason, in the README's order.
+    /// Every reason, in the order `docs/caching.md` lists them.
     pub const ALL: [PassReason; 15] = [
         PassReason::Verb,
         PassReason::MostRecent,
@@ -115,7 +115,7 @@ pub enum CacheResult {
 }
 
 impl CacheResult {
-    /// Every result, as the README lists them.
+    /// Every result, as `docs/caching.md` lists them.
     pub fn all() -> impl Iterator<Item = CacheResult> {
         [CacheResult::Hit, CacheResult::Refused]
             .into_iter()
@@ -177,13 +177,13 @@ impl Source {
 mod tests {
     use super::*;
 
-    /// The README's table of results names exactly the values r8s records.
+    /// The table of results in `docs/caching.md` names exactly the values r8s records.
     #[test]
     fn should_match_the_readme_table_of_results() {
-        let readme = include_str!("../../README.md");
+        let readme = include_str!("../../docs/caching.md");
         let start = readme
             .find("| `result` | `X-R8s-Cache` |")
-            .expect("the README has the table of results");
+            .expect("docs/caching.md has the table of results");
         let rows: Vec<(String, String)> = readme[start..]
             .lines()
             .skip(2)

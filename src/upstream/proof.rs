@@ -2,32 +2,16 @@
 //! reads (no `resourceVersion`: every client-go ≥ 1.35 informer's streaming
 //! list) can be answered from it.
 //!
-//! A consistent read must reflect every write completed before it began.
-//! For each such request r8s:
-//! 1. reads the upstream's current version `X` of the very resource, with a
-//!    one-object LIST sent after the request arrived (a *round*: every
-//!    request that arrived before a round's LIST was sent joins it; later
-//!    ones wait for the next);
-//! 2. if the store already holds `X` or newer, is done (cheapest first);
-//! 3. else watches the upstream from `C` (the lowest version of the
-//!    resource's stores) with bookmarks and `timeoutSeconds=3`: kube-apiserver
-//!    sends every such watch a BOOKMARK 2 s before its deadline, after every
-//!    change up to its version `Y`. Each store whose own watch has applied
-//!    everything up to max(`C`, `L`) (`L` the last change the probe saw) is
-//!    then the upstream's state at `Y`, and learns so
-//!    ([`Store::advance_to`]);
-//! 4. answers from the store once it is at `X` or newer: "not older than
-//!    `X`", which the request path already knows how to serve.
-//!
-//! A probe is believed only when clean: same scope as the stores (no
-//! selector, all namespaces), `C > 0`, `Y` from a BOOKMARK; an ERROR event,
-//! an end before the bookmark, a non-200 or no bookmark in time fails it, and
-//! the requests waiting on it pass through. Proofs that keep failing for a
-//! resource (an upstream that sends it no bookmarks) make its consistent
-//! reads pass at once for a while. Under `auto`, only upstreams reporting
-//! 1.31 or later are proven against (before that, etcd could send progress
-//! ahead of undelivered events), and never an aggregated API (its versions
-//! are not this etcd's).
+//! The proof, why it is sound and what it costs are explained once, in
+//! `docs/consistent-reads.md`. Here: [`Proofs::prove`] reads the upstream's
+//! version `X` in rounds (a one-object LIST sent after the request
+//! arrived), is done if the store is already there, else runs probes (a
+//! watch from the stores' lowest version `C`, believed only at its
+//! pre-deadline BOOKMARK `Y`) and stamps each store that has applied
+//! everything up to the probe's floor ([`Stamper::advance_to`]); the request
+//! is then served "not older than `X`", or passes through when the proof
+//! fails. Proofs that keep failing for a resource make its consistent reads
+//! pass at once for a while.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
