@@ -1,0 +1,234 @@
+//! Proofs that a cache is as fresh as its upstream, so that consistent
+//! reads (no `resourceVersion`: every client-go ≥ 1.35 informer's streaming
+//! list) can be answered from it.
+//!
+//! The proof, why it is sound and what it costs are explained once, in
+//! `docs/consistent-reads.md`. Here: [`Proofs::prove`] reads the upstream's
+//! version `X` in rounds (a one-object LIST sent after the request
+//! arrived), is done if the store is already there, else runs probes (a
+//! watch from the stores' lowest version `C`, believed only at its
+//! pre-deadline BOOKMARK `Y`) and stamps each store that has applied
+//! everything up to the probe's floor ([`Stamper::advance_to`]); the request
+//! is then served "not older than `X`", or passes through when the proof
+//! fails. Proofs that keep failing for a resource make its consistent reads
+//! pass at once for a while.
+
+mod ask;
+mod outcome;
+mod prover;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::Deserialize;
+use tokio::time::Instant;
+
+use super::Upstream;
+use crate::cache::ResourceCache;
+use crate::cache::store::Store;
+use crate::cache::writer::Stamper;
+use crate::config::Prove;
+use crate::metrics;
+use crate::sync::MutexExt;
+use ask::get_json;
+pub use outcome::Unproven;
+use prover::Prover;
+
+/// How long the upstream's reported version is believed.
+const VERSION_TTL: Duration = Duration::from_secs(60);
+/// Which consistent read is being proven (its metric label is the same).
+pub type ConsistentKind = metrics::ConsistentRead;
+
+/// What proving needs from the configuration (`read.*`).
+#[derive(Debug, Clone)]
+pub struct ProofPolicy {
+    /// `read.consistent_streaming_lists`.
+    pub streaming_lists: Prove,
+    /// `read.consistent_lists`.
+    pub lists: Prove,
+    /// `read.prove_timeout_seconds`.
+    pub timeout: Duration,
+}
+
+/// Every cached resource's prover, and what they share.
+pub struct Proofs {
+    upstream: Arc<Upstream>,
+    policy: ProofPolicy,
+    provers: HashMap<crate::api::Gvr, Arc<Prover>>,
+    /// Whether the upstream reported 1.31 or later, and when it was asked.
+    version: Mutex<Option<(Instant, bool)>>,
+}
+
+impl Proofs {
+    /// Provers for `caches`, against `upstream`; each stamps its resource's
+    /// stores through the [`Stamper`]s `stampers` holds for it.
+    pub fn new(
+        upstream: Arc<Upstream>,
+        caches: &crate::cache::Caches,
+        mut stampers: HashMap<crate::api::Gvr, Vec<Stamper>>,
+        policy: ProofPolicy,
+    ) -> Self {
+        let provers = caches
+            .iter()
+            .map(|(gvr, c)| {
+                let stamps = stampers.remove(gvr).unwrap_or_default();
+                (gvr.clone(), Arc::new(Prover::new(c.clone(), stamps)))
+            })
+            .collect();
+        Proofs {
+            upstream,
+            policy,
+            provers,
+            version: Mutex::new(None),
+        }
+    }
+
+    /// Waits until `store` (of `cache`) is provably at least as fresh as the
+    /// upstream was when this call began, and returns the version it must
+    /// be served "not older than"; or why not (the request passes through).
+    /// Records `r8s_consistent_reads_total` and the proof's latency.
+    pub async fn prove(
+        &self,
+        cache: &ResourceCache,
+        store: &Store,
+        kind: ConsistentKind,
+    ) -> Result<u64, Unproven> {
+        let start = Instant::now();
+        let r = self.try_prove(cache, store, kind, start).await;
+        if r != Err(Unproven::Off)
+            && let Some(p) = self.provers.get(&cache.resource.gvr)
+        {
+            p.series.read(kind, r.is_ok(), start.elapsed());
+        }
+        r
+    }
+
+    async fn try_prove(
+        &self,
+        cache: &ResourceCache,
+        store: &Store,
+        kind: ConsistentKind,
+        start: Instant,
+    ) -> Result<u64, Unproven> {
+        let mode = match kind {
+            ConsistentKind::StreamingList => self.policy.streaming_lists,
+            ConsistentKind::List => self.policy.lists,
+        };
+        if mode == Prove::Pass {
+            return Err(Unproven::Off);
+        }
+        let prover = self
+            .provers
+            .get(&cache.resource.gvr)
+            .ok_or(Unproven::Unprovable)?;
+        if prover.paused() {
+            return Err(Unproven::Failed);
+        }
+        let deadline = start + self.policy.timeout;
+        if mode == Prove::Auto && !by(deadline, self.upstream_proves()).await? {
+            return Err(Unproven::Unprovable);
+        }
+        if !by(deadline, prover.local(&self.upstream)).await?? {
+            return Err(Unproven::Unprovable);
+        }
+        let x = by(deadline, prover.target(&self.upstream, self.policy.timeout)).await??;
+        if store.current().rv >= x {
+            prover.succeeded();
+            return Ok(x);
+        }
+        // Subscribed before the probe can fail: only failures from now on count.
+        let mut reports = prover.report.subscribe();
+        prover.want(x, deadline, &self.upstream, self.policy.timeout);
+        let failed = async {
+            while reports.changed().await.is_ok() {
+                if *reports.borrow_and_update() >= x {
+                    return;
+                }
+            }
+            std::future::pending::<()>().await
+        };
+        tokio::select! {
+            reached = store.wait_for(x, deadline.saturating_duration_since(Instant::now())) => {
+                if !reached {
+                    return Err(Unproven::Failed);
+                }
+                prover.succeeded();
+                Ok(x)
+            }
+            () = failed => Err(Unproven::Failed),
+        }
+    }
+
+    /// Whether the upstream reports kube-apiserver 1.31 or later (asked at
+    /// most once a minute; an upstream that cannot say is not proven against).
+    async fn upstream_proves(&self) -> bool {
+        if let Some((at, ok)) = *self.version.locked()
+            && at.elapsed() < VERSION_TTL
+        {
+            return ok;
+        }
+        match get_json::<Version>(&self.upstream, "/version", "application/json").await {
+            Ok(v) => {
+                let ok = v.at_least(1, 31);
+                if !ok {
+                    tracing::info!(major = %v.major, minor = %v.minor, "the upstream predates 1.31: consistent reads pass through (read.consistent_streaming_lists = \"prove\" forces proofs)");
+                }
+                *self.version.locked() = Some((Instant::now(), ok));
+                ok
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "GET /version failed; consistent reads pass through");
+                false
+            }
+        }
+    }
+}
+
+/// `f`, unless `deadline` comes first (the proof failed: too slow).
+async fn by<T>(deadline: Instant, f: impl std::future::Future<Output = T>) -> Result<T, Unproven> {
+    tokio::time::timeout_at(deadline, f)
+        .await
+        .map_err(|_| Unproven::Failed)
+}
+
+/// `/version`, the part that matters here.
+#[derive(Deserialize)]
+struct Version {
+    major: String,
+    minor: String,
+}
+
+impl Version {
+    /// Whether it is `major.minor` or later (`"31+"` reads as 31).
+    fn at_least(&self, major: u64, minor: u64) -> bool {
+        let num = |s: &str| {
+            s.trim_end_matches(|c: char| !c.is_ascii_digit())
+                .parse::<u64>()
+                .ok()
+        };
+        match (num(&self.major), num(&self.minor)) {
+            (Some(a), Some(b)) => (a, b) >= (major, minor),
+            _ => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn should_read_kube_apiserver_versions() {
+        let v = |major: &str, minor: &str| Version {
+            major: major.into(),
+            minor: minor.into(),
+        };
+        assert!(v("1", "31").at_least(1, 31));
+        assert!(v("1", "35+").at_least(1, 31));
+        assert!(!v("1", "30").at_least(1, 31));
+        assert!(!v("1", "21+").at_least(1, 31));
+        assert!(v("2", "0").at_least(1, 31));
+        assert!(!v("", "").at_least(1, 31));
+    }
+}
