@@ -89,8 +89,12 @@ enum State {
     },
     /// A watch open.
     Watching(Watching),
-    /// Evicted over its byte budget: relists after [`OVER_BUDGET_PAUSE`].
-    Evicted,
+    /// Evicted over its byte budget: relists after [`OVER_BUDGET_PAUSE`]
+    /// (still as a reset, if the eviction came in a relist after a divergence).
+    Evicted {
+        /// Whether the relist that follows is still owed to a divergence.
+        diverged: bool,
+    },
     /// For good: shutdown, or a resource whose versions are not integers.
     Stopped,
 }
@@ -335,7 +339,7 @@ impl Reflector {
             State::Initial(initial) => self.initial(initial, shutdown).await,
             State::Opening { rv, resuming } => self.open(rv, resuming).await,
             State::Watching(watching) => self.watch(watching, shutdown).await,
-            State::Evicted => return self.evicted(shutdown).await,
+            State::Evicted { diverged } => return self.evicted(diverged, shutdown).await,
             State::Stopped => return State::Stopped,
         };
         match step {
@@ -363,7 +367,7 @@ impl Reflector {
     }
 
     /// Drops the objects of a cache over its budget and waits before relisting.
-    async fn evicted(&mut self, shutdown: &Signal) -> State {
+    async fn evicted(&mut self, diverged: bool, shutdown: &Signal) -> State {
         tracing::warn!(
             resource = %self.labels(),
             bytes = self.writer.store().current().bytes,
@@ -373,7 +377,7 @@ impl Reflector {
         self.series.unsynced();
         self.series.over_budget(true);
         tokio::select! {
-            _ = tokio::time::sleep(OVER_BUDGET_PAUSE) => State::Relisting { diverged: false },
+            _ = tokio::time::sleep(OVER_BUDGET_PAUSE) => State::Relisting { diverged },
             _ = shutdown.wait() => State::Stopped,
         }
     }
@@ -383,6 +387,8 @@ impl Reflector {
     async fn recover(&mut self, failed: Failed, shutdown: &Signal) -> State {
         let Failed { error, retry } = failed;
         let label = self.labels().clone();
+        // A relist owed to a divergence stays one (a reset) whatever fails it.
+        let diverged = matches!(retry, Retry::Relist { diverged: true });
         let retry_now = |me: &Self| match retry {
             Retry::Relist { diverged } => State::Relisting { diverged },
             Retry::Watch { rv, resuming } => {
@@ -396,12 +402,12 @@ impl Reflector {
                     tracing::info!(resource = %label, rv, "the snapshot's version is compacted upstream (410); relisting");
                 }
                 self.series.relist(Relist::Expired);
-                State::Relisting { diverged: false }
+                State::Relisting { diverged }
             }
             StepError::Malformed(m) => {
                 tracing::warn!(resource = %label, error = %m, "malformed upstream data; relisting");
                 self.series.relist(Relist::Malformed);
-                State::Relisting { diverged: false }
+                State::Relisting { diverged }
             }
             StepError::Diverged => {
                 self.series.relist(Relist::Diverged);
@@ -410,11 +416,9 @@ impl Reflector {
             StepError::StreamingUnsupported(why) => {
                 tracing::info!(resource = %label, %why, "upstream does not serve streaming lists; using paged LISTs");
                 self.lists = ListWith::Pages;
-                State::Relisting {
-                    diverged: matches!(retry, Retry::Relist { diverged: true }),
-                }
+                State::Relisting { diverged }
             }
-            StepError::OverBudget => State::Evicted,
+            StepError::OverBudget => State::Evicted { diverged },
             StepError::Uncacheable(e) => {
                 tracing::warn!(resource = %label, error = %e, "not cacheable; its requests pass through");
                 self.writer.set_uncacheable();
