@@ -10,7 +10,8 @@
 //!
 //! 1. Plumbing that knows no Kubernetes: [`body`] (the response body type),
 //!    [`sync`] (locks), [`shutdown`] (the shutdown signal), [`metrics`]
-//!    (metric names and typed recorders, fed plain numbers), [`config`]
+//!    (every metric's name and HELP in one table, label values as enums,
+//!    handles made once), [`config`]
 //!    (settings: defaults < TOML < `R8S_` env < flags, every value checked
 //!    before a port is bound).
 //! 2. The API's vocabulary: [`api`] (paths and [`api::Gvr`], the request
