@@ -268,19 +268,40 @@ impl Sim {
 /// The largest write body kube-apiserver reads (`MaxRequestBodyBytes`, 3 MiB).
 pub const MAX_BODY: usize = 3 << 20;
 
+/// How much of a body past [`MAX_BODY`] the sim reads and drops before it
+/// answers 413.
+const MAX_DRAIN: usize = 64 << 20;
+
 /// Reads a request body whole, as kube-apiserver does: 413 past [`MAX_BODY`].
-pub async fn read_body(body: Incoming) -> Result<Bytes, Status> {
-    http_body_util::Limited::new(body, MAX_BODY)
-        .collect()
-        .await
-        .map(|c| c.to_bytes())
-        .map_err(|e| {
-            if e.is::<http_body_util::LengthLimitError>() {
-                Status::entity_too_large(MAX_BODY)
-            } else {
-                Status::bad_request(format!("unable to read request body: {e}"))
-            }
-        })
+///
+/// The rest of an oversized body is read and dropped (up to [`MAX_DRAIN`])
+/// before the 413 goes out: a connection closed with bytes unread is reset,
+/// and the reset can destroy the 413 before the client reads it. Go's server
+/// avoids that with a lingering close; draining is the sim's way to the same
+/// answer every time.
+pub async fn read_body(mut body: Incoming) -> Result<Bytes, Status> {
+    let mut buf = bytes::BytesMut::new();
+    let mut over = 0usize;
+    while let Some(frame) = body.frame().await {
+        let frame =
+            frame.map_err(|e| Status::bad_request(format!("unable to read request body: {e}")))?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        if over == 0 && buf.len() + data.len() <= MAX_BODY {
+            buf.extend_from_slice(&data);
+            continue;
+        }
+        buf.clear();
+        over += data.len();
+        if over > MAX_DRAIN {
+            break;
+        }
+    }
+    if over > 0 {
+        return Err(Status::entity_too_large(MAX_BODY));
+    }
+    Ok(buf.freeze())
 }
 
 /// Serializes a JSON value.
