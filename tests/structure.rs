@@ -280,9 +280,13 @@ fn should_describe_the_code_as_it_is_in_the_docs() {
         flags.contains("kubeconfig") && flags.contains("churn"),
         "{flags:?}"
     );
+    // Tests live in `tests/` and, as unit tests, in `src/`.
+    let unit = Crate::read();
     let tests: String = std::fs::read_dir(root.join("tests"))
         .unwrap()
-        .filter_map(|e| std::fs::read_to_string(e.unwrap().path()).ok())
+        .map(|e| e.unwrap().path())
+        .chain(unit.files().map(|f| root.join("src").join(f)))
+        .filter_map(|p| std::fs::read_to_string(p).ok())
         .collect();
     let mut problems = Vec::new();
     let mut named = 0;

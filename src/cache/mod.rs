@@ -3,6 +3,7 @@
 //! - [`object`]: a cached object (upstream bytes + parsed metadata).
 //! - [`json`], [`protobuf`]: cached objects parsed from the upstream's bodies.
 //! - [`store`]: immutable versions, lock-free readers.
+//! - [`version`]: one version's objects, and pods by node, changed together.
 //! - [`writer`]: a store's one writer (a typed handle), and a proof's stamper.
 //! - [`serving`]: whether a store answers requests, and its transitions.
 //! - [`budget`]: byte budgets shared by the stores, and how they make room.
@@ -20,6 +21,7 @@ pub mod staleness;
 pub mod store;
 #[cfg(test)]
 mod store_tests;
+pub mod version;
 pub mod wakers;
 pub mod writer;
 

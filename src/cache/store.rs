@@ -25,7 +25,6 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use imbl::OrdMap;
 use tokio::sync::watch;
 
 use super::budget::{Budget, TrimmedLog};
@@ -34,22 +33,12 @@ pub use super::history::{Event, EventKind, diff};
 use super::object::{CachedObject, Objects};
 pub use super::serving::Serving;
 use super::staleness::Staleness;
+pub use super::version::Version;
 use super::wakers::{TriggerGuard, Wakers};
 use crate::api::ApiResource;
 use crate::api::media::Encoding;
 use crate::metrics::StoreLabels;
 use crate::sync::{MutexExt, RwLockExt};
-
-/// A consistent state of the resource at one resource version.
-#[derive(Debug, Clone)]
-pub struct Version {
-    /// The upstream resource version this state is at.
-    pub rv: u64,
-    /// The objects.
-    pub objects: Objects,
-    /// Bytes of the objects (accounting).
-    pub bytes: usize,
-}
 
 /// A change to apply, as the reflector sees it.
 #[derive(Debug)]
@@ -177,11 +166,7 @@ impl Store {
         let (rv, _) = watch::channel(0);
         let store = Arc::new(Store {
             inner: RwLock::new(Inner {
-                current: Arc::new(Version {
-                    rv: 0,
-                    objects: OrdMap::new(),
-                    bytes: 0,
-                }),
+                current: Arc::new(Version::empty(node_index)),
                 pinned: VecDeque::new(),
                 serving: Serving::Syncing,
                 history: History::new(limits.history_events, limits.history_bytes),
@@ -411,11 +396,7 @@ impl Store {
             match c {
                 Change::Put(o) => {
                     v.rv = v.rv.max(o.rv);
-                    v.bytes += o.size();
-                    let prev = v.objects.insert(o.key.clone(), o.clone());
-                    if let Some(old) = &prev {
-                        v.bytes -= old.size();
-                    }
+                    let prev = v.insert(o.clone());
                     let kind = if prev.is_some() {
                         EventKind::Modified
                     } else {
@@ -425,8 +406,7 @@ impl Store {
                 }
                 Change::Delete(o) => {
                     v.rv = v.rv.max(o.rv);
-                    if let Some(old) = v.objects.remove(&o.key) {
-                        v.bytes -= old.size();
+                    if let Some(old) = v.remove(&o.key) {
                         events.push(Event::new(o.rv, EventKind::Deleted, o, Some(old)));
                     }
                 }
@@ -435,8 +415,7 @@ impl Store {
                     let held = st.history.restart_at(rv);
                     self.budget.adjust(-(held as isize));
                     reset = true;
-                    v.bytes = objects.values().map(|o| o.size()).sum();
-                    v.objects = objects;
+                    v.replace(objects);
                     v.rv = rv;
                 }
                 Change::Replace(objects, rv) => {
@@ -449,8 +428,7 @@ impl Store {
                         let held = st.history.restart_at(rv);
                         self.budget.adjust(-(held as isize));
                     }
-                    v.bytes = objects.values().map(|o| o.size()).sum();
-                    v.objects = objects;
+                    v.replace(objects);
                     v.rv = rv;
                 }
             }
@@ -486,19 +464,13 @@ impl TrimmedLog for Store {
 /// `current` as it was at `rv`: `events` (every event after `rv`, oldest
 /// first) undone newest first, each putting back the object it displaced.
 fn rewind(current: &Version, rv: u64, events: &[Arc<Event>]) -> Version {
-    let mut objects = current.objects.clone();
-    let mut bytes = current.bytes;
+    let mut v = current.clone();
     for e in events.iter().rev() {
-        let undone = match &e.prev {
-            Some(p) => {
-                bytes += p.size();
-                objects.insert(p.key.clone(), p.clone())
-            }
-            None => objects.remove(&e.object.key),
+        match &e.prev {
+            Some(p) => v.insert(p.clone()),
+            None => v.remove(&e.object.key),
         };
-        if let Some(o) = undone {
-            bytes = bytes.saturating_sub(o.size());
-        }
     }
-    Version { rv, objects, bytes }
+    v.rv = rv;
+    v
 }

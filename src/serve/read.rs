@@ -9,7 +9,6 @@
 //! would reject is passed through, so the client gets the apiserver's own
 //! answer.
 
-use std::ops::Bound;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -446,19 +445,21 @@ fn assemble(
     shape: Shape,
 ) -> Payload {
     let prefix = namespace.map(|ns| format!("{ns}/")).unwrap_or_default();
-    let from: Arc<str> = Arc::from(format!("{prefix}{}", start.unwrap_or_default()));
-    let mut iter = version
-        .objects
-        .range((Bound::Included(from), Bound::Unbounded))
-        .take_while(|(k, _)| prefix.is_empty() || k.starts_with(&prefix));
+    let from = format!("{prefix}{}", start.unwrap_or_default());
+    // A pods list pinned to one node (a kubelet's, a DaemonSet agent's)
+    // walks that node's pods only.
+    let node = selectors.fields.exact("spec.nodeName");
+    let mut iter = version.walk(&prefix, &from, node);
     let (cache, encoding) = (at.cache, at.store.encoding());
     let filtered = !selectors.is_empty();
     let (kind, api_version) = match shape {
         Shape::MetadataList => ("PartialObjectMetadataList", json::META_API_VERSION.into()),
         _ => (cache.list_kind.as_str(), cache.resource.gvr.api_version()),
     };
-    let mut picked = Vec::with_capacity(match limit {
-        1.. => (limit as usize).min(version.objects.len()),
+    // Room for what will be picked: all of it, unless a selector drops some.
+    let mut picked = Vec::with_capacity(match (limit, filtered) {
+        (_, true) => 0,
+        (1.., false) => (limit as usize).min(version.objects.len()),
         _ => version.objects.len(),
     });
     let mut last: Option<Arc<str>> = None;

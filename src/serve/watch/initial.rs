@@ -4,8 +4,6 @@
 //! the bookmark marking their end. To a client that takes gzip, the ADDED
 //! events are spliced from the compressed runs gzip lists keep.
 
-use std::sync::Arc;
-
 use super::watcher::{Progress, Watcher};
 use crate::cache::history::{Cursor, Form};
 use crate::cache::object::AddedItem;
@@ -35,11 +33,10 @@ impl Watcher {
             .as_ref()
             .map(|ns| format!("{ns}/"))
             .unwrap_or_default();
-        let from: Arc<str> = Arc::from(prefix.as_str());
+        // A streaming list pinned to one node walks that node's pods only.
+        let node = self.filter.selectors.fields.exact("spec.nodeName");
         let objects = v
-            .objects
-            .range(from..)
-            .take_while(|(k, _)| k.starts_with(&prefix))
+            .walk(&prefix, &prefix, node)
             .map(|(_, o)| o)
             .filter(|o| self.filter.passes(o));
         if self.gz.is_some() {
