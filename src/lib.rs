@@ -109,13 +109,25 @@ pub enum PrepareError {
     Persist(#[from] persist::PersistError),
 }
 
+/// The checks of a configuration that need more than `config` knows:
+/// `cache.indexes` against the resources' selectable fields. Pass it to
+/// [`config::load_checked`].
+pub fn check_config(config: &Config) -> Vec<(String, String)> {
+    cache::index::check(&config.cache.indexes)
+}
+
 /// Checks the configuration: its values (again, for a configuration built by
 /// hand), then against the world: kubeconfig, CA, credentials,
 /// and (when caching) the upstream's discovery for every `cache.resources` entry.
 pub async fn prepare(config: Config) -> Result<Prepared, PrepareError> {
-    config
-        .validate()
-        .map_err(|errs| config::ConfigError(errs.into_iter().map(|(_, m)| m).collect()))?;
+    let mut errs: Vec<String> = match config.validate() {
+        Ok(()) => Vec::new(),
+        Err(errs) => errs.into_iter().map(|(_, m)| m).collect(),
+    };
+    errs.extend(check_config(&config).into_iter().map(|(_, m)| m));
+    if !errs.is_empty() {
+        return Err(config::ConfigError(errs).into());
+    }
     let local =
         auth::local::LocalGuard::new(&config.server).map_err(|e| config::ConfigError(vec![e]))?;
     let tls = tls::Tls::load(&config.tls)?;
@@ -163,7 +175,8 @@ pub async fn prepare(config: Config) -> Result<Prepared, PrepareError> {
     let protobuf = config.cache.encodings.iter().any(|e| e == "protobuf");
     for r in resolved {
         // (Custom resources' protobuf store: their objects' PartialObjectMetadata.)
-        let (rc, w) = cache::ResourceCache::new(r, protobuf, limits, &budget);
+        let indexes = cache::index::configured(&config.cache.indexes, &r);
+        let (rc, w) = cache::ResourceCache::new(r, protobuf, limits, &budget, &indexes);
         caches.insert(rc.resource.gvr.clone(), rc.clone());
         writers.push((rc, w));
     }

@@ -92,7 +92,11 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Serve(args) => serve(args).await,
             Command::Config(ConfigCommand::Check(args)) => {
-                match config::load(args.config.as_deref(), &args.overrides()) {
+                match config::load_checked(
+                    args.config.as_deref(),
+                    &args.overrides(),
+                    &r8s::check_config,
+                ) {
                     Ok(c) => {
                         print!("{}", c.to_redacted_toml());
                         ExitCode::SUCCESS
@@ -113,7 +117,11 @@ fn main() -> ExitCode {
 }
 
 async fn serve(args: ServeArgs) -> ExitCode {
-    let config = match config::load(args.config.as_deref(), &args.overrides()) {
+    let config = match config::load_checked(
+        args.config.as_deref(),
+        &args.overrides(),
+        &r8s::check_config,
+    ) {
         Ok(c) => c,
         Err(e) => return fail(EXIT_CONFIG, e),
     };

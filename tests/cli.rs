@@ -94,6 +94,23 @@ fn should_exit_2_naming_the_problem_on_bad_configuration() {
         ),
         (
             vec![
+                "config".into(),
+                "check".into(),
+                "--config".into(),
+                tmp(
+                    "badindex.toml",
+                    "[cache]\nindexes = { configmaps = [\"spec.nodeName\"] }\n",
+                ),
+            ],
+            vec![
+                "cache.indexes.configmaps",
+                "\"spec.nodeName\"",
+                "metadata.name",
+                "badindex.toml",
+            ],
+        ),
+        (
+            vec![
                 "serve".into(),
                 "--config".into(),
                 tmp(

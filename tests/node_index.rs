@@ -1,8 +1,9 @@
 //! Node-scoped reads (a kubelet's or a DaemonSet agent's list of its own
-//! node's pods) are served from the pods stores' node index. Under churn,
-//! every such read, in JSON and in protobuf, plain, paged, at an exact
-//! older version and as a streaming list, equals the upstream's state at
-//! the version it says it is at.
+//! node's pods) are served from the pods stores' node index, and reads
+//! pinned to a label's values from a `cache.indexes` label index. Under
+//! churn, every such read, in JSON and in protobuf, plain, paged, at an
+//! exact older version and as a streaming list, equals the upstream's
+//! state at the version it says it is at.
 
 mod common;
 
@@ -67,21 +68,37 @@ async fn should_serve_node_scoped_reads_from_the_index_as_the_upstream_answers_t
     cfg.churn = 100.0;
     cfg.history = 100_000;
     let sim = start_sim(cfg).await;
-    let r8s = r8s_in_front_of(sim.url()).caching(&["pods"]).start().await;
+    let r8s = r8s_in_front_of(sim.url())
+        .caching(&["pods"])
+        .with(|c| {
+            // Beside the default node index, one on a label the churn changes.
+            c.cache.indexes.insert(
+                "v1/pods".into(),
+                vec!["label:tier".into(), "spec.nodeName".into()],
+            );
+        })
+        .start()
+        .await;
     let (base, truth_url) = (r8s.url(), sim.url());
     let pods = "/api/v1/pods";
     let mut checked = 0;
-    for n in [0, 7, 19] {
-        let node = format!("node-{n:02}");
-        let sel = format!("&fieldSelector=spec.nodeName%3D{node}");
-        let truth = |rv| truth_at(&truth_url, pods, &sel, rv);
+    let reads = [
+        "&fieldSelector=spec.nodeName%3Dnode-00",
+        "&fieldSelector=spec.nodeName%3Dnode-07",
+        "&fieldSelector=spec.nodeName%3Dnode-19",
+        // A set of values merged in key order, and one narrowed by a node.
+        "&labelSelector=tier%20in%20(cache,batch,cache)",
+        "&labelSelector=tier%20in%20(frontend,backend),team!%3Dteam-3&fieldSelector=spec.nodeName%3Dnode-04",
+    ];
+    for sel in reads {
+        let truth = |rv| truth_at(&truth_url, pods, sel, rv);
 
         // A plain list, JSON and protobuf, each at the version it names.
         let r = get(&format!("{base}{pods}?resourceVersion=0{sel}")).await;
         assert_eq!(r.headers["x-r8s-cache"], "hit");
         let (rv, items) = json_items(&r.json());
-        assert!(!items.is_empty(), "{node} has pods");
-        assert_eq!(items, truth(rv).await, "{node}, JSON, at {rv}");
+        assert!(!items.is_empty(), "{sel} has pods");
+        assert_eq!(items, truth(rv).await, "{sel}, JSON, at {rv}");
         let older = rv;
         let r = send(
             "GET",
@@ -93,7 +110,7 @@ async fn should_serve_node_scoped_reads_from_the_index_as_the_upstream_answers_t
         .await;
         assert_eq!(r.headers["x-r8s-cache"], "hit");
         let (rv, items, _) = protobuf_items(&r.body);
-        assert_eq!(items, truth(rv).await, "{node}, protobuf, at {rv}");
+        assert_eq!(items, truth(rv).await, "{sel}, protobuf, at {rv}");
 
         // Pages of 4, JSON and protobuf: one version, every item once.
         for protobuf in [false, true] {
@@ -144,7 +161,7 @@ async fn should_serve_node_scoped_reads_from_the_index_as_the_upstream_answers_t
             assert_eq!(
                 all,
                 truth(rv).await,
-                "{node}, pages (protobuf {protobuf}), at {rv}"
+                "{sel}, pages (protobuf {protobuf}), at {rv}"
             );
         }
 
@@ -156,7 +173,7 @@ async fn should_serve_node_scoped_reads_from_the_index_as_the_upstream_answers_t
         assert_eq!(r.headers["x-r8s-cache"], "hit", "{}", r.text());
         let (rv, items) = json_items(&r.json());
         assert_eq!(rv, older);
-        assert_eq!(items, truth(older).await, "{node}, Exact at {older}");
+        assert_eq!(items, truth(older).await, "{sel}, Exact at {older}");
 
         // A streaming list of the node (client-go ≥ 1.35's kubelet start).
         let r = send(
@@ -172,21 +189,21 @@ async fn should_serve_node_scoped_reads_from_the_index_as_the_upstream_answers_t
         assert_eq!(r.headers["x-r8s-cache"], "hit");
         let mut replay = Replay::streaming();
         for line in r.text().lines().filter(|l| !l.is_empty()) {
-            replay.apply(&serde_json::from_str(line).unwrap(), &node);
+            replay.apply(&serde_json::from_str(line).unwrap(), sel);
             if replay.initial_end {
                 break;
             }
         }
-        assert!(replay.initial_end, "{node}: the initial events end");
+        assert!(replay.initial_end, "{sel}: the initial events end");
         assert_eq!(
             replay.state,
             truth(replay.last).await,
-            "{node}, streaming list at {}",
+            "{sel}, streaming list at {}",
             replay.last
         );
         checked += 1;
     }
-    assert_eq!(checked, 3);
+    assert_eq!(checked, reads.len());
     r8s.stop().await;
     sim.stop().await;
 }

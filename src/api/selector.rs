@@ -246,7 +246,9 @@ impl Parser {
     }
 }
 
-fn validate_label_key(k: &str) -> Result<(), String> {
+/// Checks a label key as apimachinery does (an optional DNS prefix and `/`,
+/// then a name of at most 63 characters).
+pub fn validate_label_key(k: &str) -> Result<(), String> {
     let (prefix, name) = match k.rsplit_once('/') {
         Some((p, n)) => (Some(p), n),
         None => (None, k),
@@ -332,6 +334,26 @@ impl LabelSelector {
     /// True when the selector has no requirements.
     pub fn is_empty(&self) -> bool {
         self.reqs.is_empty()
+    }
+
+    /// The values of label `key` an object must have one of to match, where
+    /// a requirement (`key=v`, `key==v`, `key in (v,w)`) names them (each once): the
+    /// fewest such. What a label index reads, before the rest filters.
+    pub fn values(&self, key: &str) -> Option<Vec<&str>> {
+        self.reqs
+            .iter()
+            .filter(|(k, _)| k == key)
+            .filter_map(|(_, op)| match op {
+                LabelOp::Eq(v) => Some(vec![v.as_str()]),
+                LabelOp::In(set) => {
+                    let mut vs: Vec<&str> = set.iter().map(String::as_str).collect();
+                    vs.sort_unstable();
+                    vs.dedup();
+                    Some(vs)
+                }
+                _ => None,
+            })
+            .min_by_key(Vec::len)
     }
 
     /// Whether an object with these labels matches.

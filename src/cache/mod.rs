@@ -3,7 +3,8 @@
 //! - [`object`]: a cached object (upstream bytes + parsed metadata).
 //! - [`json`], [`protobuf`]: cached objects parsed from the upstream's bodies.
 //! - [`store`]: immutable versions, lock-free readers.
-//! - [`version`]: one version's objects, and pods by node, changed together.
+//! - [`version`]: one version's objects and their indexes, changed together.
+//! - [`index`]: objects by a field's or a label's value (pods by node).
 //! - [`writer`]: a store's one writer (a typed handle), and a proof's stamper.
 //! - [`serving`]: whether a store answers requests, and its transitions.
 //! - [`budget`]: byte budgets shared by the stores, and how they make room.
@@ -13,6 +14,9 @@
 
 pub mod budget;
 pub mod history;
+pub mod index;
+#[cfg(test)]
+mod index_tests;
 pub mod json;
 pub mod object;
 pub mod protobuf;
@@ -53,13 +57,15 @@ pub struct ResourceCache {
 
 impl ResourceCache {
     /// The cache of `resource`: a JSON store, and a protobuf one with
-    /// `protobuf`, each as `limits` say and counted against `budget`. The
+    /// `protobuf`, each as `limits` say, indexed on `indexes` and counted
+    /// against `budget`. The
     /// stores' writers are returned apart, for their reflectors.
     pub fn new(
         resource: ApiResource,
         protobuf: bool,
         limits: store::Limits,
         budget: &Arc<budget::Budget>,
+        indexes: &[index::IndexOn],
     ) -> (Arc<ResourceCache>, Vec<writer::Writer>) {
         let make = |encoding| {
             store::Store::new(store::Options::of(
@@ -67,6 +73,7 @@ impl ResourceCache {
                 encoding,
                 limits,
                 budget.clone(),
+                indexes.to_vec(),
             ))
         };
         let (json_w, json) = make(Encoding::Json);

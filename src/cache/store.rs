@@ -30,6 +30,7 @@ use tokio::sync::watch;
 use super::budget::{Budget, TrimmedLog};
 use super::history::{Appended, Batch, Cursor, History, Trigger};
 pub use super::history::{Event, EventKind, diff};
+use super::index::IndexOn;
 use super::object::{CachedObject, Objects};
 pub use super::serving::Serving;
 use super::staleness::Staleness;
@@ -98,20 +99,26 @@ pub struct Options {
     pub budget: Arc<Budget>,
     /// What its objects' bodies are.
     pub encoding: Encoding,
-    /// Whether events are indexed by pods' `spec.nodeName` too (a pods store).
+    /// Whether events are indexed by pods' `spec.nodeName` too (a pods
+    /// store), so node-pinned watchers wake on their node's events only.
     pub node_index: bool,
+    /// What its versions index objects by (reads pinned to a value of one
+    /// walk that value's objects only).
+    pub indexes: Vec<IndexOn>,
     /// Its metric labels (and its name in logs).
     pub labels: StoreLabels,
 }
 
 impl Options {
-    /// The options of `resource`'s store in `encoding`: a core pods store
-    /// indexes nodes, and the labels are the resource and the encoding.
+    /// The options of `resource`'s store in `encoding`, with `indexes`: a
+    /// core pods store's events are indexed by node, and the labels are
+    /// the resource and the encoding.
     pub fn of(
         resource: &ApiResource,
         encoding: Encoding,
         limits: Limits,
         budget: Arc<Budget>,
+        indexes: Vec<IndexOn>,
     ) -> Self {
         let gvr = &resource.gvr;
         Options {
@@ -119,6 +126,7 @@ impl Options {
             budget,
             encoding,
             node_index: gvr.group().is_empty() && gvr.resource() == "pods",
+            indexes,
             labels: StoreLabels::new(gvr.to_string(), encoding.as_str()),
         }
     }
@@ -161,12 +169,13 @@ impl Store {
             budget,
             encoding,
             node_index,
+            indexes,
             labels,
         } = options;
         let (rv, _) = watch::channel(0);
         let store = Arc::new(Store {
             inner: RwLock::new(Inner {
-                current: Arc::new(Version::empty(node_index)),
+                current: Arc::new(Version::empty(&indexes)),
                 pinned: VecDeque::new(),
                 serving: Serving::Syncing,
                 history: History::new(limits.history_events, limits.history_bytes),
@@ -351,7 +360,8 @@ impl Store {
         self.wakers.register(trigger)
     }
 
-    /// Whether this store indexes pods' `spec.nodeName`.
+    /// Whether this store indexes pods' events by `spec.nodeName` (for
+    /// node-pinned watchers).
     pub fn indexes_nodes(&self) -> bool {
         self.node_index
     }

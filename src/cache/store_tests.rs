@@ -9,12 +9,10 @@ use imbl::OrdMap;
 use super::budget::Budget;
 use super::history::{EventKind, Trigger};
 use super::object::CachedObject;
-use super::object::Objects;
 use super::serving::Serving;
-use super::store::{Change, Limits, Options, Restored, Store, Version};
+use super::store::{Change, Limits, Options, Store, Version};
 use super::writer::Writer;
 use crate::api::media::Encoding;
-use crate::api::{ApiResource, Gvr};
 use crate::cache::object::TypeInfo;
 use crate::codec::json::ListItem;
 use crate::metrics::StoreLabels;
@@ -27,6 +25,7 @@ fn store_with(limits: Limits, budget: Arc<Budget>) -> (Writer, Arc<Store>) {
         budget,
         encoding: Encoding::Json,
         node_index: false,
+        indexes: Vec::new(),
         labels: StoreLabels::new("v1/configmaps".into(), "json"),
     })
 }
@@ -35,7 +34,7 @@ fn store(limits: Limits) -> (Writer, Arc<Store>) {
     store_with(limits, Budget::unlimited())
 }
 
-fn limits(history_events: usize) -> Limits {
+pub(super) fn limits(history_events: usize) -> Limits {
     Limits {
         retention: Duration::from_secs(60),
         max_retained: 100,
@@ -323,179 +322,4 @@ fn should_keep_versions_consistent_and_tell_older_ones() {
         item.body
             .starts_with(b"{\"kind\":\"ConfigMap\",\"apiVersion\":\"v1\",\"metadata\"")
     );
-}
-
-/// A pod `ns/name` on `node` (none: unscheduled) at `rv`.
-pub(super) fn pod(ns: &str, name: &str, node: Option<&str>, rv: u64) -> Arc<CachedObject> {
-    let info = TypeInfo::of(
-        &ApiResource {
-            gvr: Gvr::from_static("", "v1", "pods"),
-            kind: "Pod".into(),
-            namespaced: true,
-        },
-        Encoding::Json,
-    );
-    let spec = node.map(|n| format!(r#","spec":{{"nodeName":"{n}"}}"#));
-    let json = format!(
-        r#"{{"metadata":{{"name":"{name}","namespace":"{ns}","resourceVersion":"{rv}"}}{}}}"#,
-        spec.unwrap_or_default()
-    );
-    Arc::new(info.parse(json.as_bytes()).unwrap())
-}
-
-/// The index moves an object with its node, forgets a removed one,
-/// lists a node's objects in key order from a key, and counts its bytes.
-#[test]
-fn should_index_pods_by_node_as_they_move() {
-    let mut v = Version::empty(true);
-    v.insert(pod("a", "p1", Some("n1"), 1));
-    v.insert(pod("b", "p2", Some("n1"), 2));
-    v.insert(pod("a", "p3", Some("n2"), 3));
-    v.insert(pod("a", "p4", None, 4));
-    let keys = |v: &Version, node: &str, from: &str| -> Vec<String> {
-        v.on_node(node, from)
-            .unwrap()
-            .map(|(k, _)| k.to_string())
-            .collect()
-    };
-    assert_eq!(keys(&v, "n1", ""), ["a/p1", "b/p2"]);
-    assert_eq!(keys(&v, "n1", "a/p2"), ["b/p2"]);
-    assert_eq!(
-        keys(&v, "", ""),
-        ["a/p4"],
-        "unscheduled pods are a node of their own"
-    );
-    // p1 moves to n2 (a rescheduled pod keeps its key), p2 goes.
-    v.insert(pod("a", "p1", Some("n2"), 5));
-    v.remove(&Arc::from("b/p2"));
-    assert!(keys(&v, "n1", "").is_empty());
-    assert_eq!(keys(&v, "n2", ""), ["a/p1", "a/p3"]);
-    let plain: usize = v.objects.values().map(|o| o.size()).sum();
-    assert_eq!(
-        v.bytes,
-        plain + 3 * super::version::NODE_ENTRY_BYTES + "n2".len() * 2,
-        "objects and index entries"
-    );
-    let mut again = Version::empty(true);
-    again.replace(v.objects.clone());
-    assert_eq!(again.bytes, v.bytes, "a relist counts the same bytes");
-    assert_eq!(keys(&again, "n2", ""), ["a/p1", "a/p3"]);
-    assert!(Version::empty(false).on_node("n1", "").is_none());
-}
-
-/// The nodes the churn below schedules pods on (`""`: not scheduled).
-const NODES: [&str; 6] = ["", "n0", "n1", "n2", "n3", "n4"];
-
-/// Whether `v`'s node index says what a scan of its objects says: each
-/// node's keys, in order, and its bytes as a relist of them would count.
-fn index_agrees(v: &Version) -> Result<(), String> {
-    let mut indexed = 0;
-    for node in NODES {
-        let from_index: Vec<&str> = v.on_node(node, "").unwrap().map(|(k, _)| &**k).collect();
-        let scanned: Vec<&str> = v
-            .objects
-            .iter()
-            .filter(|(_, o)| o.field("spec.nodeName") == node)
-            .map(|(k, _)| &**k)
-            .collect();
-        if from_index != scanned {
-            return Err(format!(
-                "at {}: node {node:?}: index {from_index:?}, scan {scanned:?}",
-                v.rv
-            ));
-        }
-        indexed += from_index.len();
-    }
-    if indexed != v.objects.len() {
-        return Err(format!("{indexed} indexed, {} objects", v.objects.len()));
-    }
-    let mut relisted = Version::empty(true);
-    relisted.replace(v.objects.clone());
-    if relisted.bytes != v.bytes {
-        return Err(format!(
-            "at {}: {} bytes, a relist counts {}",
-            v.rv, v.bytes, relisted.bytes
-        ));
-    }
-    Ok(())
-}
-
-/// The node index agrees with a full scan of the objects after seeded random
-/// churn (adds, moves between nodes, deletes, bookmarks), relists, resets
-/// after a divergence, snapshot restores and evictions over the budget; at
-/// the current version and at every version the log can still rewind to.
-#[test]
-fn should_keep_the_node_index_equal_to_a_scan_through_any_change() {
-    let pods_store = |budget: Arc<Budget>| {
-        Store::new(Options {
-            limits: limits(64),
-            budget,
-            encoding: Encoding::Json,
-            node_index: true,
-            labels: StoreLabels::new("v1/pods".into(), "json"),
-        })
-    };
-    let budget = Arc::new(Budget::new(0, 0));
-    let (mut w, s) = pods_store(budget);
-    let mut rng = fastrand::Rng::with_seed(40);
-    let mut rv = 1;
-    w.apply(vec![Change::Replace(OrdMap::new(), rv)]);
-    let mut rewound = 0;
-    let random_objects = |rng: &mut fastrand::Rng, rv: u64| -> Objects {
-        (0..rng.usize(0..30))
-            .map(|i| {
-                let node = NODES[rng.usize(..NODES.len())];
-                pod(
-                    "ns",
-                    &format!("p{i}"),
-                    (!node.is_empty()).then_some(node),
-                    rv,
-                )
-            })
-            .map(|o| (o.key.clone(), o))
-            .collect()
-    };
-    for step in 0..3_000 {
-        rv += 1;
-        let roll = rng.u8(..100);
-        let change = match roll {
-            0..=59 => {
-                let node = NODES[rng.usize(..NODES.len())];
-                let name = format!("p{}", rng.usize(..40));
-                Change::Put(pod("ns", &name, (!node.is_empty()).then_some(node), rv))
-            }
-            60..=84 => Change::Delete(pod("ns", &format!("p{}", rng.usize(..40)), None, rv)),
-            85..=94 => Change::Progress(rv),
-            95..=96 => Change::Replace(random_objects(&mut rng, rv), rv),
-            97 => Change::Reset(random_objects(&mut rng, rv), rv),
-            98 => {
-                w.restore(Restored {
-                    objects: random_objects(&mut rng, rv),
-                    rv,
-                    empty: None,
-                    age: Duration::ZERO,
-                });
-                w.resumed();
-                continue;
-            }
-            _ => {
-                w.evict_over_budget();
-                w.clear_over_budget();
-                w.apply(vec![Change::Replace(random_objects(&mut rng, rv), rv)]);
-                continue;
-            }
-        };
-        w.apply(vec![change]);
-        let v = s.current();
-        index_agrees(&v).unwrap_or_else(|e| panic!("step {step}: {e}"));
-        // A version the log rewinds to has an index of its own.
-        let back = rv.saturating_sub(rng.u64(1..20));
-        if let Some(old) = s.at(back) {
-            assert_eq!(old.rv, back);
-            rewound += 1;
-            index_agrees(&old).unwrap_or_else(|e| panic!("step {step}, rewound to {back}: {e}"));
-        }
-    }
-    assert_eq!(s.serving(), Serving::Ready);
-    assert!(rewound > 1_000, "rewound versions checked: {rewound}");
 }

@@ -67,8 +67,23 @@ impl CacheOverrides {
 #[error("{}", .0.join("\n"))]
 pub struct ConfigError(pub Vec<String>);
 
+/// Checks of a loaded configuration that need what the layers above
+/// `config` know (which fields a resource can be indexed by): each problem
+/// as (key, message), the key dotted as the configuration nests it.
+pub type Check<'a> = &'a dyn Fn(&Config) -> Vec<(String, String)>;
+
 /// Loads defaults < `file` < `R8S_*` environment < `overrides`, then validates.
 pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, ConfigError> {
+    load_checked(file, overrides, &|_| Vec::new())
+}
+
+/// [`load`], with `check`'s problems reported beside the values' own, each
+/// naming where its value came from.
+pub fn load_checked(
+    file: Option<&Path>,
+    overrides: &Overrides,
+    check: Check<'_>,
+) -> Result<Config, ConfigError> {
     let mut fig = Figment::from(Serialized::defaults(Config::default()));
     if let Some(path) = file {
         if let Err(e) = std::fs::metadata(path) {
@@ -85,16 +100,21 @@ pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, Config
     let config: Config = fig
         .extract()
         .map_err(|e| ConfigError(e.into_iter().map(|e| describe(&fig, e)).collect()))?;
-    config.validate().map_err(|errs| {
-        ConfigError(
+    let mut errs: Vec<(String, String)> = match config.validate() {
+        Ok(()) => Vec::new(),
+        Err(errs) => errs.into_iter().map(|(k, m)| (k.to_string(), m)).collect(),
+    };
+    errs.extend(check(&config));
+    if !errs.is_empty() {
+        return Err(ConfigError(
             errs.into_iter()
-                .map(|(key, msg)| match fig.find_metadata(key) {
-                    Some(m) => format!("{msg} (from {})", source(m, key)),
+                .map(|(key, msg)| match fig.find_metadata(&key) {
+                    Some(m) => format!("{msg} (from {})", source(m, &key)),
                     None => msg,
                 })
                 .collect(),
-        )
-    })?;
+        ));
+    }
     Ok(config)
 }
 

@@ -10,7 +10,9 @@ pub mod load;
 pub mod settings;
 pub mod validate;
 
-pub use load::{CacheOverrides, ConfigError, Overrides, UpstreamOverrides, load};
+pub use load::{
+    CacheOverrides, Check, ConfigError, Overrides, UpstreamOverrides, load, load_checked,
+};
 pub use settings::*;
 pub use validate::validate_resource;
 

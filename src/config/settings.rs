@@ -1,6 +1,7 @@
 //! The settings r8s reads, with their defaults (every key is documented in
 //! `config/r8s.toml` with its default and why).
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -97,6 +98,12 @@ pub struct CacheConfig {
     pub exclude: Vec<String>,
     /// Items per upstream LIST page during (re)lists.
     pub page_size: usize,
+    /// Indexes per resource, named as in `resources` (`pods`, `v1/pods`,
+    /// `apps/v1/deployments`):
+    /// a selectable field (`spec.nodeName`) or `label:KEY`. A list, page or
+    /// streaming list whose selectors pin an index to a few values reads
+    /// those objects only.
+    pub indexes: BTreeMap<String, Vec<String>>,
     /// (Re)list with streaming lists (`sendInitialEvents`) where the upstream serves them.
     pub streaming_lists: bool,
     /// Encodings held, each by its own reflector: `json` (always; custom
@@ -134,6 +141,7 @@ impl Default for CacheConfig {
             resources: Vec::new(),
             exclude: vec!["secrets".into(), "events".into()],
             page_size: 500,
+            indexes: BTreeMap::from([("pods".into(), vec!["spec.nodeName".into()])]),
             streaming_lists: true,
             encodings: vec!["json".into(), "protobuf".into()],
             snapshot_retention_seconds: 75,

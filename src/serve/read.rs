@@ -446,10 +446,9 @@ fn assemble(
 ) -> Payload {
     let prefix = namespace.map(|ns| format!("{ns}/")).unwrap_or_default();
     let from = format!("{prefix}{}", start.unwrap_or_default());
-    // A pods list pinned to one node (a kubelet's, a DaemonSet agent's)
-    // walks that node's pods only.
-    let node = selectors.fields.exact("spec.nodeName");
-    let mut iter = version.walk(&prefix, &from, node);
+    // A list its selectors pin to an index (a kubelet's or a DaemonSet
+    // agent's, to its node) walks what is under those values only.
+    let mut iter = version.walk(&prefix, &from, selectors);
     let (cache, encoding) = (at.cache, at.store.encoding());
     let filtered = !selectors.is_empty();
     let (kind, api_version) = match shape {

@@ -33,10 +33,10 @@ impl Watcher {
             .as_ref()
             .map(|ns| format!("{ns}/"))
             .unwrap_or_default();
-        // A streaming list pinned to one node walks that node's pods only.
-        let node = self.filter.selectors.fields.exact("spec.nodeName");
+        // A streaming list its selectors pin to an index (a node's pods)
+        // walks what is under those values only.
         let objects = v
-            .walk(&prefix, &prefix, node)
+            .walk(&prefix, &prefix, &self.filter.selectors)
             .map(|(_, o)| o)
             .filter(|o| self.filter.passes(o));
         if self.gz.is_some() {

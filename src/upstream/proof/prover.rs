@@ -302,6 +302,7 @@ mod tests {
             budget: Budget::unlimited(),
             encoding,
             node_index: true,
+            indexes: Vec::new(),
             labels: StoreLabels::new("v1/pods".into(), encoding.as_str()),
         });
         w.apply(vec![Change::Replace(imbl::OrdMap::new(), rv)]);
