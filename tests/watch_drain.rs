@@ -223,7 +223,12 @@ async fn should_drain_watchers_with_a_final_bookmark_and_let_kube_rs_resume_else
         async move {
             let deadline = Instant::now() + Duration::from_secs(60);
             loop {
-                let m = get(&format!("{admin}/metrics")).await.text();
+                // A scrape may wait long: 1,000 kube-rs watchers share this
+                // process's runtime with both r8s while they list.
+                let left = deadline.saturating_duration_since(Instant::now());
+                let m = send("GET", &format!("{admin}/metrics"), &[], None, left)
+                    .await
+                    .text();
                 // One registry for both r8s in this process: the sum of their watchers.
                 if metric(&m, r#"r8s_watchers{resource="v1/pods"}"#).unwrap_or(0.0) >= want as f64 {
                     return;
