@@ -649,3 +649,38 @@ fn sim_config_of(generation: Generation) -> SimConfig {
         ..sim_config()
     }
 }
+
+/// A burst of first consistent reads (a node pool's kubelets starting)
+/// asks the upstream's `/version` once, not once each: 200 at once while
+/// the upstream is silent (so all of them wait for the one answer), and
+/// the sim counts at most 3 `GET /version` meanwhile (r8s's own health
+/// probe asks every 5 s).
+#[tokio::test(flavor = "multi_thread")]
+async fn should_ask_the_upstream_version_once_for_a_burst_of_first_reads() {
+    let sim = start_sim(churning_sim(Generation::Current)).await;
+    let fwd = common::fault::Forwarder::start(sim.addr).await;
+    let r = r8s_in_front_of(fwd.url())
+        .caching(&["pods"])
+        .with(|c| c.read.consistent_streaming_lists = Prove::Auto)
+        .start()
+        .await;
+    let before = sim.sim.count("get", "/version");
+    fwd.set(common::fault::Mode::Stall);
+    let url = r.url();
+    let reads: Vec<_> = (0..200)
+        .map(|i| {
+            let url = url.clone();
+            tokio::spawn(async move { consistent_list(&url, "/api/v1/pods", "", i % 2 == 1).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    fwd.set(common::fault::Mode::Pass);
+    for read in reads {
+        assert_eq!(read.await.unwrap().cache, "hit", "every read proven");
+    }
+    let asked = sim.sim.count("get", "/version") - before;
+    assert!(asked <= 3, "/version asked {asked} times for 200 reads");
+    r.stop().await;
+    fwd.stop();
+    sim.stop().await;
+}

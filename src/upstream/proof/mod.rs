@@ -18,7 +18,7 @@ mod outcome;
 mod prover;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -30,13 +30,14 @@ use crate::cache::store::Store;
 use crate::cache::writer::Stamper;
 use crate::config::Prove;
 use crate::metrics;
-use crate::sync::MutexExt;
 use ask::get_json;
 pub use outcome::Unproven;
 use prover::Prover;
 
 /// How long the upstream's reported version is believed.
 const VERSION_TTL: Duration = Duration::from_secs(60);
+/// How long a failed `/version` stands before the next read asks again.
+const VERSION_RETRY: Duration = Duration::from_secs(1);
 /// Which consistent read is being proven (its metric label is the same).
 pub type ConsistentKind = metrics::ConsistentRead;
 
@@ -56,8 +57,9 @@ pub struct Proofs {
     upstream: Arc<Upstream>,
     policy: ProofPolicy,
     provers: HashMap<crate::api::Gvr, Arc<Prover>>,
-    /// Whether the upstream reported 1.31 or later, and when it was asked.
-    version: Mutex<Option<(Instant, bool)>>,
+    /// Whether the upstream reported 1.31 or later, and until when that
+    /// answer holds (an async lock: one request asks, the others wait).
+    version: tokio::sync::Mutex<Option<(Instant, bool)>>,
 }
 
 impl Proofs {
@@ -80,7 +82,7 @@ impl Proofs {
             upstream,
             policy,
             provers,
-            version: Mutex::new(None),
+            version: tokio::sync::Mutex::new(None),
         }
     }
 
@@ -161,27 +163,34 @@ impl Proofs {
     }
 
     /// Whether the upstream reports kube-apiserver 1.31 or later (asked at
-    /// most once a minute; an upstream that cannot say is not proven against).
+    /// most once a minute, and a failed ask not again for a second; an
+    /// upstream that cannot say is not proven against).
     async fn upstream_proves(&self) -> bool {
-        if let Some((at, ok)) = *self.version.locked()
-            && at.elapsed() < VERSION_TTL
+        // Held across the GET: a burst of first reads (a node pool's
+        // kubelets) asks once and waits for that answer, not once each.
+        let mut version = self.version.lock().await;
+        if let Some((until, ok)) = *version
+            && Instant::now() < until
         {
             return ok;
         }
-        match get_json::<Version>(&self.upstream, "/version", "application/json").await {
+        let (ok, ttl) = match get_json::<Version>(&self.upstream, "/version", "application/json")
+            .await
+        {
             Ok(v) => {
                 let ok = v.at_least(1, 31);
                 if !ok {
                     tracing::info!(major = %v.major, minor = %v.minor, "the upstream predates 1.31: consistent reads pass through (read.consistent_streaming_lists = \"prove\" forces proofs)");
                 }
-                *self.version.locked() = Some((Instant::now(), ok));
-                ok
+                (ok, VERSION_TTL)
             }
             Err(e) => {
                 tracing::debug!(error = %e, "GET /version failed; consistent reads pass through");
-                false
+                (false, VERSION_RETRY)
             }
-        }
+        };
+        *version = Some((Instant::now() + ttl, ok));
+        ok
     }
 }
 
