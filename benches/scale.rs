@@ -11,7 +11,7 @@
 //! them. `BENCH_SCAN_BIN=/path/to/r8s` runs the same reads, in the same run
 //! and against the same sim, on another build: one without the node index
 //! (bab1b5d) scans every pod for them. `SCALE_PODS=10000,150000` picks the
-//! sizes. Everything runs on 127.0.0.1 and stops by itself.
+//! sizes; `BENCH_R8S_BIN` runs another build as the subject and the sim. Everything runs on 127.0.0.1 and stops by itself.
 
 mod common;
 
@@ -214,6 +214,12 @@ async fn run_build(
         )
         .await,
     );
+    // At a million pods a namespace's list is 300 MB: `SCALE_NODE_READS_ONLY`
+    // measures the node-scoped reads (and the memory) only.
+    if std::env::var("SCALE_NODE_READS_ONLY").is_ok() {
+        drop(r8s);
+        return (out, rss, synced);
+    }
     let per_ns = (pods / 10 / 1_000).clamp(1, 4);
     let namespace = {
         let (c, base) = (c.clone(), base.clone());
@@ -307,7 +313,7 @@ async fn main() {
         let port = free_port();
         let started = Instant::now();
         let _sim = sim(
-            BIN,
+            &subject,
             port,
             &[
                 "--pods",

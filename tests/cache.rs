@@ -216,7 +216,7 @@ async fn should_relist_after_410_and_converge_with_deletes() {
             Some(["ns-0", "ns-1", "ns-2"][i % 3]),
             &format!("pod-{:05}", i),
         );
-        let mut v = sim.sim.store.get(res, &k).unwrap().value.clone();
+        let mut v = sim.sim.store.get(res, &k).unwrap().value();
         v["metadata"]["labels"]["relisted"] = "yes".into();
         sim.sim
             .store

@@ -74,7 +74,7 @@ async fn should_find_nothing_under_churn_and_catch_a_planted_divergence() {
     // A churn write to it would carry the planted change to r8s's watch
     // and end the divergence before a check could confirm it.
     sim.sim.spare_from_churn(&key);
-    let mut planted = sim.sim.store.get(pods, &key).unwrap().value.clone();
+    let mut planted = sim.sim.store.get(pods, &key).unwrap().value();
     planted["metadata"]["labels"]["planted"] = "yes".into();
     let planted_rv = sim.sim.store.tamper(pods, &key, planted);
     sim.sim.pause_churn(false);

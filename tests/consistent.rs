@@ -191,20 +191,15 @@ fn truth(
         .store
         .snapshot(res, Some(at))
         .expect("within the sim's history");
+    // Keys are `namespace/name` (`name` when cluster-scoped, `/name` here):
+    // only a tier's filter parses objects.
     objects
-        .values()
-        .filter(|o| ns.is_none_or(|ns| o.value["metadata"]["namespace"] == ns))
-        .filter(|o| tier.is_none_or(|t| o.value["metadata"]["labels"]["tier"] == t))
-        .map(|o| {
-            let m = &o.value["metadata"];
-            (
-                format!(
-                    "{}/{}",
-                    m["namespace"].as_str().unwrap_or(""),
-                    m["name"].as_str().unwrap()
-                ),
-                o.rv,
-            )
+        .iter()
+        .filter(|(k, _)| ns.is_none_or(|ns| k.split_once('/').is_some_and(|(n, _)| n == ns)))
+        .filter(|(_, o)| tier.is_none_or(|t| o.value()["metadata"]["labels"]["tier"] == t))
+        .map(|(k, o)| match k.contains('/') {
+            true => (k.clone(), o.rv),
+            false => (format!("/{k}"), o.rv),
         })
         .collect()
 }

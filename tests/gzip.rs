@@ -155,7 +155,7 @@ fn churn(sim: &r8s::sim::SimHandle, round: usize) {
                     .unwrap();
             }
             _ => {
-                let mut v = sim.sim.store.get(res, &k).unwrap().value.clone();
+                let mut v = sim.sim.store.get(res, &k).unwrap().value();
                 let copy = format!("{name}-copy{round}");
                 v["metadata"]["name"] = copy.clone().into();
                 v["metadata"]["uid"] = format!("copy-{round}-{n}").into();

@@ -176,7 +176,10 @@ fn truth(sim: &SimHandle, at: u64) -> std::collections::BTreeMap<String, u64> {
         .store
         .snapshot(r8s::sim::resources::pods_idx(), Some(at))
         .expect("within the sim's history");
-    objects.values().map(|o| (key_of(&o.value), o.rv)).collect()
+    objects
+        .values()
+        .map(|o| (key_of(&o.value()), o.rv))
+        .collect()
 }
 
 fn state_of(reader: &reflector::Store<Pod>) -> std::collections::BTreeMap<String, u64> {

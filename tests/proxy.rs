@@ -14,7 +14,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 fn touch_pod(sim: &r8s::sim::SimHandle, name: &str, n: u32) {
     let res = r8s::sim::resources::pods_idx();
     let k = key(Some("ns-0"), name);
-    let mut v = sim.sim.store.get(res, &k).unwrap().value.clone();
+    let mut v = sim.sim.store.get(res, &k).unwrap().value();
     v["metadata"]["annotations"]["test/n"] = serde_json::json!(n.to_string());
     sim.sim
         .store

@@ -14,7 +14,7 @@ use serde_json::Value;
 fn relabel(sim: &r8s::sim::SimHandle, ns: &str, name: &str, app: &str) {
     let res = r8s::sim::resources::pods_idx();
     let k = key(Some(ns), name);
-    let mut v = sim.sim.store.get(res, &k).unwrap().value.clone();
+    let mut v = sim.sim.store.get(res, &k).unwrap().value();
     v["metadata"]["labels"]["app"] = app.into();
     sim.sim
         .store

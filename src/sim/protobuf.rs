@@ -160,7 +160,9 @@ pub fn decode(body: &[u8]) -> Result<Value, Status> {
 /// A stored object's protobuf body (`k8s\0` + `runtime.Unknown`), encoded
 /// once, if its kind has one.
 pub fn body_of<'o>(def: &ResourceDef, o: &'o Obj) -> Option<&'o bytes::Bytes> {
-    o.proto.get_or_init(|| object_body(def, &o.value)).as_ref()
+    o.proto
+        .get_or_init(|| object_body(def, &o.value()))
+        .as_ref()
 }
 
 /// An object's protobuf body, if its kind has a protobuf encoding.
@@ -181,7 +183,7 @@ fn metadata_raw(def: &ResourceDef, o: &Obj) -> Vec<u8> {
             .and_then(|u| pb::find(u.raw, 1).ok().flatten())
             .map(<[u8]>::to_vec)
             .unwrap_or_default(),
-        None => schema::encode("ObjectMeta", &o.value["metadata"])
+        None => schema::encode("ObjectMeta", &o.value()["metadata"])
             .map(|m| m.to_vec())
             .unwrap_or_default(),
     };

@@ -232,7 +232,8 @@ pub async fn list(
             ReadAt::Current
         }
     };
-    let keep = |o: &Obj| passes(&o.value, &lsel, &fsel);
+    let everything = lsel.is_empty() && fsel.is_empty();
+    let keep = |o: &Obj| everything || passes(&o.value(), &lsel, &fsel);
     let ns = rp.namespace.as_deref();
     let (list_rv, snapshot, start) = match at {
         // The current state is paged where it lies, as etcd reads a key
@@ -412,7 +413,7 @@ pub fn list_json(
         "{{\"kind\":\"{kind}List\",\"apiVersion\":\"{api_version}\",\"metadata\":{},\"items\":[",
         Value::Object(meta)
     );
-    let size: usize = items.iter().map(|o| o.item.len() + 1).sum();
+    let size: usize = items.iter().map(|o| o.item_len() + 1).sum();
     let mut out = BytesMut::with_capacity(head.len() + size + 2);
     out.put_slice(head.as_bytes());
     for (i, o) in items.iter().enumerate() {
@@ -422,7 +423,7 @@ pub fn list_json(
         if metadata_only {
             out.put_slice(&metadata_form(&o.full));
         } else {
-            out.put_slice(&o.item);
+            o.write_item(&mut out);
         }
     }
     out.put_slice(b"]}");
@@ -572,15 +573,16 @@ pub fn table(
     let rows: Vec<Value> = items
         .iter()
         .map(|o| {
-            let m = &o.value["metadata"];
+            let v = o.value();
+            let m = &v["metadata"];
             let mut row = if pods {
-                json!({"cells": pod_cells(&o.value)})
+                json!({"cells": pod_cells(&v)})
             } else {
                 json!({"cells": [m["name"], m["creationTimestamp"]]})
             };
             match include {
                 IncludeObject::None => {}
-                IncludeObject::Object => row["object"] = o.value.clone(),
+                IncludeObject::Object => row["object"] = v.clone(),
                 IncludeObject::Metadata => {
                     row["object"] = json!({"kind": "PartialObjectMetadata",
                         "apiVersion": "meta.k8s.io/v1", "metadata": m});
@@ -628,7 +630,7 @@ mod tests {
         let names: Vec<_> = p
             .items
             .iter()
-            .map(|o| o.value["metadata"]["name"].clone())
+            .map(|o| o.value()["metadata"]["name"].clone())
             .collect();
         assert_eq!(
             names,

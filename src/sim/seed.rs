@@ -347,7 +347,7 @@ pub async fn churn(sim: Arc<Sim>) {
                 None => Err(Status::not_found("pods", k)),
             })
         } else if roll < 10 {
-            let ns = obj.value["metadata"]["namespace"]
+            let ns = obj.value()["metadata"]["namespace"]
                 .as_str()
                 .unwrap_or("default")
                 .to_string();
@@ -357,7 +357,7 @@ pub async fn churn(sim: Arc<Sim>) {
             sim.store
                 .mutate(res, &key(Some(&ns), &name), |_, _| Ok(Mutation::Put(v)))
         } else {
-            let mut v = obj.value.clone();
+            let mut v = obj.value();
             v["metadata"]["annotations"]["sim/churn"] = json!(n.to_string());
             if roll < 30 {
                 // Labels move too, so selector watchers see objects enter and leave.

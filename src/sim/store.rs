@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{Map, Value};
 use tokio::sync::{broadcast, watch};
 
@@ -20,12 +20,15 @@ use crate::sync::MutexExt;
 /// One stored object version: parsed, and serialized once at write time.
 #[derive(Debug)]
 pub struct Obj {
-    /// The object (with `kind` and `apiVersion`).
-    pub value: Value,
-    /// Its JSON, as a get or watch event carries it.
+    /// Its JSON (with `kind` and `apiVersion`), as a get or watch event
+    /// carries it: the one form the sim keeps. The parsed object and the
+    /// list item are derived from it when asked ([`Obj::value`],
+    /// [`Obj::write_item`]), so a million pods fit in about 10 GB.
     pub full: Bytes,
-    /// Its JSON as a list item (built-ins drop `kind`/`apiVersion` there).
-    pub item: Bytes,
+    /// Where the list item's fields start in `full`, after `{` (past
+    /// `kind` and `apiVersion` for built-ins, whose items drop them; 1 for
+    /// the others).
+    item_at: usize,
     /// Its `metadata.resourceVersion`.
     pub rv: u64,
     /// Its protobuf body, encoded on first use by `sim::protobuf::body_of`
@@ -37,27 +40,56 @@ impl Obj {
     fn new(res: usize, value: Value, rv: u64) -> Arc<Obj> {
         let value = go_order(value);
         let full = Bytes::from(serde_json::to_vec(&value).expect("JSON serializes"));
-        let item = if RESOURCES[res].items_typed {
-            full.clone()
+        let item_at = if RESOURCES[res].items_typed {
+            1
         } else {
-            let m: Map<String, Value> = value
-                .as_object()
-                .map(|m| {
-                    m.iter()
-                        .filter(|(k, _)| *k != "kind" && *k != "apiVersion")
-                        .map(|(k, v)| (k.clone(), v.clone()))
-                        .collect()
-                })
-                .unwrap_or_default();
-            Bytes::from(serde_json::to_vec(&m).expect("JSON serializes"))
+            // `go_order` wrote `kind` and `apiVersion` first: skip them.
+            let mut head = Map::new();
+            for k in ["kind", "apiVersion"] {
+                if let Some(v) = value.get(k) {
+                    head.insert(k.to_string(), v.clone());
+                }
+            }
+            match head.len() {
+                0 => 1,
+                // `{"kind":..,"apiVersion":..}` is the head of `full` and a comma.
+                _ => serde_json::to_vec(&head)
+                    .expect("JSON serializes")
+                    .len()
+                    .min(full.len() - 1),
+            }
         };
         Arc::new(Obj {
-            value,
             full,
-            item,
+            item_at,
             rv,
             proto: OnceLock::new(),
         })
+    }
+
+    /// The object, parsed from its JSON (each call parses it again).
+    pub fn value(&self) -> Value {
+        serde_json::from_slice(&self.full).expect("the sim's own JSON parses")
+    }
+
+    /// The object as a list item: its JSON, less `kind` and `apiVersion`
+    /// for built-ins.
+    pub fn write_item(&self, out: &mut BytesMut) {
+        out.put_u8(b'{');
+        out.put_slice(&self.full[self.item_at..]);
+    }
+
+    /// The bytes [`Obj::write_item`] writes.
+    pub fn item_len(&self) -> usize {
+        1 + self.full.len() - self.item_at
+    }
+
+    /// A copy of `value` at `rv`, for an event that carries an older state
+    /// (a delete, an object leaving a watcher's selector).
+    pub fn at_version(&self, res: usize, rv: u64) -> Arc<Obj> {
+        let mut value = self.value();
+        value["metadata"]["resourceVersion"] = Value::String(rv.to_string());
+        Obj::new(res, value, rv)
     }
 }
 
@@ -325,9 +357,7 @@ impl Store {
                     return Err(Status::internal("delete of a missing object"));
                 };
                 st.objects[res].remove(key);
-                let mut value = p.value.clone();
-                value["metadata"]["resourceVersion"] = Value::String(next.to_string());
-                (EventType::Deleted, Obj::new(res, value, next))
+                (EventType::Deleted, p.at_version(res, next))
             }
         };
         st.rv = next;
@@ -428,7 +458,7 @@ mod tests {
         let (at, snap) = s.snapshot(1, Some(r1)).unwrap();
         assert_eq!(at, r1);
         assert_eq!(snap.len(), 1);
-        assert_eq!(snap["a/x"].value["data"]["v"], 1);
+        assert_eq!(snap["a/x"].value()["data"]["v"], 1);
         put(&s, "z", 1);
         assert!(s.snapshot(1, Some(r1 - 1)).is_err(), "compacted");
         let (past, _) = s.watch_from(1, r1).unwrap();

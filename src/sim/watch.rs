@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Response, StatusCode};
-use serde_json::Value;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -30,11 +29,15 @@ struct Filter {
 
 impl Filter {
     fn passes(&self, o: &Obj) -> bool {
+        if self.namespace.is_none() && self.labels.is_empty() && self.fields.is_empty() {
+            return true;
+        }
+        let v = o.value();
         let ns_ok = self
             .namespace
             .as_deref()
-            .is_none_or(|ns| o.value["metadata"]["namespace"].as_str() == Some(ns));
-        ns_ok && passes(&o.value, &self.labels, &self.fields)
+            .is_none_or(|ns| v["metadata"]["namespace"].as_str() == Some(ns));
+        ns_ok && passes(&v, &self.labels, &self.fields)
     }
 }
 
@@ -189,11 +192,8 @@ impl Watcher {
     /// a streaming list costs kube-apiserver an encoding of every object.
     async fn send_initial(&self, obj: &Arc<Obj>) -> bool {
         match self.format {
-            Format::Json => {
-                let body = serde_json::to_vec(&obj.value).expect("JSON serializes");
-                self.send("ADDED", &body).await
-            }
-            Format::Protobuf => match super::protobuf::object_body(self.def, &obj.value) {
+            Format::Json => self.send("ADDED", &obj.full).await,
+            Format::Protobuf => match super::protobuf::object_body(self.def, &obj.value()) {
                 Some(body) => self.send("ADDED", &body).await,
                 None => false,
             },
@@ -242,16 +242,8 @@ impl Watcher {
                     return self.send_obj("DELETED", &ev.obj).await;
                 }
                 let prev = ev.prev.as_ref().expect("old passes");
-                let mut v = prev.value.clone();
-                v["metadata"]["resourceVersion"] = Value::String(ev.rv.to_string());
-                let o = Arc::new(Obj {
-                    full: Bytes::from(serde_json::to_vec(&v).expect("JSON serializes")),
-                    item: Bytes::new(),
-                    value: v,
-                    rv: ev.rv,
-                    proto: Default::default(),
-                });
-                self.send_obj("DELETED", &o).await
+                self.send_obj("DELETED", &prev.at_version(self.res, ev.rv))
+                    .await
             }
             (false, false) => true,
         }

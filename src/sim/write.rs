@@ -311,7 +311,7 @@ pub fn update(
         precondition_rv(def, &name, &v, cur.rv)?;
         Ok(Mutation::Put(carry_over(
             def,
-            &cur.value,
+            &cur.value(),
             &mut v,
             status_only,
         )))
@@ -358,7 +358,7 @@ pub fn patch(
     let k = key(rp.namespace.as_deref(), &name);
     let obj = commit(sim, res, &k, dry, |cur, _| {
         let cur = cur.ok_or_else(|| Status::not_found(def.gvr.resource(), &name))?;
-        let mut v = cur.value.clone();
+        let mut v = cur.value();
         if ctype == "application/json-patch+json" {
             let p: json_patch::Patch = serde_json::from_value(patch_doc)
                 .map_err(|e| Status::bad_request(format!("error decoding patch: {e}")))?;
@@ -377,7 +377,7 @@ pub fn patch(
         check_type(def, &mut v)?;
         Ok(Mutation::Put(carry_over(
             def,
-            &cur.value,
+            &cur.value(),
             &mut v,
             status_only,
         )))
@@ -431,9 +431,12 @@ pub fn delete(
             return Err(conflict("ResourceVersion", p, &cur.rv.to_string()));
         }
         if let Some(p) = &pre_uid {
-            let uid = cur.value["metadata"]["uid"].as_str().unwrap_or_default();
-            if p != uid {
-                return Err(conflict("UID", p, uid));
+            let uid = cur.value()["metadata"]["uid"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            if *p != uid {
+                return Err(conflict("UID", p, &uid));
             }
         }
         Ok(Mutation::Delete)
@@ -442,7 +445,7 @@ pub fn delete(
         return Ok(stored(StatusCode::OK, obj.full.clone()));
     }
     let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-        "details": {"name": name, "kind": def.gvr.resource(), "uid": obj.value["metadata"]["uid"]}});
+        "details": {"name": name, "kind": def.gvr.resource(), "uid": obj.value()["metadata"]["uid"]}});
     Ok(stored(StatusCode::OK, to_bytes(&status)))
 }
 

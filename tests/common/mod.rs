@@ -650,7 +650,7 @@ pub fn touch(sim: &SimHandle, ns: &str, name: &str, n: usize) {
     use r8s::sim::store::{Mutation, key};
     let res = r8s::sim::resources::pods_idx();
     let k = key(Some(ns), name);
-    let mut v = sim.sim.store.get(res, &k).unwrap().value.clone();
+    let mut v = sim.sim.store.get(res, &k).unwrap().value();
     v["metadata"]["annotations"]["r8s.dev/touch"] = n.to_string().into();
     sim.sim
         .store
