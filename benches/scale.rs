@@ -11,7 +11,10 @@
 //! them. `BENCH_SCAN_BIN=/path/to/r8s` runs the same reads, in the same run
 //! and against the same sim, on another build: one without the node index
 //! (bab1b5d) scans every pod for them. `SCALE_PODS=10000,150000` picks the
-//! sizes; `BENCH_R8S_BIN` runs another build as the subject and the sim. Everything runs on 127.0.0.1 and stops by itself.
+//! sizes; `BENCH_R8S_BIN` runs another build as the subject and the sim;
+//! `SCALE_NODE_READS_ONLY` measures the node-scoped reads only;
+//! `BENCH_READY_SECONDS` waits longer for a sync. Everything runs on
+//! 127.0.0.1 and stops by itself.
 
 mod common;
 
@@ -304,9 +307,14 @@ async fn main() {
     let mut summary = Vec::new();
     // The indexed build indexes pods by node (the default) and by `app`.
     let config = std::env::temp_dir().join(format!("r8s-scale-{}.toml", std::process::id()));
+    // `SCALE_CACHE_CONFIG` adds `[cache]` keys: at a million pods the sim's
+    // protobuf streaming list outlasts the upstream watch's deadline (a
+    // quarter to a half of `max_staleness_seconds`, plus a quarter), so that
+    // run sets `max_staleness_seconds = 1200`.
+    let extra = std::env::var("SCALE_CACHE_CONFIG").unwrap_or_default();
     std::fs::write(
         &config,
-        "[cache]\nindexes = { pods = [\"spec.nodeName\", \"label:app\"] }\n",
+        format!("[cache]\nindexes = {{ pods = [\"spec.nodeName\", \"label:app\"] }}\n{extra}\n"),
     )
     .unwrap();
     for pods in sizes {

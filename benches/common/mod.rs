@@ -67,7 +67,7 @@ pub fn cpu_time(pid: u32) -> std::time::Duration {
 }
 
 /// Waits until `url` answers 2xx (a server started, a cache synced), for at
-/// most 3 minutes.
+/// most 3 minutes (`BENCH_READY_SECONDS` waits longer).
 pub async fn wait_ready<B>(
     c: &hyper_util::client::legacy::Client<hyper_util::client::legacy::connect::HttpConnector, B>,
     url: &str,
@@ -76,7 +76,13 @@ pub async fn wait_ready<B>(
     B::Data: Send,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
+    // A million pods take minutes to seed and to sync: `BENCH_READY_SECONDS`
+    // waits longer than the default 180 s.
+    let wait = std::env::var("BENCH_READY_SECONDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(180);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(wait);
     loop {
         if let Ok(r) = c.get(url.parse().unwrap()).await
             && r.status().is_success()
