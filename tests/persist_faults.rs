@@ -195,13 +195,54 @@ async fn should_serve_its_snapshot_while_the_upstream_is_down_with_serve_stale()
         .with(serving_stale)
         .start()
         .await;
-    let want = get(&format!("{}/api/v1/configmaps?resourceVersion=0", r.url()))
-        .await
-        .json()["items"]
-        .as_array()
-        .unwrap()
-        .len();
+    // Once the first snapshot is written, changes go to the log only: a
+    // graceful stop appends the last of them, so the next start comes back
+    // at the last version applied, not at the snapshot's.
+    let snap = dir.join("core_v1_configmaps.json.snap");
+    for _ in 0..100 {
+        if snap.exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(snap.exists(), "the first snapshot is written");
+    for i in 0..5 {
+        let body = format!(
+            r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"late-{i}","namespace":"default"}},"data":{{"k":"v"}}}}"#
+        );
+        let created = send(
+            "POST",
+            &format!("{}/api/v1/namespaces/default/configmaps", sim.url()),
+            &[("content-type", "application/json")],
+            Some(&body),
+            Duration::from_secs(5),
+        )
+        .await;
+        assert_eq!(created.status, 201, "{}", created.text());
+    }
+    let last = sim.sim.store.current_rv();
+    let list_url = format!("{}/api/v1/configmaps?resourceVersion=0", r.url());
+    let mut list = get(&list_url).await.json();
+    for _ in 0..100 {
+        if list["metadata"]["resourceVersion"] == last.to_string() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        list = get(&list_url).await.json();
+    }
+    assert_eq!(list["metadata"]["resourceVersion"], last.to_string());
+    let want = list["items"].as_array().unwrap().len();
     r.stop().await;
+    let snapshot_rv = {
+        let bytes = std::fs::read(&snap).unwrap();
+        let head_len = u32::from_le_bytes(bytes[20..24].try_into().unwrap()) as usize;
+        let header: serde_json::Value = serde_json::from_slice(&bytes[24..24 + head_len]).unwrap();
+        header["resource_version"].as_u64().unwrap()
+    };
+    assert!(
+        snapshot_rv < last,
+        "the writes are in the log, not the snapshot"
+    );
 
     // The upstream is down when r8s starts: discovery, lists and watches
     // fail; a warm start resolves its resources from persist.dir.
@@ -228,6 +269,11 @@ async fn should_serve_its_snapshot_while_the_upstream_is_down_with_serve_stale()
         "served from the snapshot"
     );
     assert_eq!(list.json()["items"].as_array().unwrap().len(), want);
+    assert_eq!(
+        list.json()["metadata"]["resourceVersion"],
+        last.to_string(),
+        "back at the last version applied (the snapshot's was {snapshot_rv})"
+    );
     // Past cache.max_staleness_seconds, with the Warning serve_stale gives.
     tokio::time::sleep(Duration::from_secs(5)).await;
     let list = get(&list_url).await;

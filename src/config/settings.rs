@@ -44,18 +44,26 @@ pub struct Config {
 pub struct PersistConfig {
     /// Directory of the snapshots (created 0700; unset: nothing is saved).
     pub dir: Option<PathBuf>,
-    /// Seconds between snapshots of a cache that changed (and one at shutdown).
+    /// Seconds between appends of each cache's changes to its log.
     pub interval_seconds: u64,
     /// Save `secrets` too (snapshots are plaintext on disk).
     pub include_secrets: bool,
+    /// A cache's log is compacted into a new snapshot once it holds this
+    /// fraction of the snapshot's bytes (and at least 64 KiB).
+    pub compaction_ratio: f64,
+    /// The pace of compactions (snapshots), in bytes per second; the log's
+    /// appends are never paced.
+    pub max_write_bytes_per_second: u64,
 }
 
 impl Default for PersistConfig {
     fn default() -> Self {
         PersistConfig {
             dir: None,
-            interval_seconds: 60,
+            interval_seconds: 1,
             include_secrets: false,
+            compaction_ratio: 0.5,
+            max_write_bytes_per_second: 8 << 20,
         }
     }
 }

@@ -199,7 +199,7 @@ impl Config {
     /// Every number that becomes a duration, a size or a count, with the
     /// values it may take: anything else is rejected here, before a port is
     /// bound, instead of panicking or misbehaving later.
-    fn numbers(&self) -> [(&'static str, f64, Range); 28] {
+    fn numbers(&self) -> [(&'static str, f64, Range); 30] {
         let secs = |v: u64| v as f64;
         let (c, w, a) = (&self.cache, &self.watch, &self.auth);
         let ttl = range(0.0, DAY, "seconds");
@@ -265,7 +265,17 @@ impl Config {
             (
                 "persist.interval_seconds",
                 secs(self.persist.interval_seconds),
-                range(1.0, DAY, "seconds"),
+                range(1.0, 3600.0, "seconds"),
+            ),
+            (
+                "persist.compaction_ratio",
+                self.persist.compaction_ratio,
+                range(0.05, 100.0, "(of the snapshot's bytes)"),
+            ),
+            (
+                "persist.max_write_bytes_per_second",
+                self.persist.max_write_bytes_per_second as f64,
+                range(65_536.0, PIB, "bytes per second"),
             ),
             (
                 "watch.bookmark_interval_seconds",

@@ -110,6 +110,16 @@ label_values! {
 }
 
 label_values! {
+    /// What a write to `persist.dir` was (`kind` on `r8s_persist_written_bytes_total`).
+    pub enum PersistKind {
+        /// Changes appended to a cache's log.
+        Log = "log",
+        /// A full snapshot (a compaction of the log).
+        Compaction = "compaction",
+    }
+}
+
+label_values! {
     /// What came of a snapshot read at start (`result` on `r8s_persist_loads_total`).
     pub enum PersistLoad {
         /// Loaded: the cache starts from it.

@@ -118,6 +118,18 @@ metrics! {
         "Bytes of each cache's last snapshot written.";
     PERSIST_LOADS_TOTAL: Counter "r8s_persist_loads_total" =
         "Snapshots read at start, by resource, encoding and result: loaded, or why one was ignored.";
+    PERSIST_LOG_LOADS_TOTAL: Counter "r8s_persist_log_loads_total" =
+        "Change logs replayed at start, by resource, encoding and result: loaded, or why a log (or its tail) was not used.";
+    PERSIST_WRITTEN_BYTES_TOTAL: Counter "r8s_persist_written_bytes_total" =
+        "Bytes written to persist.dir, by resource, encoding and kind: log (changes appended), compaction (full snapshots).";
+    PERSIST_LOG_BYTES: Gauge "r8s_persist_log_bytes" =
+        "Bytes of each cache's change log on disk (every segment since its snapshot).";
+    PERSIST_SNAPSHOT_AGE_SECONDS: Gauge "r8s_persist_snapshot_age_seconds" =
+        "Seconds since each cache's last full snapshot was written (or loaded).";
+    PERSIST_REPLAY_SECONDS: Gauge "r8s_persist_replay_seconds" =
+        "Seconds each cache took at start to load its snapshot and replay its log.";
+    PERSIST_BEHIND_TOTAL: Counter "r8s_persist_behind_total" =
+        "Times a cache's log lost its place (the cache's own event log moved past it: a disk too slow, a reset): a full snapshot follows.";
     // Auth.
     AUTHN_TOTAL: Counter "r8s_authn_total" =
         "Requests authenticated (auth.mode delegated), by result and whether a cached review answered.";
@@ -150,6 +162,6 @@ mod tests {
             );
             assert!(help.ends_with('.') && help.len() > 20, "{name}: {help}");
         }
-        assert_eq!(ALL.len(), 46);
+        assert_eq!(ALL.len(), 52);
     }
 }

@@ -5,7 +5,9 @@
 
 use metrics::{Counter, Gauge};
 
-use super::labels::{Consistency, EventType, PersistLoad, PersistWrite, Relist, StoreLabels};
+use super::labels::{
+    Consistency, EventType, PersistKind, PersistLoad, PersistWrite, Relist, StoreLabels,
+};
 use super::names;
 
 /// A counter of `name` for the store labelled `l`, registered at 0.
@@ -157,7 +159,7 @@ impl ConsistencySeries {
     }
 }
 
-/// A saved store's snapshot series.
+/// A saved store's snapshot and log series.
 #[derive(Clone)]
 pub struct PersistSeries {
     /// By [`PersistWrite::ALL`].
@@ -165,6 +167,14 @@ pub struct PersistSeries {
     bytes: Gauge,
     /// By [`PersistLoad::ALL`].
     loads: Vec<Counter>,
+    /// By [`PersistLoad::ALL`].
+    log_loads: Vec<Counter>,
+    /// By [`PersistKind::ALL`].
+    written: Vec<Counter>,
+    log_bytes: Gauge,
+    age: Gauge,
+    replay: Gauge,
+    behind: Counter,
 }
 
 impl PersistSeries {
@@ -180,7 +190,49 @@ impl PersistSeries {
                 .iter()
                 .map(|r| counter_by(names::PERSIST_LOADS_TOTAL, l, "result", r.as_str()))
                 .collect(),
+            log_loads: PersistLoad::ALL
+                .iter()
+                .map(|r| counter_by(names::PERSIST_LOG_LOADS_TOTAL, l, "result", r.as_str()))
+                .collect(),
+            written: PersistKind::ALL
+                .iter()
+                .map(|k| counter_by(names::PERSIST_WRITTEN_BYTES_TOTAL, l, "kind", k.as_str()))
+                .collect(),
+            log_bytes: gauge(names::PERSIST_LOG_BYTES, l),
+            age: gauge(names::PERSIST_SNAPSHOT_AGE_SECONDS, l),
+            replay: gauge(names::PERSIST_REPLAY_SECONDS, l),
+            behind: counter(names::PERSIST_BEHIND_TOTAL, l),
         }
+    }
+
+    /// Counts `bytes` written to disk as `kind`.
+    pub fn wrote(&self, kind: PersistKind, bytes: u64) {
+        self.written[kind.index()].increment(bytes);
+    }
+
+    /// Records the bytes of the store's log on disk.
+    pub fn log_bytes(&self, bytes: u64) {
+        self.log_bytes.set(bytes as f64);
+    }
+
+    /// Records the time since the store's last full snapshot.
+    pub fn snapshot_age(&self, age: std::time::Duration) {
+        self.age.set(age.as_secs_f64());
+    }
+
+    /// Records how long loading and replaying took at start.
+    pub fn replayed(&self, took: std::time::Duration) {
+        self.replay.set(took.as_secs_f64());
+    }
+
+    /// Records what came of a log replayed at start.
+    pub fn log_loaded(&self, result: PersistLoad) {
+        self.log_loads[result.index()].increment(1);
+    }
+
+    /// Counts the log losing its place (a full snapshot follows).
+    pub fn behind(&self) {
+        self.behind.increment(1);
     }
 
     /// Records a snapshot written (`bytes`) or failed (`None`).

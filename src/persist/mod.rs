@@ -1,37 +1,43 @@
 //! Snapshots of the caches on local disk (`persist.dir`), so a restart comes
-//! back warm: each store is loaded from its snapshot and its reflector
-//! resumes the upstream watch from the snapshot's version, instead of
-//! relisting every resource (a fleet of sidecars rolled at once is a relist
-//! storm against the apiserver).
+//! back warm: each store is loaded from its snapshot, its log of changes is
+//! replayed over it, and its reflector resumes the upstream watch from the
+//! version reached, instead of relisting every resource (a fleet of sidecars
+//! rolled at once is a relist storm against the apiserver).
 //!
-//! The stores say what to save (their current [`Version`], immutable, so a
-//! write never blocks them) and take what is loaded ([`Restored`], applied by
-//! their reflector, their one writer); files are this module's alone. A
-//! snapshot is written whole to a temporary file, fsynced and renamed over
-//! the last one (a crash leaves the old one or the new one, never half of
-//! one), at most every `persist.interval_seconds` for a store that changed,
-//! and once more at shutdown. Reading one treats the file as untrusted input
-//! ([`format`]).
+//! The stores say what to save (their current [`Version`], immutable, and
+//! the events of their own log, so writing never blocks them) and take what
+//! is loaded ([`Restored`], applied by their reflector, their one writer);
+//! files are this module's alone, and [`writer`] is the one task that writes
+//! them. What changed is appended to a log every `persist.interval_seconds`
+//! ([`log`]); a full snapshot ([`format`]) is written only when the log
+//! outgrows `persist.compaction_ratio` of it, at a bounded pace ([`pace`]).
+//! Reading either treats the file as untrusted input.
 
 pub mod format;
+pub mod log;
+mod pace;
+mod resources;
+mod writer;
 
+use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufWriter};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 
+use crate::api::Gvr;
 use crate::api::media::Encoding;
-use crate::api::{ApiResource, Gvr};
-use crate::cache::object::{Objects, TypeInfo};
-use crate::cache::store::{Restored, Serving, Store, Version};
+use crate::cache::object::{CachedObject, Objects, TypeInfo};
+use crate::cache::store::{Restored, Store, Version};
 use crate::config::PersistConfig;
 use crate::metrics::{self, PersistLoad};
-use crate::shutdown::Signal;
+use crate::sync::MutexExt;
 use format::{Header, Identity, ReadError};
+pub use pace::Pace;
 
 /// Why `persist.dir` cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -71,6 +77,21 @@ impl Target {
     }
 }
 
+/// Where a loaded store's files end, for the writer to go on from.
+#[derive(Debug)]
+struct Tail {
+    /// The version the store was restored at.
+    rv: u64,
+    /// The log segment that ends at `rv`, and the bytes of it that count
+    /// (what follows its last whole group is cut off before appending).
+    segment: Option<(PathBuf, u64, u64)>,
+    /// Bytes of the snapshot, and of every log segment kept.
+    snapshot_bytes: u64,
+    log_bytes: u64,
+    /// When the snapshot was written.
+    snapshot_written: SystemTime,
+}
+
 /// The snapshot directory and its policy.
 #[derive(Debug)]
 pub struct Persist {
@@ -78,6 +99,10 @@ pub struct Persist {
     upstream: String,
     include_secrets: bool,
     interval: Duration,
+    compaction_ratio: f64,
+    pace: Arc<Pace>,
+    /// What each store's load left for the writer, by snapshot file.
+    tails: Mutex<HashMap<PathBuf, Tail>>,
 }
 
 impl Persist {
@@ -110,6 +135,9 @@ impl Persist {
             upstream,
             include_secrets: cfg.include_secrets,
             interval: Duration::from_secs(cfg.interval_seconds),
+            compaction_ratio: cfg.compaction_ratio,
+            pace: Pace::new(cfg.max_write_bytes_per_second),
+            tails: Mutex::new(HashMap::new()),
         }))
     }
 
@@ -131,9 +159,9 @@ impl Persist {
         }
     }
 
-    /// The file of the store `identity` names: `apps_v1_deployments.json.snap`
-    /// (`core` for the core group).
-    fn file(&self, identity: &Identity) -> PathBuf {
+    /// The name every file of the store `identity` names starts with:
+    /// `apps_v1_deployments.json` (`core` for the core group).
+    fn stem(identity: &Identity) -> String {
         let name: String = identity
             .resource
             .split('/')
@@ -153,7 +181,37 @@ impl Persist {
         } else {
             name
         };
-        self.dir.join(format!("{name}.{}.snap", identity.encoding))
+        format!("{name}.{}", identity.encoding)
+    }
+
+    /// The snapshot of the store `identity` names: `core_v1_pods.json.snap`.
+    fn file(&self, identity: &Identity) -> PathBuf {
+        self.dir.join(format!("{}.snap", Self::stem(identity)))
+    }
+
+    /// Its log segment starting after `base`:
+    /// `core_v1_pods.json.00000000000000012345.log`.
+    fn segment(&self, identity: &Identity, base: u64) -> PathBuf {
+        self.dir
+            .join(format!("{}.{base:020}.log", Self::stem(identity)))
+    }
+
+    /// Its log segments on disk, by the version they start after.
+    fn segments(&self, identity: &Identity) -> Vec<(u64, PathBuf)> {
+        let prefix = format!("{}.", Self::stem(identity));
+        let mut found: Vec<(u64, PathBuf)> = fs::read_dir(&self.dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().into_string().ok()?;
+                let base = name.strip_prefix(&prefix)?.strip_suffix(".log")?;
+                (base.len() == 20 && base.bytes().all(|b| b.is_ascii_digit()))
+                    .then(|| Some((base.parse().ok()?, e.path())))?
+            })
+            .collect();
+        found.sort();
+        found
     }
 
     /// Whether a snapshot of the store `identity` names is there (to load).
@@ -161,17 +219,23 @@ impl Persist {
         self.file(identity).exists()
     }
 
-    /// Loads the snapshot of the store `identity` names, parsing its objects
-    /// as `info` says (blocking: file reads and parsing). `None` when there is
-    /// none, or when it cannot be used: then the reason is logged and
-    /// counted, and the store starts cold.
+    /// Loads the snapshot of the store `identity` names and replays its log
+    /// over it, parsing objects as `info` says (blocking: file reads and
+    /// parsing). `None` when there is no snapshot, or when it cannot be
+    /// used: then the reason is logged and counted, and the store starts
+    /// cold. A log, or a log's tail, that cannot be used is logged and
+    /// counted, and the state reached before it is loaded.
     pub fn load(&self, target: &Target, info: &TypeInfo) -> Option<Restored> {
         let (identity, labels) = (&target.identity, target.store.labels());
         let path = self.file(identity);
         let started = Instant::now();
+        let segments = self.segments(identity);
         let file = match File::open(&path) {
             Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return None,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                self.remove(&segments);
+                return None;
+            }
             Err(e) => return self.refused(target, &path, ReadError::Io(e)),
         };
         let len = match file.metadata() {
@@ -180,26 +244,95 @@ impl Persist {
         };
         let (header, objects, empty) = match read_objects(file, len, identity, info) {
             Ok(r) => r,
-            Err(e) => return self.refused(target, &path, e),
+            Err(e) => {
+                self.remove(&segments);
+                return self.refused(target, &path, e);
+            }
         };
+        target.series.loaded(PersistLoad::Loaded);
+        let snapshot_written = UNIX_EPOCH + Duration::from_millis(header.written_unix_ms);
+        let mut state = Replay {
+            objects,
+            at: header.resource_version,
+            written_ms: header.written_unix_ms,
+            pending: Vec::new(),
+        };
+        let mut tail = Tail {
+            rv: state.at,
+            segment: None,
+            snapshot_bytes: len,
+            log_bytes: 0,
+            snapshot_written,
+        };
+        let mut replayed = 0;
+        let mut rest = segments.into_iter();
+        for (base, seg) in rest.by_ref() {
+            if base > state.at {
+                tracing::warn!(resource = %labels, file = %seg.display(), base, at = state.at, "log segment ignored: it starts after the version reached (a gap); the watch resumes from there");
+                target.series.log_loaded(PersistLoad::Corrupt);
+                self.remove(&[(base, seg)]);
+                break;
+            }
+            match state.segment(&seg, identity, info) {
+                Ok(r) => {
+                    replayed += 1;
+                    let ends = r.last_mark.map_or(r.header.base, |(rv, _)| rv);
+                    tail.log_bytes += r.committed;
+                    if ends == state.at {
+                        tail.segment = Some((seg.clone(), base, r.committed));
+                    }
+                    match r.cut {
+                        None => target.series.log_loaded(PersistLoad::Loaded),
+                        Some(why) => {
+                            tracing::warn!(resource = %labels, file = %seg.display(), reason = %why, at = state.at, "log cut at its last whole record: what follows is not used; the watch resumes from the version reached");
+                            target.series.log_loaded(why.label());
+                            break;
+                        }
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(resource = %labels, file = %seg.display(), error = %e, at = state.at, "log segment ignored; the watch resumes from the version reached");
+                    target.series.log_loaded(e.label());
+                    self.remove(&[(base, seg)]);
+                    break;
+                }
+            }
+        }
+        // A later segment cannot follow a cut or a gap: its changes would
+        // apply to a state they do not follow.
+        self.remove(&rest.collect::<Vec<_>>());
+        tail.rv = state.at;
         let now = unix_ms(SystemTime::now());
-        let age = Duration::from_millis(now.saturating_sub(header.written_unix_ms));
+        let age = Duration::from_millis(now.saturating_sub(state.written_ms));
         tracing::info!(
             resource = %labels,
-            objects = objects.len(),
-            rv = header.resource_version,
-            bytes = len,
+            objects = state.objects.len(),
+            snapshot_rv = header.resource_version,
+            rv = state.at,
+            segments = replayed,
+            bytes = len + tail.log_bytes,
             age = ?age,
             took = ?started.elapsed(),
-            "cache loaded from its snapshot; resuming its upstream watch from there"
+            "cache loaded from its snapshot and log; resuming its upstream watch from there"
         );
-        target.series.loaded(PersistLoad::Loaded);
+        target.series.replayed(started.elapsed());
+        self.tails.locked().insert(path, tail);
         Some(Restored {
-            objects,
-            rv: header.resource_version,
+            objects: state.objects,
+            rv: state.at,
             empty: (!empty.is_empty()).then(|| Bytes::from(empty)),
             age,
         })
+    }
+
+    /// Removes `segments` (best effort: a segment left behind is ignored by
+    /// the next load, or removed by the next compaction).
+    fn remove(&self, segments: &[(u64, PathBuf)]) {
+        for (_, seg) in segments {
+            if let Err(e) = fs::remove_file(seg) {
+                tracing::debug!(file = %seg.display(), error = %e, "could not remove a log segment");
+            }
+        }
     }
 
     fn refused(&self, target: &Target, path: &Path, e: ReadError) -> Option<Restored> {
@@ -214,13 +347,14 @@ impl Persist {
     }
 
     /// Writes a snapshot of `version` for the store `identity` names
-    /// (blocking): a temporary file, fsync, rename, fsync of the directory.
-    /// Returns the bytes written.
+    /// (blocking), at `pace`: a temporary file, fsync, rename, fsync of the
+    /// directory. Returns the bytes written.
     pub fn save(
         &self,
         identity: &Identity,
         version: &Version,
         empty: Option<&[u8]>,
+        pace: Arc<Pace>,
     ) -> io::Result<u64> {
         let path = self.file(identity);
         let tmp = path.with_extension("snap.tmp");
@@ -237,7 +371,7 @@ impl Persist {
                 written_unix_ms: unix_ms(SystemTime::now()),
                 written_by: format!("r8s {}", env!("CARGO_PKG_VERSION")),
             };
-            let mut w = BufWriter::with_capacity(1 << 20, file);
+            let mut w = BufWriter::with_capacity(1 << 20, pace::Paced::new(file, pace));
             let objects = || {
                 version
                     .objects
@@ -245,7 +379,7 @@ impl Persist {
                     .map(|o| (&*o.key, o.rv, &o.body[..]))
             };
             let bytes = format::write(&mut w, &header, empty, objects)?;
-            let file = w.into_inner().map_err(|e| e.into_error())?;
+            let file = w.into_inner().map_err(|e| e.into_error())?.into_inner();
             file.sync_all()?;
             drop(file);
             fs::rename(&tmp, &path)?;
@@ -257,154 +391,107 @@ impl Persist {
         }
         result
     }
+}
 
-    /// Saves every target that changed since it was last saved, every
-    /// `persist.interval_seconds` and once more when `shutdown` fires.
-    pub async fn run(self: Arc<Self>, targets: Vec<Target>, shutdown: Signal) {
-        let mut written = vec![0; targets.len()];
-        let targets = Arc::new(targets);
-        loop {
-            let last = tokio::select! {
-                _ = tokio::time::sleep(self.interval) => false,
-                _ = shutdown.wait() => true,
-            };
-            let (me, ts, w) = (self.clone(), targets.clone(), written.clone());
-            match tokio::task::spawn_blocking(move || me.save_changed(&ts, w)).await {
-                Ok(w) => written = w,
-                Err(e) => tracing::error!(error = %e, "the snapshot writer failed"),
-            }
-            if last {
-                return;
-            }
-        }
+/// A store's state being rebuilt from its snapshot and log.
+struct Replay {
+    objects: Objects,
+    /// The version `objects` are the state at.
+    at: u64,
+    /// When that state was written (Unix ms).
+    written_ms: u64,
+    /// The changes of the group being read, applied at its mark.
+    pending: Vec<(Arc<str>, Option<CachedObject>)>,
+}
+
+impl Replay {
+    /// Replays the log segment at `path` of the store `identity` names.
+    fn segment(
+        &mut self,
+        path: &Path,
+        identity: &Identity,
+        info: &TypeInfo,
+    ) -> Result<log::Replayed, ReadError> {
+        let file = File::open(path)?;
+        let len = file.metadata()?.len();
+        self.replay(file, len, identity, info)
     }
 
-    /// One round of [`Persist::run`]: the versions written after it.
-    fn save_changed(&self, targets: &[Target], mut written: Vec<u64>) -> Vec<u64> {
-        for (t, at) in targets.iter().zip(written.iter_mut()) {
-            if t.store.serving() != Serving::Ready {
-                continue;
-            }
-            let v = t.store.current();
-            if v.rv == *at {
-                continue;
-            }
-            let started = Instant::now();
-            let empty = t.store.empty_object();
-            match self.save(&t.identity, &v, empty.as_deref()) {
-                Ok(bytes) => {
-                    *at = v.rv;
-                    t.series.written(Some(bytes));
-                    tracing::debug!(resource = %t.store.labels(), rv = v.rv, bytes, took = ?started.elapsed(), "snapshot written");
+    /// Replays the log in `src` (`len` bytes) over the state.
+    fn replay<R: io::Read>(
+        &mut self,
+        src: R,
+        len: u64,
+        identity: &Identity,
+        info: &TypeInfo,
+    ) -> Result<log::Replayed, ReadError> {
+        let protobuf = identity.encoding == Encoding::Protobuf.as_str();
+        self.pending.clear();
+        let r = log::read(src, len, identity, |entry| {
+            match entry {
+                // Changes the state already holds (a segment older than the
+                // snapshot, or the part of one before it).
+                log::Entry::Put { rv, .. } | log::Entry::Delete { rv, .. } if rv <= self.at => {}
+                log::Entry::Put { key, rv, body } => {
+                    let o = if protobuf {
+                        info.parse_protobuf(body, true)
+                    } else {
+                        info.parse(body)
+                    }
+                    .map_err(|e| format!("{key}: {e}"))?;
+                    if &*o.key != key || o.rv > rv {
+                        return Err(format!(
+                            "parsed as {} at {}, recorded as {key} at {rv}",
+                            o.key, o.rv
+                        ));
+                    }
+                    self.pending.push((o.key.clone(), Some(o)));
                 }
-                Err(e) => {
-                    t.series.written(None);
-                    tracing::warn!(
-                        resource = %t.store.labels(),
-                        dir = %self.dir.display(),
-                        error = %e,
-                        "could not write a snapshot (the last one stays; serving is unaffected); check the disk's space and r8s's permissions on persist.dir"
-                    );
+                log::Entry::Delete { key, .. } => self.pending.push((Arc::from(key), None)),
+                log::Entry::Mark { rv, unix_ms } => {
+                    for (key, o) in self.pending.drain(..) {
+                        match o {
+                            Some(o) => {
+                                self.objects.insert(key, Arc::new(o));
+                            }
+                            None => {
+                                self.objects.remove(&key);
+                            }
+                        }
+                    }
+                    if rv > self.at {
+                        self.at = rv;
+                        self.written_ms = unix_ms;
+                    }
                 }
             }
-        }
-        written
+            Ok(())
+        })?;
+        self.pending.clear();
+        Ok(r)
     }
 }
 
-/// What discovery resolved `cache.resources` to, saved beside the
-/// snapshots: a warm start while the upstream is unreachable resolves from it.
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Resolved {
-    upstream: String,
-    entries: Vec<String>,
-    exclude: Vec<String>,
-    resources: Vec<(String, String, String, String, bool)>,
-}
-
-/// Bound of the saved discovery file.
-const MAX_RESOLVED: u64 = 4 << 20;
-
-impl Persist {
-    fn resolved_file(&self) -> PathBuf {
-        self.dir.join("resources.json")
-    }
-
-    /// Saves what discovery resolved `entries` (less `exclude`) to (best
-    /// effort: a failure is logged).
-    pub fn save_resources(&self, entries: &[String], exclude: &[String], resolved: &[ApiResource]) {
-        let r = Resolved {
-            upstream: self.upstream.clone(),
-            entries: entries.to_vec(),
-            exclude: exclude.to_vec(),
-            resources: resolved
-                .iter()
-                .map(|a| {
-                    let g = &a.gvr;
-                    (
-                        g.group().into(),
-                        g.version().into(),
-                        g.resource().into(),
-                        a.kind.clone(),
-                        a.namespaced,
-                    )
-                })
-                .collect(),
-        };
-        let path = self.resolved_file();
-        let tmp = path.with_extension("json.tmp");
-        let written = serde_json::to_vec(&r)
-            .map_err(io::Error::other)
-            .and_then(|bytes| {
-                let mut f = OpenOptions::new()
-                    .write(true)
-                    .create(true)
-                    .truncate(true)
-                    .mode(0o600)
-                    .open(&tmp)?;
-                io::Write::write_all(&mut f, &bytes)?;
-                f.sync_all()?;
-                fs::rename(&tmp, &path)
-            });
-        if let Err(e) = written {
-            let _ = fs::remove_file(&tmp);
-            tracing::warn!(file = %path.display(), error = %e, "could not save the resolved resources");
-        }
-    }
-
-    /// What discovery last resolved the same `entries` and `exclude` to
-    /// against this upstream, if saved (for a start while it is unreachable).
-    pub fn load_resources(
-        &self,
-        entries: &[String],
-        exclude: &[String],
-    ) -> Option<Vec<ApiResource>> {
-        let path = self.resolved_file();
-        let f = File::open(&path).ok()?;
-        let mut bytes = Vec::new();
-        io::Read::read_to_end(&mut io::Read::take(f, MAX_RESOLVED), &mut bytes).ok()?;
-        let r: Resolved = match serde_json::from_slice(&bytes) {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::warn!(file = %path.display(), error = %e, "saved resources ignored");
-                return None;
-            }
-        };
-        if r.upstream != self.upstream || r.entries != entries || r.exclude != exclude {
-            return None;
-        }
-        Some(
-            r.resources
-                .into_iter()
-                .map(|(g, v, res, kind, namespaced)| ApiResource {
-                    gvr: Gvr::new(g, v, res),
-                    kind,
-                    namespaced,
-                })
-                .collect(),
-        )
-    }
+/// Replays the log in `src` (`len` bytes) of the store `identity` names over
+/// `objects`, the state at `at`, parsing objects as `info` says (the log
+/// reader's whole path, for the fuzz target). Returns what the reader found,
+/// the objects and the version reached.
+pub fn replay_log<R: io::Read>(
+    src: R,
+    len: u64,
+    identity: &Identity,
+    info: &TypeInfo,
+    objects: Objects,
+    at: u64,
+) -> Result<(log::Replayed, Objects, u64), ReadError> {
+    let mut state = Replay {
+        objects,
+        at,
+        written_ms: 0,
+        pending: Vec::new(),
+    };
+    let r = state.replay(src, len, identity, info)?;
+    Ok((r, state.objects, state.at))
 }
 
 /// Reads a snapshot of `len` bytes from `src` into the objects of the store

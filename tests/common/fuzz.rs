@@ -18,7 +18,8 @@ use r8s::api::request::{ApiRequest, authz_name};
 use r8s::api::selector::{FieldSelector, LabelSelector, supported_fields};
 use r8s::cache::object::{Objects, TypeInfo};
 use r8s::persist::format::{self, Header, Identity};
-use r8s::persist::read_objects;
+use r8s::persist::log::{self as change_log, Entry, LogHeader};
+use r8s::persist::{read_objects, replay_log};
 use r8s::upstream::decode::Decoder;
 
 /// One parser under fuzzing.
@@ -238,6 +239,104 @@ fn snapshot_seed(page: &[u8], encoding: Encoding) -> Vec<u8> {
     out
 }
 
+/// A change log of the objects of a LIST page, as r8s appends one: a group
+/// of puts and a delete, then a mark.
+fn log_seed(page: &[u8], encoding: Encoding) -> Vec<u8> {
+    let mut d = decoder(encoding);
+    let mut objects = Objects::new();
+    let mut first = true;
+    let (rv, _) = d.page(page, &mut objects, &mut first).expect("a seed page");
+    let rv: u64 = rv.parse().unwrap();
+    let name = if encoding == Encoding::Json {
+        "json"
+    } else {
+        "protobuf"
+    };
+    let header = LogHeader {
+        identity: snapshot_identity(name),
+        base: 0,
+        created_unix_ms: 1,
+    };
+    let mut out = Vec::new();
+    change_log::write_header(&mut out, &header).unwrap();
+    let mut at = 0;
+    for o in objects.values() {
+        at = at.max(o.rv);
+        change_log::encode(
+            &mut out,
+            &Entry::Put {
+                key: &o.key,
+                rv: o.rv.max(1),
+                body: &o.body,
+            },
+        )
+        .unwrap();
+    }
+    let last = rv.max(at) + 1;
+    change_log::encode(
+        &mut out,
+        &Entry::Delete {
+            key: "ns-1/gone",
+            rv: last,
+        },
+    )
+    .unwrap();
+    change_log::encode(
+        &mut out,
+        &Entry::Mark {
+            rv: last,
+            unix_ms: 2,
+        },
+    )
+    .unwrap();
+    out
+}
+
+/// Makes every checksum of a log right (the header's and each record's
+/// whose length fits), so that mutations reach what the records say.
+fn fix_log_checksums(bytes: &mut [u8]) {
+    if bytes.len() < 16 {
+        return;
+    }
+    let head_end = 16 + u32::from_le_bytes(bytes[12..16].try_into().unwrap()) as usize;
+    if bytes.len() < head_end + 4 {
+        return;
+    }
+    let mut crc = flate2::Crc::new();
+    crc.update(&bytes[..head_end]);
+    bytes[head_end..head_end + 4].copy_from_slice(&crc.sum().to_le_bytes());
+    let mut at = head_end + 4;
+    while at + 8 <= bytes.len() {
+        let n = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+        if at + 8 + n > bytes.len() {
+            return;
+        }
+        let mut crc = flate2::Crc::new();
+        crc.update(&bytes[at + 8..at + 8 + n]);
+        bytes[at + 4..at + 8].copy_from_slice(&crc.sum().to_le_bytes());
+        at += 8 + n;
+    }
+}
+
+/// The change log's reader and replay (`persist.dir`'s logs are input from
+/// disk): as given, and with its checksums made right.
+fn change_log(input: &[u8]) {
+    let mut fixed = input.to_vec();
+    fix_log_checksums(&mut fixed);
+    for bytes in [input, &fixed[..]] {
+        for encoding in ["json", "protobuf"] {
+            let _ = replay_log(
+                bytes,
+                bytes.len() as u64,
+                &snapshot_identity(encoding),
+                &pods(),
+                Objects::new(),
+                0,
+            );
+        }
+    }
+}
+
 /// The snapshot reader (`persist.dir`'s files are input from disk): as
 /// given, and with its checksum made right, so mutations reach the records.
 fn snapshot(input: &[u8]) {
@@ -294,6 +393,10 @@ pub async fn targets(sim: &str, rv_before_writes: u64) -> Vec<Target> {
     let snapshots = vec![
         snapshot_seed(&page_json, Encoding::Json),
         snapshot_seed(&page_pb, Encoding::Protobuf),
+    ];
+    let logs = vec![
+        log_seed(&page_json, Encoding::Json),
+        log_seed(&page_pb, Encoding::Protobuf),
     ];
     let watch_json_seed = fetch(watch.clone(), "application/json").await;
     let watch_pb_seed = fetch(watch, PB).await;
@@ -462,6 +565,21 @@ pub async fn targets(sim: &str, rv_before_writes: u64) -> Vec<Target> {
                 d
             },
             run: snapshot,
+        },
+        Target {
+            name: "change log (persist.dir)",
+            seeds: logs,
+            dict: {
+                let mut d = pb_tokens.clone();
+                d.extend(toks(&["r8s-wlog", "\"base\":", "\"upstream\":", "{}"]));
+                d.push(vec![1]);
+                d.push(vec![2]);
+                d.push(vec![3]);
+                d.push(vec![0xff; 8]);
+                d.push(vec![0x0b, 0, 0, 0]);
+                d
+            },
+            run: change_log,
         },
         Target {
             name: "protobuf watch stream",
