@@ -11,56 +11,20 @@
 
 mod common;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use common::counting_link;
 use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use r8s::config::Config;
 use r8s::sim::SimConfig;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 
 type C = Client<HttpConnector, Empty<Bytes>>;
-
-/// Forwards 127.0.0.1:(free port) to `target`, counting the bytes sent back.
-async fn counting_link(target: std::net::SocketAddr) -> (String, Arc<AtomicU64>) {
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", l.local_addr().unwrap());
-    let count = Arc::new(AtomicU64::new(0));
-    let counted = count.clone();
-    tokio::spawn(async move {
-        while let Ok((client, _)) = l.accept().await {
-            let counted = counted.clone();
-            tokio::spawn(async move {
-                let Ok(server) = TcpStream::connect(target).await else {
-                    return;
-                };
-                let (mut cr, mut cw) = client.into_split();
-                let (mut sr, mut sw) = server.into_split();
-                let up = tokio::spawn(async move { tokio::io::copy(&mut cr, &mut sw).await });
-                let mut buf = vec![0u8; 64 << 10];
-                use tokio::io::{AsyncReadExt, AsyncWriteExt};
-                loop {
-                    match sr.read(&mut buf).await {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => {
-                            counted.fetch_add(n as u64, Ordering::Relaxed);
-                            if cw.write_all(&buf[..n]).await.is_err() {
-                                break;
-                            }
-                        }
-                    }
-                }
-                up.abort();
-            });
-        }
-    });
-    (url, count)
-}
 
 /// This process's CPU time (user + system).
 fn cpu() -> Duration {

@@ -212,3 +212,41 @@ pub fn answering(
         std::future::ready(Ok(r))
     })
 }
+
+/// Forwards 127.0.0.1:(free port) to `target`, counting the bytes sent back.
+pub async fn counting_link(
+    target: std::net::SocketAddr,
+) -> (String, std::sync::Arc<std::sync::atomic::AtomicU64>) {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", l.local_addr().unwrap());
+    let count = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let counted = count.clone();
+    tokio::spawn(async move {
+        while let Ok((client, _)) = l.accept().await {
+            let counted = counted.clone();
+            tokio::spawn(async move {
+                let Ok(server) = tokio::net::TcpStream::connect(target).await else {
+                    return;
+                };
+                let (mut cr, mut cw) = client.into_split();
+                let (mut sr, mut sw) = server.into_split();
+                let up = tokio::spawn(async move { tokio::io::copy(&mut cr, &mut sw).await });
+                let mut buf = vec![0u8; 64 << 10];
+                use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                loop {
+                    match sr.read(&mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => {
+                            counted.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+                            if cw.write_all(&buf[..n]).await.is_err() {
+                                break;
+                            }
+                        }
+                    }
+                }
+                up.abort();
+            });
+        }
+    });
+    (url, count)
+}
