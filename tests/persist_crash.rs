@@ -192,3 +192,63 @@ async fn should_equal_the_upstream_after_crashes_while_appending_and_compacting(
     let _ = std::fs::remove_file(&config);
     sim.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn should_fall_behind_and_compact_when_the_log_cannot_keep_up() {
+    // A watch log of 5 events under 40 writes/s: between two appends the
+    // store's log moves past the writer's cursor, as behind a disk slower
+    // than the changes. Serving goes on; the log is given up and compacted.
+    let sim = start_sim(SimConfig {
+        pods: 200,
+        namespaces: 2,
+        churn: 40.0,
+        history: 1_000_000,
+        ..sim_config()
+    })
+    .await;
+    let dir = std::env::temp_dir().join(format!("r8s-behind-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let saved = |d: PathBuf| {
+        r8s_in_front_of(sim.url())
+            .caching(&["pods"])
+            .with(move |c| {
+                c.persist.dir = Some(d);
+                c.persist.interval_seconds = 1;
+                c.watch.history_events = 5;
+            })
+    };
+    let r = saved(dir.clone()).start().await;
+    let behind = r#"r8s_persist_behind_total{resource="v1/pods",encoding="json"}"#;
+    let mut m = String::new();
+    for _ in 0..100 {
+        m = get(&format!("{}/metrics", r.admin_url())).await.text();
+        if sample(&m, behind) >= 1.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        sample(&m, behind) >= 1.0,
+        "the log fell behind and it was counted"
+    );
+    let list = get(&format!("{}/api/v1/pods?resourceVersion=0", r.url())).await;
+    assert_eq!(list.headers["x-r8s-cache"], "hit", "serving goes on");
+    r.stop().await;
+    // What is on disk is a true state of the upstream's.
+    let r = saved(dir.clone()).start().await;
+    let m = get(&format!("{}/metrics", r.admin_url())).await.text();
+    assert_eq!(
+        sample(
+            &m,
+            r#"r8s_persist_loads_total{resource="v1/pods",encoding="json",result="loaded"}"#
+        ),
+        1.0
+    );
+    let list = get(&format!("{}/api/v1/pods?resourceVersion=0", r.url())).await;
+    let cached = Replay::from_list(&list.json());
+    let truth = truth_at(&sim.url(), "/api/v1/pods", "", cached.last).await;
+    assert_eq!(cached.state, truth, "the cache equals the upstream");
+    r.stop().await;
+    sim.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
