@@ -131,7 +131,7 @@ async fn should_equal_the_upstream_after_crashes_while_appending_and_compacting(
     )
     .unwrap();
     let mut rng = fastrand::Rng::with_seed(42);
-    let (mut warm, mut refused_tails) = (0, 0.0);
+    let (mut warm, mut refused_tails, mut compactions) = (0, 0.0, 0.0);
     for round in 0..8 {
         let (child, api, admin) = start(&sim.url(), &config).await;
         // What it serves equals the upstream at the version it serves.
@@ -158,6 +158,13 @@ async fn should_equal_the_upstream_after_crashes_while_appending_and_compacting(
             r#"r8s_persist_loads_total{resource="v1/pods",encoding="json",result="loaded"}"#,
         ) as usize;
         for encoding in ["json", "protobuf"] {
+            // Snapshots are never damaged here: each one written was whole.
+            for result in ["truncated", "corrupt"] {
+                let series = format!(
+                    r#"r8s_persist_loads_total{{resource="v1/pods",encoding="{encoding}",result="{result}"}}"#
+                );
+                assert_eq!(sample(&m, &series), 0.0, "round {round}: {series}");
+            }
             for result in ["truncated", "corrupt"] {
                 refused_tails += sample(
                     &m,
@@ -169,7 +176,28 @@ async fn should_equal_the_upstream_after_crashes_while_appending_and_compacting(
         }
         // Run a while (appending, compacting), then crash.
         tokio::time::sleep(Duration::from_millis(rng.u64(500..4_000))).await;
+        let m = get(&format!("{admin}/metrics")).await.text();
+        compactions += sample(
+            &m,
+            r#"r8s_persist_writes_total{resource="v1/pods",encoding="json",result="ok"}"#,
+        );
         drop(child);
+        // Segments are removed once a compaction covers them.
+        for encoding in ["json", "protobuf"] {
+            let prefix = format!("core_v1_pods.{encoding}.");
+            let segments = std::fs::read_dir(&dir)
+                .unwrap()
+                .filter(|e| {
+                    let n = e.as_ref().unwrap().file_name();
+                    let n = n.to_string_lossy();
+                    n.starts_with(&prefix) && n.ends_with(".log")
+                })
+                .count();
+            assert!(
+                segments <= 6,
+                "round {round}: {segments} {encoding} segments"
+            );
+        }
         // Sometimes damage the newest log: cut it, or flip a byte.
         let encoding = if rng.bool() { "json" } else { "protobuf" };
         if let Some(seg) = newest_segment(&dir, encoding) {
@@ -187,6 +215,7 @@ async fn should_equal_the_upstream_after_crashes_while_appending_and_compacting(
         }
     }
     assert!(warm >= 6, "most starts came back warm: {warm} of 8");
+    assert!(compactions >= 4.0, "compactions completed: {compactions}");
     assert!(refused_tails >= 1.0, "damaged logs were cut with a reason");
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_file(&config);
@@ -248,6 +277,64 @@ async fn should_fall_behind_and_compact_when_the_log_cannot_keep_up() {
     let cached = Replay::from_list(&list.json());
     let truth = truth_at(&sim.url(), "/api/v1/pods", "", cached.last).await;
     assert_eq!(cached.state, truth, "the cache equals the upstream");
+    r.stop().await;
+    sim.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn should_run_one_compaction_at_a_time_at_its_pace() {
+    // At 64 KiB/s a first snapshot of 300 pods (about 1.3 MB of JSON)
+    // takes some 20 s: meanwhile changes go to one new segment per store,
+    // and the snapshot grows at the pace.
+    let sim = start_sim(SimConfig {
+        pods: 300,
+        namespaces: 3,
+        churn: 40.0,
+        ..sim_config()
+    })
+    .await;
+    let dir = std::env::temp_dir().join(format!("r8s-paced-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let d = dir.clone();
+    let r = r8s_in_front_of(sim.url())
+        .caching(&["pods"])
+        .with(move |c| {
+            c.persist.dir = Some(d);
+            c.persist.interval_seconds = 1;
+            c.persist.max_write_bytes_per_second = 65_536;
+        })
+        .start()
+        .await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    for encoding in ["json", "protobuf"] {
+        let prefix = format!("core_v1_pods.{encoding}.");
+        let segments = names
+            .iter()
+            .filter(|n| n.starts_with(&prefix) && n.ends_with(".log"))
+            .count();
+        assert!(segments <= 1, "{encoding}: {segments} segments: {names:?}");
+    }
+    let tmp = names.iter().filter(|n| n.ends_with(".snap.tmp")).count();
+    assert_eq!(tmp, 1, "one compaction at a time: {names:?}");
+    assert!(
+        !names.iter().any(|n| n.ends_with(".snap")),
+        "no snapshot done yet at 64 KiB/s: {names:?}"
+    );
+    let written: u64 = names
+        .iter()
+        .filter(|n| n.ends_with(".snap.tmp"))
+        .map(|n| std::fs::metadata(dir.join(n)).map_or(0, |m| m.len()))
+        .sum();
+    // 5 s at 64 KiB/s, plus one step and one buffer of 256 KiB each.
+    assert!(
+        written <= 5 * 65_536 + (512 << 10),
+        "{written} bytes in 5 s"
+    );
     r.stop().await;
     sim.stop().await;
     let _ = std::fs::remove_dir_all(&dir);

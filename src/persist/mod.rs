@@ -371,7 +371,7 @@ impl Persist {
                 written_unix_ms: unix_ms(SystemTime::now()),
                 written_by: format!("r8s {}", env!("CARGO_PKG_VERSION")),
             };
-            let mut w = BufWriter::with_capacity(1 << 20, pace::Paced::new(file, pace));
+            let mut w = BufWriter::with_capacity(256 << 10, pace::Paced::new(file, pace));
             let objects = || {
                 version
                     .objects

@@ -307,7 +307,9 @@ impl Persist {
                 }
             };
             let step = tokio::task::spawn_blocking(move || {
-                if let (Some(result), Some(c)) = (finished, w.compaction.take()) {
+                if let Some(result) = finished
+                    && let Some(c) = w.compaction.take()
+                {
                     w.compacted(c.index, c.rv, c.started, result);
                 }
                 if round {
