@@ -283,23 +283,23 @@ impl Persist {
                     }
                     match r.cut {
                         None => target.series.log_loaded(PersistLoad::Loaded),
+                        // A later segment is used only if it starts at or
+                        // before the version reached (the gap rule above).
                         Some(why) => {
-                            tracing::warn!(resource = %labels, file = %seg.display(), reason = %why, at = state.at, "log cut at its last whole record: what follows is not used; the watch resumes from the version reached");
+                            tracing::warn!(resource = %labels, file = %seg.display(), reason = %why, at = state.at, "log cut at its last whole record: what follows is not used");
                             target.series.log_loaded(why.label());
-                            break;
                         }
                     }
                 }
                 Err(e) => {
-                    tracing::warn!(resource = %labels, file = %seg.display(), error = %e, at = state.at, "log segment ignored; the watch resumes from the version reached");
+                    tracing::warn!(resource = %labels, file = %seg.display(), error = %e, at = state.at, "log segment ignored");
                     target.series.log_loaded(e.label());
                     self.remove(&[(base, seg)]);
-                    break;
                 }
             }
         }
-        // A later segment cannot follow a cut or a gap: its changes would
-        // apply to a state they do not follow.
+        // The segments after a gap cannot follow: their changes would apply
+        // to a state they do not follow.
         self.remove(&rest.collect::<Vec<_>>());
         tail.rv = state.at;
         let now = unix_ms(SystemTime::now());
