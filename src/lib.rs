@@ -262,6 +262,7 @@ fn spawn_caches(
     let reflecting = upstream::reflector::ReflectorConfig {
         page_size: config.cache.page_size,
         streaming_lists: config.cache.streaming_lists,
+        max_backoff: Duration::from_secs_f64(config.upstream.max_backoff_seconds),
     };
     for (c, writers) in writers {
         let mut stores = Vec::new();
@@ -465,14 +466,32 @@ async fn metrics_upkeep(handle: metrics_exporter_prometheus::PrometheusHandle, s
 /// seconds; ready once the upstream has answered and every cache has synced.
 /// After that an upstream that stops answering is reported (log, metric,
 /// `/readyz?verbose`), not made a reason to be unready; draining is.
+/// How long the upstream probe waits for `/version`.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+
 async fn probe_upstream(upstream: Arc<Upstream>, health: Arc<Health>, shutdown: Signal) {
     let mut down_logged = false;
     loop {
-        let answered = upstream.probe().await;
+        // A pooled connection black-holed with the upstream would hold the
+        // probe for good: it has as long as a connection gets.
+        let answered = match tokio::time::timeout(PROBE_TIMEOUT, upstream.probe()).await {
+            Ok(a) => a,
+            Err(_) => Err(upstream::RequestError::Failed {
+                server: upstream.server_names().join(","),
+                reason: format!("GET /version not answered within {PROBE_TIMEOUT:?}"),
+            }),
+        };
         match &answered {
             Ok(()) => {
+                // After an outage: fresh connections (the old ones may be
+                // black-holed), then every cache waiting to retry is woken,
+                // and the watches silent since before it are restarted.
+                if !upstream.liveness().seen().answering {
+                    upstream.renew_connections();
+                }
+                let outage = upstream.liveness().answered();
                 if down_logged {
-                    tracing::info!("the upstream answers /version again");
+                    tracing::info!(outage = ?outage, "the upstream answers /version again; every cache retries now");
                     down_logged = false;
                 }
                 // An evicted (over budget) cache passes through: it does
@@ -486,6 +505,7 @@ async fn probe_upstream(upstream: Arc<Upstream>, health: Arc<Health>, shutdown: 
                 }
             }
             Err(e) => {
+                upstream.liveness().failed();
                 health.set_syncing(format!("the upstream does not answer /version: {e}"));
                 if !down_logged {
                     tracing::warn!(
@@ -498,7 +518,14 @@ async fn probe_upstream(upstream: Arc<Upstream>, health: Arc<Health>, shutdown: 
             }
         }
         health.set_upstream(answered.map_err(|e| e.to_string()));
-        let wait = if health.is_synced() { 5_000 } else { 200 };
+        // Every second while the upstream is down, to see it back at once.
+        let wait = if !upstream.liveness().seen().answering {
+            1_000
+        } else if health.is_synced() {
+            5_000
+        } else {
+            200
+        };
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_millis(wait)) => {}
             _ = shutdown.wait() => {

@@ -1,6 +1,9 @@
-//! An apiserver outage for everyone (issue 29): the upstream stops
-//! answering for 45 s, refusing connections or resetting them, behind the
-//! fault forwarder. r8s stays ready; an authorized client's cached reads
+//! An apiserver outage for everyone (issues 29 and 43): the upstream stops
+//! answering for 20 s, refusing connections, resetting them, or keeping
+//! the open ones silent for good (black-holed) while refusing new ones,
+//! behind the fault forwarder. The first write after it heals reaches a
+//! client's watch through r8s within 2 s (the probe sees the return within
+//! a second and wakes every cache). r8s stays ready; an authorized client's cached reads
 //! stay hits (its token and access reviews expire during the outage and
 //! are reused, `auth.stale_if_error_seconds`); its watch, opened before,
 //! stays open and gets the writes made during and after, one event each;
@@ -31,7 +34,7 @@ const USERS: &str = "reader-token,reader,uid-reader,\"readers\"
 const POLICY: &str = r#"{"apiVersion":"abac.authorization.kubernetes.io/v1beta1","kind":"Policy","spec":{"group":"readers","namespace":"*","resource":"pods","apiGroup":"*","readonly":true}}
 "#;
 
-const OUTAGE: Duration = Duration::from_secs(45);
+const OUTAGE: Duration = Duration::from_secs(20);
 
 struct Env {
     sim: SimHandle,
@@ -89,6 +92,7 @@ fn watch_as_reader(
     url: String,
     mut replay: Replay,
     stop_at: Arc<Mutex<u64>>,
+    seen: Arc<std::sync::atomic::AtomicU64>,
 ) -> tokio::task::JoinHandle<(Replay, String)> {
     tokio::spawn(async move {
         let req = Request::get(url)
@@ -117,6 +121,7 @@ fn watch_as_reader(
                         let e: serde_json::Value = serde_json::from_slice(&line).unwrap();
                         replay.apply(&e, "the reader's watch");
                         assert!(replay.error.is_none(), "an ERROR event: {e}");
+                        seen.store(replay.last, std::sync::atomic::Ordering::Relaxed);
                     }
                 }
             }
@@ -200,14 +205,24 @@ fn state_of(reader: &reflector::Store<Pod>) -> std::collections::BTreeMap<String
         .collect()
 }
 
-/// The whole outage, broken as `mode` breaks it.
-async fn through_an_outage(name: &str, mode: Mode) {
+/// How an outage breaks the upstream.
+#[derive(Clone, Copy)]
+enum Shape {
+    /// Open connections reset, new ones as `Mode` says.
+    Broken(Mode),
+    /// Open connections silent for good, new ones refused (reset).
+    BlackHoled,
+}
+
+/// The whole outage, broken as `shape` breaks it.
+async fn through_an_outage(name: &str, shape: Shape) {
     let env = setup(name, |_| {}).await;
     let r = &env.r8s;
     let first = cached_list(r).await;
     assert_eq!(first.status, 200, "{}", first.text());
     assert_eq!(first.headers["x-r8s-cache"], "hit");
     let stop_at = Arc::new(Mutex::new(0u64));
+    let seen = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let replay = Replay::from_list(&first.json());
     let watch = watch_as_reader(
         format!(
@@ -217,13 +232,22 @@ async fn through_an_outage(name: &str, mode: Mode) {
         ),
         replay,
         stop_at.clone(),
+        seen.clone(),
     );
     let (kube_rs, kube_store, kube_task) = kube_rs_reflector(&r.url()).await;
     let m0 = get(&format!("{}/metrics", r.admin_url())).await.text();
 
     // The outage.
-    env.fwd.set(mode);
-    env.fwd.reset_all();
+    match shape {
+        Shape::Broken(mode) => {
+            env.fwd.set(mode);
+            env.fwd.reset_all();
+        }
+        Shape::BlackHoled => {
+            env.fwd.set(Mode::Refuse);
+            env.fwd.black_hole_all();
+        }
+    }
     let cut = Instant::now();
     let mut writes = 0;
     let mut reads = 0;
@@ -249,7 +273,9 @@ async fn through_an_outage(name: &str, mode: Mode) {
             list.text()
         );
         reads += 1;
-        if cut.elapsed() > Duration::from_secs(8) && !verbose_checked {
+        // A black hole takes the probe's timeout (5 s) after its interval
+        // (5 s) to be seen.
+        if cut.elapsed() > Duration::from_secs(12) && !verbose_checked {
             let (code, text) = readyz(r, "?verbose").await;
             assert_eq!(code, 200);
             assert!(
@@ -257,7 +283,14 @@ async fn through_an_outage(name: &str, mode: Mode) {
                 "{text}"
             );
             assert!(text.ends_with("readyz check passed\n"), "{text}");
-            // A write fails fast, naming the upstream, with Retry-After.
+            verbose_checked = true;
+        }
+        // A write fails fast, naming the upstream, with Retry-After (a
+        // black hole has no such answer: a pooled connection takes it).
+        if cut.elapsed() > Duration::from_secs(12)
+            && write_latency.is_zero()
+            && matches!(shape, Shape::Broken(_))
+        {
             let t = Instant::now();
             let w = send(
                 "POST",
@@ -282,7 +315,6 @@ async fn through_an_outage(name: &str, mode: Mode) {
                     .contains(&env.fwd.addr.to_string()),
                 "{status}"
             );
-            verbose_checked = true;
         }
         // Writes the upstream takes while r8s cannot hear it.
         if writes < 5 {
@@ -293,10 +325,25 @@ async fn through_an_outage(name: &str, mode: Mode) {
     }
     assert!(verbose_checked);
 
-    // Recovery: writes after it reach the open watch, one event each.
+    // Recovery: the first write after it reaches the open watch within
+    // 2 s; the others follow, one event each.
     env.fwd.set(Mode::Pass);
     let healed = Instant::now();
-    for n in 5..10 {
+    touch(&env.sim, "ns-1", "pod-00001", 5);
+    let first_rv = env.sim.sim.store.current_rv();
+    while seen.load(std::sync::atomic::Ordering::Relaxed) < first_rv {
+        assert!(
+            healed.elapsed() < Duration::from_secs(30),
+            "the first write after healing never reached the watch"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let first_write = healed.elapsed();
+    assert!(
+        first_write <= Duration::from_secs(2),
+        "the first write after healing reached the watch {first_write:?} later"
+    );
+    for n in 6..10 {
         touch(&env.sim, "ns-1", "pod-00001", n);
     }
     let want = env.sim.sim.store.current_rv();
@@ -345,7 +392,7 @@ async fn through_an_outage(name: &str, mode: Mode) {
     );
     assert!(stale.0 >= 1.0 && stale.1 >= 1.0, "{stale:?}");
     println!(
-        "{name}: {OUTAGE:?} outage; {reads} cached reads, all hits, /readyz 200 throughout; a write answered 503 in {write_latency:?}; the open watch got all 10 writes, one event each, {caught_up:?} after healing; kube-rs: no error, 1 init; relists 0; reviews reused (token, access): {stale:?}"
+        "{name}: {OUTAGE:?} outage; {reads} cached reads, all hits, /readyz 200 throughout; a write answered 503 in {write_latency:?} (0: not tried); the first write after healing reached the open watch {first_write:?} later, all 10 writes {caught_up:?} after healing, one event each; kube-rs: no error, 1 init; relists 0; reviews reused (token, access): {stale:?}"
     );
     env.r8s.stop().await;
     env.sim.stop().await;
@@ -353,10 +400,71 @@ async fn through_an_outage(name: &str, mode: Mode) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn should_serve_through_an_upstream_that_refuses_connections() {
-    through_an_outage("refused", Mode::Closed).await;
+    through_an_outage("refused", Shape::Broken(Mode::Closed)).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn should_serve_through_an_upstream_that_resets_connections() {
-    through_an_outage("reset", Mode::Refuse).await;
+    through_an_outage("reset", Shape::Broken(Mode::Refuse)).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn should_serve_through_an_upstream_that_black_holes_its_connections() {
+    through_an_outage("black-holed", Shape::BlackHoled).await;
+}
+
+/// Issue 43: a black-holed upstream watch while the upstream answers new
+/// connections. The probe's pooled connection is in the same hole: it
+/// times out, the next probe (a new connection) answers, and that return
+/// restarts every watch quiet since before the hole from its version.
+#[tokio::test(flavor = "multi_thread")]
+async fn should_replace_a_black_holed_watch_while_the_upstream_answers() {
+    let sim = start_sim(sim_config()).await;
+    let fwd = Forwarder::start(sim.addr).await;
+    let r = r8s_in_front_of(fwd.url()).caching(&["pods"]).start().await;
+    let list = get(&format!("{}/api/v1/pods?resourceVersion=0", r.url())).await;
+    assert_eq!(list.headers["x-r8s-cache"], "hit");
+    let replay = Replay::from_list(&list.json());
+    let (seen, task) = follow(
+        format!(
+            "{}/api/v1/pods?watch=1&allowWatchBookmarks=true&resourceVersion={}&timeoutSeconds=600",
+            r.url(),
+            replay.last
+        ),
+        replay,
+        "client".into(),
+    );
+    let m0 = get(&format!("{}/metrics", r.admin_url())).await.text();
+    fwd.black_hole_all();
+    let holed = Instant::now();
+    touch(&sim, "ns-1", "pod-00001", 1);
+    let want = sim.sim.store.current_rv();
+    while seen.lock().unwrap().last < want {
+        assert!(
+            holed.elapsed() < Duration::from_secs(20),
+            "the write never reached the client: the black-holed watch was not replaced"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let replaced = holed.elapsed();
+    let m1 = get(&format!("{}/metrics", r.admin_url())).await.text();
+    for reason in ["expired", "malformed", "diverged"] {
+        let series = format!(
+            "r8s_reflector_relists_total{{resource=\"v1/pods\",encoding=\"json\",reason=\"{reason}\"}}"
+        );
+        assert_eq!(
+            sample(&m1, &series),
+            sample(&m0, &series),
+            "relisted ({reason})"
+        );
+    }
+    {
+        let s = seen.lock().unwrap();
+        assert!(s.error.is_none(), "{:?}", s.error);
+        assert_eq!(s.state, truth(&sim, s.last));
+    }
+    println!("a black-holed watch replaced, the write delivered {replaced:?} after the hole");
+    task.abort();
+    r.stop().await;
+    sim.stop().await;
 }

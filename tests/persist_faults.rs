@@ -224,7 +224,7 @@ async fn should_serve_its_snapshot_while_the_upstream_is_down_with_serve_stale()
     let list_url = format!("{}/api/v1/configmaps?resourceVersion=0", r.url());
     let mut list = get(&list_url).await.json();
     for _ in 0..100 {
-        if list["metadata"]["resourceVersion"] == last.to_string() {
+        if list["metadata"]["resourceVersion"].as_str() == Some(last.to_string().as_str()) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;

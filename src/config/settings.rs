@@ -91,6 +91,9 @@ pub struct UpstreamConfig {
     pub insecure_skip_tls_verify: bool,
     /// Seconds to wait for a TCP/TLS connection before failing over.
     pub connect_timeout_seconds: f64,
+    /// The longest wait between a cache's failed list or watch and its
+    /// retry (full jitter); the upstream's return cuts it short.
+    pub max_backoff_seconds: f64,
     /// Ask for gzip on r8s's own lists and watches (`Accept-Encoding: gzip`,
     /// as client-go does unless told `disable-compression`).
     pub compression: bool,
@@ -458,6 +461,7 @@ impl Default for UpstreamConfig {
             token: None,
             insecure_skip_tls_verify: false,
             connect_timeout_seconds: 5.0,
+            max_backoff_seconds: 5.0,
             compression: true,
         }
     }

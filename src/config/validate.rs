@@ -199,11 +199,16 @@ impl Config {
     /// Every number that becomes a duration, a size or a count, with the
     /// values it may take: anything else is rejected here, before a port is
     /// bound, instead of panicking or misbehaving later.
-    fn numbers(&self) -> [(&'static str, f64, Range); 30] {
+    fn numbers(&self) -> [(&'static str, f64, Range); 31] {
         let secs = |v: u64| v as f64;
         let (c, w, a) = (&self.cache, &self.watch, &self.auth);
         let ttl = range(0.0, DAY, "seconds");
         [
+            (
+                "upstream.max_backoff_seconds",
+                self.upstream.max_backoff_seconds,
+                range(0.2, 300.0, "seconds"),
+            ),
             (
                 "upstream.connect_timeout_seconds",
                 self.upstream.connect_timeout_seconds,

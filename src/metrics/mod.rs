@@ -15,8 +15,8 @@ pub mod store;
 pub use labels::*;
 pub use names::*;
 pub use recorder::{
-    COMMIT, auth_review, caches_served_stale, collect_process, connection_closed, install,
-    list_gzip, list_rejected, upstream_failover, watch_encodings, watch_log_trimmed,
+    COMMIT, auth_review, caches_served_stale, catch_up, collect_process, connection_closed,
+    install, list_gzip, list_rejected, upstream_failover, watch_encodings, watch_log_trimmed,
     watch_rejected,
 };
 pub use serving::{

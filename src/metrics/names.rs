@@ -42,6 +42,8 @@ metrics! {
     // The upstream.
     UPSTREAM_REQUESTS_TOTAL: Counter "r8s_upstream_requests_total" =
         "Responses from each upstream server, by server and HTTP code (0: the exchange failed).";
+    UPSTREAM_CATCH_UP_SECONDS: Histogram "r8s_upstream_catch_up_seconds" =
+        "Seconds from the upstream answering again after an outage to each cache being current (its watch answered).";
     UPSTREAM_REQUEST_DURATION_SECONDS: Histogram "r8s_upstream_request_duration_seconds" =
         "Time from a request sent upstream to its response head, by server, verb (the HTTP method) and code.";
     UPSTREAM_UP: Gauge "r8s_upstream_up" =
@@ -162,6 +164,6 @@ mod tests {
             );
             assert!(help.ends_with('.') && help.len() > 20, "{name}: {help}");
         }
-        assert_eq!(ALL.len(), 52);
+        assert_eq!(ALL.len(), 53);
     }
 }

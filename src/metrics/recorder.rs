@@ -60,6 +60,10 @@ const BUCKETS: &[(&str, &[f64])] = &[
         ],
     ),
     (
+        names::UPSTREAM_CATCH_UP_SECONDS,
+        &[0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 30.0, 60.0, 120.0],
+    ),
+    (
         names::WATCH_LAG_EVENTS,
         &[0.0, 1.0, 10.0, 100.0, 1000.0, 10000.0, 100000.0],
     ),
@@ -112,6 +116,7 @@ pub fn install() -> PrometheusHandle {
 /// The process-wide series, registered at 0.
 struct Global {
     failovers: Counter,
+    catch_up: Histogram,
     lists_rejected: Counter,
     watches_rejected: Counter,
     log_trimmed: Counter,
@@ -133,6 +138,7 @@ impl Global {
         };
         Global {
             failovers: zero(metrics::counter!(names::UPSTREAM_FAILOVERS_TOTAL)),
+            catch_up: metrics::histogram!(names::UPSTREAM_CATCH_UP_SECONDS),
             lists_rejected: zero(metrics::counter!(names::LIST_REJECTED_TOTAL)),
             watches_rejected: zero(metrics::counter!(names::WATCH_REJECTED_TOTAL)),
             log_trimmed: zero(metrics::counter!(names::WATCH_LOG_TRIMMED_BYTES_TOTAL)),
@@ -168,6 +174,11 @@ fn global(record: impl FnOnce(&Global)) {
 /// Records a failover off an unusable upstream server.
 pub fn upstream_failover() {
     global(|g| g.failovers.increment(1));
+}
+
+/// Records how long a cache took to be current after the upstream's return.
+pub fn catch_up(took: std::time::Duration) {
+    global(|g| g.catch_up.record(took.as_secs_f64()));
 }
 
 /// Records a large list refused for `read.max_inflight_lists`.

@@ -16,11 +16,13 @@ pub mod client;
 pub mod consistency;
 pub mod decode;
 pub mod discovery;
+pub mod liveness;
 pub mod proof;
 pub mod reflector;
 
-use std::sync::Arc;
+use crate::sync::RwLockExt;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -39,6 +41,50 @@ use crate::metrics;
 use body::{ReqBody, Shared};
 
 type Svc = BoxCloneSyncService<Request<ReqBody>, Response<Incoming>, BoxError>;
+
+/// One pool of connections to the upstream, with and without r8s's
+/// credentials.
+#[derive(Clone)]
+struct Pool {
+    /// Adds r8s's own credentials.
+    authed: Svc,
+    /// Sends as is (the client brought its own `Authorization`).
+    raw: Svc,
+}
+
+impl Pool {
+    /// A new pool (no connection yet) as `config` says; and whether r8s
+    /// has credentials of its own.
+    fn new(config: &kube::Config) -> Result<(Pool, bool), SetupError> {
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        http.set_nodelay(true);
+        http.set_connect_timeout(config.connect_timeout);
+        // A connection whose peer is gone (a node down, a path black-holed)
+        // is found within about 15 s, whatever a watch's timeout: TCP
+        // keepalive probes after 5 s idle, every 5 s, 2 unanswered.
+        http.set_keepalive(Some(Duration::from_secs(5)));
+        http.set_keepalive_interval(Some(Duration::from_secs(5)));
+        http.set_keepalive_retries(Some(2));
+        let https = config.rustls_https_connector_with_connector(http)?;
+        // Over HTTP/2, a PING after 10 s without a frame, answered within 5 s.
+        let client: Client<_, ReqBody> = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(90))
+            .timer(hyper_util::rt::TokioTimer::new())
+            .http2_keep_alive_interval(Some(Duration::from_secs(10)))
+            .http2_keep_alive_timeout(Duration::from_secs(5))
+            .http2_keep_alive_while_idle(true)
+            .build(https);
+        let raw = BoxCloneSyncService::new(client.clone().map_err(BoxError::from));
+        let auth = config.auth_layer()?;
+        let has_credentials = auth.is_some();
+        let authed = match auth {
+            Some(layer) => BoxCloneSyncService::new(layer.layer(client.map_err(BoxError::from))),
+            None => raw.clone(),
+        };
+        Ok((Pool { authed, raw }, has_credentials))
+    }
+}
 
 /// Why the upstream could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -133,15 +179,17 @@ fn identity(servers: &[Server], config: &kube::Config) -> String {
 pub struct Upstream {
     servers: Vec<Server>,
     preferred: AtomicUsize,
-    /// Adds r8s's own credentials.
-    authed: Svc,
-    /// Sends as is (the client brought its own `Authorization`).
-    raw: Svc,
+    /// The connections, renewed after an outage ([`Upstream::renew_connections`]).
+    pool: RwLock<Pool>,
+    /// What the pool is made from.
+    config: kube::Config,
     has_credentials: bool,
     /// Its servers and CA, as one string ([`Upstream::identity`]).
     identity: String,
     /// Whether r8s's own lists and watches ask for gzip ([`Upstream::compression`]).
     compression: bool,
+    /// Whether it answers, as the probe last saw it.
+    liveness: Arc<liveness::Liveness>,
 }
 
 async fn kube_config(cfg: &UpstreamConfig) -> Result<kube::Config, SetupError> {
@@ -204,30 +252,36 @@ impl Upstream {
             });
         }
         let identity = identity(&servers, &config);
-        let mut http = HttpConnector::new();
-        http.enforce_http(false);
-        http.set_nodelay(true);
-        http.set_connect_timeout(config.connect_timeout);
-        let https = config.rustls_https_connector_with_connector(http)?;
-        let client: Client<_, ReqBody> = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(90))
-            .build(https);
-        let raw = BoxCloneSyncService::new(client.clone().map_err(BoxError::from));
-        let auth = config.auth_layer()?;
-        let has_credentials = auth.is_some();
-        let authed = match auth {
-            Some(layer) => BoxCloneSyncService::new(layer.layer(client.map_err(BoxError::from))),
-            None => raw.clone(),
-        };
+        let (pool, has_credentials) = Pool::new(&config)?;
         Ok(Upstream {
             compression: cfg.compression && !config.disable_compression,
             servers,
             preferred: AtomicUsize::new(0),
-            authed,
-            raw,
+            pool: RwLock::new(pool),
+            config,
             has_credentials,
             identity,
+            liveness: Arc::default(),
         })
+    }
+
+    /// Starts new connections for every request from now on; those open
+    /// stay with their requests, the idle ones are closed. After an outage
+    /// the connections from before it are suspect: one black-holed with it
+    /// would take a request and never answer.
+    pub fn renew_connections(&self) {
+        match Pool::new(&self.config) {
+            Ok((pool, _)) => *self.pool.writing() = pool,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not renew the upstream connections; keeping the old ones")
+            }
+        }
+    }
+
+    /// Whether it answers, as the probe last saw it: what the reflectors
+    /// wait on to come back at once after an outage.
+    pub fn liveness(&self) -> &Arc<liveness::Liveness> {
+        &self.liveness
     }
 
     /// `GET /version` with r8s's own credentials: is the upstream answering?
@@ -353,9 +407,12 @@ impl Upstream {
     ) -> Result<Response<Incoming>, RequestError> {
         let n = self.servers.len();
         let first = self.preferred.load(Ordering::Relaxed) % n;
-        let svc = match creds {
-            Creds::Client => &self.raw,
-            Creds::Own => &self.authed,
+        let svc = {
+            let pool = self.pool.reading();
+            match creds {
+                Creds::Client => pool.raw.clone(),
+                Creds::Own => pool.authed.clone(),
+            }
         };
         let pq = parts
             .uri

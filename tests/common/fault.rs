@@ -59,6 +59,7 @@ pub struct Forwarder {
     target: Arc<Mutex<SocketAddr>>,
     mode: watch::Sender<Mode>,
     resets: watch::Sender<u64>,
+    holes: watch::Sender<u64>,
     /// Bytes passed from the server to its clients so far.
     to_clients: Arc<AtomicU64>,
     task: JoinHandle<()>,
@@ -78,6 +79,7 @@ impl Forwarder {
         let addr = l.local_addr().unwrap();
         let (mode, mode_rx) = watch::channel(Mode::Pass);
         let (resets, resets_rx) = watch::channel(0u64);
+        let (holes, holes_rx) = watch::channel(0u64);
         let to_clients = Arc::new(AtomicU64::new(0));
         let counted = to_clients.clone();
         let task = tokio::spawn(async move {
@@ -114,7 +116,7 @@ impl Forwarder {
                     client,
                     target,
                     mode_rx.clone(),
-                    resets_rx.clone(),
+                    (resets_rx.clone(), holes_rx.clone()),
                     counted.clone(),
                     observer,
                 ));
@@ -125,6 +127,7 @@ impl Forwarder {
             target,
             mode,
             resets,
+            holes,
             to_clients,
             task,
         }
@@ -156,6 +159,13 @@ impl Forwarder {
         self.resets.send_modify(|n| *n += 1);
     }
 
+    /// Makes every open connection silent for good, both ways: nothing is
+    /// passed, closed or reset, whatever the mode later (a black hole that
+    /// keeps the connections it had; new ones do as the mode says).
+    pub fn black_hole_all(&self) {
+        self.holes.send_modify(|n| *n += 1);
+    }
+
     /// Stops accepting (open connections are reset).
     pub fn stop(self) {
         self.reset_all();
@@ -167,11 +177,12 @@ async fn connection(
     client: TcpStream,
     target: SocketAddr,
     mode: watch::Receiver<Mode>,
-    mut resets: watch::Receiver<u64>,
+    (mut resets, mut holes): (watch::Receiver<u64>, watch::Receiver<u64>),
     to_client: Arc<AtomicU64>,
     observer: Option<Shared>,
 ) {
     resets.mark_unchanged();
+    holes.mark_unchanged();
     let Ok(server) = TcpStream::connect(target).await else {
         let _ = client.set_linger(Some(Duration::ZERO));
         return;
@@ -186,12 +197,17 @@ async fn connection(
             pipe(sr, cw, mode, Some(to_client), observer)
         )
     };
+    let mut both = std::pin::pin!(both);
     tokio::select! {
-        (a, b) = both => {
+        (a, b) = &mut both => {
             // Both ends closed in turn: close as they did.
             drop((a, b));
         }
         _ = resets.changed() => {}
+        _ = holes.changed() => {
+            // Black-holed: the sockets stay open, and nothing moves.
+            let _ = resets.changed().await;
+        }
     }
 }
 

@@ -1,37 +1,44 @@
-//! The wait between a reflector's failed step and its retry: exponential,
-//! from 200 ms up to 30 s, with up to half again of jitter. It lives
-//! outside the reflector's states: a state says where to retry, this says
-//! when.
+//! The wait between a reflector's failed step and its retry: exponential
+//! from 200 ms up to `upstream.max_backoff_seconds` (5 s), with full jitter
+//! (a random wait up to that), cut short when the upstream is seen
+//! answering again. It lives outside the reflector's states: a state says
+//! where to retry, this says when.
+//!
+//! client-go's reflectors back off up to 30 s because thousands of them
+//! share one apiserver; r8s is one client per cache standing in for all of
+//! them, so it can afford to come back within seconds, and must: while its
+//! caches sit in backoff they serve a state the upstream has left.
 
 use std::time::Duration;
 
 use crate::shutdown::Signal;
+use crate::upstream::liveness::{self, Returns};
 
 /// The first wait, and the wait again after a success.
 const FIRST: Duration = Duration::from_millis(200);
-/// The longest wait.
-const MAX: Duration = Duration::from_secs(30);
 
 /// The next wait, and whether the upstream answered since the last failure.
 #[derive(Debug)]
 pub struct Backoff {
     next: Duration,
+    /// The longest wait (`upstream.max_backoff_seconds`).
+    max: Duration,
     /// A list or watch was answered 200 since the last failure: a failure
     /// after that (a watch cut after it ran) backs off from the start
     /// again, not from where the last outage left the backoff.
     answered: bool,
 }
 
-impl Default for Backoff {
-    fn default() -> Self {
+impl Backoff {
+    /// A backoff of at most `max`.
+    pub fn new(max: Duration) -> Self {
         Backoff {
-            next: FIRST,
+            next: FIRST.min(max),
+            max,
             answered: false,
         }
     }
-}
 
-impl Backoff {
     /// The upstream answered a list or watch 200.
     pub fn answered(&mut self) {
         self.answered = true;
@@ -40,7 +47,7 @@ impl Backoff {
     /// A cycle completed (a relist applied, a watch ended on time): the
     /// next failure waits the least.
     pub fn succeeded(&mut self) {
-        self.next = FIRST;
+        self.next = FIRST.min(self.max);
     }
 
     /// The wait the next retry would take.
@@ -52,33 +59,40 @@ impl Backoff {
     /// answered since the last failure. The wait [`Backoff::wait`] takes.
     pub fn failed(&mut self) -> Duration {
         if std::mem::take(&mut self.answered) {
-            self.next = FIRST;
+            self.next = FIRST.min(self.max);
         }
         self.next
     }
 
     /// The upstream answered, but with an older state than the cache's:
     /// that answer does not count, the wait keeps growing.
-    pub async fn behind(&mut self, shutdown: &Signal) -> bool {
+    pub async fn behind(&mut self, shutdown: &Signal, returns: &mut Returns) -> bool {
         self.answered = false;
-        self.wait(shutdown).await
+        self.wait(shutdown, returns).await
     }
 
-    /// Waits out the next wait (with up to half again of jitter) and
-    /// doubles it, up to [`MAX`]; false if shutdown came first.
-    pub async fn wait(&mut self, shutdown: &Signal) -> bool {
+    /// Waits out the next wait, or until the upstream is seen answering
+    /// again after an outage (then a small random delay), and doubles it,
+    /// up to the maximum; false if shutdown came first.
+    pub async fn wait(&mut self, shutdown: &Signal, returns: &mut Returns) -> bool {
         let wait = self.take();
         tokio::select! {
             _ = tokio::time::sleep(wait) => true,
+            _ = returns.next() => {
+                tokio::select! {
+                    _ = tokio::time::sleep(liveness::spread()) => true,
+                    _ = shutdown.wait() => false,
+                }
+            }
             _ = shutdown.wait() => false,
         }
     }
 
-    /// The next wait with up to half again of jitter; the one after is
-    /// twice as long, up to [`MAX`].
+    /// The next wait, with full jitter (anything up to it); the one after
+    /// is twice as long, up to the maximum.
     fn take(&mut self) -> Duration {
-        let wait = self.next + self.next.mul_f64(fastrand::f64() * 0.5);
-        self.next = (self.next * 2).min(MAX);
+        let wait = self.next.mul_f64(fastrand::f64());
+        self.next = (self.next * 2).min(self.max);
         wait
     }
 }
@@ -87,29 +101,61 @@ impl Backoff {
 mod tests {
     use super::*;
 
-    /// Doubling up to 30 s with up to half again of jitter; a 200 since the
-    /// last failure starts it over, a behind upstream's answer does not.
+    /// Doubling up to its maximum with full jitter; a 200 since the last
+    /// failure starts it over, a behind upstream's answer does not.
     #[tokio::test]
     async fn should_double_and_start_over_once_answered() {
-        let mut b = Backoff::default();
+        let max = Duration::from_secs(5);
+        let mut b = Backoff::new(max);
         for want in [200, 400, 800, 1600] {
             assert_eq!(b.failed(), Duration::from_millis(want));
             let wait = b.take();
-            let want = Duration::from_millis(want);
-            assert!(wait >= want && wait <= want.mul_f64(1.5), "{wait:?}");
+            assert!(wait <= Duration::from_millis(want), "{wait:?}");
         }
         b.answered();
         assert_eq!(b.failed(), FIRST, "answered since the last failure");
         for _ in 0..12 {
             b.take();
         }
-        assert_eq!(b.next(), MAX);
+        assert_eq!(b.next(), max);
         b.answered();
+        let liveness = std::sync::Arc::new(crate::upstream::liveness::Liveness::default());
+        let mut returns = liveness.returns();
         let (trigger, shutdown) = crate::shutdown::channel();
         trigger.fire();
-        assert!(!b.behind(&shutdown).await, "shutdown ends the wait");
-        assert_eq!(b.failed(), MAX, "a behind answer does not count");
+        assert!(
+            !b.behind(&shutdown, &mut returns).await,
+            "shutdown ends the wait"
+        );
+        assert_eq!(b.failed(), max, "a behind answer does not count");
         b.succeeded();
         assert_eq!(b.next(), FIRST);
+    }
+
+    /// The upstream's return cuts a long wait short.
+    #[tokio::test]
+    async fn should_retry_at_once_when_the_upstream_returns() {
+        let mut b = Backoff::new(Duration::from_secs(300));
+        for _ in 0..20 {
+            b.take();
+        }
+        let liveness = std::sync::Arc::new(crate::upstream::liveness::Liveness::default());
+        let mut returns = liveness.returns();
+        let (_trigger, shutdown) = crate::shutdown::channel();
+        liveness.failed();
+        // The wait drawn is a long one (seeded): only the return ends it soon.
+        fastrand::seed(7);
+        assert!(fastrand::f64() > 0.1);
+        fastrand::seed(7);
+        let started = std::time::Instant::now();
+        let waiting = tokio::spawn(async move { b.wait(&shutdown, &mut returns).await });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(liveness.answered().is_some());
+        assert!(waiting.await.unwrap());
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
     }
 }

@@ -54,6 +54,7 @@ use tokio::time::Sleep;
 use super::Upstream;
 use super::client::{Reply, Units};
 use super::decode::{DecodeError, Decoder};
+use super::liveness::Returns;
 use crate::api::ApiResource;
 use crate::api::media::Encoding;
 use crate::cache::object::{ObjectError, Objects, TypeInfo};
@@ -252,6 +253,8 @@ pub struct ReflectorConfig {
     pub page_size: usize,
     /// Try streaming lists (`sendInitialEvents`) before paged LISTs.
     pub streaming_lists: bool,
+    /// The longest backoff (`upstream.max_backoff_seconds`).
+    pub max_backoff: Duration,
 }
 
 /// Keeps a store equal to the upstream's state of its resource.
@@ -267,6 +270,9 @@ pub struct Reflector {
     lists: ListWith,
     /// The wait before a retry.
     backoff: backoff::Backoff,
+    /// The upstream's returns after outages: they end the backoff, and
+    /// restart a watch silent since before the outage.
+    returns: Returns,
     /// A snapshot to start from (its state is [`State::Restoring`]).
     warm: Option<JoinHandle<Option<Restored>>>,
     /// Rung when the cache must relist (a consistency check found it diverged).
@@ -288,6 +294,8 @@ impl Reflector {
         } else {
             ListWith::Pages
         };
+        let returns = upstream.liveness().returns();
+        let backoff = backoff::Backoff::new(config.max_backoff);
         Reflector {
             upstream,
             resource,
@@ -296,7 +304,8 @@ impl Reflector {
             writer,
             config,
             lists,
-            backoff: backoff::Backoff::default(),
+            backoff,
+            returns,
             warm: None,
             relist: Arc::new(Notify::new()),
         }
@@ -436,7 +445,7 @@ impl Reflector {
             StepError::Behind(m) => {
                 tracing::warn!(resource = %label, error = %m, backoff = ?self.backoff.next(), "upstream behind the cache; keeping the cache and retrying");
                 self.series.behind();
-                if !self.backoff.behind(shutdown).await {
+                if !self.backoff.behind(shutdown, &mut self.returns).await {
                     return State::Stopped;
                 }
                 retry_now(self)
@@ -444,7 +453,7 @@ impl Reflector {
             StepError::Failed(m) => {
                 let wait = self.backoff.failed();
                 tracing::warn!(resource = %label, error = %m, backoff = ?wait, "list/watch failed; retrying");
-                if !self.backoff.wait(shutdown).await {
+                if !self.backoff.wait(shutdown, &mut self.returns).await {
                     return State::Stopped;
                 }
                 retry_now(self)
@@ -498,6 +507,7 @@ impl Reflector {
         self.series.over_budget(false);
         self.record(&v);
         self.backoff.succeeded();
+        self.returns.caught_up();
         Ok(v)
     }
 

@@ -3,12 +3,14 @@
 //! is opened again from the last version applied.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use super::{Failed, Reflector, Retry, State, Step, StepError, Stream, Watching};
 use crate::cache::store::Change;
 use crate::metrics::EventType;
 use crate::shutdown::Signal;
 use crate::upstream::decode::Decoded;
+use crate::upstream::liveness;
 
 impl Reflector {
     /// Opens a watch from `rv`; the first after a snapshot was restored
@@ -23,6 +25,7 @@ impl Reflector {
             "watch=1&allowWatchBookmarks=true&resourceVersion={rv}&timeoutSeconds={timeout}"
         );
         let reply = self.get(&q).await.map_err(fail)?;
+        self.returns.caught_up();
         if resuming {
             self.writer.resumed();
             self.record(&self.writer.store().current());
@@ -40,13 +43,28 @@ impl Reflector {
         let relisted = self.relist.clone();
         let mut relisted = std::pin::pin!(relisted.notified());
         let mut stop = std::pin::pin!(shutdown.clone().wait_owned());
+        // When the stream last carried anything (an event, a bookmark).
+        let mut heard = Instant::now();
         loop {
             let unit = tokio::select! {
                 u = stream.units.next() => u,
                 _ = &mut stop => return Ok(State::Stopped),
                 _ = &mut relisted => return Err(failed(StepError::Diverged, rv)),
                 _ = &mut stream.deadline => return Err(failed(stream.silent(), rv)),
+                since = self.returns.next() => {
+                    if heard < since {
+                        // Quiet since before the outage began: likely a
+                        // connection that died with it. Resume, never relist.
+                        tracing::info!(resource = %self.labels(), rv, "the upstream is back and this watch carried nothing since before it went away; resuming it from its version");
+                        tokio::time::sleep(liveness::spread()).await;
+                        self.series.watch_restart();
+                        return Ok(State::Opening { rv, resuming: false });
+                    }
+                    self.returns.caught_up();
+                    continue;
+                }
             };
+            heard = Instant::now();
             self.writer.heard();
             let unit = match unit {
                 Ok(Some(unit)) => unit,
