@@ -108,6 +108,9 @@ impl R8s {
 
 /// One build's run at one size.
 struct Run {
+    /// Bytes written per minute in the first minute (a cold start: the
+    /// first snapshots) and in the rest (after a warm restart).
+    stints: Vec<f64>,
     /// Bytes written per minute of churn, and the minutes measured.
     per_minute: f64,
     minutes: f64,
@@ -135,6 +138,7 @@ async fn run_build(c: &C, bin: &str, sim_addr: std::net::SocketAddr, long: Durat
     wait_ready(c, &format!("http://127.0.0.1:{}/readyz", r.admin)).await;
     let (mut written, mut churned) = (0u64, Duration::ZERO);
     let mut restarts = Vec::new();
+    let mut stints = Vec::new();
     for stint in [
         Duration::from_secs(60),
         long.saturating_sub(Duration::from_secs(60)),
@@ -143,7 +147,9 @@ async fn run_build(c: &C, bin: &str, sim_addr: std::net::SocketAddr, long: Durat
         tokio::time::sleep(stint).await;
         churned += stint;
         // The churn's writes, not the shutdown's (reported apart).
-        written += wchar(r.pid()) - from;
+        let stint_bytes = wchar(r.pid()) - from;
+        written += stint_bytes;
+        stints.push(stint_bytes as f64 / stint.as_secs_f64() * 60.0);
         let _ = r.stop();
         let before = upstream_bytes.load(Ordering::Relaxed);
         let started = Instant::now();
@@ -161,6 +167,7 @@ async fn run_build(c: &C, bin: &str, sim_addr: std::net::SocketAddr, long: Durat
     }
     let _ = r.stop();
     Run {
+        stints,
         per_minute: written as f64 / churned.as_secs_f64() * 60.0,
         minutes: churned.as_secs_f64() / 60.0,
         on_disk: dir_bytes(&dir),
@@ -187,10 +194,10 @@ async fn main() {
     );
     println!();
     println!(
-        "| pods | build | written per minute of churn | minutes | on disk at the end | warm restart after 1 min: ready in, upstream bytes | after {} min |",
+        "| pods | build | written per minute of churn | first minute (cold start) | the rest (warm) | minutes | on disk at the end | warm restart after 1 min: ready in, upstream bytes | after {} min |",
         long.as_secs() / 60
     );
-    println!("|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|");
     for pods in sizes {
         let port = free_port();
         let _sim = sim(
@@ -222,9 +229,12 @@ async fn main() {
                     format!("{:.2} s, {:.1} MB", t.as_secs_f64(), *b as f64 / 1e6)
                 })
             };
+            let stint = |i: usize| r.stints.get(i).map_or(0.0, |b| b / 1e6);
             println!(
-                "| {pods} | {label} | {:.1} MB | {:.0} | {:.1} MB | {} | {} |",
+                "| {pods} | {label} | {:.1} MB | {:.1} MB | {:.1} MB | {:.0} | {:.1} MB | {} | {} |",
                 r.per_minute / 1e6,
+                stint(0),
+                stint(1),
                 r.minutes,
                 r.on_disk as f64 / 1e6,
                 restart(0),
