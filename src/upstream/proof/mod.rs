@@ -124,7 +124,8 @@ impl Proofs {
             .provers
             .get(&cache.resource.gvr)
             .ok_or(Unproven::Unprovable)?;
-        if prover.paused() {
+        let returned_at = self.upstream.liveness().seen().returned_at;
+        if prover.paused(returned_at.map(tokio::time::Instant::from_std)) {
             return Err(Unproven::Failed);
         }
         let deadline = start + self.policy.timeout;

@@ -55,6 +55,23 @@ struct Probes {
     running: bool,
     failures: u32,
     paused_until: Option<Instant>,
+    /// When the pause began.
+    paused_since: Option<Instant>,
+}
+
+impl Probes {
+    /// Whether proving is paused; a pause from before the upstream's last
+    /// return is lifted.
+    fn paused(&mut self, returned_at: Option<Instant>) -> bool {
+        if let (Some(since), Some(back)) = (self.paused_since, returned_at)
+            && since < back
+        {
+            self.paused_until = None;
+            self.paused_since = None;
+            self.failures = 0;
+        }
+        self.paused_until.is_some_and(|t| Instant::now() < t)
+    }
 }
 
 impl Prover {
@@ -75,12 +92,11 @@ impl Prover {
         self.cache.resource.gvr.collection_path()
     }
 
-    /// Whether recent proofs failed and consistent reads pass at once.
-    pub(super) fn paused(&self) -> bool {
-        self.probes
-            .locked()
-            .paused_until
-            .is_some_and(|t| Instant::now() < t)
+    /// Whether recent proofs failed and consistent reads pass at once. A
+    /// pause that began before the upstream's last return (`returned_at`)
+    /// is over: the failures were the outage's.
+    pub(super) fn paused(&self, returned_at: Option<Instant>) -> bool {
+        self.probes.locked().paused(returned_at)
     }
 
     /// Counts a failed proof; pauses proving after a few in a row.
@@ -91,6 +107,7 @@ impl Prover {
             let doublings = (p.failures - FAILURES_BEFORE_PAUSE).min(4);
             let pause = (FIRST_PAUSE * 2u32.pow(doublings)).min(MAX_PAUSE);
             p.paused_until = Some(Instant::now() + pause);
+            p.paused_since = Some(Instant::now());
             tracing::info!(resource = %self.cache.label, error = %why, failures = p.failures, ?pause, "consistent reads pass through for a while: proofs keep failing");
         } else {
             tracing::debug!(resource = %self.cache.label, error = %why, "proof failed");
@@ -102,6 +119,7 @@ impl Prover {
         let mut p = self.probes.locked();
         p.failures = 0;
         p.paused_until = None;
+        p.paused_since = None;
     }
 
     /// Whether the upstream stores this resource itself: a group's
