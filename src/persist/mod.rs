@@ -459,9 +459,11 @@ impl Replay {
                             }
                         }
                     }
-                    if rv > self.at {
+                    // A mark at the version reached still says the store
+                    // was current then: the state is that much younger.
+                    if rv >= self.at {
                         self.at = rv;
-                        self.written_ms = unix_ms;
+                        self.written_ms = self.written_ms.max(unix_ms);
                     }
                 }
             }
