@@ -467,7 +467,7 @@ async fn metrics_upkeep(handle: metrics_exporter_prometheus::PrometheusHandle, s
 /// After that an upstream that stops answering is reported (log, metric,
 /// `/readyz?verbose`), not made a reason to be unready; draining is.
 /// How long the upstream probe waits for `/version`.
-const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 
 async fn probe_upstream(upstream: Arc<Upstream>, health: Arc<Health>, shutdown: Signal) {
     let mut down_logged = false;
