@@ -308,16 +308,92 @@ async fn should_gzip_streaming_lists_as_kube_apiserver_1_37_does() {
     sim.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn should_send_each_event_of_a_gzip_streaming_list_as_it_happens() {
-    use http_body_util::BodyExt;
-    let mut cfg = sim_config();
-    cfg.pods = 300;
-    let sim = start_sim(cfg).await;
-    let r8s = start_r8s_caching(vec![sim.url()], &["pods"]).await;
+/// A gzip watch stream read as it arrives, inflated the way Go's
+/// `compress/flate` hands bytes over (client-go's): only up to the last
+/// sync point (an empty stored block), the end of the window aside.
+struct GoReader {
+    body: hyper::body::Incoming,
+    raw: Vec<u8>,
+    inflate: flate2::Decompress,
+    plain: Vec<u8>,
+    /// The final deflate block is in.
+    ended: bool,
+}
+
+impl GoReader {
+    fn new(body: hyper::body::Incoming) -> Self {
+        GoReader {
+            body,
+            raw: Vec::new(),
+            inflate: flate2::Decompress::new(false),
+            plain: Vec::new(),
+            ended: false,
+        }
+    }
+
+    /// Reads the next frame within `wait`; false if none came (or the end).
+    async fn read(&mut self, wait: Duration) -> bool {
+        use http_body_util::BodyExt;
+        let Ok(frame) = tokio::time::timeout(wait, self.body.frame()).await else {
+            return false;
+        };
+        let Some(frame) = frame else { return false };
+        let Ok(data) = frame.unwrap().into_data() else {
+            return true;
+        };
+        self.raw.extend_from_slice(&data);
+        let mut input: &[u8] = &data;
+        if self.raw.len() == data.len() {
+            input = &input[10..]; // the gzip header
+        }
+        while !input.is_empty() && !self.ended {
+            let before = self.inflate.total_in();
+            self.plain.reserve(64 * 1024);
+            let status = self
+                .inflate
+                .decompress_vec(input, &mut self.plain, flate2::FlushDecompress::Sync)
+                .unwrap();
+            // What follows the final block is the trailer, not deflate.
+            self.ended = status == flate2::Status::StreamEnd;
+            input = &input[(self.inflate.total_in() - before) as usize..];
+        }
+        true
+    }
+
+    /// Reads until nothing comes for 300 ms, then says whether what arrived
+    /// ends on a sync point: whether a Go client has all of it.
+    async fn settle(&mut self) -> bool {
+        while self.read(Duration::from_millis(300)).await {}
+        self.raw.ends_with(&[0, 0, 0xff, 0xff])
+    }
+
+    /// The whole event lines inflated so far.
+    fn lines(&self) -> Vec<serde_json::Value> {
+        // Whole lines only: a chunk of the initial events may end mid-line.
+        let end = self
+            .plain
+            .iter()
+            .rposition(|b| *b == b'\n')
+            .map_or(0, |i| i + 1);
+        self.plain[..end]
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(|l| serde_json::from_slice(l).unwrap())
+            .collect()
+    }
+}
+
+fn initial_events_ended(seen: &[serde_json::Value]) -> bool {
+    seen.iter().any(|e| {
+        e["type"] == "BOOKMARK"
+            && e["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"] == "true"
+    })
+}
+
+/// Opens a gzip streaming list of pods at `base`.
+async fn gzip_watch_list(base: &str) -> GoReader {
     let url = format!(
-        "{}/api/v1/pods?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion=0&allowWatchBookmarks=true&timeoutSeconds=6",
-        r8s.url()
+        "{base}/api/v1/pods?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion=0&allowWatchBookmarks=true&timeoutSeconds=6"
     );
     let req = http::Request::get(&url)
         .header("accept-encoding", "gzip")
@@ -325,51 +401,40 @@ async fn should_send_each_event_of_a_gzip_streaming_list_as_it_happens() {
         .unwrap();
     let resp = client().request(req).await.unwrap();
     assert_eq!(resp.headers()["content-encoding"], "gzip");
-    let mut body = resp.into_body();
+    GoReader::new(resp.into_body())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn should_send_each_event_of_a_gzip_streaming_list_as_it_happens() {
+    let mut cfg = sim_config();
+    cfg.pods = 300;
+    let sim = start_sim(cfg).await;
+    let r8s = start_r8s_caching(vec![sim.url()], &["pods"]).await;
+    // The sim's own stream ends each flush on a sync point as well (what
+    // r8s's reflector reads, and what the informer tool checks against).
+    let mut direct = gzip_watch_list(&sim.url()).await;
+    assert!(
+        direct.settle().await,
+        "the sim's flush ends off a sync point"
+    );
+    assert!(initial_events_ended(&direct.lines()));
+    drop(direct);
+    let mut stream = gzip_watch_list(&r8s.url()).await;
     // Inflated as it arrives: every event must be readable once its bytes
     // are in, without waiting for more (each is flushed).
-    let mut raw = Vec::new();
-    let mut inflate = flate2::Decompress::new(false);
-    let mut plain: Vec<u8> = Vec::new();
     let mut touched = false;
     let deadline = Instant::now() + Duration::from_secs(15);
-    let lines = |plain: &[u8]| -> Vec<serde_json::Value> {
-        // Whole lines only: a chunk of the initial events may end mid-line.
-        let end = plain.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
-        plain[..end]
-            .split(|b| *b == b'\n')
-            .filter(|l| !l.is_empty())
-            .map(|l| serde_json::from_slice(l).unwrap())
-            .collect()
-    };
     loop {
-        let frame = tokio::time::timeout(deadline - Instant::now(), body.frame())
-            .await
-            .expect("the events come while the watch is open");
-        let Some(frame) = frame else { break };
-        let Ok(data) = frame.unwrap().into_data() else {
-            continue;
-        };
-        raw.extend_from_slice(&data);
-        let mut input: &[u8] = &data;
-        if raw.len() == data.len() {
-            input = &input[10..]; // the gzip header
-        }
-        while !input.is_empty() {
-            let before = inflate.total_in();
-            plain.reserve(64 * 1024);
-            inflate
-                .decompress_vec(input, &mut plain, flate2::FlushDecompress::Sync)
-                .unwrap();
-            input = &input[(inflate.total_in() - before) as usize..];
-        }
-        let seen = lines(&plain);
-        let ended = seen.iter().any(|e| {
-            e["type"] == "BOOKMARK"
-                && e["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"] == "true"
-        });
-        if ended && !touched {
+        assert!(
+            stream.read(deadline - Instant::now()).await,
+            "the events come while the watch is open"
+        );
+        let seen = stream.lines();
+        if initial_events_ended(&seen) && !touched {
             assert_eq!(seen.iter().filter(|e| e["type"] == "ADDED").count(), 300);
+            // Nothing follows the bookmark until a change: a Go client must
+            // have it already.
+            assert!(stream.settle().await, "the bookmark is not flushed");
             for n in 0..3 {
                 touch(&sim, "ns-0", &first_pod(&sim, n), 900 + n);
             }
@@ -380,19 +445,12 @@ async fn should_send_each_event_of_a_gzip_streaming_list_as_it_happens() {
             break;
         }
     }
-    assert!(touched, "no end of the initial events");
+    assert!(stream.settle().await, "an event is not flushed");
     // The rest of the stream, to its clean end: one gzip member whose
     // trailer checks out.
-    while let Some(f) = tokio::time::timeout(Duration::from_secs(10), body.frame())
-        .await
-        .unwrap()
-    {
-        if let Ok(d) = f.unwrap().into_data() {
-            raw.extend_from_slice(&d);
-        }
-    }
-    let whole = gunzip_one(&raw);
-    assert!(whole.starts_with(&plain));
+    while stream.read(Duration::from_secs(10)).await {}
+    let whole = gunzip_one(&stream.raw);
+    assert!(whole.starts_with(&stream.plain));
     r8s.stop().await;
     sim.stop().await;
 }
@@ -423,8 +481,8 @@ async fn should_serve_kube_rs_a_gzip_streaming_list() {
             .sum::<f64>()
     };
     // kube-rs's `gzip` feature unzips what comes gzipped. It asks watches
-    // for `identity` (its decoder reads one gzip member, and kube-apiserver
-    // 1.37 writes one per event); r8s's stream is a single member, so a
+    // for `identity` (its decoder reads one gzip member); r8s's stream is a
+    // single member, so a
     // kube-rs client that asks for gzip on watches too reads it.
     let mut config = kube::Config::new(r8s.url().parse().unwrap());
     config.headers.push((

@@ -1,7 +1,8 @@
 //! gzip bodies read from the upstream (r8s's own lists and watches ask for
 //! gzip, as client-go does): inflated as their frames arrive, every member
 //! of the stream in turn (kube-apiserver 1.37 writes a streaming list as one
-//! gzip member per flush), each member's CRC-32 and length checked.
+//! gzip stream sync-flushed at every flush; a proxy may well send several
+//! members), each member's CRC-32 and length checked.
 
 use std::io::Write;
 

@@ -86,8 +86,16 @@ pub fn block(plain: &[u8]) -> Block {
     }
 }
 
+/// An empty stored block, as a sync flush ends with. Go's inflater (every
+/// client-go program's) hands over what it has decoded only at one of
+/// these, when its 32 KiB window fills, or at the stream's end; so every
+/// piece of a stream sent on its own (a watch event, a bookmark) ends with
+/// one, or client-go waits for the next piece to read it.
+pub const SYNC_MARKER: [u8; 5] = [0, 0, 0, 0xff, 0xff];
+
 /// `plain` as deflate stored blocks (no compression: small per-stream lines
-/// such as bookmarks), the stream being on a byte boundary.
+/// such as bookmarks), the stream being on a byte boundary, ended with a
+/// [`SYNC_MARKER`].
 fn put_stored(out: &mut Vec<u8>, plain: &[u8]) {
     for chunk in plain.chunks(u16::MAX as usize) {
         let len = chunk.len() as u16;
@@ -96,11 +104,12 @@ fn put_stored(out: &mut Vec<u8>, plain: &[u8]) {
         out.extend_from_slice(&(!len).to_le_bytes());
         out.extend_from_slice(chunk);
     }
+    out.extend_from_slice(&SYNC_MARKER);
 }
 
 /// `plain` as stored blocks in a stream whose CRC is `crc`.
 pub fn stored(plain: &[u8], crc: &mut StreamCrc) -> Bytes {
-    let mut out = Vec::with_capacity(plain.len() + 5);
+    let mut out = Vec::with_capacity(plain.len() + 10);
     put_stored(&mut out, plain);
     crc.update(plain);
     Bytes::from(out)

@@ -248,36 +248,63 @@ async fn gzip_large(resp: Response<Body>) -> Response<Body> {
     Response::from_parts(parts, body::full(gz))
 }
 
-/// A streaming list gzipped as kube-apiserver 1.37 writes it: every
-/// flush (what is ready when the writer catches up) one gzip member.
+/// A streaming list gzipped as kube-apiserver 1.37 writes it: one gzip
+/// stream, sync-flushed at every flush (what is ready when the writer
+/// catches up), as Go's `gzip.Writer.Flush` does. A flush must end on a
+/// sync point: Go's inflater (client-go's) hands over what it decoded only
+/// there, so an end-of-initial-events bookmark not followed by one would
+/// wait for the next event.
 fn gzip_per_flush(resp: Response<Body>) -> Response<Body> {
     use futures_util::FutureExt;
     use std::io::Write;
     let (mut parts, mut inner) = resp.into_parts();
     let (tx, out) = body::channel(64);
     tokio::spawn(async move {
-        while let Some(Ok(frame)) = inner.frame().await {
-            let mut plain = Vec::new();
-            if let Ok(d) = frame.into_data() {
-                plain.extend_from_slice(&d);
+        let mut z = flate2::write::GzEncoder::new(Vec::new(), level());
+        let mut ended = false;
+        while !ended {
+            let mut any = false;
+            match inner.frame().await {
+                Some(Ok(frame)) => {
+                    if let Ok(d) = frame.into_data() {
+                        any |= !d.is_empty();
+                        if z.write_all(&d).is_err() {
+                            return;
+                        }
+                    }
+                }
+                // A broken body ends the stream broken, without a trailer.
+                Some(Err(_)) => return,
+                None => ended = true,
             }
             // What else is ready goes in the same flush.
-            while let Some(Some(Ok(frame))) = inner.frame().now_or_never() {
-                if let Ok(d) = frame.into_data() {
-                    plain.extend_from_slice(&d);
-                }
-                if plain.len() > 1 << 20 {
-                    break;
+            while !ended && z.get_ref().len() < 1 << 20 {
+                match inner.frame().now_or_never() {
+                    None => break,
+                    Some(Some(Ok(frame))) => {
+                        if let Ok(d) = frame.into_data() {
+                            any |= !d.is_empty();
+                            if z.write_all(&d).is_err() {
+                                return;
+                            }
+                        }
+                    }
+                    Some(Some(Err(_))) => return,
+                    Some(None) => ended = true,
                 }
             }
-            if plain.is_empty() {
+            let written = if ended {
+                z.try_finish()
+            } else if any {
+                z.flush()
+            } else {
                 continue;
-            }
-            let mut z = flate2::write::GzEncoder::new(Vec::new(), level());
-            let Ok(member) = z.write_all(&plain).and_then(|()| z.finish()) else {
-                return;
             };
-            if tx.send(Bytes::from(member)).await.is_err() {
+            if written.is_err() {
+                return;
+            }
+            let piece = std::mem::take(z.get_mut());
+            if !piece.is_empty() && tx.send(Bytes::from(piece)).await.is_err() {
                 return;
             }
         }
