@@ -63,9 +63,9 @@ fn find_prefix<'a>(objs: &'a [Value], kind: &str, prefix: &str) -> &'a Value {
 fn served(o: &Value) -> bool {
     let api_version = o["apiVersion"].as_str().unwrap_or_default();
     let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-    r8s::sim::resources::RESOURCES
-        .iter()
-        .any(|r| r.kind == o["kind"] && r.gvr.group() == group && r.gvr.version() == version)
+    r8s::sim::resources::builtins().iter().any(|r| {
+        o["kind"] == r.kind.as_str() && r.gvr.group() == group && r.gvr.version() == version
+    })
 }
 
 /// `kubectl apply --dry-run=server` of `objs` against the sim; returns what

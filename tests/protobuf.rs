@@ -131,7 +131,7 @@ async fn should_serve_every_builtin_kind_in_the_upstreams_protobuf() {
     config.cache.exclude = vec![];
     let r8s = start_r8s_config(config).await;
     let mut kinds = 0;
-    for def in r8s::sim::resources::RESOURCES
+    for def in r8s::sim::resources::builtins()
         .iter()
         .filter(|d| d.gvr.is_builtin())
     {

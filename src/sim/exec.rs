@@ -16,7 +16,6 @@ use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role};
 
-use super::resources::RESOURCES;
 use super::state::{Req, Sim};
 use super::store::key;
 use crate::api::path::ResourcePath;
@@ -29,7 +28,7 @@ fn pod_exists(sim: &Sim, res: usize, rp: &ResourcePath) -> Result<String, Status
     sim.store
         .get(res, &key(rp.namespace.as_deref(), &name))
         .map(|_| name.clone())
-        .ok_or_else(|| Status::not_found(RESOURCES[res].gvr.resource(), &name))
+        .ok_or_else(|| Status::not_found(sim.resources.def(res).gvr.resource(), &name))
 }
 
 /// `GET pods/{name}/log`: a few lines; with `follow=true`, one more per second.

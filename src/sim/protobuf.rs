@@ -170,8 +170,8 @@ pub fn object_body(def: &ResourceDef, v: &Value) -> Option<bytes::Bytes> {
     if !def.gvr.is_builtin() {
         return None;
     }
-    let raw = schema::encode(def.kind, v)?;
-    Some(pb::envelope(&def.gvr.api_version(), def.kind, &[&raw]))
+    let raw = schema::encode(&def.kind, v)?;
+    Some(pb::envelope(&def.gvr.api_version(), &def.kind, &[&raw]))
 }
 
 /// The raw of an object's `PartialObjectMetadata`: `{1 ObjectMeta}`, the
@@ -266,8 +266,8 @@ pub fn bookmark_body(
     } else {
         (
             def.gvr.api_version(),
-            def.kind,
-            schema::empty(def.kind).unwrap_or_default(),
+            def.kind.as_str(),
+            schema::empty(&def.kind).unwrap_or_default(),
         )
     };
     pb::bookmark(Some(&empty), &api_version, kind, rv, initial_end)

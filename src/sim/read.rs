@@ -9,7 +9,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use http::{Response, StatusCode};
 use serde_json::{Value, json};
 
-use super::resources::{RESOURCES, ResourceDef};
+use super::resources::ResourceDef;
 use super::schema;
 use super::state::{Req, Sim, json_response, to_bytes};
 use super::store::{Obj, key};
@@ -62,7 +62,7 @@ pub fn negotiate(r: &Req, def: &ResourceDef, list: bool) -> Result<Format, Statu
     match r.media {
         Choice::Media(m) => match (m.shape, list) {
             (Shape::Object, _) if m.encoding == Encoding::Protobuf => {
-                if !schema::knows(def.kind) {
+                if !schema::knows(&def.kind) {
                     return Err(super::protobuf::no_protobuf(def));
                 }
                 Ok(Format::Protobuf)
@@ -149,7 +149,8 @@ pub async fn get(
     r: &Req,
     opts: &ListOptions,
 ) -> Result<Response<Body>, Status> {
-    let def = &RESOURCES[res];
+    let def = sim.resources.def(res);
+    let def = &*def;
     let name = rp.name.as_deref().unwrap_or_default();
     let format = negotiate(r, def, false)?;
     match opts.resource_version.as_str() {
@@ -191,7 +192,8 @@ pub async fn list(
     r: &Req,
     opts: &ListOptions,
 ) -> Result<Response<Body>, Status> {
-    let def = &RESOURCES[res];
+    let def = sim.resources.def(res);
+    let def = &*def;
     opts.validate()?;
     let format = negotiate(r, def, true)?;
     let (lsel, fsel) = selectors(def, opts)?;
@@ -619,7 +621,7 @@ mod tests {
 
     #[test]
     fn should_page_in_key_order_with_remaining_count() {
-        let s = Store::new(100);
+        let s = Store::new(100, crate::sim::resources::Catalog::default().items_typed());
         for (ns, n) in [("a", "x"), ("a", "y"), ("a-b", "z"), ("b", "w")] {
             let v = json!({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": n, "namespace": ns}});
             s.mutate(1, &key(Some(ns), n), |_, _| Ok(Mutation::Put(v)))

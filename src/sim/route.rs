@@ -95,10 +95,9 @@ impl Sim {
             let body = read_body(incoming).await?;
             return auth::review(self.auth.as_ref(), &r.method, &rp, &body);
         }
-        let Some(res) = resources::find(&rp.gvr) else {
+        let Some((res, def)) = self.resources.find(&rp.gvr) else {
             return Err(Status::path_not_found());
         };
-        let def = &resources::RESOURCES[res];
         if !def.namespaced && rp.namespace.is_some() {
             return Err(Status::path_not_found());
         }
@@ -126,7 +125,7 @@ impl Sim {
                 write::patch(&self, res, &rp, &r, read_body(incoming).await?)
             }
             (Verb::Delete, None) => write::delete(&self, res, &rp, &r, read_body(incoming).await?),
-            (_, Some(sub)) if !def.subresources.contains(&sub) => Err(Status::path_not_found()),
+            (_, Some(sub)) if !def.has_subresource(sub) => Err(Status::path_not_found()),
             _ => Err(Status::method_not_allowed()),
         }
     }
@@ -150,15 +149,22 @@ impl Sim {
                 resources::version(self.config.generation == super::state::Generation::Pre131)
             }
             ["api"] => resources::core_versions(host),
-            ["api", v] => resources::resource_list("", v).ok_or_else(Status::path_not_found)?,
-            ["apis"] => resources::group_list(),
-            ["apis", g] => resources::group(g).ok_or_else(Status::path_not_found)?,
-            ["apis", g, v] => resources::resource_list(g, v).ok_or_else(Status::path_not_found)?,
+            ["api", v] => self
+                .resources
+                .resource_list("", v)
+                .ok_or_else(Status::path_not_found)?,
+            ["apis"] => self.resources.group_list(),
+            ["apis", g] => self.resources.group(g).ok_or_else(Status::path_not_found)?,
+            ["apis", g, v] => self
+                .resources
+                .resource_list(g, v)
+                .ok_or_else(Status::path_not_found)?,
             // OpenAPI v3 with permissive schemas, so `kubectl apply` validates.
-            ["openapi", "v3"] => resources::openapi_index(),
-            ["openapi", "v3", rest @ ..] => {
-                resources::openapi_group(&rest.join("/")).ok_or_else(Status::path_not_found)?
-            }
+            ["openapi", "v3"] => self.resources.openapi_index(),
+            ["openapi", "v3", rest @ ..] => self
+                .resources
+                .openapi_group(&rest.join("/"))
+                .ok_or_else(Status::path_not_found)?,
             ["healthz" | "livez" | "readyz"] => {
                 return Ok(text_response(StatusCode::OK, "ok"));
             }

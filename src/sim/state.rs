@@ -93,6 +93,8 @@ impl Default for SimConfig {
 
 /// The running sim's shared state.
 pub struct Sim {
+    /// The resource types it serves.
+    pub resources: super::resources::Catalog,
     /// Storage.
     pub store: store::Store,
     /// Configuration.
@@ -133,8 +135,10 @@ pub struct Req {
 impl Sim {
     /// A sim with an empty store.
     pub(super) fn new(config: SimConfig, auth: Option<auth::Tokens>, shutdown: Signal) -> Self {
+        let resources = super::resources::Catalog::default();
         Sim {
-            store: store::Store::new(config.history),
+            store: store::Store::new(config.history, resources.items_typed()),
+            resources,
             config,
             auth,
             counts: Mutex::new(HashMap::new()),

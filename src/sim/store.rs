@@ -13,7 +13,6 @@ use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{Map, Value};
 use tokio::sync::{broadcast, watch};
 
-use super::resources::RESOURCES;
 use crate::api::status::Status;
 use crate::sync::MutexExt;
 
@@ -37,10 +36,10 @@ pub struct Obj {
 }
 
 impl Obj {
-    fn new(res: usize, value: Value, rv: u64) -> Arc<Obj> {
+    fn new(typed: bool, value: Value, rv: u64) -> Arc<Obj> {
         let value = go_order(value);
         let full = Bytes::from(serde_json::to_vec(&value).expect("JSON serializes"));
-        let item_at = if RESOURCES[res].items_typed {
+        let item_at = if typed {
             1
         } else {
             // `go_order` wrote `kind` and `apiVersion` first: skip them.
@@ -85,11 +84,12 @@ impl Obj {
     }
 
     /// A copy of `value` at `rv`, for an event that carries an older state
-    /// (a delete, an object leaving a watcher's selector).
-    pub fn at_version(&self, res: usize, rv: u64) -> Arc<Obj> {
+    /// (a delete, an object leaving a watcher's selector); `typed`: its
+    /// type's list items carry `kind`/`apiVersion`.
+    pub fn at_version(&self, typed: bool, rv: u64) -> Arc<Obj> {
         let mut value = self.value();
         value["metadata"]["resourceVersion"] = Value::String(rv.to_string());
-        Obj::new(res, value, rv)
+        Obj::new(typed, value, rv)
     }
 }
 
@@ -137,7 +137,7 @@ impl EventType {
 pub struct Event {
     /// The revision of the change.
     pub rv: u64,
-    /// Index into [`RESOURCES`].
+    /// Index into the sim's [`super::resources::Catalog`].
     pub res: usize,
     /// What happened.
     pub etype: EventType,
@@ -170,6 +170,8 @@ pub struct TooOld {
 struct State {
     rv: u64,
     objects: Vec<BTreeMap<String, Arc<Obj>>>,
+    /// Whether each resource's list items carry `kind`/`apiVersion`.
+    typed: Vec<bool>,
     history: VecDeque<Arc<Event>>,
     history_cap: usize,
     compacted: u64,
@@ -193,14 +195,16 @@ pub fn key(namespace: Option<&str>, name: &str) -> String {
 }
 
 impl Store {
-    /// An empty store keeping `history` events.
-    pub fn new(history: usize) -> Self {
+    /// An empty store of resources whose list items carry
+    /// `kind`/`apiVersion` or not (`typed`, by index), keeping `history` events.
+    pub fn new(history: usize, typed: Vec<bool>) -> Self {
         let (events, _) = broadcast::channel(16384);
         let (rv, _) = watch::channel(1);
         Store {
             state: Mutex::new(State {
                 rv: 1,
-                objects: RESOURCES.iter().map(|_| BTreeMap::new()).collect(),
+                objects: typed.iter().map(|_| BTreeMap::new()).collect(),
+                typed,
                 history: VecDeque::new(),
                 history_cap: history.max(1),
                 compacted: 1,
@@ -343,7 +347,7 @@ impl Store {
         let (etype, obj) = match f(prev.as_ref(), next)? {
             Mutation::Put(mut value) => {
                 value["metadata"]["resourceVersion"] = Value::String(next.to_string());
-                let obj = Obj::new(res, value, next);
+                let obj = Obj::new(st.typed[res], value, next);
                 st.objects[res].insert(key.to_string(), obj.clone());
                 let t = if prev.is_some() {
                     EventType::Modified
@@ -357,7 +361,7 @@ impl Store {
                     return Err(Status::internal("delete of a missing object"));
                 };
                 st.objects[res].remove(key);
-                (EventType::Deleted, p.at_version(res, next))
+                (EventType::Deleted, p.at_version(st.typed[res], next))
             }
         };
         st.rv = next;
@@ -387,7 +391,7 @@ impl Store {
         let mut st = self.lock();
         let next = st.rv + 1;
         value["metadata"]["resourceVersion"] = Value::String(next.to_string());
-        let obj = Obj::new(res, value, next);
+        let obj = Obj::new(st.typed[res], value, next);
         st.objects[res].insert(key.to_string(), obj);
         st.rv = next;
         self.rv.send_replace(next);
@@ -419,7 +423,7 @@ impl Store {
                         }
                     }
                 }
-                Ok(Obj::new(res, value, rv))
+                Ok(Obj::new(st.typed[res], value, rv))
             }
             Mutation::Delete => prev.ok_or_else(|| Status::internal("delete of a missing object")),
         }
@@ -451,7 +455,7 @@ mod tests {
 
     #[test]
     fn should_rebuild_past_states_inside_the_window() {
-        let s = Store::new(3);
+        let s = Store::new(3, super::super::resources::Catalog::default().items_typed());
         let r1 = put(&s, "x", 1);
         put(&s, "x", 2);
         put(&s, "y", 1);

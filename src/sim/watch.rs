@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::read::{Format, metadata_form, negotiate, passes, selectors, table};
-use super::resources::{RESOURCES, ResourceDef};
+use super::resources::ResourceDef;
 use super::state::{Req, Sim};
 use super::store::{Event, EventType, Obj};
 use crate::api::params::{ListOptions, parse_rv};
@@ -59,13 +59,13 @@ pub fn watch(
     r: &Req,
     opts: ListOptions,
 ) -> Result<Response<Body>, Status> {
-    let def = &RESOURCES[res];
+    let def = sim.resources.def(res);
     opts.validate()?;
     if sim.refusing_watches() {
         return Err(Status::unavailable("watches are refused (sim outage)"));
     }
-    let format = negotiate(r, def, false)?;
-    let (labels, fields) = selectors(def, &opts)?;
+    let format = negotiate(r, &def, false)?;
+    let (labels, fields) = selectors(&def, &opts)?;
     let rv = opts.resource_version.as_str();
     let n = match rv {
         "" => None,
@@ -120,7 +120,7 @@ pub fn watch(
 
 struct Watcher {
     sim: Arc<Sim>,
-    def: &'static ResourceDef,
+    def: Arc<ResourceDef>,
     res: usize,
     filter: Filter,
     format: Format,
@@ -162,17 +162,17 @@ impl Watcher {
         match self.format {
             Format::Json => self.send(etype, &obj.full).await,
             Format::Metadata => self.send(etype, &metadata_form(&obj.full)).await,
-            Format::Protobuf => match super::protobuf::body_of(self.def, obj) {
+            Format::Protobuf => match super::protobuf::body_of(&self.def, obj) {
                 Some(body) => self.send(etype, body).await,
                 None => false,
             },
             Format::ProtobufMetadata => {
-                let body = super::protobuf::metadata_body(self.def, obj);
+                let body = super::protobuf::metadata_body(&self.def, obj);
                 self.send(etype, &body).await
             }
             Format::Table(v, inc) => {
                 let t = table(
-                    self.def,
+                    &self.def,
                     v,
                     inc,
                     &obj.rv.to_string(),
@@ -193,7 +193,7 @@ impl Watcher {
     async fn send_initial(&self, obj: &Arc<Obj>) -> bool {
         match self.format {
             Format::Json => self.send("ADDED", &obj.full).await,
-            Format::Protobuf => match super::protobuf::object_body(self.def, &obj.value()) {
+            Format::Protobuf => match super::protobuf::object_body(&self.def, &obj.value()) {
                 Some(body) => self.send("ADDED", &body).await,
                 None => false,
             },
@@ -207,7 +207,7 @@ impl Watcher {
     async fn bookmark(&self, rv: u64, initial_end: bool) -> bool {
         if self.protobuf() {
             let metadata_only = self.format == Format::ProtobufMetadata;
-            let body = super::protobuf::bookmark_body(self.def, metadata_only, rv, initial_end);
+            let body = super::protobuf::bookmark_body(&self.def, metadata_only, rv, initial_end);
             return self.send("BOOKMARK", &body).await;
         }
         let (kind, av) = match self.format {
@@ -215,7 +215,7 @@ impl Watcher {
                 "PartialObjectMetadata",
                 crate::codec::json::META_API_VERSION.to_string(),
             ),
-            _ => (self.def.kind, self.def.gvr.api_version()),
+            _ => (self.def.kind.as_str(), self.def.gvr.api_version()),
         };
         let line = if initial_end {
             crate::codec::json::initial_events_end(kind, &av, rv)
@@ -242,7 +242,7 @@ impl Watcher {
                     return self.send_obj("DELETED", &ev.obj).await;
                 }
                 let prev = ev.prev.as_ref().expect("old passes");
-                self.send_obj("DELETED", &prev.at_version(self.res, ev.rv))
+                self.send_obj("DELETED", &prev.at_version(self.def.items_typed, ev.rv))
                     .await
             }
             (false, false) => true,

@@ -6,7 +6,7 @@ use bytes::Bytes;
 use http::{Response, StatusCode, header};
 use serde_json::{Value, json};
 
-use super::resources::{RESOURCES, ResourceDef, namespaces_idx};
+use super::resources::{ResourceDef, namespaces_idx};
 use super::state::{Req, Sim, json_response, to_bytes};
 use super::store::{Mutation, Obj, key};
 use crate::api::path::ResourcePath;
@@ -90,7 +90,7 @@ fn valid_name(name: &str) -> bool {
 fn invalid_name(def: &ResourceDef, name: &str) -> Status {
     Status::invalid(
         "",
-        def.kind,
+        &def.kind,
         name,
         vec![Cause {
             reason: "FieldValueInvalid",
@@ -170,7 +170,8 @@ pub fn create(
     r: &Req,
     body: Bytes,
 ) -> Result<Response<Body>, Status> {
-    let def = &RESOURCES[res];
+    let def = sim.resources.def(res);
+    let def = &*def;
     let dry = dry_run(r, "CreateOptions")?;
     let mut v = decode_body(r, &body)?;
     check_type(def, &mut v)?;
@@ -180,7 +181,7 @@ pub fn create(
         let Some(prefix) = meta["generateName"].as_str() else {
             return Err(Status::invalid(
                 "",
-                def.kind,
+                &def.kind,
                 "",
                 vec![Cause {
                     reason: "FieldValueRequired",
@@ -264,7 +265,7 @@ fn carry_over(def: &ResourceDef, cur: &Value, next: &mut Value, status_only: boo
             next["metadata"][f] = x.clone();
         }
     }
-    if def.subresources.contains(&"status")
+    if def.has_subresource("status")
         && let Some(s) = cur.get("status")
     {
         next["status"] = s.clone();
@@ -294,7 +295,8 @@ pub fn update(
     r: &Req,
     body: Bytes,
 ) -> Result<Response<Body>, Status> {
-    let def = &RESOURCES[res];
+    let def = sim.resources.def(res);
+    let def = &*def;
     let name = rp.name.clone().unwrap_or_default();
     let dry = dry_run(r, "UpdateOptions")?;
     let mut v = decode_body(r, &body)?;
@@ -327,7 +329,8 @@ pub fn patch(
     r: &Req,
     body: Bytes,
 ) -> Result<Response<Body>, Status> {
-    let def = &RESOURCES[res];
+    let def = sim.resources.def(res);
+    let def = &*def;
     let name = rp.name.clone().unwrap_or_default();
     let dry = dry_run(r, "PatchOptions")?;
     let ctype = r
@@ -393,7 +396,8 @@ pub fn delete(
     r: &Req,
     body: Bytes,
 ) -> Result<Response<Body>, Status> {
-    let def = &RESOURCES[res];
+    let def = sim.resources.def(res);
+    let def = &*def;
     let name = rp.name.clone().unwrap_or_default();
     let dry = dry_run(r, "DeleteOptions")?;
     let opts: Value = if body.is_empty() {
@@ -408,7 +412,12 @@ pub fn delete(
         .map(str::to_string);
     let pre_uid = opts["preconditions"]["uid"].as_str().map(str::to_string);
     if !dry && def.gvr.resource() == "namespaces" && sim.store.get(res, &k).is_some() {
-        for (i, d) in RESOURCES.iter().enumerate().filter(|(_, d)| d.namespaced) {
+        for (i, d) in sim
+            .resources
+            .served()
+            .into_iter()
+            .filter(|(_, d)| d.namespaced)
+        {
             for child in sim.store.keys_in_namespace(i, &name) {
                 let _ = sim.store.mutate(i, &child, |cur, _| match cur {
                     Some(_) => Ok(Mutation::Delete),
@@ -423,7 +432,7 @@ pub fn delete(
             Status::new(409, "Conflict", format!(
                 "Operation cannot be fulfilled on {} \"{name}\": the {what} in the precondition ({want}) does not match the {what} in record ({have}). The object might have been modified",
                 def.kind
-            )).with_details(&name, def.kind)
+            )).with_details(&name, &def.kind)
         };
         if let Some(p) = &pre_rv
             && *p != cur.rv.to_string()
