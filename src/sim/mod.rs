@@ -19,6 +19,8 @@
 //! - [`seed`]: realistic sample objects and background churn.
 
 pub mod auth;
+pub mod catalog;
+pub mod crd;
 pub mod exec;
 pub mod protobuf;
 pub mod read;

@@ -151,6 +151,7 @@ pub async fn get(
 ) -> Result<Response<Body>, Status> {
     let def = sim.resources.def(res);
     let def = &*def;
+    let res = def.storage;
     let name = rp.name.as_deref().unwrap_or_default();
     let format = negotiate(r, def, false)?;
     match opts.resource_version.as_str() {
@@ -160,7 +161,8 @@ pub async fn get(
     let obj = sim
         .store
         .get(res, &key(rp.namespace.as_deref(), name))
-        .ok_or_else(|| Status::not_found(def.gvr.resource(), name))?;
+        .ok_or_else(|| Status::not_found(def.gvr.resource(), name))?
+        .served_as(def);
     let bytes = match format {
         Format::Json => obj.full.clone(),
         Format::Metadata => metadata_form(&obj.full),
@@ -194,6 +196,7 @@ pub async fn list(
 ) -> Result<Response<Body>, Status> {
     let def = sim.resources.def(res);
     let def = &*def;
+    let res = def.storage;
     opts.validate()?;
     let format = negotiate(r, def, true)?;
     let (lsel, fsel) = selectors(def, opts)?;
@@ -278,6 +281,12 @@ fn list_answer(
     lsel: &LabelSelector,
     fsel: &FieldSelector,
 ) -> Result<Response<Body>, Status> {
+    let mut page = page;
+    if def.custom {
+        for o in &mut page.items {
+            *o = o.served_as(def);
+        }
+    }
     let cont = page
         .last_key
         .as_ref()
@@ -621,7 +630,7 @@ mod tests {
 
     #[test]
     fn should_page_in_key_order_with_remaining_count() {
-        let s = Store::new(100, crate::sim::resources::Catalog::default().items_typed());
+        let s = Store::new(100, crate::sim::catalog::Catalog::default().items_typed());
         for (ns, n) in [("a", "x"), ("a", "y"), ("a-b", "z"), ("b", "w")] {
             let v = json!({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": n, "namespace": ns}});
             s.mutate(1, &key(Some(ns), n), |_, _| Ok(Mutation::Put(v)))

@@ -1,7 +1,5 @@
 //! What the built-in upstream serves: its resource types and discovery documents.
 
-use std::sync::Arc;
-
 use serde_json::{Value, json};
 
 use crate::api::Gvr;
@@ -23,16 +21,38 @@ pub struct ResourceDef {
     pub subresources: Vec<String>,
     /// Whether list items carry `kind`/`apiVersion` (custom resources do, built-ins do not).
     pub items_typed: bool,
+    /// Where its objects are kept in the store: its own index for a
+    /// built-in; one place for every version of a custom resource.
+    pub storage: usize,
+    /// A version of a custom resource: its objects are served in it
+    /// whichever version they were written in (conversion `None`).
+    pub custom: bool,
 }
 
 impl ResourceDef {
+    /// A version of a custom resource whose objects are kept at `storage`.
+    pub fn custom(gvr: Gvr, singular: &str, kind: &str, namespaced: bool, storage: usize) -> Self {
+        ResourceDef {
+            gvr,
+            singular: singular.to_string(),
+            kind: kind.to_string(),
+            namespaced,
+            short_names: Vec::new(),
+            subresources: Vec::new(),
+            items_typed: true,
+            storage,
+            custom: true,
+        }
+    }
+
     /// Whether it has the subresource `sub`.
     pub fn has_subresource(&self, sub: &str) -> bool {
         self.subresources.iter().any(|s| s == sub)
     }
 }
 
-const VERBS: [&str; 8] = [
+/// The verbs discovery lists for every resource type.
+pub(super) const VERBS: [&str; 8] = [
     "create",
     "delete",
     "get",
@@ -58,7 +78,7 @@ type Builtin = (
 );
 
 /// The types every sim serves, at these indexes in its [`Catalog`].
-const BUILTINS: [Builtin; 10] = [
+const BUILTINS: [Builtin; 11] = [
     (
         "",
         "v1",
@@ -169,6 +189,17 @@ const BUILTINS: [Builtin; 10] = [
         &[],
         true,
     ),
+    (
+        "apiextensions.k8s.io",
+        "v1",
+        "customresourcedefinitions",
+        "customresourcedefinition",
+        "CustomResourceDefinition",
+        false,
+        &["crd", "crds"],
+        &["status"],
+        false,
+    ),
 ];
 
 /// The resource types every sim serves, in [`Catalog`] order.
@@ -176,8 +207,9 @@ pub fn builtins() -> Vec<ResourceDef> {
     let strings = |s: &[&str]| s.iter().map(|s| s.to_string()).collect();
     BUILTINS
         .iter()
+        .enumerate()
         .map(
-            |&(g, v, r, singular, kind, namespaced, short, subs, typed)| ResourceDef {
+            |(storage, &(g, v, r, singular, kind, namespaced, short, subs, typed))| ResourceDef {
                 gvr: Gvr::from_static(g, v, r),
                 singular: singular.to_string(),
                 kind: kind.to_string(),
@@ -185,6 +217,8 @@ pub fn builtins() -> Vec<ResourceDef> {
                 short_names: strings(short),
                 subresources: strings(subs),
                 items_typed: typed,
+                storage,
+                custom: false,
             },
         )
         .collect()
@@ -202,203 +236,19 @@ pub fn namespaces_idx() -> usize {
     find(&Gvr::from_static("", "v1", "namespaces")).expect("namespaces is served")
 }
 
+/// Index of `customresourcedefinitions` (whose writes change the catalog).
+pub fn crds_idx() -> usize {
+    find(&Gvr::from_static(
+        "apiextensions.k8s.io",
+        "v1",
+        "customresourcedefinitions",
+    ))
+    .expect("customresourcedefinitions is served")
+}
+
 /// Index of the core `pods` resource.
 pub fn pods_idx() -> usize {
     find(&Gvr::from_static("", "v1", "pods")).expect("pods is served")
-}
-
-/// The resource types a sim serves, by index (what its store and events
-/// name them by): the built-ins first.
-pub struct Catalog {
-    defs: Vec<Arc<ResourceDef>>,
-}
-
-impl Default for Catalog {
-    fn default() -> Self {
-        Catalog {
-            defs: builtins().into_iter().map(Arc::new).collect(),
-        }
-    }
-}
-
-impl Catalog {
-    /// The served type named `gvr`, and its index.
-    pub fn find(&self, gvr: &Gvr) -> Option<(usize, Arc<ResourceDef>)> {
-        self.defs
-            .iter()
-            .position(|d| d.gvr == *gvr)
-            .map(|i| (i, self.defs[i].clone()))
-    }
-
-    /// The type at index `res`.
-    pub fn def(&self, res: usize) -> Arc<ResourceDef> {
-        self.defs[res].clone()
-    }
-
-    /// Every served type, with its index.
-    pub fn served(&self) -> Vec<(usize, Arc<ResourceDef>)> {
-        self.defs.iter().cloned().enumerate().collect()
-    }
-
-    /// Whether each type's list items carry `kind`/`apiVersion`, by index.
-    pub fn items_typed(&self) -> Vec<bool> {
-        self.defs.iter().map(|d| d.items_typed).collect()
-    }
-
-    fn groups(&self) -> Vec<(&str, &str)> {
-        let mut out: Vec<(&str, &str)> = Vec::new();
-        for r in self.defs.iter().filter(|r| !r.gvr.group().is_empty()) {
-            if !out.contains(&(r.gvr.group(), r.gvr.version())) {
-                out.push((r.gvr.group(), r.gvr.version()));
-            }
-        }
-        out.push(("authentication.k8s.io", "v1"));
-        out.push(("authorization.k8s.io", "v1"));
-        out
-    }
-
-    /// `/apis`.
-    pub fn group_list(&self) -> Value {
-        let groups: Vec<Value> = self
-            .groups()
-            .iter()
-            .map(|(g, v)| group_json(g, v))
-            .collect();
-        json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
-    }
-
-    /// `/apis/{group}`.
-    pub fn group(&self, name: &str) -> Option<Value> {
-        let (g, v) = self.groups().into_iter().find(|(g, _)| *g == name)?;
-        let mut doc = group_json(g, v);
-        doc["kind"] = json!("APIGroup");
-        doc["apiVersion"] = json!("v1");
-        Some(doc)
-    }
-
-    /// `/api/v1` or `/apis/{group}/{version}`.
-    pub fn resource_list(&self, group: &str, version: &str) -> Option<Value> {
-        if !(self.groups().contains(&(group, version)) || (group.is_empty() && version == "v1")) {
-            return None;
-        }
-        let mut resources = Vec::new();
-        for r in self
-            .defs
-            .iter()
-            .filter(|r| r.gvr.group() == group && r.gvr.version() == version)
-        {
-            resources.push(json!({
-                "name": r.gvr.resource(), "singularName": r.singular, "namespaced": r.namespaced,
-                "kind": r.kind, "verbs": VERBS, "shortNames": r.short_names,
-            }));
-            for sub in &r.subresources {
-                let verbs: &[&str] = match sub.as_str() {
-                    "log" => &["get"],
-                    "exec" => &["create", "get"],
-                    _ => &["get", "patch", "update"],
-                };
-                let kind = match sub.as_str() {
-                    "exec" => "PodExecOptions",
-                    "log" => "Pod",
-                    _ => r.kind.as_str(),
-                };
-                resources.push(
-                    json!({"name": format!("{}/{sub}", r.gvr.resource()), "singularName": "",
-                                      "namespaced": r.namespaced, "kind": kind, "verbs": verbs}),
-                );
-            }
-        }
-        match (group, version) {
-            ("authentication.k8s.io", "v1") => resources.push(json!({"name": "tokenreviews",
-                "singularName": "tokenreview", "namespaced": false, "kind": "TokenReview", "verbs": ["create"]})),
-            ("authorization.k8s.io", "v1") => resources.push(json!({"name": "subjectaccessreviews",
-                "singularName": "subjectaccessreview", "namespaced": false, "kind": "SubjectAccessReview", "verbs": ["create"]})),
-            _ => {}
-        }
-        let gv = if group.is_empty() {
-            version.to_string()
-        } else {
-            format!("{group}/{version}")
-        };
-        Some(
-            json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}),
-        )
-    }
-
-    /// `/openapi/v3`: one document per group/version.
-    pub fn openapi_index(&self) -> Value {
-        let mut paths = serde_json::Map::new();
-        let mut gvs: Vec<(&str, &str)> = vec![("", "v1")];
-        gvs.extend(self.groups());
-        for (g, v) in gvs {
-            let p = gv_path(g, v);
-            paths.insert(
-                p.clone(),
-                json!({"serverRelativeURL": format!("/openapi/v3/{p}?hash=sim")}),
-            );
-        }
-        json!({"paths": paths})
-    }
-
-    /// `/openapi/v3/{api/v1 | apis/group/version}`: a permissive schema per kind
-    /// (`x-kubernetes-preserve-unknown-fields`), enough for kubectl's validation.
-    pub fn openapi_group(&self, path: &str) -> Option<Value> {
-        let mut schemas = serde_json::Map::new();
-        let mut paths = serde_json::Map::new();
-        for r in self
-            .defs
-            .iter()
-            .filter(|r| gv_path(r.gvr.group(), r.gvr.version()) == path)
-        {
-            let gvk = json!({"group": r.gvr.group(), "kind": r.kind, "version": r.gvr.version()});
-            let op = |verb: &str| {
-                json!({
-                    "x-kubernetes-action": verb, "x-kubernetes-group-version-kind": gvk,
-                    "parameters": [{"name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": true}}],
-                    "responses": {"200": {"description": "OK"}}
-                })
-            };
-            let ns = if r.namespaced {
-                "namespaces/{namespace}/"
-            } else {
-                ""
-            };
-            paths.insert(
-                format!("/{path}/{ns}{}", r.gvr.resource()),
-                json!({"post": op("post")}),
-            );
-            paths.insert(
-                format!("/{path}/{ns}{}/{{name}}", r.gvr.resource()),
-                json!({"put": op("put"), "patch": op("patch")}),
-            );
-            let name = format!(
-                "{}.{}.{}",
-                if r.gvr.group().is_empty() {
-                    "io.k8s.api.core"
-                } else {
-                    r.gvr.group()
-                },
-                r.gvr.version(),
-                &r.kind
-            );
-            schemas.insert(name, json!({
-                "type": "object",
-                "x-kubernetes-preserve-unknown-fields": true,
-                "x-kubernetes-group-version-kind": [{"group": r.gvr.group(), "kind": r.kind, "version": r.gvr.version()}]
-            }));
-        }
-        if schemas.is_empty()
-            && !self.openapi_index()["paths"]
-                .as_object()?
-                .contains_key(path)
-        {
-            return None;
-        }
-        Some(
-            json!({"openapi": "3.0.0", "info": {"title": "r8s sim", "version": "v1"}, "paths": paths,
-                    "components": {"schemas": schemas}}),
-        )
-    }
 }
 
 /// `/version` (of a 1.33 kube-apiserver, or a 1.30 one).
@@ -422,12 +272,18 @@ pub fn core_versions(server_address: &str) -> Value {
            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": server_address}]})
 }
 
-fn group_json(name: &str, version: &str) -> Value {
-    let gv = json!({"groupVersion": format!("{name}/{version}"), "version": version});
-    json!({"name": name, "versions": [gv.clone()], "preferredVersion": gv})
+/// An `APIGroup`'s versions, preferred first.
+pub(super) fn group_json(name: &str, versions: &[String]) -> Value {
+    let gvs: Vec<Value> = versions
+        .iter()
+        .map(|v| json!({"groupVersion": format!("{name}/{v}"), "version": v}))
+        .collect();
+    let preferred = gvs.first().cloned().unwrap_or(Value::Null);
+    json!({"name": name, "versions": gvs, "preferredVersion": preferred})
 }
 
-fn gv_path(group: &str, version: &str) -> String {
+/// The discovery path of a group/version: `api/v1`, `apis/apps/v1`.
+pub(super) fn gv_path(group: &str, version: &str) -> String {
     if group.is_empty() {
         format!("api/{version}")
     } else {

@@ -105,7 +105,11 @@ impl Sim {
             t.authorize(r.user.as_ref(), verb, &rp, Some(&opts))?;
         }
         let pods = def.gvr.resource() == "pods";
-        match (verb, rp.subresource.as_deref()) {
+        let writes = matches!(
+            verb,
+            Verb::Create | Verb::Update | Verb::Patch | Verb::Delete
+        );
+        let answer = match (verb, rp.subresource.as_deref()) {
             (Verb::Get, None | Some("status")) => read::get(&self, res, &rp, &r, &opts).await,
             (Verb::List, None) => read::list(&self, res, &rp, &r, &opts).await,
             (Verb::Watch, None) => watch::watch(self.clone(), res, &rp, &r, opts),
@@ -127,7 +131,12 @@ impl Sim {
             (Verb::Delete, None) => write::delete(&self, res, &rp, &r, read_body(incoming).await?),
             (_, Some(sub)) if !def.has_subresource(sub) => Err(Status::path_not_found()),
             _ => Err(Status::method_not_allowed()),
+        };
+        if writes && res == resources::crds_idx() {
+            // The definitions changed (or not): the served types follow.
+            super::crd::sync(&self);
         }
+        answer
     }
 
     fn non_resource(

@@ -14,6 +14,9 @@
 //! repeated field. A name of `-` is an embedded Go struct whose JSON fields
 //! sit inline in the parent's. JSON fields the table does not know are left
 //! out, as the apiserver would have pruned them when they were written.
+//! The one approximation: a CustomResourceDefinition's versions leave out
+//! their `schema` (JSONSchemaProps, a recursive message the table does not
+//! hold) and additional printer columns.
 
 use std::collections::HashMap;
 use std::sync::LazyLock;
@@ -111,6 +114,15 @@ ObjectReference: kind 1 s; namespace 2 s; name 3 s; uid 4 s; apiVersion 5 s; res
 Event: metadata 1 ObjectMeta; involvedObject 2 ObjectReference; reason 3 s; message 4 s; source 5 EventSource; firstTimestamp 6 t; lastTimestamp 7 t; count 8 i; type 9 s; eventTime 10 t; action 12 s; related 13 *ObjectReference; reportingComponent 14 s; reportingInstance 15 s
 EventSource: component 1 s; host 2 s
 Deployment: metadata 1 ObjectMeta; spec 2 DeploymentSpec; status 3 DeploymentStatus
+CustomResourceDefinition: metadata 1 ObjectMeta; spec 2 CustomResourceDefinitionSpec; status 3 CustomResourceDefinitionStatus
+CustomResourceDefinitionSpec: group 1 s; names 3 CustomResourceDefinitionNames; scope 4 s; versions 7 []CustomResourceDefinitionVersion; conversion 9 *CustomResourceConversion; preserveUnknownFields 10 b
+CustomResourceDefinitionNames: plural 1 s; singular 2 s; shortNames 3 []s; kind 4 s; listKind 5 s; categories 6 []s
+CustomResourceDefinitionVersion: name 1 s; served 2 b; storage 3 b; subresources 5 *CustomResourceSubresources; deprecated 7 b; deprecationWarning 8 *s
+CustomResourceSubresources: status 1 *CustomResourceSubresourceStatus
+CustomResourceSubresourceStatus: 
+CustomResourceConversion: strategy 1 s
+CustomResourceDefinitionStatus: conditions 1 []CustomResourceDefinitionCondition; acceptedNames 2 CustomResourceDefinitionNames; storedVersions 3 []s
+CustomResourceDefinitionCondition: type 1 s; status 2 s; lastTransitionTime 3 t; reason 4 s; message 5 s
 DeploymentSpec: replicas 1 *i; selector 2 *LabelSelector; template 3 PodTemplateSpec; strategy 4 DeploymentStrategy; minReadySeconds 5 i; revisionHistoryLimit 6 *i; paused 7 b; progressDeadlineSeconds 9 *i
 PodTemplateSpec: metadata 1 ObjectMeta; spec 2 PodSpec
 DeploymentStrategy: type 1 s; rollingUpdate 2 *RollingUpdateDeployment
@@ -150,9 +162,12 @@ type Schema = HashMap<&'static str, Vec<FieldDef>>;
 static TYPES: LazyLock<Schema> = LazyLock::new(|| {
     let mut out = HashMap::new();
     for line in SCHEMA.lines().map(str::trim).filter(|l| !l.is_empty()) {
-        let (name, fields) = line.split_once(": ").expect("schema line `Type: fields`");
-        let mut defs: Vec<FieldDef> = fields
-            .split("; ")
+        let (name, fields) = line.split_once(':').expect("schema line `Type: fields`");
+        // A message without fields (a marker, as a CRD's status subresource).
+        let mut defs: Vec<FieldDef> = Some(fields.trim())
+            .filter(|f| !f.is_empty())
+            .into_iter()
+            .flat_map(|f| f.split("; "))
             .map(|f| {
                 let mut parts = f.split(' ');
                 let (json, number, ty) = (

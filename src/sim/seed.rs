@@ -306,6 +306,21 @@ pub fn seed(sim: &Sim) {
         let name = format!("pod-{i:05}");
         put(sim, ("", "v1", "pods"), Some(ns), pod(ns, &name, i, nodes));
     }
+    // The widgets' definition, as a cluster serving them stores it (last,
+    // so the other objects keep the versions they always had).
+    let mut widgets = json!({"kind": "CustomResourceDefinition", "apiVersion": "apiextensions.k8s.io/v1",
+        "metadata": {"name": "widgets.example.r8s.dev", "uid": uuid(), "creationTimestamp": now(), "generation": 1},
+        "spec": {"group": "example.r8s.dev", "scope": "Namespaced",
+                 "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList", "shortNames": ["wd"]},
+                 "versions": [{"name": "v1", "served": true, "storage": true,
+                               "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}});
+    super::crd::prepare(&mut widgets).expect("the widgets' definition is valid");
+    put(
+        sim,
+        ("apiextensions.k8s.io", "v1", "customresourcedefinitions"),
+        None,
+        widgets,
+    );
 }
 
 /// Writes at `config.churn` per second: mostly pod updates, sometimes a

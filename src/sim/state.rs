@@ -94,7 +94,9 @@ impl Default for SimConfig {
 /// The running sim's shared state.
 pub struct Sim {
     /// The resource types it serves.
-    pub resources: super::resources::Catalog,
+    pub resources: super::catalog::Catalog,
+    /// Where each custom resource definition's objects are kept.
+    pub(super) crds: super::crd::Storages,
     /// Storage.
     pub store: store::Store,
     /// Configuration.
@@ -135,10 +137,11 @@ pub struct Req {
 impl Sim {
     /// A sim with an empty store.
     pub(super) fn new(config: SimConfig, auth: Option<auth::Tokens>, shutdown: Signal) -> Self {
-        let resources = super::resources::Catalog::default();
+        let resources = super::catalog::Catalog::default();
         Sim {
             store: store::Store::new(config.history, resources.items_typed()),
             resources,
+            crds: super::crd::Storages::default(),
             config,
             auth,
             counts: Mutex::new(HashMap::new()),

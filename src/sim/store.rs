@@ -13,6 +13,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{Map, Value};
 use tokio::sync::{broadcast, watch};
 
+use super::resources::ResourceDef;
 use crate::api::status::Status;
 use crate::sync::MutexExt;
 
@@ -64,6 +65,29 @@ impl Obj {
             rv,
             proto: OnceLock::new(),
         })
+    }
+
+    /// The object as `def` serves it: a custom resource's objects in the
+    /// version asked for, whichever they were written in (conversion
+    /// `None`: only `apiVersion` differs).
+    pub fn served_as(self: &Arc<Self>, def: &ResourceDef) -> Arc<Obj> {
+        if !def.custom {
+            return self.clone();
+        }
+        let want = def.gvr.api_version();
+        // `go_order` put `kind` and `apiVersion` first: the first
+        // `apiVersion` is the object's.
+        const KEY: &[u8] = b"\"apiVersion\":\"";
+        let at = self.full.windows(KEY.len()).position(|w| w == KEY);
+        let current = at.map(|i| &self.full[i + KEY.len()..]);
+        if current
+            .is_some_and(|c| c.starts_with(want.as_bytes()) && c.get(want.len()) == Some(&b'"'))
+        {
+            return self.clone();
+        }
+        let mut value = self.value();
+        value["apiVersion"] = Value::String(want);
+        Obj::new(def.items_typed, value, self.rv)
     }
 
     /// The object, parsed from its JSON (each call parses it again).
@@ -137,7 +161,7 @@ impl EventType {
 pub struct Event {
     /// The revision of the change.
     pub rv: u64,
-    /// Index into the sim's [`super::resources::Catalog`].
+    /// Where the object is kept ([`super::resources::ResourceDef::storage`]).
     pub res: usize,
     /// What happened.
     pub etype: EventType,
@@ -429,6 +453,21 @@ impl Store {
         }
     }
 
+    /// Room for one more resource's objects (a custom resource defined
+    /// while the sim runs); its index. `typed`: its list items carry
+    /// `kind`/`apiVersion`.
+    pub fn add_resource(&self, typed: bool) -> usize {
+        let mut st = self.lock();
+        st.objects.push(BTreeMap::new());
+        st.typed.push(typed);
+        st.objects.len() - 1
+    }
+
+    /// Every key of `res`.
+    pub fn keys(&self, res: usize) -> Vec<String> {
+        self.lock().objects[res].keys().cloned().collect()
+    }
+
     /// Keys of `res` under a namespace (for cascading namespace deletes).
     pub fn keys_in_namespace(&self, res: usize, ns: &str) -> Vec<String> {
         let prefix = format!("{ns}/");
@@ -455,7 +494,7 @@ mod tests {
 
     #[test]
     fn should_rebuild_past_states_inside_the_window() {
-        let s = Store::new(3, super::super::resources::Catalog::default().items_typed());
+        let s = Store::new(3, super::super::catalog::Catalog::default().items_typed());
         let r1 = put(&s, "x", 1);
         put(&s, "x", 2);
         put(&s, "y", 1);

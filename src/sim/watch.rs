@@ -60,6 +60,7 @@ pub fn watch(
     opts: ListOptions,
 ) -> Result<Response<Body>, Status> {
     let def = sim.resources.def(res);
+    let (catalog_index, res) = (res, def.storage);
     opts.validate()?;
     if sim.refusing_watches() {
         return Err(Status::unavailable("watches are refused (sim outage)"));
@@ -100,6 +101,7 @@ pub fn watch(
         let w = Watcher {
             sim,
             def,
+            catalog_index,
             res,
             filter,
             format,
@@ -121,6 +123,10 @@ pub fn watch(
 struct Watcher {
     sim: Arc<Sim>,
     def: Arc<ResourceDef>,
+    /// The type's index in the sim's catalog (the watch ends when it is
+    /// no longer served).
+    catalog_index: usize,
+    /// Where its objects are kept (what events name).
     res: usize,
     filter: Filter,
     format: Format,
@@ -159,6 +165,7 @@ impl Watcher {
     }
 
     async fn send_obj(&self, etype: &str, obj: &Arc<Obj>) -> bool {
+        let obj = &obj.served_as(&self.def);
         match self.format {
             Format::Json => self.send(etype, &obj.full).await,
             Format::Metadata => self.send(etype, &metadata_form(&obj.full)).await,
@@ -191,6 +198,7 @@ impl Watcher {
     /// serialized once for all watchers, wrapped in a `cachingObject`), so
     /// a streaming list costs kube-apiserver an encoding of every object.
     async fn send_initial(&self, obj: &Arc<Obj>) -> bool {
+        let obj = &obj.served_as(&self.def);
         match self.format {
             Format::Json => self.send("ADDED", &obj.full).await,
             Format::Protobuf => match super::protobuf::object_body(&self.def, &obj.value()) {
@@ -339,6 +347,8 @@ impl Watcher {
         let mut epoch = self.sim.watch_epoch();
         epoch.mark_unchanged();
         let mut held = self.sim.watches_held();
+        let mut retired = self.sim.resources.retirements();
+        retired.mark_unchanged();
         loop {
             tokio::select! {
                 r = rx.recv() => match r {
@@ -417,6 +427,20 @@ impl Watcher {
                 _ = self.tx.closed() => return,
                 _ = self.sim.shutdown().wait() => return,
                 _ = epoch.changed() => return,
+                _ = retired.changed() => {
+                    if !self.sim.resources.is_served(self.catalog_index) {
+                        // Its type is gone (a custom resource's definition
+                        // deleted, or the version no longer served): the
+                        // deletes of its objects go out, then the stream
+                        // ends, as the cacher's watchers end when it stops.
+                        while let Ok(ev) = rx.try_recv() {
+                            if ev.rv > seen_rv && ev.res == self.res && !self.deliver(&ev).await {
+                                return;
+                            }
+                        }
+                        return;
+                    }
+                }
             }
         }
     }

@@ -102,7 +102,7 @@ fn invalid_name(def: &ResourceDef, name: &str) -> Status {
     )
 }
 
-fn now_rfc3339() -> String {
+pub(super) fn now_rfc3339() -> String {
     humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
 }
 
@@ -172,6 +172,7 @@ pub fn create(
 ) -> Result<Response<Body>, Status> {
     let def = sim.resources.def(res);
     let def = &*def;
+    let res = def.storage;
     let dry = dry_run(r, "CreateOptions")?;
     let mut v = decode_body(r, &body)?;
     check_type(def, &mut v)?;
@@ -237,6 +238,7 @@ pub fn create(
             v["spec"] = json!({"finalizers": ["kubernetes"]});
             v["status"] = json!({"phase": "Active"});
         }
+        "customresourcedefinitions" => super::crd::prepare(&mut v)?,
         _ => {}
     }
     let k = key(ns.as_deref(), &name);
@@ -297,6 +299,7 @@ pub fn update(
 ) -> Result<Response<Body>, Status> {
     let def = sim.resources.def(res);
     let def = &*def;
+    let res = def.storage;
     let name = rp.name.clone().unwrap_or_default();
     let dry = dry_run(r, "UpdateOptions")?;
     let mut v = decode_body(r, &body)?;
@@ -331,6 +334,7 @@ pub fn patch(
 ) -> Result<Response<Body>, Status> {
     let def = sim.resources.def(res);
     let def = &*def;
+    let res = def.storage;
     let name = rp.name.clone().unwrap_or_default();
     let dry = dry_run(r, "PatchOptions")?;
     let ctype = r
@@ -398,6 +402,7 @@ pub fn delete(
 ) -> Result<Response<Body>, Status> {
     let def = sim.resources.def(res);
     let def = &*def;
+    let res = def.storage;
     let name = rp.name.clone().unwrap_or_default();
     let dry = dry_run(r, "DeleteOptions")?;
     let opts: Value = if body.is_empty() {
@@ -412,14 +417,14 @@ pub fn delete(
         .map(str::to_string);
     let pre_uid = opts["preconditions"]["uid"].as_str().map(str::to_string);
     if !dry && def.gvr.resource() == "namespaces" && sim.store.get(res, &k).is_some() {
-        for (i, d) in sim
-            .resources
-            .served()
-            .into_iter()
-            .filter(|(_, d)| d.namespaced)
-        {
-            for child in sim.store.keys_in_namespace(i, &name) {
-                let _ = sim.store.mutate(i, &child, |cur, _| match cur {
+        let mut emptied = std::collections::HashSet::new();
+        for (_, d) in sim.resources.served() {
+            // Versions of one custom resource share their objects.
+            if !d.namespaced || !emptied.insert(d.storage) {
+                continue;
+            }
+            for child in sim.store.keys_in_namespace(d.storage, &name) {
+                let _ = sim.store.mutate(d.storage, &child, |cur, _| match cur {
                     Some(_) => Ok(Mutation::Delete),
                     None => Err(Status::not_found(d.gvr.resource(), &child)),
                 });
