@@ -26,13 +26,6 @@ const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
 type C = Client<HttpConnector, Full<Bytes>>;
 
-fn env_or(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 /// A metric's value in Prometheus text (0 when absent), summed over every
 /// series whose name and labels start with `prefix`.
 fn sum(text: &str, prefix: &str) -> f64 {

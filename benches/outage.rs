@@ -27,18 +27,11 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
-use common::{Proc, free_port, sim, wait_ready};
+use common::{Proc, env_or, free_port, sim, wait_ready};
 
 const BIN: &str = env!("CARGO_BIN_EXE_r8s");
 
 type C = Client<HttpConnector, Full<Bytes>>;
-
-fn env_or(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 #[derive(Clone, Copy, Debug)]
 enum Shape {

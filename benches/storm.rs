@@ -34,20 +34,13 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use tokio::sync::mpsc;
 
-use common::{Proc, cpu_time, free_port, rss_kib, sim, wait_ready};
+use common::{Proc, cpu_time, env_or, free_port, rss_kib, sim, wait_ready};
 use r8s::codec::protobuf as pb;
 
 const BIN: &str = env!("CARGO_BIN_EXE_r8s");
 const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
 
 type C = Client<HttpConnector, Empty<Bytes>>;
-
-fn env_or(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 fn node(i: usize) -> String {
     format!("node-{i:02}")

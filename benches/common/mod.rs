@@ -4,6 +4,15 @@
 
 use std::process::Child;
 
+/// A number from the environment variable `name`, or `default` when it is
+/// unset or not a number (the benchmarks' knobs: `DISK_PODS`, ...).
+pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 /// A child process (the sim, r8s, a floor server), killed when dropped.
 pub struct Proc(pub Child);
 
