@@ -12,6 +12,12 @@ use super::resources::{ResourceDef, VERBS, builtins, group_json, gv_path};
 use crate::api::Gvr;
 use crate::sync::RwLockExt;
 
+/// Where each custom resource definition's objects are kept in the store,
+/// by its `metadata.uid` (a definition deleted and made again starts
+/// empty); held while `sim::crd` brings the catalog in line.
+#[derive(Default)]
+pub struct Storages(pub(super) std::sync::Mutex<std::collections::HashMap<String, usize>>);
+
 /// The resource types a sim serves, by index: the built-ins first.
 pub struct Catalog {
     entries: RwLock<Vec<Entry>>,

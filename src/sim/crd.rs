@@ -5,8 +5,15 @@
 //! sharing one set of objects; a version no longer served is gone (404, its
 //! open watches end); a deleted definition takes its objects with it
 //! (their DELETED events go out first, then the watches end).
+//!
+//! Where it is simpler than the apiserver: a deleted definition goes at once
+//! (no `deletionTimestamp` while the `customresourcecleanup` finalizer
+//! deletes the objects); `status.storedVersions` is set at creation and not
+//! extended when the storage version changes; a conversion webhook is not
+//! called (every version is served by rewriting `apiVersion`, the `None`
+//! strategy); the protobuf of a definition leaves out the versions' schemas.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 use serde_json::{Value, json};
 
@@ -16,11 +23,6 @@ use super::store::Mutation;
 use crate::api::Gvr;
 use crate::api::status::{Cause, Status};
 use crate::sync::MutexExt;
-
-/// Where each definition's objects are kept, by its `metadata.uid` (a
-/// definition deleted and made again starts empty).
-#[derive(Default)]
-pub struct Storages(std::sync::Mutex<HashMap<String, usize>>);
 
 /// What the sim reads of a definition.
 struct Spec {
@@ -112,7 +114,7 @@ pub fn prepare(v: &mut Value) -> Result<(), Status> {
             "Invalid value: must have exactly one version marked as storage version".into(),
         ));
     }
-    let now = super::write::now_rfc3339();
+    let now = super::state::now_rfc3339();
     let condition = |t: &str, reason: &str, message: &str| json!({"type": t, "status": "True", "lastTransitionTime": now, "reason": reason, "message": message});
     v["status"] = json!({
         "acceptedNames": spec["names"],
@@ -130,13 +132,15 @@ pub fn prepare(v: &mut Value) -> Result<(), Status> {
 /// served and definitions deleted are retired, a deleted definition's
 /// objects deleted first.
 pub fn sync(sim: &Sim) {
+    // Held from the read of the definitions on: two writes' syncs apply in
+    // turn, the later one from the later state.
+    let mut storages = sim.crds.0.locked();
     let crds = super::resources::crds_idx();
     let (_, specs) = sim.store.with_current(crds, |m| {
         m.values()
             .filter_map(|o| Spec::of(&o.value()))
             .collect::<Vec<_>>()
     });
-    let mut storages = sim.crds.0.locked();
     let mut wanted: Vec<(Gvr, usize)> = Vec::new();
     let mut live = HashSet::new();
     for spec in &specs {

@@ -96,7 +96,7 @@ pub struct Sim {
     /// The resource types it serves.
     pub resources: super::catalog::Catalog,
     /// Where each custom resource definition's objects are kept.
-    pub(super) crds: super::crd::Storages,
+    pub(super) crds: super::catalog::Storages,
     /// Storage.
     pub store: store::Store,
     /// Configuration.
@@ -141,7 +141,7 @@ impl Sim {
         Sim {
             store: store::Store::new(config.history, resources.items_typed()),
             resources,
-            crds: super::crd::Storages::default(),
+            crds: super::catalog::Storages::default(),
             config,
             auth,
             counts: Mutex::new(HashMap::new()),
@@ -309,6 +309,11 @@ pub async fn read_body(mut body: Incoming) -> Result<Bytes, Status> {
         return Err(Status::entity_too_large(MAX_BODY));
     }
     Ok(buf.freeze())
+}
+
+/// Now, as the apiserver writes timestamps (RFC 3339, seconds).
+pub fn now_rfc3339() -> String {
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
 }
 
 /// Serializes a JSON value.

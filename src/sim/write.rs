@@ -7,7 +7,7 @@ use http::{Response, StatusCode, header};
 use serde_json::{Value, json};
 
 use super::resources::{ResourceDef, namespaces_idx};
-use super::state::{Req, Sim, json_response, to_bytes};
+use super::state::{Req, Sim, json_response, now_rfc3339, to_bytes};
 use super::store::{Mutation, Obj, key};
 use crate::api::path::ResourcePath;
 use crate::api::status::{Cause, Status};
@@ -100,10 +100,6 @@ fn invalid_name(def: &ResourceDef, name: &str) -> Status {
             field: Some("metadata.name".into()),
         }],
     )
-}
-
-pub(super) fn now_rfc3339() -> String {
-    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
 }
 
 /// A random UUID (v4 layout).
