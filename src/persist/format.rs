@@ -132,6 +132,12 @@ pub enum ReadError {
 }
 
 impl ReadError {
+    /// Whether the whole file's checksum failed: that outranks whatever was
+    /// found wrong in its objects (a damaged file's objects are not its own).
+    pub fn is_checksum(&self) -> bool {
+        matches!(self, ReadError::Corrupt(m) if m == CHECKSUM)
+    }
+
     /// The `result` label of `r8s_persist_loads_total`.
     pub fn label(&self) -> PersistLoad {
         match self {
@@ -144,7 +150,8 @@ impl ReadError {
     }
 }
 
-/// A writer that keeps the CRC-32 of what went through and counts it.
+/// A writer (or reader) that keeps the CRC-32 of what went through and
+/// counts it.
 struct Summed<W> {
     inner: W,
     crc: flate2::Crc,
@@ -160,6 +167,15 @@ impl<W: Write> Write for Summed<W> {
     }
     fn flush(&mut self) -> io::Result<()> {
         self.inner.flush()
+    }
+}
+
+impl<R: Read> Read for Summed<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.crc.update(&buf[..n]);
+        self.bytes += n as u64;
+        Ok(n)
     }
 }
 
@@ -281,23 +297,30 @@ fn verify<R: Read + Seek>(src: &mut R, len: u64) -> Result<(), ReadError> {
     let mut stored = [0; 4];
     src.read_exact(&mut stored)?;
     if crc.sum() != u32::from_le_bytes(stored) {
-        return Err(ReadError::Corrupt("checksum mismatch".into()));
+        return Err(ReadError::Corrupt(CHECKSUM.into()));
     }
     Ok(())
 }
 
-/// Reads the snapshot in `src` (`len` bytes) of the cache `expect`
-/// identifies: checks it whole first (magic, format, checksum), then its
-/// header against `expect`, then hands each object to `visit` in order.
-/// Returns the header and the bookmark template (empty if none).
-pub fn read<R: Read + Seek>(
-    mut src: R,
-    len: u64,
-    expect: &Identity,
-    mut visit: impl FnMut(Record<'_>) -> Result<(), String>,
-) -> Result<(Header, Vec<u8>), ReadError> {
+/// Reads only the header of the snapshot in `src` (`len` bytes) of the
+/// cache `expect` identifies, checking what comes before it but not the
+/// rest: what a load must know (the version) before it reads the log
+/// written after it. [`read`] checks the whole file again.
+pub fn peek<R: Read + Seek>(mut src: R, len: u64, expect: &Identity) -> Result<Header, ReadError> {
+    preamble(&mut src, len)?;
+    src.seek(SeekFrom::Start(FIXED))?;
     let mut r = Bounded {
         inner: &mut src,
+        left: len - FIXED - 4,
+    };
+    header(&mut r, expect)
+}
+
+/// Checks the magic, the format and the length the file states.
+fn preamble<R: Read + Seek>(src: &mut R, len: u64) -> Result<(), ReadError> {
+    src.seek(SeekFrom::Start(0))?;
+    let mut r = Bounded {
+        inner: src,
         left: len,
     };
     if len >= MAGIC.len() as u64 && &r.array::<8>("magic")? != MAGIC {
@@ -322,12 +345,11 @@ pub fn read<R: Read + Seek>(
             len - stated
         )));
     }
-    verify(&mut src, len)?;
-    src.seek(SeekFrom::Start(FIXED))?;
-    let mut r = Bounded {
-        inner: std::io::BufReader::with_capacity((256 << 10).min(len as usize), &mut src),
-        left: len - FIXED - 4,
-    };
+    Ok(())
+}
+
+/// Reads the header, refusing another cache's.
+fn header<R: Read>(r: &mut Bounded<R>, expect: &Identity) -> Result<Header, ReadError> {
     let head_len = r.u32("header length")?;
     if head_len > MAX_HEADER {
         return Err(ReadError::Corrupt(format!(
@@ -340,6 +362,65 @@ pub fn read<R: Read + Seek>(
     if let Some(why) = header.identity.mismatch(expect) {
         return Err(ReadError::Foreign(why));
     }
+    Ok(header)
+}
+
+/// Reads the snapshot in `src` (`len` bytes) of the cache `expect`
+/// identifies: checks it whole first (magic, format, checksum), then its
+/// header against `expect`, then hands each object to `visit` in order.
+/// Returns the header and the bookmark template (empty if none).
+pub fn read<R: Read + Seek>(
+    mut src: R,
+    len: u64,
+    expect: &Identity,
+    mut visit: impl FnMut(Record<'_>) -> Result<(), String>,
+) -> Result<(Header, Vec<u8>), ReadError> {
+    preamble(&mut src, len)?;
+    // One pass: the checksum is summed as the objects are read, and checked
+    // before any of it is returned. Damage found before the end is reported
+    // as the checksum's when the checksum is wrong too, as if checked first.
+    src.seek(SeekFrom::Start(0))?;
+    let found = {
+        let mut summed = Summed {
+            inner: std::io::BufReader::with_capacity((256 << 10).min(len as usize), &mut src),
+            crc: flate2::Crc::new(),
+            bytes: 0,
+        };
+        let mut r = Bounded {
+            inner: &mut summed,
+            left: len - 4,
+        };
+        r.array::<{ FIXED as usize }>("preamble")?;
+        records(&mut r, expect, &mut visit).and_then(|found| {
+            let mut stored = [0; 4];
+            summed.inner.read_exact(&mut stored)?;
+            if summed.crc.sum() != u32::from_le_bytes(stored) {
+                return Err(ReadError::Corrupt(CHECKSUM.into()));
+            }
+            Ok(found)
+        })
+    };
+    match found {
+        Err(ReadError::Corrupt(m)) if m == CHECKSUM => Err(ReadError::Corrupt(m)),
+        Err(e) => {
+            verify(&mut src, len)?;
+            Err(e)
+        }
+        ok => ok,
+    }
+}
+
+/// What a snapshot whose checksum is wrong is refused with.
+const CHECKSUM: &str = "checksum mismatch";
+
+/// Reads the header and the objects after it (the preamble read), handing
+/// each object to `visit`.
+fn records<R: Read>(
+    r: &mut Bounded<R>,
+    expect: &Identity,
+    visit: &mut impl FnMut(Record<'_>) -> Result<(), String>,
+) -> Result<(Header, Vec<u8>), ReadError> {
+    let header = header(r, expect)?;
     let empty_len = r.u32("template length")?;
     if empty_len > MAX_EMPTY {
         return Err(ReadError::Corrupt(format!(

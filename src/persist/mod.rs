@@ -13,9 +13,13 @@
 //! outgrows `persist.compaction_ratio` of it, at a bounded pace ([`pace`]).
 //! Reading either treats the file as untrusted input.
 
+#[cfg(test)]
+mod fixtures;
 pub mod format;
 pub mod log;
+mod objects;
 mod pace;
+mod replay;
 mod resources;
 mod writer;
 
@@ -31,13 +35,15 @@ use bytes::Bytes;
 
 use crate::api::Gvr;
 use crate::api::media::Encoding;
-use crate::cache::object::{CachedObject, Objects, TypeInfo};
+use crate::cache::object::TypeInfo;
 use crate::cache::store::{Restored, Store, Version};
 use crate::config::PersistConfig;
 use crate::metrics::{self, PersistLoad};
 use crate::sync::MutexExt;
 use format::{Header, Identity, ReadError};
+pub use objects::read_objects;
 pub use pace::Pace;
+pub use replay::replay_log;
 
 /// Why `persist.dir` cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -221,10 +227,11 @@ impl Persist {
 
     /// Loads the snapshot of the store `identity` names and replays its log
     /// over it, parsing objects as `info` says (blocking: file reads and
-    /// parsing). `None` when there is no snapshot, or when it cannot be
-    /// used: then the reason is logged and counted, and the store starts
-    /// cold. A log, or a log's tail, that cannot be used is logged and
-    /// counted, and the state reached before it is loaded.
+    /// parsing; [`replay`] says in what order). `None` when there is no
+    /// snapshot, or when it cannot be used: then the reason is logged and
+    /// counted, and the store starts cold. A log, or a log's tail, that
+    /// cannot be used is logged and counted, and the state reached before
+    /// it is loaded.
     pub fn load(&self, target: &Target, info: &TypeInfo) -> Option<Restored> {
         let (identity, labels) = (&target.identity, target.store.labels());
         let path = self.file(identity);
@@ -242,74 +249,62 @@ impl Persist {
             Ok(m) => m.len(),
             Err(e) => return self.refused(target, &path, ReadError::Io(e)),
         };
-        let (header, objects, empty) = match read_objects(file, len, identity, info) {
-            Ok(r) => r,
-            Err(e) => {
-                self.remove(&segments);
-                return self.refused(target, &path, e);
+        let unusable = |e: ReadError| {
+            self.remove(&segments);
+            self.refused(target, &path, e)
+        };
+        let peeked = match format::peek(&file, len, identity) {
+            Ok(h) => h,
+            // The whole read says why (it checks the checksum first).
+            Err(e) => return unusable(read_objects(&file, len, identity, info).err().unwrap_or(e)),
+        };
+        let mut stop: Option<replay::Stop> = None;
+        let (scan, header, objects, empty) = loop {
+            let scan = self.scan(&segments, &peeked, identity, stop.clone());
+            match scan.state.load(&file, len, identity, info) {
+                Ok((header, objects, empty)) => break (scan, header, objects, empty),
+                Err(Err(e)) => return unusable(e),
+                Err(Ok(s)) => match s.after(stop.as_ref()) {
+                    Ok(s) => stop = Some(s),
+                    Err(e) => return unusable(e),
+                },
             }
         };
         target.series.loaded(PersistLoad::Loaded);
-        let snapshot_written = UNIX_EPOCH + Duration::from_millis(header.written_unix_ms);
-        let mut state = Replay {
-            objects,
-            at: header.resource_version,
-            written_ms: header.written_unix_ms,
-            pending: Vec::new(),
-        };
-        let mut tail = Tail {
-            rv: state.at,
-            segment: None,
-            snapshot_bytes: len,
-            log_bytes: 0,
-            snapshot_written,
-        };
-        let mut replayed = 0;
-        let mut rest = segments.into_iter();
-        for (base, seg) in rest.by_ref() {
-            if base > state.at {
-                tracing::warn!(resource = %labels, file = %seg.display(), base, at = state.at, "log segment ignored: it starts after the version reached (a gap); the watch resumes from there");
-                target.series.log_loaded(PersistLoad::Corrupt);
-                self.remove(&[(base, seg)]);
-                break;
-            }
-            match state.segment(&seg, identity, info) {
-                Ok(r) => {
-                    replayed += 1;
-                    let ends = r.last_mark.map_or(r.header.base, |(rv, _)| rv);
-                    tail.log_bytes += r.committed;
-                    if ends == state.at {
-                        tail.segment = Some((seg.clone(), base, r.committed));
-                    }
-                    match r.cut {
-                        None => target.series.log_loaded(PersistLoad::Loaded),
-                        // A later segment is used only if it starts at or
-                        // before the version reached (the gap rule above).
-                        Some(why) => {
-                            tracing::warn!(resource = %labels, file = %seg.display(), reason = %why, at = state.at, "log cut at its last whole record: what follows is not used");
-                            target.series.log_loaded(why.label());
-                        }
-                    }
+        for (seg, outcome) in &scan.outcomes {
+            match outcome {
+                Segment::Loaded => target.series.log_loaded(PersistLoad::Loaded),
+                Segment::Cut(why) => {
+                    tracing::warn!(resource = %labels, file = %seg.display(), reason = %why, at = scan.state.at, "log cut at its last whole record: what follows is not used");
+                    target.series.log_loaded(why.label());
                 }
-                Err(e) => {
-                    tracing::warn!(resource = %labels, file = %seg.display(), error = %e, at = state.at, "log segment ignored");
+                Segment::Ignored(e) => {
+                    tracing::warn!(resource = %labels, file = %seg.display(), error = %e, at = scan.state.at, "log segment ignored");
                     target.series.log_loaded(e.label());
-                    self.remove(&[(base, seg)]);
+                }
+                Segment::After(base) => {
+                    tracing::warn!(resource = %labels, file = %seg.display(), base, at = scan.state.at, "log segment ignored: it starts after the version reached (a gap); the watch resumes from there");
+                    target.series.log_loaded(PersistLoad::Corrupt);
                 }
             }
         }
-        // The segments after a gap cannot follow: their changes would apply
-        // to a state they do not follow.
-        self.remove(&rest.collect::<Vec<_>>());
-        tail.rv = state.at;
+        self.remove(&scan.removed);
+        let state = &scan.state;
+        let tail = Tail {
+            rv: state.at,
+            segment: scan.segment.clone(),
+            snapshot_bytes: len,
+            log_bytes: scan.log_bytes,
+            snapshot_written: UNIX_EPOCH + Duration::from_millis(header.written_unix_ms),
+        };
         let now = unix_ms(SystemTime::now());
         let age = Duration::from_millis(now.saturating_sub(state.written_ms));
         tracing::info!(
             resource = %labels,
-            objects = state.objects.len(),
+            objects = objects.len(),
             snapshot_rv = header.resource_version,
             rv = state.at,
-            segments = replayed,
+            segments = scan.outcomes.iter().filter(|(_, o)| matches!(o, Segment::Loaded | Segment::Cut(_))).count(),
             bytes = len + tail.log_bytes,
             age = ?age,
             took = ?started.elapsed(),
@@ -318,11 +313,59 @@ impl Persist {
         target.series.replayed(started.elapsed());
         self.tails.locked().insert(path, tail);
         Some(Restored {
-            objects: state.objects,
+            objects,
             rv: state.at,
             empty: (!empty.is_empty()).then(|| Bytes::from(empty)),
             age,
         })
+    }
+
+    /// Reads the log `segments` written after the snapshot `header` names,
+    /// in order, stopping where `stop` says (see [`replay`]).
+    fn scan(
+        &self,
+        segments: &[(u64, PathBuf)],
+        header: &Header,
+        identity: &Identity,
+        stop: Option<replay::Stop>,
+    ) -> Scan {
+        let mut scan = Scan {
+            state: replay::Replay::new(header.resource_version, header.written_unix_ms, stop),
+            outcomes: Vec::new(),
+            removed: Vec::new(),
+            segment: None,
+            log_bytes: 0,
+        };
+        let mut rest = segments.iter();
+        for (base, seg) in rest.by_ref() {
+            let state = &mut scan.state;
+            if *base > state.at {
+                scan.outcomes.push((seg.clone(), Segment::After(*base)));
+                scan.removed.push((*base, seg.clone()));
+                break;
+            }
+            match replay::segment(state, seg, identity) {
+                Ok(r) => {
+                    let ends = r.last_mark.map_or(r.header.base, |(rv, _)| rv);
+                    scan.log_bytes += r.committed;
+                    if ends == state.at {
+                        scan.segment = Some((seg.clone(), *base, r.committed));
+                    }
+                    // A later segment is used only if it starts at or
+                    // before the version reached (the gap rule above).
+                    let outcome = r.cut.map_or(Segment::Loaded, Segment::Cut);
+                    scan.outcomes.push((seg.clone(), outcome));
+                }
+                Err(e) => {
+                    scan.outcomes.push((seg.clone(), Segment::Ignored(e)));
+                    scan.removed.push((*base, seg.clone()));
+                }
+            }
+        }
+        // The segments after a gap cannot follow: their changes would apply
+        // to a state they do not follow.
+        scan.removed.extend(rest.cloned());
+        scan
     }
 
     /// Removes `segments` (best effort: a segment left behind is ignored by
@@ -393,138 +436,30 @@ impl Persist {
     }
 }
 
-/// A store's state being rebuilt from its snapshot and log.
-struct Replay {
-    objects: Objects,
-    /// The version `objects` are the state at.
-    at: u64,
-    /// When that state was written (Unix ms).
-    written_ms: u64,
-    /// The changes of the group being read, applied at its mark.
-    pending: Vec<(Arc<str>, Option<CachedObject>)>,
+/// What reading a store's log segments found, for its load to report.
+struct Scan {
+    /// The state the log reaches, its changes unparsed.
+    state: replay::Replay,
+    /// What became of each segment read, in order.
+    outcomes: Vec<(PathBuf, Segment)>,
+    /// The segments not to keep.
+    removed: Vec<(u64, PathBuf)>,
+    /// The segment that ends at the version reached, and its bytes that count.
+    segment: Option<(PathBuf, u64, u64)>,
+    /// The bytes of the segments that count.
+    log_bytes: u64,
 }
 
-impl Replay {
-    /// Replays the log segment at `path` of the store `identity` names.
-    fn segment(
-        &mut self,
-        path: &Path,
-        identity: &Identity,
-        info: &TypeInfo,
-    ) -> Result<log::Replayed, ReadError> {
-        let file = File::open(path)?;
-        let len = file.metadata()?.len();
-        self.replay(file, len, identity, info)
-    }
-
-    /// Replays the log in `src` (`len` bytes) over the state.
-    fn replay<R: io::Read>(
-        &mut self,
-        src: R,
-        len: u64,
-        identity: &Identity,
-        info: &TypeInfo,
-    ) -> Result<log::Replayed, ReadError> {
-        let protobuf = identity.encoding == Encoding::Protobuf.as_str();
-        self.pending.clear();
-        let r = log::read(src, len, identity, |entry| {
-            match entry {
-                // Changes the state already holds (a segment older than the
-                // snapshot, or the part of one before it).
-                log::Entry::Put { rv, .. } | log::Entry::Delete { rv, .. } if rv <= self.at => {}
-                log::Entry::Put { key, rv, body } => {
-                    let o = if protobuf {
-                        info.parse_protobuf(body, true)
-                    } else {
-                        info.parse(body)
-                    }
-                    .map_err(|e| format!("{key}: {e}"))?;
-                    if &*o.key != key || o.rv > rv {
-                        return Err(format!(
-                            "parsed as {} at {}, recorded as {key} at {rv}",
-                            o.key, o.rv
-                        ));
-                    }
-                    self.pending.push((o.key.clone(), Some(o)));
-                }
-                log::Entry::Delete { key, .. } => self.pending.push((Arc::from(key), None)),
-                log::Entry::Mark { rv, unix_ms } => {
-                    for (key, o) in self.pending.drain(..) {
-                        match o {
-                            Some(o) => {
-                                self.objects.insert(key, Arc::new(o));
-                            }
-                            None => {
-                                self.objects.remove(&key);
-                            }
-                        }
-                    }
-                    // A mark at the version reached still says the store
-                    // was current then: the state is that much younger.
-                    if rv >= self.at {
-                        self.at = rv;
-                        self.written_ms = self.written_ms.max(unix_ms);
-                    }
-                }
-            }
-            Ok(())
-        })?;
-        self.pending.clear();
-        Ok(r)
-    }
-}
-
-/// Replays the log in `src` (`len` bytes) of the store `identity` names over
-/// `objects`, the state at `at`, parsing objects as `info` says (the log
-/// reader's whole path, for the fuzz target). Returns what the reader found,
-/// the objects and the version reached.
-pub fn replay_log<R: io::Read>(
-    src: R,
-    len: u64,
-    identity: &Identity,
-    info: &TypeInfo,
-    objects: Objects,
-    at: u64,
-) -> Result<(log::Replayed, Objects, u64), ReadError> {
-    let mut state = Replay {
-        objects,
-        at,
-        written_ms: 0,
-        pending: Vec::new(),
-    };
-    let r = state.replay(src, len, identity, info)?;
-    Ok((r, state.objects, state.at))
-}
-
-/// Reads a snapshot of `len` bytes from `src` into the objects of the store
-/// `identity` names, parsed as `info` says: each must parse, and parse to
-/// the key and version recorded with it. Returns the header, the objects
-/// and the bookmark template (empty if none).
-pub fn read_objects<R: io::Read + io::Seek>(
-    src: R,
-    len: u64,
-    identity: &Identity,
-    info: &TypeInfo,
-) -> Result<(Header, Objects, Vec<u8>), ReadError> {
-    let protobuf = identity.encoding == Encoding::Protobuf.as_str();
-    let mut objects = Objects::new();
-    let (header, empty) = format::read(src, len, identity, |r| {
-        let o = if protobuf {
-            info.parse_protobuf(r.body, true)
-        } else {
-            info.parse(r.body)
-        }
-        .map_err(|e| e.to_string())?;
-        if &*o.key != r.key || o.rv != r.rv {
-            return Err(format!(
-                "parsed as {} at {}, recorded as {} at {}",
-                o.key, o.rv, r.key, r.rv
-            ));
-        }
-        objects.insert(o.key.clone(), Arc::new(o));
-        Ok(())
-    })?;
-    Ok((header, objects, empty))
+/// What became of one log segment at a load.
+enum Segment {
+    /// Read whole.
+    Loaded,
+    /// Used up to its last whole group before what `0` says.
+    Cut(ReadError),
+    /// Not used (`0` says why), and removed.
+    Ignored(ReadError),
+    /// Not used: it starts after the version reached (at `0`), a gap.
+    After(u64),
 }
 
 fn unix_ms(t: SystemTime) -> u64 {

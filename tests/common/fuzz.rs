@@ -327,7 +327,6 @@ fn change_log(input: &[u8]) {
         for encoding in ["json", "protobuf"] {
             let _ = replay_log(
                 bytes,
-                bytes.len() as u64,
                 &snapshot_identity(encoding),
                 &pods(),
                 Objects::new(),
