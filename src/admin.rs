@@ -8,7 +8,8 @@ use metrics_exporter_prometheus::PrometheusHandle;
 
 use crate::api::media::Encoding;
 use crate::body::{self, Body};
-use crate::cache::store::{Serving, Store};
+use crate::cache::registry::Registry;
+use crate::cache::store::Serving;
 use crate::sync::MutexExt;
 
 /// Readiness means "can serve": not before every cache's first sync, not
@@ -26,8 +27,10 @@ pub struct Health {
     why: Mutex<String>,
     /// Why the upstream does not answer `/version`, while it does not.
     upstream_down: Mutex<Option<String>>,
-    /// Every store, by its metrics label, for staleness.
-    stores: Vec<(Arc<Store>, crate::metrics::StalenessSeries)>,
+    /// The caches, as they come and go, for their staleness.
+    caches: Arc<Registry>,
+    /// The `cache.resources` entries the upstream does not serve yet.
+    waiting: Mutex<Vec<String>>,
 }
 
 /// One check of `/readyz?verbose`: its name, and why it fails (if it does).
@@ -37,21 +40,15 @@ struct Check {
 }
 
 impl Health {
-    /// Health over these stores; not ready yet.
-    pub fn new(stores: Vec<Arc<Store>>) -> Self {
-        let stores = stores
-            .into_iter()
-            .map(|s| {
-                let series = crate::metrics::StalenessSeries::new(s.labels());
-                (s, series)
-            })
-            .collect();
+    /// Health over the caches `caches` holds; not ready yet.
+    pub fn new(caches: Arc<Registry>) -> Self {
         Health {
             synced: AtomicBool::new(false),
             draining: AtomicBool::new(false),
             why: Mutex::new("the upstream has not answered /version yet".into()),
             upstream_down: Mutex::new(None),
-            stores,
+            caches,
+            waiting: Mutex::new(Vec::new()),
         }
     }
 
@@ -87,9 +84,9 @@ impl Health {
     /// their requests through (`served: false`) or are served anyway
     /// (`served: true`, `cache.serve_stale`), as `label (N s)`.
     fn stale(&self, served: bool) -> Vec<String> {
-        self.stores
-            .iter()
-            .map(|(s, _)| s)
+        self.caches
+            .stores()
+            .into_iter()
             .filter(|s| s.serving() == Serving::Ready && s.staleness().stale())
             .filter(|s| s.staleness().serves_stale() == served)
             .map(|s| format!("{} ({} s)", s.labels(), s.staleness().since().as_secs()))
@@ -153,6 +150,13 @@ impl Health {
                 "[+]upstream not answering /version (reported, not a readiness condition: the caches still serve): {why}\n"
             )),
         }
+        let waiting = self.waiting.locked().clone();
+        if !waiting.is_empty() {
+            out.push_str(&format!(
+                "[+]cache.resources not served upstream yet (waited for; their requests pass through): {}\n",
+                waiting.join(", ")
+            ));
+        }
         let stale = self.stale(true);
         if !stale.is_empty() {
             out.push_str(&format!(
@@ -168,16 +172,27 @@ impl Health {
         (ok, out)
     }
 
+    /// The `cache.resources` entries the upstream does not serve yet (each
+    /// logged once when it starts waiting): reported by `/readyz?verbose`,
+    /// not a readiness condition (a CRD may never be installed).
+    pub fn set_waiting(&self, waiting: Vec<String>) {
+        let mut w = self.waiting.locked();
+        for entry in waiting.iter().filter(|e| !w.contains(e)) {
+            tracing::warn!(entry = %entry, "cache.resources names a resource the upstream does not serve (yet): waiting for it; its requests pass through");
+        }
+        *w = waiting;
+    }
+
     /// Whether every cache has settled: serving, or passing through for good reason.
     pub fn settled(&self) -> bool {
-        self.stores.iter().all(|(s, _)| s.settled())
+        self.caches.stores().iter().all(|s| s.settled())
     }
 
     /// Publishes each cache's staleness, and how many are served stale
     /// (before a scrape).
     pub fn record_staleness(&self) {
-        for (s, series) in &self.stores {
-            series.record(s.staleness().since());
+        for s in self.caches.stores() {
+            crate::metrics::StalenessSeries::new(s.labels()).record(s.staleness().since());
         }
         crate::metrics::caches_served_stale(self.stale(true).len());
     }
@@ -224,7 +239,7 @@ pub fn handle<B>(
                 );
                 let (items, run_bytes) = crate::codec::gzip::totals();
                 crate::metrics::list_gzip(items, run_bytes);
-                metrics.render()
+                crate::metrics::without_stores(metrics.render(), &health.caches.retired())
             },
             "text/plain; version=0.0.4",
         ),
@@ -271,7 +286,7 @@ mod tests {
     /// stops answering after that is only reported, and draining ends it.
     #[test]
     fn should_be_ready_once_synced_whatever_the_upstream_until_draining() {
-        let h = Health::new(Vec::new());
+        let h = Health::new(Arc::default());
         h.set_syncing("caches syncing (their requests pass through)".into());
         assert_eq!(
             h.readiness(),
@@ -304,7 +319,7 @@ mod tests {
 
     #[tokio::test]
     async fn should_list_the_checks_only_when_asked_for_verbose() {
-        let h = Arc::new(Health::new(Vec::new()));
+        let h = Arc::new(Health::new(Arc::default()));
         h.set_synced();
         let metrics = metrics_exporter_prometheus::PrometheusBuilder::new()
             .build_recorder()

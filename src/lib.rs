@@ -31,12 +31,15 @@
 //!    (the same health, told to systemd), and [`sim`]
 //!    (the built-in upstream: an in-memory kube-apiserver for tests, demos
 //!    and benchmarks; nothing depends on it but [`demo`]).
-//! 7. Wiring: this file ([`prepare`], [`Prepared::run`]), [`cli`], [`demo`].
+//! 7. Wiring: [`apis`] (the caches' lifetimes: a cache for each resource
+//!    that appears upstream, none for one that goes), this file
+//!    ([`prepare`], [`Prepared::run`]), [`cli`], [`demo`].
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod admin;
 pub mod api;
+pub mod apis;
 pub mod auth;
 pub mod body;
 pub mod cache;
@@ -79,9 +82,15 @@ pub struct Listeners {
 pub struct Prepared {
     config: Config,
     upstream: Arc<Upstream>,
-    caches: cache::Caches,
+    /// The caches served, and the one handle that changes them.
+    caches: (Arc<cache::registry::Registry>, cache::registry::Registrar),
     /// Each cache's store writers, for its reflectors.
     writers: Vec<(Arc<cache::ResourceCache>, Vec<cache::writer::Writer>)>,
+    /// What a cache started later is made with.
+    budget: Arc<cache::budget::Budget>,
+    limits: cache::store::Limits,
+    /// The `cache.resources` entries the upstream does not serve yet.
+    waiting: Vec<String>,
     tls: Option<Arc<tls::Tls>>,
     /// `auth.mode = "none"`'s Host and path filters, compiled.
     local: auth::local::LocalGuard,
@@ -138,7 +147,7 @@ pub async fn prepare(config: Config) -> Result<Prepared, PrepareError> {
     let resolved = match upstream::discovery::resolve(&upstream, entries, exclude).await {
         Ok(r) => {
             if let Some(p) = &persist {
-                p.save_resources(entries, exclude, &r);
+                p.save_resources(entries, exclude, &r.resources);
             }
             r
         }
@@ -149,9 +158,12 @@ pub async fn prepare(config: Config) -> Result<Prepared, PrepareError> {
                 .as_ref()
                 .and_then(|p| p.load_resources(entries, exclude))
             {
-                Some(r) => {
+                Some(resources) => {
                     tracing::warn!(error = %e, "the upstream does not answer discovery; resolving cache.resources as the last start did, from persist.dir");
-                    r
+                    upstream::discovery::Resolved {
+                        resources,
+                        ..Default::default()
+                    }
                 }
                 None => return Err(e.into()),
             }
@@ -173,7 +185,7 @@ pub async fn prepare(config: Config) -> Result<Prepared, PrepareError> {
         serve_stale: config.cache.serve_stale,
     };
     let protobuf = config.cache.encodings.iter().any(|e| e == "protobuf");
-    for r in resolved {
+    for r in resolved.resources {
         // (Custom resources' protobuf store: their objects' PartialObjectMetadata.)
         let indexes = cache::index::configured(&config.cache.indexes, &r);
         let (rc, w) = cache::ResourceCache::new(r, protobuf, limits, &budget, &indexes);
@@ -183,8 +195,11 @@ pub async fn prepare(config: Config) -> Result<Prepared, PrepareError> {
     Ok(Prepared {
         config,
         upstream,
-        caches,
+        caches: cache::registry::Registry::new(caches),
         writers,
+        budget,
+        limits,
+        waiting: resolved.waiting,
         tls,
         local,
         persist,
@@ -202,8 +217,11 @@ impl Prepared {
         let Prepared {
             config,
             upstream,
-            caches,
+            caches: (caches, registrar),
             writers,
+            budget,
+            limits,
+            waiting,
             tls,
             local,
             persist,
@@ -217,19 +235,39 @@ impl Prepared {
         );
         log_auth_mode(&config, &upstream, tls.is_some());
         let caching = spawn_caches(&config, &upstream, writers, persist, &shutdown);
-        let health = Arc::new(Health::new(
-            caches.values().flat_map(|c| c.stores()).cloned().collect(),
-        ));
+        let health = Arc::new(Health::new(caches.clone()));
+        health.set_waiting(waiting);
         spawn_upkeep(&upstream, &health, &metrics, tls.as_ref(), &shutdown);
-        let admin = serve_admin(listeners.admin, &config, health, metrics, &shutdown);
-        let api = build_api(
-            &config,
-            upstream,
-            caches,
-            local,
+        let proofs = Arc::new(upstream::proof::Proofs::new(
+            upstream.clone(),
+            &caches.all(),
             caching.stampers,
-            &shutdown,
+            upstream::proof::ProofPolicy {
+                streaming_lists: config.read.consistent_streaming_lists,
+                lists: config.read.consistent_lists,
+                timeout: Duration::from_secs_f64(config.read.prove_timeout_seconds),
+            },
+        ));
+        let starter = apis::Starter {
+            upstream: upstream.clone(),
+            reflecting: reflecting(&config),
+            limits,
+            budget,
+            protobuf: config.cache.encodings.iter().any(|e| e == "protobuf"),
+            indexes: config.cache.indexes.clone(),
+            proofs: proofs.clone(),
+        };
+        let follower = apis::Follower::new(
+            registrar,
+            caching.running,
+            starter,
+            &config.cache,
+            health.clone(),
+            shutdown.clone(),
         );
+        tokio::spawn(follower.run());
+        let admin = serve_admin(listeners.admin, &config, health, metrics, &shutdown);
+        let api = build_api(&config, upstream, caches, local, proofs, &shutdown);
         serve_api(listeners.api, &config, tls, api, shutdown).await;
         let _ = admin.await;
         if let Some(saving) = caching.saving {
@@ -244,6 +282,8 @@ impl Prepared {
 struct Caching {
     /// Each resource's stores, as its prover stamps them.
     stampers: HashMap<api::Gvr, Vec<cache::writer::Stamper>>,
+    /// Each cache's reflectors, running.
+    running: HashMap<api::Gvr, apis::Running>,
     /// The task writing snapshots to `persist.dir`, if it is set.
     saving: Option<tokio::task::JoinHandle<()>>,
 }
@@ -258,15 +298,12 @@ fn spawn_caches(
     shutdown: &Signal,
 ) -> Caching {
     let (mut saved, mut checked, mut warm) = (Vec::new(), Vec::new(), false);
-    let mut stampers = HashMap::new();
-    let reflecting = upstream::reflector::ReflectorConfig {
-        page_size: config.cache.page_size,
-        streaming_lists: config.cache.streaming_lists,
-        max_backoff: Duration::from_secs_f64(config.upstream.max_backoff_seconds),
-    };
+    let (mut stampers, mut running) = (HashMap::new(), HashMap::new());
+    let reflecting = reflecting(config);
     for (c, writers) in writers {
         let mut stores = Vec::new();
         let mut stamps = Vec::new();
+        let mut reflectors = Vec::new();
         for writer in writers {
             let store = writer.store().clone();
             stamps.push(writer.stamper());
@@ -288,13 +325,21 @@ fn spawn_caches(
                 saved.push(target);
             }
             stores.push(upstream::consistency::Checked::new(store, relist));
-            tokio::spawn(r.run(shutdown.clone()));
+            reflectors.push(r);
         }
         stampers.insert(c.resource.gvr.clone(), stamps);
+        let gvr = c.resource.gvr.clone();
+        running.insert(
+            gvr,
+            apis::Running::spawn(c.clone(), reflectors, None, shutdown),
+        );
         checked.push(upstream::consistency::Target {
             resource: c.resource.clone(),
             stores,
         });
+    }
+    if let Some(p) = &persist {
+        p.discard_others(&saved.iter().map(|t| t.identity.clone()).collect::<Vec<_>>());
     }
     let saving = persist.map(|p| {
         tracing::info!(stores = saved.len(), "caches are saved to persist.dir");
@@ -310,7 +355,20 @@ fn spawn_caches(
             shutdown.clone(),
         ));
     }
-    Caching { stampers, saving }
+    Caching {
+        stampers,
+        running,
+        saving,
+    }
+}
+
+/// How reflectors list and watch, from the configuration.
+fn reflecting(config: &Config) -> upstream::reflector::ReflectorConfig {
+    upstream::reflector::ReflectorConfig {
+        page_size: config.cache.page_size,
+        streaming_lists: config.cache.streaming_lists,
+        max_backoff: Duration::from_secs_f64(config.upstream.max_backoff_seconds),
+    }
 }
 
 /// Spawns what keeps the process's view current: histogram upkeep, the
@@ -393,21 +451,11 @@ fn serve_admin(
 fn build_api(
     config: &Config,
     upstream: Arc<Upstream>,
-    caches: cache::Caches,
+    caches: Arc<cache::registry::Registry>,
     local: auth::local::LocalGuard,
-    stampers: HashMap<api::Gvr, Vec<cache::writer::Stamper>>,
+    proofs: Arc<upstream::proof::Proofs>,
     shutdown: &Signal,
 ) -> Arc<serve::Api> {
-    let proofs = Arc::new(upstream::proof::Proofs::new(
-        upstream.clone(),
-        &caches,
-        stampers,
-        upstream::proof::ProofPolicy {
-            streaming_lists: config.read.consistent_streaming_lists,
-            lists: config.read.consistent_lists,
-            timeout: Duration::from_secs_f64(config.read.prove_timeout_seconds),
-        },
-    ));
     Arc::new(serve::Api {
         auth: auth::Auth::new(config.auth_mode(), &config.auth, local, upstream.clone()),
         upstream,

@@ -73,3 +73,26 @@ impl Signal {
         self.wait().await
     }
 }
+
+impl Signal {
+    /// A signal that fires once this one or `other` does (a cache's own
+    /// stop, or r8s's shutdown). Needs a tokio runtime: a task waits on both.
+    pub fn or(&self, other: &Signal) -> Signal {
+        if self.fired() || other.fired() {
+            let (trigger, signal) = channel();
+            trigger.fire();
+            return signal;
+        }
+        let (trigger, signal) = channel();
+        let (a, b) = (self.clone(), other.clone());
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = a.wait() => {}
+                _ = b.wait() => {}
+                _ = trigger.0.closed() => return,
+            }
+            trigger.fire();
+        });
+        signal
+    }
+}

@@ -190,7 +190,7 @@ async fn should_pass_through_uncacheable_resources_and_relist_on_malformed_data(
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn should_resolve_star_and_reject_unknown_entries_at_startup() {
+async fn should_resolve_star_and_wait_for_entries_not_served_yet() {
     let sim = start_sim(sim_config()).await;
     let up = std::sync::Arc::new(
         r8s::upstream::Upstream::new(&r8s::config::UpstreamConfig {
@@ -204,7 +204,7 @@ async fn should_resolve_star_and_reject_unknown_entries_at_startup() {
         r8s::upstream::discovery::resolve(&up, &["*".into()], &["secrets".into(), "events".into()])
             .await
             .unwrap();
-    let labels: Vec<String> = all.iter().map(|r| r.gvr.to_string()).collect();
+    let labels: Vec<String> = all.resources.iter().map(|r| r.gvr.to_string()).collect();
     for want in [
         "v1/pods",
         "v1/configmaps",
@@ -220,21 +220,27 @@ async fn should_resolve_star_and_reject_unknown_entries_at_startup() {
             || l.contains("tokenreviews")),
         "{labels:?}"
     );
-    let e = r8s::upstream::discovery::resolve(&up, &["apps/v1/nopes".into()], &[])
+    // Not served (yet): waited for, not an error (a CRD installed later).
+    let some = r8s::upstream::discovery::resolve(
+        &up,
+        &["apps/v1/nopes".into(), "nopes".into(), "pods".into()],
+        &[],
+    )
+    .await
+    .unwrap();
+    assert_eq!(some.waiting, ["apps/v1/nopes", "nopes"]);
+    assert_eq!(some.resources.len(), 1);
+    // A malformed entry is still a startup error.
+    let e = r8s::upstream::discovery::resolve(&up, &["a/b/c/d".into()], &[])
         .await
         .unwrap_err();
-    assert!(e.to_string().contains("apps/v1/nopes"), "{e}");
+    assert!(e.to_string().contains("a/b/c/d"), "{e}");
     let mut config = r8s::config::Config::default();
     config.upstream.servers = vec![sim.url()];
     config.cache.resources = vec!["nopes".into()];
-    let err = r8s::prepare(config)
-        .await
-        .err()
-        .expect("unknown resource is a startup error");
     assert!(
-        err.to_string()
-            .contains("\"nopes\" is not served by the upstream"),
-        "{err}"
+        r8s::prepare(config).await.is_ok(),
+        "an entry not served yet is waited for"
     );
     sim.stop().await;
 }

@@ -25,8 +25,8 @@ const LAYERS: &[&[&str]] = &[
     &["auth", "server"],
     // The listeners and the built-in upstream.
     &["serve", "admin", "notify", "sim"],
-    // Wiring.
-    &["<root>", "cli", "demo"],
+    // Wiring: the caches' lifetimes as the API changes, the process.
+    &["apis", "<root>", "cli", "demo"],
 ];
 
 fn top(file: &Path) -> String {

@@ -6,6 +6,7 @@
 //! - [`version`]: one version's objects and their indexes, changed together.
 //! - [`index`]: objects by a field's or a label's value (pods by node).
 //! - [`writer`]: a store's one writer (a typed handle), and a proof's stamper.
+//! - [`registry`]: the caches served now, which change as the upstream's API does.
 //! - [`serving`]: whether a store answers requests, and its transitions.
 //! - [`budget`]: byte budgets shared by the stores, and how they make room.
 //! - [`history`]: the event log watchers read, indexed by trigger.
@@ -20,6 +21,7 @@ mod index_tests;
 pub mod json;
 pub mod object;
 pub mod protobuf;
+pub mod registry;
 pub mod serving;
 pub mod staleness;
 pub mod store;
@@ -115,5 +117,5 @@ impl ResourceCache {
     }
 }
 
-/// The caches by group/version/resource: built at startup, then read-only.
+/// Caches by group/version/resource (one map of the [`registry::Registry`]).
 pub type Caches = HashMap<Gvr, Arc<ResourceCache>>;

@@ -8,6 +8,7 @@
 //!   Ready / Syncing ──objects over the byte budget────────▶ OverBudget
 //!   OverBudget ──a relist that fits───────────────────────▶ Ready
 //!   any ──resource versions that are not integers─────────▶ Uncacheable (for good)
+//!   any ──the resource is no longer served upstream───────▶ Removed (for good)
 //! ```
 
 /// Whether a cache answers reads and watches, and if not, why.
@@ -21,6 +22,10 @@ pub enum Serving {
     OverBudget,
     /// Its resource versions are not integers: requests pass through for good.
     Uncacheable,
+    /// Its resource is no longer served upstream (a CRD deleted, a version
+    /// no longer served): its objects are dropped, its watches ended, and
+    /// its requests pass through (to the upstream's 404).
+    Removed,
 }
 
 impl Serving {

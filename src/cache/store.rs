@@ -366,6 +366,12 @@ impl Store {
         self.node_index
     }
 
+    /// Wakes every watcher, indexed or not, to look at the store again.
+    pub(super) fn wake_all(&self) {
+        self.rv.send_modify(|_| {});
+        self.wakers.wake(&[], true);
+    }
+
     /// A receiver that changes whenever the cache's version does.
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.rv.subscribe()

@@ -92,6 +92,32 @@ fn should_trim_the_largest_log_before_evicting_a_quiet_store() {
     assert!(!w.fit_budget());
 }
 
+/// A retired store (its resource no longer served upstream) holds nothing:
+/// its objects' and events' bytes leave the budget, its watchers are woken
+/// to find it removed, and the other stores sharing the budget keep theirs.
+#[test]
+fn should_release_every_byte_of_a_retired_store() {
+    let budget = Arc::new(Budget::new(0, 0));
+    let (mut w, s) = store_with(limits(1_000), budget.clone());
+    let (mut other_w, other) = store_with(limits(1_000), budget.clone());
+    for w in [&mut w, &mut other_w] {
+        w.apply(vec![Change::Replace(OrdMap::new(), 1)]);
+        for rv in 2..50 {
+            w.apply(vec![Change::Put(obj(&format!("o-{}", rv % 7), rv))]);
+        }
+    }
+    let kept = other.bytes();
+    assert!(s.bytes() > 0 && kept > 0);
+    assert_eq!(budget.total(), s.bytes() + kept);
+    let woken = s.subscribe();
+    w.retire();
+    assert_eq!(s.serving(), Serving::Removed);
+    assert_eq!((s.current().objects.len(), s.bytes()), (0, 0));
+    assert_eq!(budget.total(), kept);
+    assert_eq!(other.bytes(), kept);
+    assert!(woken.has_changed().unwrap());
+}
+
 /// An indexed watcher on a quiet trigger is woken as the log turns over,
 /// and moving its cursor up keeps it inside the log however many other
 /// events pass (a kubelet whose node has no pod changes is never "too old").

@@ -138,6 +138,18 @@ impl Writer {
         s.budget.adjust(-(held as isize));
     }
 
+    /// Retires the store: its resource is no longer served upstream. Drops
+    /// every object and event (releasing their bytes) and ends its watches;
+    /// requests that still reach it pass through. For good.
+    pub fn retire(mut self) {
+        let s = self.store.clone();
+        s.inner.writing().serving = Serving::Removed;
+        // Not serving: the history restarts empty, its bytes released.
+        self.apply(vec![Change::Replace(OrdMap::new(), s.current().rv)]);
+        s.inner.writing().pinned.clear();
+        s.wake_all();
+    }
+
     /// Serving again after a relist that fits the budget.
     pub fn clear_over_budget(&mut self) {
         let mut st = self.store.inner.writing();

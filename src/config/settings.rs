@@ -144,6 +144,14 @@ pub struct CacheConfig {
     /// Seconds between checks that each cache holds what the upstream holds
     /// (namespace, name and resourceVersion of every object; 0: never).
     pub consistency_check_interval_seconds: u64,
+    /// Seconds between resolutions of `resources` against the upstream's
+    /// discovery while r8s runs (resources that appear get a cache, those
+    /// gone lose theirs); also soon after any change to the cached CRDs or
+    /// APIServices. 0: resolved at startup only.
+    pub discovery_interval_seconds: u64,
+    /// Caches started while r8s runs that may be syncing (listing) at once:
+    /// a cluster installing 500 CRDs does not start 500 lists at once.
+    pub max_concurrent_starts: usize,
 }
 
 impl Default for CacheConfig {
@@ -163,6 +171,8 @@ impl Default for CacheConfig {
             max_staleness_seconds: 120,
             serve_stale: false,
             consistency_check_interval_seconds: 600,
+            discovery_interval_seconds: 30,
+            max_concurrent_starts: 4,
         }
     }
 }

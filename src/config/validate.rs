@@ -199,7 +199,7 @@ impl Config {
     /// Every number that becomes a duration, a size or a count, with the
     /// values it may take: anything else is rejected here, before a port is
     /// bound, instead of panicking or misbehaving later.
-    fn numbers(&self) -> [(&'static str, f64, Range); 31] {
+    fn numbers(&self) -> [(&'static str, f64, Range); 33] {
         let secs = |v: u64| v as f64;
         let (c, w, a) = (&self.cache, &self.watch, &self.auth);
         let ttl = range(0.0, DAY, "seconds");
@@ -266,6 +266,16 @@ impl Config {
                 "cache.consistency_check_interval_seconds",
                 secs(c.consistency_check_interval_seconds),
                 range(0.0, 7.0 * DAY, "seconds (0: never)"),
+            ),
+            (
+                "cache.discovery_interval_seconds",
+                secs(c.discovery_interval_seconds),
+                range(0.0, DAY, "seconds (0: at startup only)"),
+            ),
+            (
+                "cache.max_concurrent_starts",
+                c.max_concurrent_starts as f64,
+                range(1.0, 1000.0, "caches"),
             ),
             (
                 "persist.interval_seconds",

@@ -23,4 +23,6 @@ pub use serving::{
     AuthCounters, EventCounts, ProofSeries, WatchMetrics, cache_request, request, upstream_in_use,
     upstream_response, upstream_unreachable,
 };
-pub use store::{ConsistencySeries, PersistSeries, ReflectorSeries, StalenessSeries};
+pub use store::{
+    ConsistencySeries, PersistSeries, ReflectorSeries, StalenessSeries, without_stores,
+};

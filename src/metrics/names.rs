@@ -90,7 +90,7 @@ metrics! {
     WATCH_LAG_EVENTS: Histogram "r8s_watch_lag_events" =
         "Events a watcher is behind the log's head, by resource (sampled once per watcher per second).";
     WATCH_TERMINATED_TOTAL: Counter "r8s_watch_terminated_total" =
-        "Cached watches ended, by resource and reason: timeout, client, too_old, too_new, shutdown, error.";
+        "Cached watches ended, by resource and reason: timeout, client, too_old, too_new, shutdown, removed, error.";
     WATCH_REJECTED_TOTAL: Counter "r8s_watch_rejected_total" =
         "Watches refused with 429 at watch.max_watchers.";
     WATCH_LOG_EVENTS: Gauge "r8s_watch_log_events" =

@@ -266,3 +266,70 @@ impl StalenessSeries {
         self.0.set(since.as_secs_f64());
     }
 }
+
+/// The gauges that describe a store's state: those of a retired cache
+/// describe nothing any more, and are left out of `/metrics`
+/// ([`without_stores`]).
+const STORE_GAUGES: [&str; 8] = [
+    names::CACHE_OBJECTS,
+    names::CACHE_BYTES,
+    names::CACHE_RESOURCE_VERSION,
+    names::CACHE_SYNCED,
+    names::CACHE_OVER_BUDGET,
+    names::CACHE_STALENESS_SECONDS,
+    names::WATCH_LOG_EVENTS,
+    names::WATCH_LOG_BYTES,
+];
+
+/// `rendered` (the exposition text) without the store gauges of the
+/// resources `gone` names (`group/version/resource`): a retired cache is
+/// gone from the metrics as from the registry (the recorder cannot forget a
+/// series). Its counters stay: they only go up, and its requests go on.
+pub fn without_stores(rendered: String, gone: &std::collections::HashSet<String>) -> String {
+    if gone.is_empty() {
+        return rendered;
+    }
+    let dropped = |line: &str| {
+        let Some((name, rest)) = line.split_once('{') else {
+            return false;
+        };
+        STORE_GAUGES.contains(&name)
+            && rest
+                .split_once("resource=\"")
+                .and_then(|(_, v)| v.split_once('"'))
+                .is_some_and(|(resource, _)| gone.contains(resource))
+    };
+    let mut out = String::with_capacity(rendered.len());
+    for line in rendered.lines().filter(|l| !dropped(l)) {
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn should_leave_out_only_the_store_gauges_of_resources_gone() {
+        let text = "# HELP r8s_cache_objects Objects.\n\
+                    # TYPE r8s_cache_objects gauge\n\
+                    r8s_cache_objects{resource=\"late.example.com/v1/gadgets\",encoding=\"json\"} 1\n\
+                    r8s_cache_objects{resource=\"v1/pods\",encoding=\"json\"} 7\n\
+                    r8s_cache_requests_total{resource=\"late.example.com/v1/gadgets\",verb=\"list\",result=\"hit\"} 3\n";
+        let gone = ["late.example.com/v1/gadgets".to_string()].into();
+        let out = without_stores(text.to_string(), &gone);
+        assert!(!out.contains("r8s_cache_objects{resource=\"late"), "{out}");
+        assert!(
+            out.contains("r8s_cache_objects{resource=\"v1/pods\""),
+            "{out}"
+        );
+        assert!(
+            out.contains("r8s_cache_requests_total{resource=\"late"),
+            "{out}"
+        );
+        assert!(out.contains("# TYPE r8s_cache_objects gauge"), "{out}");
+        assert_eq!(without_stores(text.to_string(), &Default::default()), text);
+    }
+}

@@ -220,6 +220,32 @@ impl Persist {
         found
     }
 
+    /// Removes the snapshots and logs of every store but those `kept` names:
+    /// a resource no longer cached (gone upstream, as a deleted CRD is, or
+    /// no longer in `cache.resources`) is not loaded, and its files are not
+    /// left to fill the disk. Each removal is logged.
+    pub fn discard_others(&self, kept: &[Identity]) {
+        let stems: Vec<String> = kept.iter().map(|i| format!("{}.", Self::stem(i))).collect();
+        let files = fs::read_dir(&self.dir).into_iter().flatten().flatten();
+        for e in files {
+            let Ok(name) = e.file_name().into_string() else {
+                continue;
+            };
+            let ours = name.ends_with(".snap") || name.ends_with(".log");
+            if !ours || stems.iter().any(|s| name.starts_with(s.as_str())) {
+                continue;
+            }
+            match fs::remove_file(e.path()) {
+                Ok(()) => {
+                    tracing::info!(file = %e.path().display(), "removed the snapshot of a resource no longer cached (not served upstream, or not in cache.resources)")
+                }
+                Err(err) => {
+                    tracing::warn!(file = %e.path().display(), error = %err, "could not remove the snapshot of a resource no longer cached")
+                }
+            }
+        }
+    }
+
     /// Whether a snapshot of the store `identity` names is there (to load).
     pub fn has_snapshot(&self, identity: &Identity) -> bool {
         self.file(identity).exists()

@@ -31,7 +31,8 @@ use crate::api::media::ErrorEncoding;
 use crate::api::request::{ApiRequest, Verb};
 use crate::auth::{Auth, Caller};
 use crate::body::Body;
-use crate::cache::{Caches, ResourceCache};
+use crate::cache::ResourceCache;
+use crate::cache::registry::Registry;
 use crate::metrics;
 use crate::server::Peer;
 use crate::shutdown::Signal;
@@ -46,7 +47,7 @@ pub struct Api {
     /// The upstream.
     pub upstream: Arc<Upstream>,
     /// The caches, by group/version/resource.
-    pub caches: Caches,
+    pub caches: Arc<Registry>,
     /// How cached reads behave.
     pub policy: read::ReadPolicy,
     /// How cached watches behave.
@@ -87,6 +88,7 @@ impl Api {
             .as_ref()
             .filter(|_| caller.cacheable())
             .and_then(|ar| Some((ar, self.caches.get(&ar.path.gvr)?)));
+        let cached = cached.as_ref().map(|(ar, c)| (*ar, c));
         let Some((ar, cache)) = cached else {
             let streaming = ar.as_ref().is_some_and(|ar| ar.streaming);
             let resp = self.forward(req, streaming, &caller).await;

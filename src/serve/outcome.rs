@@ -27,6 +27,9 @@ pub enum PassReason {
     OverBudget,
     /// The resource's versions are not integers: it is never cached.
     NotCacheable,
+    /// The resource is no longer served upstream: its cache was retired
+    /// (a request that found it just before).
+    Removed,
     /// An `Accept` the cache does not answer (Table, YAML, CBOR, unknown).
     MediaType,
     /// An encoding the resource is not cached in: protobuf without
@@ -52,13 +55,14 @@ pub enum PassReason {
 
 impl PassReason {
     /// Every reason, in the order `docs/caching.md` lists them.
-    pub const ALL: [PassReason; 15] = [
+    pub const ALL: [PassReason; 16] = [
         PassReason::Verb,
         PassReason::MostRecent,
         PassReason::NotSynced,
         PassReason::Stale,
         PassReason::OverBudget,
         PassReason::NotCacheable,
+        PassReason::Removed,
         PassReason::MediaType,
         PassReason::Encoding,
         PassReason::Invalid,
@@ -79,6 +83,7 @@ impl PassReason {
             PassReason::Stale => "stale",
             PassReason::OverBudget => "over_budget",
             PassReason::NotCacheable => "not_cacheable",
+            PassReason::Removed => "removed",
             PassReason::MediaType => "media_type",
             PassReason::Encoding => "encoding",
             PassReason::Invalid => "invalid",

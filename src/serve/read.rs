@@ -78,6 +78,7 @@ pub fn serving_store<'c>(
         Serving::Syncing => Err(PassReason::NotSynced),
         Serving::OverBudget => Err(PassReason::OverBudget),
         Serving::Uncacheable => Err(PassReason::NotCacheable),
+        Serving::Removed => Err(PassReason::Removed),
     }
 }
 

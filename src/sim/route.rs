@@ -111,7 +111,10 @@ impl Sim {
         );
         let answer = match (verb, rp.subresource.as_deref()) {
             (Verb::Get, None | Some("status")) => read::get(&self, res, &rp, &r, &opts).await,
-            (Verb::List, None) => read::list(&self, res, &rp, &r, &opts).await,
+            (Verb::List, None) => {
+                let _listing = self.listing().await;
+                read::list(&self, res, &rp, &r, &opts).await
+            }
             (Verb::Watch, None) => watch::watch(self.clone(), res, &rp, &r, opts),
             (Verb::Get, Some("log")) if pods => exec::log(self.clone(), res, &rp, &r),
             (Verb::Connect, Some("exec")) if pods => exec::exec(

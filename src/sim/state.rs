@@ -46,6 +46,10 @@ pub struct SimConfig {
     pub future_rv_wait: Duration,
     /// Which kube-apiserver it behaves as on the consistent-read path.
     pub generation: Generation,
+    /// How long every list takes at least (a LIST, a streaming list's
+    /// initial events): an apiserver with large or busy lists, for tests of
+    /// how a client paces them.
+    pub list_delay: Duration,
 }
 
 /// Which kube-apiserver the sim behaves as where they differ for proofs.
@@ -87,6 +91,7 @@ impl Default for SimConfig {
             min_watch_timeout: Duration::from_secs(1800),
             future_rv_wait: Duration::from_secs(3),
             generation: Generation::Current,
+            list_delay: Duration::ZERO,
         }
     }
 }
@@ -118,6 +123,18 @@ pub struct Sim {
     /// The version of the last consistent read ([`Generation::Current`]:
     /// the watch cache requested progress up to it).
     progress: std::sync::atomic::AtomicU64,
+    /// Lists being answered now (a LIST, or a streaming list's initial
+    /// events), and the most at once: how a client paces its syncs.
+    lists: [std::sync::atomic::AtomicUsize; 2],
+}
+
+/// A list being answered (counted in [`Sim::lists_in_flight`] while held).
+pub struct Listing<'a>(&'a Sim);
+
+impl Drop for Listing<'_> {
+    fn drop(&mut self) {
+        self.0.lists[0].fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
 }
 
 /// A request as the handlers see it.
@@ -152,7 +169,30 @@ impl Sim {
             spared: Mutex::new(std::collections::HashSet::new()),
             held: tokio::sync::watch::channel(false).0,
             progress: std::sync::atomic::AtomicU64::new(0),
+            lists: Default::default(),
         }
+    }
+
+    /// Counts a list being answered until the guard is dropped, after
+    /// `list_delay`.
+    pub(super) async fn listing(&self) -> Listing<'_> {
+        use std::sync::atomic::Ordering::AcqRel;
+        let now = self.lists[0].fetch_add(1, AcqRel) + 1;
+        self.lists[1].fetch_max(now, AcqRel);
+        let listing = Listing(self);
+        if !self.config.list_delay.is_zero() {
+            tokio::time::sleep(self.config.list_delay).await;
+        }
+        listing
+    }
+
+    /// Lists (LISTs, and streaming lists until their initial events are
+    /// sent) being answered now, and the most answered at once since the
+    /// last call (which resets it to now).
+    pub fn lists_in_flight(&self) -> (usize, usize) {
+        use std::sync::atomic::Ordering::AcqRel;
+        let now = self.lists[0].load(std::sync::atomic::Ordering::Acquire);
+        (now, self.lists[1].swap(now, AcqRel))
     }
 
     /// A consistent read (no `resourceVersion`) answered at `rv`: a current
@@ -175,6 +215,12 @@ impl Sim {
     pub fn count(&self, verb: &str, resource: &str) -> u64 {
         let c = self.counts.locked();
         c.get(&format!("{verb} {resource}")).copied().unwrap_or(0)
+    }
+
+    /// Every request answered so far, by `"verb resource"` (`"get /apis"`
+    /// for discovery and other paths outside the resources).
+    pub fn counts(&self) -> HashMap<String, u64> {
+        self.counts.locked().clone()
     }
 
     /// Counts one request of `verb` on `resource`.

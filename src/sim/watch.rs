@@ -298,6 +298,7 @@ impl Watcher {
                     self.send_error(&s).await;
                     return;
                 }
+                let listing = self.sim.listing().await;
                 let (rv, objects, rx) = store.watch_current(self.res);
                 for o in objects.values() {
                     if self.filter.passes(o) && !self.send_initial(o).await {
@@ -307,6 +308,7 @@ impl Watcher {
                 if end_bookmark && !self.bookmark(rv, true).await {
                     return;
                 }
+                drop(listing);
                 (rx, rv)
             }
         };

@@ -35,6 +35,9 @@ pub enum DiscoveryError {
     },
 }
 
+/// Resource lists: (group, version, resources).
+type Lists = Vec<(String, String, Vec<Value>)>;
+
 /// The most of a discovery document r8s reads.
 const MAX_DOCUMENT: usize = 64 << 20;
 
@@ -57,11 +60,15 @@ async fn get_json(upstream: &Arc<Upstream>, path: &str) -> Result<Value, Discove
         .map_err(|e| err(e.to_string()))
 }
 
-/// Resource lists of every served group/version: (group, version, resources).
+/// Resource lists of every served group/version: (group, version,
+/// resources), each group's preferred version first (a bare resource name
+/// resolves to it); and the group/versions whose list did not come (an
+/// aggregated API that is down), left out.
 async fn all_lists(
     upstream: &Arc<Upstream>,
-) -> Result<Vec<(String, String, Vec<Value>)>, DiscoveryError> {
+) -> Result<(Lists, Vec<(String, String)>), DiscoveryError> {
     let mut out = Vec::new();
+    let mut unlisted = Vec::new();
     let core = get_json(upstream, "/api/v1").await?;
     out.push((
         String::new(),
@@ -75,12 +82,22 @@ async fn all_lists(
             .as_str()
             .unwrap_or_default()
             .to_string();
-        for v in g["versions"].as_array().cloned().unwrap_or_default() {
-            let version = v["version"].as_str().unwrap_or_default().to_string();
-            if version != preferred {
-                continue;
-            }
-            let list = get_json(upstream, &format!("/apis/{name}/{version}")).await?;
+        let mut versions: Vec<String> = g["versions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v["version"].as_str().map(str::to_string))
+            .collect();
+        versions.sort_by_key(|v| *v != preferred);
+        for version in versions {
+            let list = match get_json(upstream, &format!("/apis/{name}/{version}")).await {
+                Ok(list) => list,
+                Err(e) => {
+                    tracing::warn!(error = %e, "a group/version's discovery failed; its resources are left as they were");
+                    unlisted.push((name.clone(), version));
+                    continue;
+                }
+            };
             out.push((
                 name.clone(),
                 version,
@@ -88,7 +105,7 @@ async fn all_lists(
             ));
         }
     }
-    Ok(out)
+    Ok((out, unlisted))
 }
 
 fn verbs(r: &Value) -> Vec<String> {
@@ -114,16 +131,32 @@ fn resolved(group: &str, version: &str, r: &Value) -> ApiResource {
     }
 }
 
-/// Resolves the entries (`pods`, `v1/pods`, `apps/v1/deployments`, `*`).
+/// What `cache.resources` names now.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Resolved {
+    /// The resources to cache.
+    pub resources: Vec<ApiResource>,
+    /// The entries named explicitly that the upstream does not serve (yet):
+    /// waited for, not an error (a CRD installed after r8s starts).
+    pub waiting: Vec<String>,
+    /// The group/versions whose discovery failed: what they serve is not
+    /// known (their caches are kept as they are).
+    pub unlisted: Vec<(String, String)>,
+}
+
+/// Resolves the entries (`pods`, `v1/pods`, `apps/v1/deployments`, `*`):
+/// `*` is every served version of every resource that supports list and
+/// watch, less `exclude`.
 pub async fn resolve(
     upstream: &Arc<Upstream>,
     entries: &[String],
     exclude: &[String],
-) -> Result<Vec<ApiResource>, DiscoveryError> {
+) -> Result<Resolved, DiscoveryError> {
     if entries.is_empty() {
-        return Ok(Vec::new());
+        return Ok(Resolved::default());
     }
-    let lists = all_lists(upstream).await?;
+    let mut waiting = Vec::new();
+    let (lists, unlisted) = all_lists(upstream).await?;
     let mut out: Vec<ApiResource> = Vec::new();
     let mut push = |r: ApiResource| {
         if !out.contains(&r) {
@@ -165,11 +198,11 @@ pub async fn resolve(
             } else {
                 format!("/apis/{g}/{v}")
             };
-            let list = get_json(upstream, &path)
-                .await
-                .map_err(|_| DiscoveryError::NotServed {
-                    entry: entry.clone(),
-                })?;
+            let list = match get_json(upstream, &path).await {
+                Ok(list) => list,
+                // Not served (404), or not now: checked again later.
+                Err(_) => Value::Null,
+            };
             if let Some(r) = list["resources"]
                 .as_array()
                 .and_then(|a| a.iter().find(|r| r["name"] == resource))
@@ -184,9 +217,8 @@ pub async fn resolve(
             });
         }
         let Some((g, v, r)) = found else {
-            return Err(DiscoveryError::NotServed {
-                entry: entry.clone(),
-            });
+            waiting.push(entry.clone());
+            continue;
         };
         let vs = verbs(&r);
         if !(vs.iter().any(|v| v == "list") && vs.iter().any(|v| v == "watch")) {
@@ -197,5 +229,9 @@ pub async fn resolve(
         }
         push(resolved(&g, &v, &r));
     }
-    Ok(out)
+    Ok(Resolved {
+        resources: out,
+        waiting,
+        unlisted,
+    })
 }

@@ -18,6 +18,7 @@ use super::policy::WatchPolicy;
 use crate::api::status::Status;
 use crate::cache::ResourceCache;
 use crate::cache::history::{Cursor, Form, Trigger};
+use crate::cache::serving::Serving;
 use crate::cache::store::Store;
 use crate::codec::crc::StreamCrc;
 use crate::codec::gzip;
@@ -210,6 +211,9 @@ impl Watcher {
         let tx = self.tx.clone();
         let mut closed = std::pin::pin!(tx.closed());
         loop {
+            if store.serving() == Serving::Removed {
+                return WatchEnd::Removed;
+            }
             if let Err(e) = self.catch_up(p, &mut next_lag_sample).await {
                 return self.ended(e, p).await;
             }

@@ -30,6 +30,7 @@ use crate::cache::store::Store;
 use crate::cache::writer::Stamper;
 use crate::config::Prove;
 use crate::metrics;
+use crate::sync::RwLockExt;
 use ask::get_json;
 pub use outcome::Unproven;
 use prover::Prover;
@@ -56,7 +57,8 @@ pub struct ProofPolicy {
 pub struct Proofs {
     upstream: Arc<Upstream>,
     policy: ProofPolicy,
-    provers: HashMap<crate::api::Gvr, Arc<Prover>>,
+    /// By resource: those cached at startup, then as caches come and go.
+    provers: std::sync::RwLock<HashMap<crate::api::Gvr, Arc<Prover>>>,
     /// Whether the upstream reported 1.31 or later, and until when that
     /// answer holds (an async lock: one request asks, the others wait).
     version: tokio::sync::Mutex<Option<(Instant, bool)>>,
@@ -81,9 +83,28 @@ impl Proofs {
         Proofs {
             upstream,
             policy,
-            provers,
+            provers: std::sync::RwLock::new(provers),
             version: tokio::sync::Mutex::new(None),
         }
+    }
+
+    /// Proves reads of `cache` from now on, stamping its stores through
+    /// `stamps` (a cache started while r8s runs).
+    pub fn add(&self, cache: &Arc<ResourceCache>, stamps: Vec<Stamper>) {
+        let prover = Arc::new(Prover::new(cache.clone(), stamps));
+        self.provers
+            .writing()
+            .insert(cache.resource.gvr.clone(), prover);
+    }
+
+    /// Proves nothing more of `gvr` (its cache was retired).
+    pub fn remove(&self, gvr: &crate::api::Gvr) {
+        self.provers.writing().remove(gvr);
+    }
+
+    /// The prover of `gvr`, if it has one.
+    fn prover(&self, gvr: &crate::api::Gvr) -> Option<Arc<Prover>> {
+        self.provers.reading().get(gvr).cloned()
     }
 
     /// Waits until `store` (of `cache`) is provably at least as fresh as the
@@ -99,7 +120,7 @@ impl Proofs {
         let start = Instant::now();
         let r = self.try_prove(cache, store, kind, start).await;
         if r != Err(Unproven::Off)
-            && let Some(p) = self.provers.get(&cache.resource.gvr)
+            && let Some(p) = self.prover(&cache.resource.gvr)
         {
             p.series.read(kind, r.is_ok(), start.elapsed());
         }
@@ -121,8 +142,7 @@ impl Proofs {
             return Err(Unproven::Off);
         }
         let prover = self
-            .provers
-            .get(&cache.resource.gvr)
+            .prover(&cache.resource.gvr)
             .ok_or(Unproven::Unprovable)?;
         let returned_at = self.upstream.liveness().seen().returned_at;
         if prover.paused(returned_at.map(tokio::time::Instant::from_std)) {

@@ -324,17 +324,19 @@ impl Reflector {
         self
     }
 
-    /// Runs until shutdown (or for good once the resource proves uncacheable).
-    pub async fn run(mut self, shutdown: Signal) {
+    /// Runs until `stop` (shutdown, or the resource retired), or for good
+    /// once the resource proves uncacheable. Returns the store's writer (a
+    /// retired resource's store is emptied through it).
+    pub async fn run(mut self, stop: Signal) -> Writer {
         let mut state = match self.warm.take() {
             Some(loading) => State::Restoring(loading),
             None => State::Relisting { diverged: false },
         };
         loop {
             state = match state {
-                State::Stopped => return,
-                _ if shutdown.fired() => return,
-                state => self.step(state, &shutdown).await,
+                State::Stopped => return self.writer,
+                _ if stop.fired() => return self.writer,
+                state => self.step(state, &stop).await,
             };
         }
     }

@@ -1,0 +1,387 @@
+//! Following the upstream's API while r8s runs: a cache for each resource
+//! `cache.resources` names once the upstream serves it, and none for one it
+//! no longer serves.
+//!
+//! The [`Follower`] owns the set of caches (the registry's one
+//! [`Registrar`]) and each cache's lifetime ([`Running`]). It resolves
+//! `cache.resources` again every `cache.discovery_interval_seconds`, and
+//! soon after any change to the cached `customresourcedefinitions` or
+//! `apiservices` (a CRD created, established, given a version, deleted).
+//!
+//! - A resource that appears gets a cache at once, in the registry but
+//!   syncing (its requests pass through as `not_synced`); its reflectors
+//!   start when it gets a turn: at most `cache.max_concurrent_starts` caches
+//!   started at run time list at once, each holding its turn until its first
+//!   sync. Its reads are proven as the others' are.
+//! - A resource no longer served is retired: out of the registry first (its
+//!   requests pass through, to the upstream's 404), then its reflectors are
+//!   stopped and its stores emptied through their writers (their bytes
+//!   released, their open watches ended, as kube-apiserver ends them).
+//! - A discovery that fails changes nothing; a group/version whose own list
+//!   fails (an aggregated API down) keeps its caches as they are.
+//!
+//! The caches resolved at startup are the follower's too, and are retired
+//! the same way. Only they are saved to `persist.dir` and consistency
+//! checked; caches started at run time are neither (yet).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{Semaphore, watch};
+use tokio::task::JoinHandle;
+
+use crate::admin::Health;
+use crate::api::{ApiResource, Gvr};
+use crate::cache::registry::Registrar;
+use crate::cache::store::{Limits, Store};
+use crate::cache::{ResourceCache, budget::Budget};
+use crate::shutdown::{self, Signal, Trigger};
+use crate::upstream::Upstream;
+use crate::upstream::discovery::{self, Resolved};
+use crate::upstream::proof::Proofs;
+use crate::upstream::reflector::{Reflector, ReflectorConfig};
+
+/// The resources whose changes make the follower look again soon.
+const API_RESOURCES: [(&str, &str, &str); 2] = [
+    ("apiextensions.k8s.io", "v1", "customresourcedefinitions"),
+    ("apiregistration.k8s.io", "v1", "apiservices"),
+];
+
+/// How long after a change to a CRD or APIService the follower looks, and
+/// looks once more (discovery can lag the object that changed it).
+const SOON: Duration = Duration::from_millis(250);
+const AGAIN: Duration = Duration::from_secs(2);
+
+/// The longest a cache started at run time holds its turn without syncing
+/// (an upstream that fails its lists does not hold every start back).
+const TURN: Duration = Duration::from_secs(60);
+
+/// What starting a cache takes.
+pub struct Starter {
+    /// The upstream its reflectors list and watch.
+    pub upstream: Arc<Upstream>,
+    /// How they do.
+    pub reflecting: ReflectorConfig,
+    /// What each store keeps.
+    pub limits: Limits,
+    /// The byte budgets every store shares.
+    pub budget: Arc<Budget>,
+    /// Whether a protobuf store is kept beside the JSON one.
+    pub protobuf: bool,
+    /// `cache.indexes`.
+    pub indexes: std::collections::BTreeMap<String, Vec<String>>,
+    /// The provers of consistent reads, which learn of each cache.
+    pub proofs: Arc<Proofs>,
+}
+
+/// A cache's reflectors and stores while it lives: stopped (and its stores
+/// emptied) by [`Running::retire`], or stopped by shutdown.
+pub struct Running {
+    retire: Trigger,
+    /// Ends once its reflectors have stopped (and its stores are emptied,
+    /// when retired).
+    pub done: JoinHandle<()>,
+}
+
+impl Running {
+    /// Runs `reflectors`, the reflectors of `cache`'s stores, until it is
+    /// retired or r8s shuts down. With `turns`, they start once a turn is
+    /// free, and hold it until the cache first syncs.
+    pub fn spawn(
+        cache: Arc<ResourceCache>,
+        reflectors: Vec<Reflector>,
+        turns: Option<Arc<Semaphore>>,
+        shutdown: &Signal,
+    ) -> Running {
+        let (retire, retired) = shutdown::channel();
+        let stop = retired.or(shutdown);
+        let done = tokio::spawn(live(cache, reflectors, turns, retired, stop));
+        Running { retire, done }
+    }
+
+    /// Stops its reflectors and empties its stores.
+    pub fn retire(self) {
+        self.retire.fire();
+    }
+}
+
+/// A cache's life: its turn, its reflectors, and its end.
+async fn live(
+    cache: Arc<ResourceCache>,
+    reflectors: Vec<Reflector>,
+    turns: Option<Arc<Semaphore>>,
+    retired: Signal,
+    stop: Signal,
+) {
+    let turn = match turns {
+        Some(turns) => tokio::select! {
+            t = turns.acquire_owned() => t.ok(),
+            _ = stop.wait() => None,
+        },
+        None => None,
+    };
+    // Stopped before its turn: each reflector returns its writer at once.
+    let running: Vec<JoinHandle<_>> = reflectors
+        .into_iter()
+        .map(|r| tokio::spawn(r.run(stop.clone())))
+        .collect();
+    if let Some(turn) = turn {
+        let _ = tokio::time::timeout(TURN, synced(&cache, &stop)).await;
+        drop(turn);
+    }
+    let mut writers = Vec::new();
+    for r in running {
+        if let Ok(w) = r.await {
+            writers.push(w);
+        }
+    }
+    if retired.fired() {
+        for w in writers {
+            w.retire();
+        }
+        tracing::info!(resource = %cache.label, "cache retired: its objects dropped, its watches ended");
+    }
+}
+
+/// Until every store of `cache` has settled (or `stop`).
+async fn synced(cache: &ResourceCache, stop: &Signal) {
+    for s in cache.stores() {
+        let mut rx = s.subscribe();
+        while !s.settled() {
+            tokio::select! {
+                changed = rx.changed() => if changed.is_err() { return },
+                _ = stop.wait() => return,
+            }
+        }
+    }
+}
+
+/// Owns the caches and keeps them following the upstream's API.
+pub struct Follower {
+    registrar: Registrar,
+    running: HashMap<Gvr, Running>,
+    starter: Starter,
+    entries: Vec<String>,
+    exclude: Vec<String>,
+    /// `cache.discovery_interval_seconds` (`None`: 0, resolved at startup only).
+    interval: Option<Duration>,
+    turns: Arc<Semaphore>,
+    health: Arc<Health>,
+    /// The CRD and APIService stores, watched for changes.
+    api_changes: Vec<ApiObjects>,
+    shutdown: Signal,
+}
+
+impl Follower {
+    /// The follower of `cache.resources` (less `cache.exclude`), owning the
+    /// registry through `registrar` and the caches already `running`, until
+    /// `shutdown`.
+    pub fn new(
+        registrar: Registrar,
+        running: HashMap<Gvr, Running>,
+        starter: Starter,
+        cache: &crate::config::CacheConfig,
+        health: Arc<Health>,
+        shutdown: Signal,
+    ) -> Self {
+        let mut f = Follower {
+            registrar,
+            running,
+            starter,
+            entries: cache.resources.clone(),
+            exclude: cache.exclude.clone(),
+            interval: (cache.discovery_interval_seconds > 0)
+                .then(|| Duration::from_secs(cache.discovery_interval_seconds)),
+            turns: Arc::new(Semaphore::new(cache.max_concurrent_starts.max(1))),
+            health,
+            api_changes: Vec::new(),
+            shutdown,
+        };
+        f.watch_api_changes();
+        f
+    }
+
+    /// Follows until shutdown; then waits for every cache's reflectors.
+    pub async fn run(mut self) {
+        let shutdown = self.shutdown.clone();
+        let Some(interval) = self.interval.filter(|_| !self.entries.is_empty()) else {
+            shutdown.wait().await;
+            return self.stopped().await;
+        };
+        let mut tick = tokio::time::interval(interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.reset();
+        let mut again: Option<tokio::time::Instant> = None;
+        loop {
+            let again_at = again.unwrap_or_else(|| tokio::time::Instant::now() + interval);
+            tokio::select! {
+                _ = tick.tick() => {}
+                () = changed(&mut self.api_changes) => {
+                    tokio::time::sleep(SOON).await;
+                    again = Some(tokio::time::Instant::now() + AGAIN);
+                }
+                _ = tokio::time::sleep_until(again_at), if again.is_some() => again = None,
+                _ = shutdown.wait() => break,
+            }
+            self.refresh().await;
+        }
+        self.stopped().await;
+    }
+
+    /// Once shutdown has begun: until every cache's reflectors have stopped.
+    async fn stopped(mut self) {
+        for (_, r) in self.running.drain() {
+            let _ = r.done.await;
+        }
+    }
+
+    /// Resolves `cache.resources` again, and starts and retires caches to
+    /// match.
+    async fn refresh(&mut self) {
+        let resolved =
+            match discovery::resolve(&self.starter.upstream, &self.entries, &self.exclude).await {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::warn!(error = %e, "discovery failed; the caches stay as they are");
+                    return;
+                }
+            };
+        self.follow(resolved);
+    }
+
+    /// Starts a cache for each resource `resolved` names that has none,
+    /// and retires those of resources it no longer names.
+    fn follow(&mut self, resolved: Resolved) {
+        let Resolved {
+            resources,
+            waiting,
+            unlisted,
+        } = resolved;
+        let unknown = |g: &Gvr| {
+            unlisted
+                .iter()
+                .any(|(group, version)| g.group() == group && g.version() == version)
+        };
+        let gone: Vec<Gvr> = self
+            .running
+            .keys()
+            .filter(|g| !unknown(g) && !resources.iter().any(|r| &r.gvr == *g))
+            .cloned()
+            .collect();
+        for gvr in gone {
+            self.retire(&gvr);
+        }
+        for r in resources {
+            if !self.running.contains_key(&r.gvr) {
+                self.start(r);
+            }
+        }
+        self.health.set_waiting(waiting);
+        self.watch_api_changes();
+    }
+
+    /// Starts a cache for `resource`: in the registry at once (syncing),
+    /// its reflectors when it gets a turn.
+    fn start(&mut self, resource: ApiResource) {
+        let s = &self.starter;
+        let indexes = crate::cache::index::configured(&s.indexes, &resource);
+        let (cache, writers) =
+            ResourceCache::new(resource, s.protobuf, s.limits, &s.budget, &indexes);
+        let stamps = writers.iter().map(|w| w.stamper()).collect();
+        let reflectors = writers
+            .into_iter()
+            .map(|w| {
+                Reflector::new(
+                    s.upstream.clone(),
+                    cache.resource.clone(),
+                    w,
+                    s.reflecting.clone(),
+                )
+            })
+            .collect();
+        s.proofs.add(&cache, stamps);
+        self.registrar.add(cache.clone());
+        tracing::info!(resource = %cache.label, "served upstream now: caching it (its requests pass through until it syncs)");
+        let gvr = cache.resource.gvr.clone();
+        let turns = Some(self.turns.clone());
+        let running = Running::spawn(cache, reflectors, turns, &self.shutdown);
+        self.running.insert(gvr, running);
+    }
+
+    /// Retires the cache of `gvr`: its requests pass through from now on.
+    fn retire(&mut self, gvr: &Gvr) {
+        if let Some(r) = self.running.remove(gvr) {
+            self.registrar.remove(gvr);
+            self.starter.proofs.remove(gvr);
+            tracing::info!(resource = %gvr, "no longer served upstream: retiring its cache (its requests pass through)");
+            r.retire();
+        }
+    }
+
+    /// Watches the CRD and APIService caches, if there are any now.
+    fn watch_api_changes(&mut self) {
+        let registry = self.registrar.registry();
+        self.api_changes.retain(|a| {
+            registry
+                .get(&a.gvr)
+                .is_some_and(|c| Arc::ptr_eq(&c.store, &a.store))
+        });
+        for (group, version, resource) in API_RESOURCES {
+            let gvr = Gvr::new(group, version, resource);
+            if self.api_changes.iter().any(|a| a.gvr == gvr) {
+                continue;
+            }
+            if let Some(c) = registry.get(&gvr) {
+                let (store, versions) = (c.store.clone(), c.store.subscribe());
+                let seen = fingerprint(&store);
+                self.api_changes.push(ApiObjects {
+                    gvr,
+                    store,
+                    versions,
+                    seen,
+                });
+            }
+        }
+    }
+}
+
+/// A cache whose objects changing (a CRD, an APIService) may change what the
+/// upstream serves.
+struct ApiObjects {
+    gvr: Gvr,
+    store: Arc<Store>,
+    versions: watch::Receiver<u64>,
+    /// Its objects as last seen ([`fingerprint`]).
+    seen: (usize, u64),
+}
+
+/// What changes whenever a store's objects do, and not when only its
+/// version moves (a bookmark): how many there are, and the newest one's
+/// version (an object added or changed raises it, one deleted lowers the
+/// count).
+fn fingerprint(store: &Store) -> (usize, u64) {
+    let v = store.current();
+    let newest = v.objects.values().map(|o| o.rv).max().unwrap_or(0);
+    (v.objects.len(), newest)
+}
+
+/// Until the objects of any of `watched` change (never, if there are none).
+async fn changed(watched: &mut [ApiObjects]) {
+    if watched.is_empty() {
+        return std::future::pending().await;
+    }
+    loop {
+        let waits = watched.iter_mut().map(|a| Box::pin(a.versions.changed()));
+        let (r, i, _) = futures_util::future::select_all(waits).await;
+        if r.is_err() {
+            // Its cache is gone: the next look at the registry drops it.
+            return std::future::pending().await;
+        }
+        let now = fingerprint(&watched[i].store);
+        if now != watched[i].seen {
+            watched[i].seen = now;
+            return;
+        }
+    }
+}

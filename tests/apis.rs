@@ -1,0 +1,497 @@
+//! r8s follows the upstream's API while it runs (`cache.resources = ["*"]`):
+//! a CRD created gets a cache, a version added gets one, a version no longer
+//! served and a CRD deleted lose theirs (requests pass to the upstream's
+//! 404, open watches end, the bytes go).
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use common::*;
+use http_body_util::{BodyExt, Full};
+use serde_json::{Value, json};
+
+const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+
+/// How soon r8s follows a change to a CRD: it resolves discovery again
+/// 250 ms after the change it sees on its CRD cache, and again 2 s later.
+const BOUND: Duration = Duration::from_secs(5);
+
+fn crd(group: &str, plural: &str, versions: &[(&str, bool, bool)]) -> Value {
+    let versions: Vec<Value> = versions
+        .iter()
+        .map(|(name, served, storage)| {
+            json!({"name": name, "served": served, "storage": storage,
+                   "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}})
+        })
+        .collect();
+    let kind = format!(
+        "{}{}",
+        plural[..1].to_uppercase(),
+        &plural[1..plural.len() - 1]
+    );
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{plural}.{group}")},
+        "spec": {"group": group, "scope": "Namespaced",
+                 "names": {"plural": plural, "singular": &plural[..plural.len() - 1], "kind": kind, "listKind": format!("{kind}List")},
+                 "versions": versions}
+    })
+}
+
+async fn write(method: &str, url: &str, body: &Value) -> Resp {
+    let body = body.to_string();
+    let headers = [("content-type", "application/json")];
+    send(method, url, &headers, Some(&body), Duration::from_secs(10)).await
+}
+
+fn cache_header(r: &Resp) -> &str {
+    r.headers
+        .get("x-r8s-cache")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+}
+
+/// Polls `url` until `ok` holds of its answer, for at most `BOUND`; the
+/// time it took.
+async fn within_bound(url: &str, ok: impl Fn(&Resp) -> bool) -> Duration {
+    let start = Instant::now();
+    loop {
+        let r = get(url).await;
+        if ok(&r) {
+            return start.elapsed();
+        }
+        assert!(
+            start.elapsed() < BOUND,
+            "{url}: not within {BOUND:?}: {} {} {}",
+            r.status,
+            cache_header(&r),
+            r.text()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A watch opened through r8s (its headers in), to be read later.
+async fn open_watch(url: &str) -> hyper::body::Incoming {
+    let req = http::Request::get(url)
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let resp = client().request(req).await.unwrap();
+    assert_eq!(resp.status(), 200, "{url}");
+    assert_eq!(resp.headers()["x-r8s-cache"], "hit", "{url}");
+    resp.into_body()
+}
+
+/// Reads a watch until it ends (panics if it does not within `BOUND`).
+async fn until_end(mut body: hyper::body::Incoming) -> Vec<Value> {
+    let mut all = Vec::new();
+    let read = async {
+        while let Some(f) = body.frame().await {
+            if let Ok(d) = f.unwrap().into_data() {
+                all.extend_from_slice(&d);
+            }
+        }
+    };
+    tokio::time::timeout(BOUND, read)
+        .await
+        .expect("the watch ends");
+    all.split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice(l).unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn should_follow_a_crd_created_versioned_and_deleted_while_it_runs() {
+    let sim = start_sim(sim_config()).await;
+    // The periodic resolution is far off: the CRD cache's events drive it.
+    let r8s = r8s_in_front_of(sim.url())
+        .caching(&["*"])
+        .with(|c| c.cache.discovery_interval_seconds = 3600)
+        .start()
+        .await;
+    let base = r8s.url();
+    let v1 = format!("{base}/apis/late.example.com/v1/namespaces/ns-0/gadgets");
+    let v2 = format!("{base}/apis/late.example.com/v2/namespaces/ns-0/gadgets");
+    let r = get(&format!("{v1}?resourceVersion=0")).await;
+    assert_eq!(r.status, 404, "{}", r.text());
+
+    // Created, with an object: a hit within the bound.
+    let made = write(
+        "POST",
+        &format!("{base}{CRDS}"),
+        &crd("late.example.com", "gadgets", &[("v1", true, true)]),
+    )
+    .await;
+    assert_eq!(made.status, 201, "{}", made.text());
+    let g1 =
+        json!({"apiVersion": "late.example.com/v1", "kind": "Gadget", "metadata": {"name": "g1"}});
+    assert_eq!(write("POST", &v1, &g1).await.status, 201);
+    let took = within_bound(&format!("{v1}?resourceVersion=0"), |r| {
+        cache_header(r) == "hit" && r.json()["items"].as_array().is_some_and(|i| i.len() == 1)
+    })
+    .await;
+    eprintln!("created: a hit after {took:?}");
+
+    // A second version: both are hits.
+    let current = get(&format!("{base}{CRDS}/gadgets.late.example.com"))
+        .await
+        .json();
+    let mut two = current.clone();
+    two["spec"] = crd(
+        "late.example.com",
+        "gadgets",
+        &[("v1", true, true), ("v2", true, false)],
+    )["spec"]
+        .clone();
+    let put = write(
+        "PUT",
+        &format!("{base}{CRDS}/gadgets.late.example.com"),
+        &two,
+    )
+    .await;
+    assert_eq!(put.status, 200, "{}", put.text());
+    let took = within_bound(&format!("{v2}?resourceVersion=0"), |r| {
+        cache_header(r) == "hit" && r.json()["items"][0]["apiVersion"] == "late.example.com/v2"
+    })
+    .await;
+    eprintln!("a version added: a hit after {took:?}");
+    let r = get(&format!("{v1}?resourceVersion=0")).await;
+    assert_eq!(cache_header(&r), "hit");
+
+    // v1 no longer served: its requests pass (the upstream's 404), and its
+    // open watch through r8s ends.
+    let rv = get(&format!("{v1}?resourceVersion=0")).await.json()["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let watching_v1 = open_watch(&format!("{v1}?watch=1&resourceVersion={rv}")).await;
+    let mut off = get(&format!("{base}{CRDS}/gadgets.late.example.com"))
+        .await
+        .json();
+    off["spec"]["versions"][0]["served"] = json!(false);
+    let put = write(
+        "PUT",
+        &format!("{base}{CRDS}/gadgets.late.example.com"),
+        &off,
+    )
+    .await;
+    assert_eq!(put.status, 200, "{}", put.text());
+    until_end(watching_v1).await;
+    let took = within_bound(&format!("{v1}?resourceVersion=0"), |r| {
+        r.status == 404 && cache_header(r) == "pass"
+    })
+    .await;
+    eprintln!("a version no longer served: passed after {took:?}");
+    assert_eq!(
+        cache_header(&get(&format!("{v2}?resourceVersion=0")).await),
+        "hit"
+    );
+    // Gone from the metrics; the other version's cache is there.
+    let objects = |v: &str| format!("r8s_cache_objects{{resource=\"late.example.com/{v}/gadgets\"");
+    let metrics = get(&format!("{}/metrics", r8s.admin_url())).await.text();
+    assert!(!metrics.contains(&objects("v1")), "{metrics}");
+    assert!(metrics.contains(&objects("v2")), "{metrics}");
+
+    // Deleted: the watch through r8s sees the objects go, then ends; 404.
+    let rv = get(&format!("{v2}?resourceVersion=0")).await.json()["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let watching_v2 = open_watch(&format!("{v2}?watch=1&resourceVersion={rv}")).await;
+    let gone = send(
+        "DELETE",
+        &format!("{base}{CRDS}/gadgets.late.example.com"),
+        &[],
+        None,
+        Duration::from_secs(10),
+    )
+    .await;
+    assert_eq!(gone.status, 200, "{}", gone.text());
+    let events = until_end(watching_v2).await;
+    assert!(events.iter().any(|e| e["type"] == "DELETED"), "{events:?}");
+    let took = within_bound(&format!("{v2}?resourceVersion=0"), |r| {
+        r.status == 404 && cache_header(r) == "pass"
+    })
+    .await;
+    eprintln!("deleted: passed after {took:?}");
+    let metrics = get(&format!("{}/metrics", r8s.admin_url())).await.text();
+    assert!(!metrics.contains(&objects("v2")), "{metrics}");
+    assert!(
+        metrics.contains("r8s_watch_terminated_total{resource=\"late.example.com/v2/gadgets\",reason=\"removed\"} 1"),
+        "{metrics}"
+    );
+    r8s.stop().await;
+    sim.stop().await;
+}
+
+/// A fresh directory under the system's temporary one.
+fn temp_dir(what: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "r8s-{what}-{}-{}",
+        std::process::id(),
+        fastrand::u64(..)
+    ));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+/// The files in `dir` whose names start with `prefix`.
+fn files(dir: &std::path::Path, prefix: &str) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| n.starts_with(prefix))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn should_wait_for_a_named_resource_and_discard_the_snapshot_of_one_gone() {
+    let sim = start_sim(sim_config()).await;
+    let dir = temp_dir("apis");
+    let crds = format!("{}{CRDS}", sim.url());
+    let made = write(
+        "POST",
+        &crds,
+        &crd("waited.example.com", "gizmos", &[("v1", true, true)]),
+    )
+    .await;
+    assert_eq!(made.status, 201, "{}", made.text());
+    let entries = ["configmaps", "waited.example.com/v1/gizmos"];
+    let start = || {
+        let dir = dir.clone();
+        r8s_in_front_of(sim.url())
+            .caching(&entries)
+            .with(move |c| {
+                c.persist.dir = Some(dir);
+                c.cache.discovery_interval_seconds = 1;
+            })
+            .start()
+    };
+    let r8s = start().await;
+    r8s.stop().await;
+    let stem = "waited.example.com_v1_gizmos.";
+    assert!(!files(&dir, stem).is_empty(), "{:?}", files(&dir, ""));
+
+    // Gone while r8s was down: its snapshot is discarded, and the entry is
+    // waited for (ready meanwhile: the other cache synced).
+    let gone = send(
+        "DELETE",
+        &format!("{crds}/gizmos.waited.example.com"),
+        &[],
+        None,
+        Duration::from_secs(10),
+    )
+    .await;
+    assert_eq!(gone.status, 200, "{}", gone.text());
+    let r8s = start().await;
+    assert_eq!(files(&dir, stem), Vec::<String>::new());
+    assert!(!files(&dir, "core_v1_configmaps.").is_empty());
+    let verbose = get(&format!("{}/readyz?verbose", r8s.admin_url())).await;
+    assert_eq!(verbose.status, 200, "{}", verbose.text());
+    assert!(
+        verbose.text().contains("not served upstream yet (waited for; their requests pass through): waited.example.com/v1/gizmos"),
+        "{}",
+        verbose.text()
+    );
+    let url = format!(
+        "{}/apis/waited.example.com/v1/namespaces/ns-0/gizmos?resourceVersion=0",
+        r8s.url()
+    );
+    assert_eq!(get(&url).await.status, 404);
+
+    // Made again: cached, within the period (1 s here) and a list.
+    let made = write(
+        "POST",
+        &format!("{}{CRDS}", r8s.url()),
+        &crd("waited.example.com", "gizmos", &[("v1", true, true)]),
+    )
+    .await;
+    assert_eq!(made.status, 201, "{}", made.text());
+    within_bound(&url, |r| r.status == 200 && cache_header(r) == "hit").await;
+    let verbose = get(&format!("{}/readyz?verbose", r8s.admin_url()))
+        .await
+        .text();
+    assert!(!verbose.contains("not served upstream yet"), "{verbose}");
+    r8s.stop().await;
+    sim.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn should_serve_a_kube_rs_controller_started_before_its_crd_exists() {
+    use futures_util::StreamExt;
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+    use kube::runtime::{WatchStreamExt, reflector, watcher};
+
+    let sim = start_sim(sim_config()).await;
+    let r8s = r8s_in_front_of(sim.url())
+        .caching(&["*"])
+        .with(|c| c.cache.discovery_interval_seconds = 3600)
+        .start()
+        .await;
+    let client = kube::Client::try_from(kube::Config::new(r8s.url().parse().unwrap())).unwrap();
+    let gvk = GroupVersionKind::gvk("early.example.com", "v1", "Doohickey");
+    let ar = ApiResource::from_gvk_with_plural(&gvk, "doohickeys");
+    let api: kube::Api<DynamicObject> = kube::Api::namespaced_with(client, "ns-0", &ar);
+    // Started before the CRD exists: its list gets the apiserver's 404
+    // (through r8s) until it does; the Any semantic reads from the cache.
+    let writer = reflector::store::Writer::new(ar.clone());
+    let reader = writer.as_reader();
+    let config = watcher::Config::default().any_semantic();
+    let stream = reflector(writer, watcher(api, config).default_backoff());
+    let errors = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = errors.clone();
+    let task = tokio::spawn(async move {
+        let mut s = std::pin::pin!(stream);
+        while let Some(ev) = s.next().await {
+            if let Err(e) = ev {
+                seen.lock().unwrap().push(e.to_string());
+            }
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let base = r8s.url();
+    let made = write(
+        "POST",
+        &format!("{base}{CRDS}"),
+        &crd("early.example.com", "doohickeys", &[("v1", true, true)]),
+    )
+    .await;
+    assert_eq!(made.status, 201, "{}", made.text());
+    let url = format!("{base}/apis/early.example.com/v1/namespaces/ns-0/doohickeys");
+    let d1 = json!({"apiVersion": "early.example.com/v1", "kind": "Doohickey", "metadata": {"name": "d1"}});
+    assert_eq!(write("POST", &url, &d1).await.status, 201);
+    within_bound(&format!("{url}?resourceVersion=0"), |r| {
+        cache_header(r) == "hit"
+    })
+    .await;
+    // Its reflector gets the object, then a later one by its watch. The
+    // watcher's backoff after the 404s is at most 30 s (kube-rs's default).
+    let names = |reader: &reflector::Store<DynamicObject>| {
+        let mut n: Vec<String> = reader
+            .state()
+            .iter()
+            .filter_map(|o| o.metadata.name.clone())
+            .collect();
+        n.sort();
+        n
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(40);
+    while names(&reader) != ["d1"] {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{:?} {:?}",
+            names(&reader),
+            errors.lock().unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let d2 = json!({"apiVersion": "early.example.com/v1", "kind": "Doohickey", "metadata": {"name": "d2"}});
+    assert_eq!(write("POST", &url, &d2).await.status, 201);
+    let deadline = std::time::Instant::now() + BOUND;
+    while names(&reader) != ["d1", "d2"] {
+        assert!(std::time::Instant::now() < deadline, "{:?}", names(&reader));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    task.abort();
+    // The only errors it saw are the apiserver's own: 404 before the CRD.
+    let errors = errors.lock().unwrap().clone();
+    assert!(
+        errors
+            .iter()
+            .all(|e| e.contains("404") || e.contains("NotFound") || e.contains("not found")),
+        "{errors:?}"
+    );
+    let metrics = get(&format!("{}/metrics", r8s.admin_url())).await.text();
+    let hits = sample(
+        &metrics,
+        "r8s_cache_requests_total{resource=\"early.example.com/v1/doohickeys\",verb=\"watch\",result=\"hit\"}",
+    );
+    assert!(hits >= 1.0, "{metrics}");
+    r8s.stop().await;
+    sim.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn should_pace_the_caches_of_200_crds_created_at_once() {
+    // Lists that take a while, as a busy apiserver's do: unpaced, 400 of
+    // them would overlap.
+    let sim = start_sim(r8s::sim::SimConfig {
+        list_delay: Duration::from_millis(100),
+        ..sim_config()
+    })
+    .await;
+    let r8s = r8s_in_front_of(sim.url())
+        .caching(&["*"])
+        .with(|c| c.cache.discovery_interval_seconds = 3600)
+        .start()
+        .await;
+    let starts = r8s_config_default_starts();
+    let crds = format!("{}{CRDS}", sim.url());
+    // Ten groups of twenty kinds, one object each: a provider's worth.
+    let kinds: Vec<(String, String)> = (0..200)
+        .map(|i| {
+            (
+                format!("g{}.crowd.example.com", i / 20),
+                format!("k{i:03}s"),
+            )
+        })
+        .collect();
+    let _ = sim.sim.lists_in_flight();
+    let began = Instant::now();
+    for (group, plural) in &kinds {
+        let made = write("POST", &crds, &crd(group, plural, &[("v1", true, true)])).await;
+        assert_eq!(made.status, 201, "{}", made.text());
+        let url = format!("{}/apis/{group}/v1/namespaces/ns-0/{plural}", sim.url());
+        let kind = format!("K{}", &plural[1..plural.len() - 1]);
+        let o =
+            json!({"apiVersion": format!("{group}/v1"), "kind": kind, "metadata": {"name": "o"}});
+        assert_eq!(write("POST", &url, &o).await.status, 201);
+    }
+    let created = began.elapsed();
+    // One poll at a time (a pass is a LIST on the upstream too).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for (group, plural) in &kinds {
+        let url = format!(
+            "{}/apis/{group}/v1/namespaces/ns-0/{plural}?resourceVersion=0",
+            r8s.url()
+        );
+        loop {
+            let r = get(&url).await;
+            if cache_header(&r) == "hit"
+                && r.json()["items"].as_array().is_some_and(|i| i.len() == 1)
+            {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{url}: {} {}",
+                r.status,
+                cache_header(&r)
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    let all_hits = began.elapsed();
+    let (_, peak) = sim.sim.lists_in_flight();
+    eprintln!(
+        "200 CRDs created in {created:?}; all hits {all_hits:?} after the first was created; \
+         peak lists in flight on the upstream: {peak} (cache.max_concurrent_starts = {starts}, two stores each, plus one poll)"
+    );
+    // Each cache started holds its turn until both its stores (JSON and
+    // protobuf) have listed; the test's own poll may be one more.
+    assert!(peak <= 2 * starts + 1, "{peak}");
+    // 200 caches, at most 4 at a time, each ≥ 100 ms: ≥ 5 s.
+    assert!(all_hits >= Duration::from_secs(5), "{all_hits:?}");
+    r8s.stop().await;
+    sim.stop().await;
+}
+
+fn r8s_config_default_starts() -> usize {
+    r8s::config::Config::default().cache.max_concurrent_starts
+}
