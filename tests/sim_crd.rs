@@ -8,70 +8,24 @@ mod common;
 
 use std::time::Duration;
 
-use bytes::Bytes;
+use common::crd::{self, CRDS, crd, write};
 use common::*;
-use http_body_util::{BodyExt, Full};
 use serde_json::{Value, json};
 
-const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
-
-fn crd(versions: &[(&str, bool, bool)]) -> Value {
-    let versions: Vec<Value> = versions
-        .iter()
-        .map(|(name, served, storage)| {
-            json!({"name": name, "served": served, "storage": storage,
-                   "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}})
-        })
-        .collect();
-    json!({
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": "gadgets.late.example.com"},
-        "spec": {"group": "late.example.com", "scope": "Namespaced",
-                 "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget", "listKind": "GadgetList"},
-                 "versions": versions}
-    })
-}
-
-async fn write(method: &str, url: &str, body: &Value) -> Resp {
-    let body = body.to_string();
-    send(
-        method,
-        url,
-        &[("content-type", "application/json")],
-        Some(&body),
-        Duration::from_secs(10),
-    )
-    .await
+/// The definition these tests change: gadgets in late.example.com.
+fn gadgets(versions: &[(&str, bool, bool)]) -> Value {
+    crd("late.example.com", "gadgets", versions)
 }
 
 /// A watch opened (its headers in), to be read later.
 async fn open_watch(url: &str) -> hyper::body::Incoming {
-    let req = http::Request::get(url)
-        .body(Full::new(Bytes::new()))
-        .unwrap();
-    let resp = client().request(req).await.unwrap();
-    assert_eq!(resp.status(), 200, "{url}");
-    resp.into_body()
+    crd::open_watch(url).await.0
 }
 
 /// Reads a watch until it ends (panics if it does not within 10 s): its
 /// events.
-async fn until_end(mut body: hyper::body::Incoming) -> Vec<Value> {
-    let mut all = Vec::new();
-    let read = async {
-        while let Some(f) = body.frame().await {
-            if let Ok(d) = f.unwrap().into_data() {
-                all.extend_from_slice(&d);
-            }
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(10), read)
-        .await
-        .expect("the watch ends");
-    all.split(|b| *b == b'\n')
-        .filter(|l| !l.is_empty())
-        .map(|l| serde_json::from_slice(l).unwrap())
-        .collect()
+async fn until_end(body: hyper::body::Incoming) -> Vec<Value> {
+    crd::until_end(body, Duration::from_secs(10)).await
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -86,7 +40,7 @@ async fn should_serve_custom_resources_defined_changed_and_deleted_at_runtime() 
     let made = write(
         "POST",
         &format!("{base}{CRDS}"),
-        &crd(&[("v1", true, true)]),
+        &gadgets(&[("v1", true, true)]),
     )
     .await;
     assert_eq!(made.status, 201, "{:?}", made.body);
@@ -121,7 +75,7 @@ async fn should_serve_custom_resources_defined_changed_and_deleted_at_runtime() 
 
     // A second version: the same objects, served in it; preferred (v2 > v1).
     let mut crd2 = made.clone();
-    crd2["spec"] = crd(&[("v1", true, true), ("v2", true, false)])["spec"].clone();
+    crd2["spec"] = gadgets(&[("v1", true, true), ("v2", true, false)])["spec"].clone();
     let put = write(
         "PUT",
         &format!("{base}{CRDS}/gadgets.late.example.com"),
@@ -196,7 +150,7 @@ async fn should_serve_custom_resources_defined_changed_and_deleted_at_runtime() 
     let again = write(
         "POST",
         &format!("{base}{CRDS}"),
-        &crd(&[("v1", true, true)]),
+        &gadgets(&[("v1", true, true)]),
     )
     .await;
     assert_eq!(again.status, 201);
@@ -207,11 +161,11 @@ async fn should_serve_custom_resources_defined_changed_and_deleted_at_runtime() 
 #[tokio::test(flavor = "multi_thread")]
 async fn should_refuse_a_definition_named_unlike_its_resource() {
     let sim = start_sim(sim_config()).await;
-    let mut bad = crd(&[("v1", true, true)]);
+    let mut bad = gadgets(&[("v1", true, true)]);
     bad["metadata"]["name"] = json!("gizmos.late.example.com");
     let r = write("POST", &format!("{}{CRDS}", sim.url()), &bad).await;
     assert_eq!(r.status, 422, "{:?}", r.body);
-    let two_storage = crd(&[("v1", true, true), ("v2", true, true)]);
+    let two_storage = gadgets(&[("v1", true, true), ("v2", true, true)]);
     let r = write("POST", &format!("{}{CRDS}", sim.url()), &two_storage).await;
     assert_eq!(r.status, 422, "{:?}", r.body);
     sim.stop().await;

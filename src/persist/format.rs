@@ -494,17 +494,8 @@ fn records<R: Read>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::persist::fixtures::identity;
     use std::io::Cursor;
-
-    fn identity() -> Identity {
-        Identity {
-            upstream: "http://127.0.0.1:1".into(),
-            resource: "v1/pods".into(),
-            kind: "Pod".into(),
-            api_version: "v1".into(),
-            encoding: "json".into(),
-        }
-    }
 
     fn sample() -> Vec<u8> {
         let header = Header {

@@ -328,16 +328,7 @@ fn decode(buf: &[u8], floor: u64, last: u64) -> Result<Entry<'_>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn identity() -> Identity {
-        Identity {
-            upstream: "http://127.0.0.1:1".into(),
-            resource: "v1/pods".into(),
-            kind: "Pod".into(),
-            api_version: "v1".into(),
-            encoding: "json".into(),
-        }
-    }
+    use crate::persist::fixtures::identity;
 
     fn sample() -> Vec<u8> {
         let header = LogHeader {

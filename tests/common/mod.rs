@@ -20,6 +20,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
 pub mod auth;
+pub mod crd;
 pub mod fault;
 pub mod fuzz;
 pub mod proxy;
