@@ -21,26 +21,29 @@
 //!   fails (an aggregated API down) keeps its caches as they are.
 //!
 //! The caches resolved at startup are the follower's too, and are retired
-//! the same way. Only they are saved to `persist.dir` and consistency
-//! checked; caches started at run time are neither (yet).
+//! the same way. A cache started at run time is saved to `persist.dir` and
+//! consistency checked as they are ([`Enrol`]); a retired one is skipped by
+//! both, and its files are removed at the next start.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinHandle;
 
 use crate::admin::Health;
 use crate::api::{ApiResource, Gvr};
+use crate::cache::object::TypeInfo;
 use crate::cache::registry::Registrar;
 use crate::cache::store::{Limits, Store};
 use crate::cache::{ResourceCache, budget::Budget};
+use crate::persist::{self, Persist};
 use crate::shutdown::{self, Signal, Trigger};
-use crate::upstream::Upstream;
 use crate::upstream::discovery::{self, Resolved};
 use crate::upstream::proof::Proofs;
 use crate::upstream::reflector::{Reflector, ReflectorConfig};
+use crate::upstream::{Upstream, consistency};
 
 /// The resources whose changes make the follower look again soon.
 const API_RESOURCES: [(&str, &str, &str); 2] = [
@@ -73,6 +76,19 @@ pub struct Starter {
     pub indexes: std::collections::BTreeMap<String, Vec<String>>,
     /// The provers of consistent reads, which learn of each cache.
     pub proofs: Arc<Proofs>,
+    /// Where each cache is enrolled to be saved and checked.
+    pub enrol: Enrol,
+}
+
+/// Where a cache started while r8s runs is enrolled, as those resolved at
+/// startup are: `persist.dir`'s writer (for the stores it covers) and the
+/// consistency check (each `None` when off).
+#[derive(Default)]
+pub struct Enrol {
+    /// The directory, and its writer's intake.
+    pub persist: Option<(Arc<Persist>, mpsc::UnboundedSender<persist::Target>)>,
+    /// The consistency check's intake.
+    pub checks: Option<mpsc::UnboundedSender<consistency::Target>>,
 }
 
 /// A cache's reflectors and stores while it lives: stopped (and its stores
@@ -289,17 +305,36 @@ impl Follower {
         let (cache, writers) =
             ResourceCache::new(resource, s.protobuf, s.limits, &s.budget, &indexes);
         let stamps = writers.iter().map(|w| w.stamper()).collect();
-        let reflectors = writers
-            .into_iter()
-            .map(|w| {
-                Reflector::new(
-                    s.upstream.clone(),
-                    cache.resource.clone(),
-                    w,
-                    s.reflecting.clone(),
-                )
-            })
-            .collect();
+        let (mut reflectors, mut checked) = (Vec::new(), Vec::new());
+        let resource = &cache.resource;
+        for w in writers {
+            let store = w.store().clone();
+            let relist = Arc::new(tokio::sync::Notify::new());
+            let r = Reflector::new(
+                s.upstream.clone(),
+                resource.clone(),
+                w,
+                s.reflecting.clone(),
+            );
+            reflectors.push(r.relist_on(relist.clone()));
+            if let Some((p, saving)) = s
+                .enrol
+                .persist
+                .as_ref()
+                .filter(|(p, _)| p.covers(&resource.gvr))
+            {
+                let info = TypeInfo::of(resource, store.encoding());
+                let identity = p.identity(&resource.gvr, store.encoding(), &info);
+                let _ = saving.send(persist::Target::new(store.clone(), identity));
+            }
+            checked.push(consistency::Checked::new(store, relist));
+        }
+        if let Some(checks) = &s.enrol.checks {
+            let _ = checks.send(consistency::Target {
+                resource: resource.clone(),
+                stores: checked,
+            });
+        }
         s.proofs.add(&cache, stamps);
         self.registrar.add(cache.clone());
         tracing::info!(resource = %cache.label, "served upstream now: caching it (its requests pass through until it syncs)");

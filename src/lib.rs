@@ -256,6 +256,7 @@ impl Prepared {
             protobuf: config.cache.encodings.iter().any(|e| e == "protobuf"),
             indexes: config.cache.indexes.clone(),
             proofs: proofs.clone(),
+            enrol: caching.enrol,
         };
         let follower = apis::Follower::new(
             registrar,
@@ -286,6 +287,8 @@ struct Caching {
     running: HashMap<api::Gvr, apis::Running>,
     /// The task writing snapshots to `persist.dir`, if it is set.
     saving: Option<tokio::task::JoinHandle<()>>,
+    /// Where caches started later are enrolled to be saved and checked.
+    enrol: apis::Enrol,
 }
 
 /// Spawns a reflector per store (warm from its snapshot where `persist.dir`
@@ -341,15 +344,21 @@ fn spawn_caches(
     if let Some(p) = &persist {
         p.discard_others(&saved.iter().map(|t| t.identity.clone()).collect::<Vec<_>>());
     }
+    let mut enrol = apis::Enrol::default();
     let saving = persist.map(|p| {
         tracing::info!(stores = saved.len(), "caches are saved to persist.dir");
-        tokio::spawn(p.run(saved, shutdown.clone()))
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        enrol.persist = Some((p.clone(), tx));
+        tokio::spawn(p.run(saved, rx, shutdown.clone()))
     });
     let check_every = config.cache.consistency_check_interval_seconds;
-    if check_every > 0 && !checked.is_empty() {
+    if check_every > 0 {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        enrol.checks = Some(tx);
         tokio::spawn(upstream::consistency::run(
             upstream.clone(),
             checked,
+            rx,
             Duration::from_secs(check_every),
             warm,
             shutdown.clone(),
@@ -359,6 +368,7 @@ fn spawn_caches(
         stampers,
         running,
         saving,
+        enrol,
     }
 }
 

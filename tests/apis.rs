@@ -7,44 +7,13 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
+use common::crd::{self, CRDS, crd, write};
 use common::*;
-use http_body_util::{BodyExt, Full};
 use serde_json::{Value, json};
-
-const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
 
 /// How soon r8s follows a change to a CRD: it resolves discovery again
 /// 250 ms after the change it sees on its CRD cache, and again 2 s later.
 const BOUND: Duration = Duration::from_secs(5);
-
-fn crd(group: &str, plural: &str, versions: &[(&str, bool, bool)]) -> Value {
-    let versions: Vec<Value> = versions
-        .iter()
-        .map(|(name, served, storage)| {
-            json!({"name": name, "served": served, "storage": storage,
-                   "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}})
-        })
-        .collect();
-    let kind = format!(
-        "{}{}",
-        plural[..1].to_uppercase(),
-        &plural[1..plural.len() - 1]
-    );
-    json!({
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": format!("{plural}.{group}")},
-        "spec": {"group": group, "scope": "Namespaced",
-                 "names": {"plural": plural, "singular": &plural[..plural.len() - 1], "kind": kind, "listKind": format!("{kind}List")},
-                 "versions": versions}
-    })
-}
-
-async fn write(method: &str, url: &str, body: &Value) -> Resp {
-    let body = body.to_string();
-    let headers = [("content-type", "application/json")];
-    send(method, url, &headers, Some(&body), Duration::from_secs(10)).await
-}
 
 fn cache_header(r: &Resp) -> &str {
     r.headers
@@ -73,34 +42,16 @@ async fn within_bound(url: &str, ok: impl Fn(&Resp) -> bool) -> Duration {
     }
 }
 
-/// A watch opened through r8s (its headers in), to be read later.
+/// A watch opened through r8s and answered from its cache, to be read later.
 async fn open_watch(url: &str) -> hyper::body::Incoming {
-    let req = http::Request::get(url)
-        .body(Full::new(Bytes::new()))
-        .unwrap();
-    let resp = client().request(req).await.unwrap();
-    assert_eq!(resp.status(), 200, "{url}");
-    assert_eq!(resp.headers()["x-r8s-cache"], "hit", "{url}");
-    resp.into_body()
+    let (body, cache) = crd::open_watch(url).await;
+    assert_eq!(cache.as_deref(), Some("hit"), "{url}");
+    body
 }
 
 /// Reads a watch until it ends (panics if it does not within `BOUND`).
-async fn until_end(mut body: hyper::body::Incoming) -> Vec<Value> {
-    let mut all = Vec::new();
-    let read = async {
-        while let Some(f) = body.frame().await {
-            if let Ok(d) = f.unwrap().into_data() {
-                all.extend_from_slice(&d);
-            }
-        }
-    };
-    tokio::time::timeout(BOUND, read)
-        .await
-        .expect("the watch ends");
-    all.split(|b| *b == b'\n')
-        .filter(|l| !l.is_empty())
-        .map(|l| serde_json::from_slice(l).unwrap())
-        .collect()
+async fn until_end(body: hyper::body::Incoming) -> Vec<Value> {
+    crd::until_end(body, BOUND).await
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -267,7 +218,9 @@ async fn should_wait_for_a_named_resource_and_discard_the_snapshot_of_one_gone()
             .caching(&entries)
             .with(move |c| {
                 c.persist.dir = Some(dir);
+                c.persist.interval_seconds = 1;
                 c.cache.discovery_interval_seconds = 1;
+                c.cache.consistency_check_interval_seconds = 1;
             })
             .start()
     };
@@ -316,6 +269,23 @@ async fn should_wait_for_a_named_resource_and_discard_the_snapshot_of_one_gone()
         .await
         .text();
     assert!(!verbose.contains("not served upstream yet"), "{verbose}");
+    // Started while r8s runs, it is saved and checked as the others are
+    // (a warm start checks first 5 to 15 s after its caches resumed).
+    let checked = "r8s_cache_consistency_checks_total{resource=\"waited.example.com/v1/gizmos\",encoding=\"json\",result=\"equal\"}";
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let metrics = get(&format!("{}/metrics", r8s.admin_url())).await.text();
+        let saved = files(&dir, &format!("{stem}json.snap")).len() == 1;
+        if saved && metric(&metrics, checked).is_some_and(|n| n >= 1.0) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "saved: {saved}; {:?}",
+            metric(&metrics, checked)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     r8s.stop().await;
     sim.stop().await;
     let _ = std::fs::remove_dir_all(&dir);

@@ -145,6 +145,19 @@ struct Saved {
 }
 
 impl Saved {
+    /// `target`, with nothing written for it yet.
+    fn new(target: Target) -> Self {
+        Saved {
+            target,
+            files: Files::Starting,
+            snapshot_bytes: 0,
+            snapshot_written: None,
+            older_log: 0,
+            retry_after: None,
+            failures: 0,
+        }
+    }
+
     /// A compaction failed: the next waits longer.
     fn failed(&mut self, interval: Duration) {
         let wait = interval
@@ -256,19 +269,15 @@ impl Persist {
     /// Appends every target's changes every `persist.interval_seconds`,
     /// compacts as due, and when `shutdown` fires appends and syncs the
     /// last changes (a compaction the next start does not need is stopped).
-    pub async fn run(self: Arc<Self>, targets: Vec<Target>, shutdown: Signal) {
-        let saved = targets
-            .into_iter()
-            .map(|target| Saved {
-                target,
-                files: Files::Starting,
-                snapshot_bytes: 0,
-                snapshot_written: None,
-                older_log: 0,
-                retry_after: None,
-                failures: 0,
-            })
-            .collect();
+    /// A target sent on `added` (a cache started while r8s runs) is saved
+    /// from the next round on.
+    pub async fn run(
+        self: Arc<Self>,
+        targets: Vec<Target>,
+        mut added: tokio::sync::mpsc::UnboundedReceiver<Target>,
+        shutdown: Signal,
+    ) {
+        let saved = targets.into_iter().map(Saved::new).collect();
         let mut w = Writer {
             persist: self.clone(),
             saved,
@@ -306,6 +315,9 @@ impl Persist {
                     (r, true, true)
                 }
             };
+            while let Ok(t) = added.try_recv() {
+                w.saved.push(Saved::new(t));
+            }
             let step = tokio::task::spawn_blocking(move || {
                 if let Some(result) = finished
                     && let Some(c) = w.compaction.take()

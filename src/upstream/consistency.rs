@@ -207,10 +207,12 @@ fn compare(store: &BTreeMap<&str, u64>, upstream: &BTreeMap<String, u64>) -> Vec
 }
 
 /// Checks every target every `interval` (and once at the start when
-/// `warm`: the caches came from snapshots) until `shutdown`.
+/// `warm`: the caches came from snapshots) until `shutdown`; a target sent
+/// on `added` (a cache started while r8s runs) from the next check on.
 pub async fn run(
     upstream: Arc<Upstream>,
-    targets: Vec<Target>,
+    mut targets: Vec<Target>,
+    mut added: tokio::sync::mpsc::UnboundedReceiver<Target>,
     interval: Duration,
     warm: bool,
     shutdown: Signal,
@@ -244,6 +246,9 @@ pub async fn run(
             _ = tokio::time::sleep(next) => {}
             _ = shutdown.wait() => return,
         }
+        while let Ok(t) = added.try_recv() {
+            targets.push(t);
+        }
         check_all(&upstream, &targets, &shutdown).await;
     }
 }
@@ -252,6 +257,14 @@ async fn check_all(upstream: &Arc<Upstream>, targets: &[Target], shutdown: &Sign
     for t in targets {
         if shutdown.fired() {
             return;
+        }
+        // A retired resource (no longer served upstream) has nothing to
+        // compare: its list would be the upstream's 404.
+        if t.stores
+            .iter()
+            .all(|s| s.store.serving() == Serving::Removed)
+        {
+            continue;
         }
         check(upstream, t).await;
     }
