@@ -2,20 +2,12 @@
 
 use std::collections::BTreeMap;
 
-use super::format::{self, Header, Identity};
+use super::format::{self, Header};
 use super::log;
 use crate::cache::object::{Objects, TypeInfo};
 
 /// The store the tests' files are of.
-pub fn identity() -> Identity {
-    Identity {
-        upstream: "http://127.0.0.1:1".into(),
-        resource: "v1/pods".into(),
-        kind: "Pod".into(),
-        api_version: "v1".into(),
-        encoding: "json".into(),
-    }
-}
+pub(super) use super::format::test_identity as identity;
 
 /// Its objects' type.
 pub fn info() -> TypeInfo {

@@ -491,10 +491,22 @@ fn records<R: Read>(
     Ok((header, empty))
 }
 
+/// The store the tests of `persist`'s readers write and read files of.
+#[cfg(test)]
+pub(super) fn test_identity() -> Identity {
+    Identity {
+        upstream: "http://127.0.0.1:1".into(),
+        resource: "v1/pods".into(),
+        kind: "Pod".into(),
+        api_version: "v1".into(),
+        encoding: "json".into(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::test_identity as identity;
     use super::*;
-    use crate::persist::fixtures::identity;
     use std::io::Cursor;
 
     fn sample() -> Vec<u8> {

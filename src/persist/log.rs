@@ -328,7 +328,7 @@ fn decode(buf: &[u8], floor: u64, last: u64) -> Result<Entry<'_>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::persist::fixtures::identity;
+    use crate::persist::format::test_identity as identity;
 
     fn sample() -> Vec<u8> {
         let header = LogHeader {
