@@ -237,7 +237,7 @@ impl Prepared {
         let caching = spawn_caches(&config, &upstream, writers, persist, &shutdown);
         let health = Arc::new(Health::new(caches.clone()));
         health.set_waiting(waiting);
-        spawn_upkeep(&upstream, &health, &metrics, tls.as_ref(), &shutdown);
+        let notifying = spawn_upkeep(&upstream, &health, &metrics, tls.as_ref(), &shutdown);
         let proofs = Arc::new(upstream::proof::Proofs::new(
             upstream.clone(),
             &caches.all(),
@@ -270,6 +270,9 @@ impl Prepared {
         let admin = serve_admin(listeners.admin, &config, health, metrics, &shutdown);
         let api = build_api(&config, upstream, caches, local, proofs, &shutdown);
         serve_api(listeners.api, &config, tls, api, shutdown).await;
+        // systemd hears STOPPING=1 before the process is gone (a drain with
+        // nothing to drain ends at once).
+        let _ = notifying.await;
         let _ = admin.await;
         if let Some(saving) = caching.saving {
             // The last snapshots, taken when shutdown began.
@@ -383,23 +386,26 @@ fn reflecting(config: &Config) -> upstream::reflector::ReflectorConfig {
 
 /// Spawns what keeps the process's view current: histogram upkeep, the
 /// upstream probe behind readiness, systemd's notifications, TLS reloads.
+/// Returns the notifications' task: it ends once it has told systemd that
+/// r8s is stopping, which must happen before the process exits.
 fn spawn_upkeep(
     upstream: &Arc<Upstream>,
     health: &Arc<Health>,
     metrics: &metrics_exporter_prometheus::PrometheusHandle,
     tls: Option<&Arc<tls::Tls>>,
     shutdown: &Signal,
-) {
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(metrics_upkeep(metrics.clone(), shutdown.clone()));
     tokio::spawn(probe_upstream(
         upstream.clone(),
         health.clone(),
         shutdown.clone(),
     ));
-    tokio::spawn(notify::run(health.clone(), shutdown.clone()));
+    let notifying = tokio::spawn(notify::run(health.clone(), shutdown.clone()));
     if let Some(t) = tls {
         tokio::spawn(t.clone().reload(shutdown.clone()));
     }
+    notifying
 }
 
 /// Says how requests are authenticated, and warns where that is unsafe.
