@@ -394,6 +394,28 @@ impl Persist {
         scan
     }
 
+    /// Removes the snapshot and log of the store `identity` names, whose
+    /// resource is no longer served (best effort; each removal logged).
+    fn discard(&self, identity: &Identity) {
+        let mut files: Vec<PathBuf> = self
+            .segments(identity)
+            .into_iter()
+            .map(|(_, p)| p)
+            .collect();
+        files.push(self.file(identity));
+        for f in files {
+            match fs::remove_file(&f) {
+                Ok(()) => {
+                    tracing::info!(file = %f.display(), "removed the snapshot of a resource no longer served upstream")
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    tracing::warn!(file = %f.display(), error = %e, "could not remove the snapshot of a resource no longer served upstream (the next start removes it)")
+                }
+            }
+        }
+    }
+
     /// Removes `segments` (best effort: a segment left behind is ignored by
     /// the next load, or removed by the next compaction).
     fn remove(&self, segments: &[(u64, PathBuf)]) {

@@ -324,6 +324,7 @@ impl Persist {
                 {
                     w.compacted(c.index, c.rv, c.started, result);
                 }
+                w.prune();
                 if round {
                     w.round(last);
                 }
@@ -397,6 +398,33 @@ impl Writer {
                 let empty = s.target.store.empty_object();
                 let result = p.save(&s.target.identity, &v, empty.as_deref(), pace);
                 self.compacted(i, v.rv, started, result);
+            }
+        }
+    }
+
+    /// Forgets the stores retired (their resource no longer served, or
+    /// their cache restarted), when no compaction runs: their segments are
+    /// closed, and their files removed (a restarted cache's old state is
+    /// not to be loaded) unless a store saved under the same identity (the
+    /// cache that replaced it) has begun writing them.
+    fn prune(&mut self) {
+        if self.compaction.is_some() {
+            return;
+        }
+        let retired = |s: &Saved| s.target.store.serving() == Serving::Removed;
+        if !self.saved.iter().any(retired) {
+            return;
+        }
+        let (gone, kept): (Vec<Saved>, Vec<Saved>) = self.saved.drain(..).partition(retired);
+        self.saved = kept;
+        for s in gone {
+            let twin = |k: &Saved| {
+                let written = !matches!(k.files, Files::Starting | Files::Unsynced)
+                    || k.snapshot_written.is_some();
+                written && k.target.identity == s.target.identity
+            };
+            if !self.saved.iter().any(twin) {
+                self.persist.discard(&s.target.identity);
             }
         }
     }

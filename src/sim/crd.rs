@@ -6,12 +6,20 @@
 //! open watches end); a deleted definition takes its objects with it
 //! (their DELETED events go out first, then the watches end).
 //!
+//! A change to a definition's spec (a version added, the storage version
+//! flipped, a conversion webhook named) recreates each served version's
+//! storage, as the apiserver's handler does: its open watches end, and its
+//! clients relist.
+//!
 //! Where it is simpler than the apiserver: a deleted definition goes at once
 //! (no `deletionTimestamp` while the `customresourcecleanup` finalizer
 //! deletes the objects); `status.storedVersions` is set at creation and not
 //! extended when the storage version changes; a conversion webhook is not
-//! called (every version is served by rewriting `apiVersion`, the `None`
-//! strategy); the protobuf of a definition leaves out the versions' schemas.
+//! called: every version is served by rewriting `apiVersion` (the `None`
+//! strategy), and with the `Webhook` strategy the sim, standing in for the
+//! webhook, also marks each object it converts to another version than it
+//! was written in ([`super::resources::CONVERTED_BY_WEBHOOK`]); the
+//! protobuf of a definition leaves out the versions' schemas.
 
 use std::collections::HashSet;
 
@@ -35,6 +43,11 @@ struct Spec {
     namespaced: bool,
     /// Served versions, each with whether it has the status subresource.
     versions: Vec<(String, bool)>,
+    /// Whether its conversion strategy is `Webhook`.
+    webhook: bool,
+    /// A hash of its `spec` and `status.acceptedNames` (what the
+    /// apiserver's handler compares before recreating the storage).
+    definition: u64,
 }
 
 impl Spec {
@@ -60,6 +73,14 @@ impl Spec {
                 .unwrap_or_default(),
             namespaced: spec["scope"] == "Namespaced",
             versions,
+            webhook: spec["conversion"]["strategy"] == "Webhook",
+            definition: {
+                use std::hash::{Hash, Hasher};
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                spec.to_string().hash(&mut h);
+                crd["status"]["acceptedNames"].to_string().hash(&mut h);
+                h.finish()
+            },
         })
     }
 
@@ -68,6 +89,8 @@ impl Spec {
         let mut def =
             ResourceDef::custom(gvr, &self.singular, &self.kind, self.namespaced, storage);
         def.short_names = self.short_names.clone();
+        def.webhook = self.webhook;
+        def.definition = self.definition;
         if status {
             def.subresources = vec!["status".into()];
         }
@@ -186,9 +209,13 @@ pub fn sync(sim: &Sim) {
     }
 }
 
-/// Whether two versions of a custom resource are served alike.
+/// Whether two versions of a custom resource are served alike: from the
+/// same storage and the same definition (kube-apiserver recreates a CRD's
+/// storage, ending its watches, on any change to its spec or accepted names).
 fn same(a: &ResourceDef, b: &ResourceDef) -> bool {
     a.storage == b.storage
+        && a.definition == b.definition
+        && a.webhook == b.webhook
         && a.kind == b.kind
         && a.singular == b.singular
         && a.namespaced == b.namespaced

@@ -27,7 +27,20 @@ pub struct ResourceDef {
     /// A version of a custom resource: its objects are served in it
     /// whichever version they were written in (conversion `None`).
     pub custom: bool,
+    /// A custom resource whose definition names a conversion webhook: the
+    /// sim plays the webhook, which marks what it converts
+    /// ([`CONVERTED_BY_WEBHOOK`]).
+    pub webhook: bool,
+    /// A custom resource's definition as this version was served from (a
+    /// hash of its `spec` and accepted names): any change to it recreates
+    /// the version's storage, as kube-apiserver's CRD handler does.
+    pub definition: u64,
 }
+
+/// The annotation the sim's stand-in for a conversion webhook adds to each
+/// object it converts to another version (a real webhook may change any
+/// field; this one changes one that clients can see).
+pub const CONVERTED_BY_WEBHOOK: &str = "sim.r8s.dev/converted-by-webhook";
 
 impl ResourceDef {
     /// A version of a custom resource whose objects are kept at `storage`.
@@ -42,6 +55,8 @@ impl ResourceDef {
             items_typed: true,
             storage,
             custom: true,
+            webhook: false,
+            definition: 0,
         }
     }
 
@@ -219,6 +234,8 @@ pub fn builtins() -> Vec<ResourceDef> {
                 items_typed: typed,
                 storage,
                 custom: false,
+                webhook: false,
+                definition: 0,
             },
         )
         .collect()

@@ -69,7 +69,8 @@ impl Obj {
 
     /// The object as `def` serves it: a custom resource's objects in the
     /// version asked for, whichever they were written in (conversion
-    /// `None`: only `apiVersion` differs).
+    /// `None`: only `apiVersion` differs; `Webhook`: the sim's webhook also
+    /// marks it).
     pub fn served_as(self: &Arc<Self>, def: &ResourceDef) -> Arc<Obj> {
         if !def.custom {
             return self.clone();
@@ -87,6 +88,14 @@ impl Obj {
         }
         let mut value = self.value();
         value["apiVersion"] = Value::String(want);
+        if def.webhook {
+            let meta = &mut value["metadata"];
+            if !meta["annotations"].is_object() {
+                meta["annotations"] = Value::Object(Default::default());
+            }
+            meta["annotations"][super::resources::CONVERTED_BY_WEBHOOK] =
+                Value::String("true".into());
+        }
         Obj::new(def.items_typed, value, self.rv)
     }
 

@@ -225,7 +225,10 @@ pub fn create(
         m.remove("resourceVersion");
         m.remove("deletionTimestamp");
     }
-    if matches!(def.gvr.resource(), "deployments" | "widgets") {
+    if matches!(
+        def.gvr.resource(),
+        "deployments" | "widgets" | "customresourcedefinitions"
+    ) {
         meta["generation"] = json!(1);
     }
     match def.gvr.resource() {
@@ -268,8 +271,10 @@ fn carry_over(def: &ResourceDef, cur: &Value, next: &mut Value, status_only: boo
     {
         next["status"] = s.clone();
     }
-    if matches!(def.gvr.resource(), "deployments" | "widgets")
-        && next.get("spec") != cur.get("spec")
+    if matches!(
+        def.gvr.resource(),
+        "deployments" | "widgets" | "customresourcedefinitions"
+    ) && next.get("spec") != cur.get("spec")
     {
         let g = cur["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
         next["metadata"]["generation"] = json!(g);

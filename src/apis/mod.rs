@@ -17,13 +17,18 @@
 //!   requests pass through, to the upstream's 404), then its reflectors are
 //!   stopped and its stores emptied through their writers (their bytes
 //!   released, their open watches ended, as kube-apiserver ends them).
+//! - A resource whose CRD's definition changed (its spec, its accepted
+//!   names, its `uid`) is restarted, as kube-apiserver recreates its storage:
+//!   retired, and started again once the old cache is (`definitions`).
 //! - A discovery that fails changes nothing; a group/version whose own list
 //!   fails (an aggregated API down) keeps its caches as they are.
 //!
 //! The caches resolved at startup are the follower's too, and are retired
 //! the same way. A cache started at run time is saved to `persist.dir` and
 //! consistency checked as they are ([`Enrol`]); a retired one is skipped by
-//! both, and its files are removed at the next start.
+//! both, and the persist writer removes its files.
+
+mod definitions;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -32,6 +37,7 @@ use std::time::Duration;
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinHandle;
 
+use self::definitions::Definitions;
 use crate::admin::Health;
 use crate::api::{ApiResource, Gvr};
 use crate::cache::object::TypeInfo;
@@ -110,15 +116,35 @@ impl Running {
         turns: Option<Arc<Semaphore>>,
         shutdown: &Signal,
     ) -> Running {
+        Self::spawn_after(cache, reflectors, turns, None, shutdown)
+    }
+
+    /// As [`Running::spawn`], its reflectors starting only once `after` (the
+    /// retirement of the cache it replaces) has ended: two caches of one
+    /// resource never fill at once.
+    fn spawn_after(
+        cache: Arc<ResourceCache>,
+        reflectors: Vec<Reflector>,
+        turns: Option<Arc<Semaphore>>,
+        after: Option<JoinHandle<()>>,
+        shutdown: &Signal,
+    ) -> Running {
         let (retire, retired) = shutdown::channel();
         let stop = retired.or(shutdown);
-        let done = tokio::spawn(live(cache, reflectors, turns, retired, stop));
+        let life = async move {
+            if let Some(after) = after {
+                let _ = after.await;
+            }
+            live(cache, reflectors, turns, retired, stop).await
+        };
+        let done = tokio::spawn(life);
         Running { retire, done }
     }
 
-    /// Stops its reflectors and empties its stores.
-    pub fn retire(self) {
+    /// Stops its reflectors and empties its stores; what ends once they are.
+    pub fn retire(self) -> JoinHandle<()> {
         self.retire.fire();
+        self.done
     }
 }
 
@@ -186,6 +212,9 @@ pub struct Follower {
     health: Arc<Health>,
     /// The CRD and APIService stores, watched for changes.
     api_changes: Vec<ApiObjects>,
+    /// The definitions the running caches of custom resources were started
+    /// under.
+    definitions: Definitions,
     shutdown: Signal,
 }
 
@@ -212,6 +241,7 @@ impl Follower {
             turns: Arc::new(Semaphore::new(cache.max_concurrent_starts.max(1))),
             health,
             api_changes: Vec::new(),
+            definitions: Definitions::default(),
             shutdown,
         };
         f.watch_api_changes();
@@ -263,12 +293,21 @@ impl Follower {
                     return;
                 }
             };
-        self.follow(resolved);
+        let resources = resolved.resources.clone();
+        if self.follow(resolved)
+            && let Some((p, _)) = &self.starter.enrol.persist
+        {
+            // What a start while the upstream is unreachable resolves to.
+            let (p, entries, exclude) = (p.clone(), self.entries.clone(), self.exclude.clone());
+            let save = move || p.save_resources(&entries, &exclude, &resources);
+            let _ = tokio::task::spawn_blocking(save).await;
+        }
     }
 
     /// Starts a cache for each resource `resolved` names that has none,
-    /// and retires those of resources it no longer names.
-    fn follow(&mut self, resolved: Resolved) {
+    /// retires those of resources it no longer names, and restarts those
+    /// whose definition changed. Whether any cache came or went.
+    fn follow(&mut self, resolved: Resolved) -> bool {
         let Resolved {
             resources,
             waiting,
@@ -285,21 +324,62 @@ impl Follower {
             .filter(|g| !unknown(g) && !resources.iter().any(|r| &r.gvr == *g))
             .cloned()
             .collect();
+        let changed = !gone.is_empty();
         for gvr in gone {
             self.retire(&gvr);
         }
+        let crds = self.crds();
+        let mut started = false;
         for r in resources {
             if !self.running.contains_key(&r.gvr) {
-                self.start(r);
+                self.start(r, None);
+                started = true;
+            } else if let Some(crds) = &crds
+                && self.definitions.changed(crds, &r.gvr)
+            {
+                self.restart(r);
             }
         }
         self.health.set_waiting(waiting);
         self.watch_api_changes();
+        changed || started
+    }
+
+    /// The CRD cache, if it serves now: what custom resources' definitions
+    /// are read from.
+    fn crds(&self) -> Option<Arc<Store>> {
+        let (group, version, resource) = API_RESOURCES[0];
+        let c = self
+            .registrar
+            .registry()
+            .get(&Gvr::new(group, version, resource))?;
+        (c.store.serving() == crate::cache::store::Serving::Ready).then(|| c.store.clone())
+    }
+
+    /// Restarts the cache of `resource`, whose CRD's spec or accepted names
+    /// changed: kube-apiserver recreates the storage then (its watches
+    /// end, its clients relist), and what was cached may have been
+    /// converted under the old definition (a webhook since added, another
+    /// storage version). The new cache fills once the old one is retired,
+    /// and its requests pass through until it syncs.
+    fn restart(&mut self, resource: ApiResource) {
+        let Some(old) = self.running.remove(&resource.gvr) else {
+            return;
+        };
+        self.registrar.remove(&resource.gvr);
+        self.starter.proofs.remove(&resource.gvr);
+        tracing::info!(resource = %resource.gvr, "its CustomResourceDefinition changed: restarting its cache (its watches end and its requests pass through until it syncs again), as the apiserver recreates its storage");
+        let after = old.retire();
+        self.start(resource, Some(after));
     }
 
     /// Starts a cache for `resource`: in the registry at once (syncing),
-    /// its reflectors when it gets a turn.
-    fn start(&mut self, resource: ApiResource) {
+    /// its reflectors when it gets a turn (and `after` the cache it
+    /// replaces is retired).
+    fn start(&mut self, resource: ApiResource, after: Option<JoinHandle<()>>) {
+        if let Some(crds) = self.crds() {
+            self.definitions.started(&crds, &resource.gvr);
+        }
         let s = &self.starter;
         let indexes = crate::cache::index::configured(&s.indexes, &resource);
         let (cache, writers) =
@@ -340,7 +420,7 @@ impl Follower {
         tracing::info!(resource = %cache.label, "served upstream now: caching it (its requests pass through until it syncs)");
         let gvr = cache.resource.gvr.clone();
         let turns = Some(self.turns.clone());
-        let running = Running::spawn(cache, reflectors, turns, &self.shutdown);
+        let running = Running::spawn_after(cache, reflectors, turns, after, &self.shutdown);
         self.running.insert(gvr, running);
     }
 
@@ -349,8 +429,9 @@ impl Follower {
         if let Some(r) = self.running.remove(gvr) {
             self.registrar.remove(gvr);
             self.starter.proofs.remove(gvr);
+            self.definitions.retired(gvr);
             tracing::info!(resource = %gvr, "no longer served upstream: retiring its cache (its requests pass through)");
-            r.retire();
+            drop(r.retire());
         }
     }
 
