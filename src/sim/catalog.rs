@@ -208,6 +208,38 @@ impl Catalog {
         )
     }
 
+    /// `/api` (`core`) or `/apis` as one aggregated discovery document
+    /// (`APIGroupDiscoveryList`, `apidiscovery.k8s.io/` `version`): each
+    /// group with its versions, preferred first, and their resources, as
+    /// kube-apiserver 1.30+ answers clients that ask for it.
+    pub fn aggregated(&self, core: bool, version: &str) -> Value {
+        let groups = if core {
+            vec![(String::new(), vec!["v1".to_string()])]
+        } else {
+            self.groups()
+        };
+        let items: Vec<Value> = groups
+            .iter()
+            .map(|(g, vs)| {
+                let versions: Vec<Value> = vs
+                    .iter()
+                    .map(|v| {
+                        let list = self.resource_list(g, v).unwrap_or_default();
+                        let resources = aggregated_resources(&list["resources"]);
+                        json!({"version": v, "resources": resources, "freshness": "Current"})
+                    })
+                    .collect();
+                let mut meta = json!({"creationTimestamp": null});
+                if !g.is_empty() {
+                    meta["name"] = json!(g);
+                }
+                json!({"metadata": meta, "versions": versions})
+            })
+            .collect();
+        json!({"kind": "APIGroupDiscoveryList", "apiVersion": format!("apidiscovery.k8s.io/{version}"),
+               "metadata": {}, "items": items})
+    }
+
     /// `/openapi/v3`: one document per group/version.
     pub fn openapi_index(&self) -> Value {
         let mut paths = serde_json::Map::new();
@@ -284,6 +316,45 @@ impl Catalog {
 
 /// kube's version priority: GA before beta before alpha, higher numbers
 /// first; other names last.
+/// A group/version's resources as aggregated discovery lists them, from
+/// its `APIResourceList`'s: each subresource (`pods/status`) under its
+/// resource.
+fn aggregated_resources(legacy: &Value) -> Vec<Value> {
+    let all = legacy.as_array().cloned().unwrap_or_default();
+    let kind = |r: &Value| json!({"group": "", "version": "", "kind": r["kind"]});
+    let mut out: Vec<Value> = Vec::new();
+    for r in &all {
+        let name = r["name"].as_str().unwrap_or_default();
+        if let Some((parent, sub)) = name.split_once('/') {
+            let entry = json!({"subresource": sub, "responseKind": kind(r), "verbs": r["verbs"]});
+            if let Some(p) = out.iter_mut().find(|p| p["resource"] == parent) {
+                p["subresources"]
+                    .as_array_mut()
+                    .expect("made with subresources")
+                    .push(entry);
+            }
+            continue;
+        }
+        let scope = if r["namespaced"] == true {
+            "Namespaced"
+        } else {
+            "Cluster"
+        };
+        let mut entry = json!({"resource": name, "responseKind": kind(r), "scope": scope,
+            "singularResource": r["singularName"], "verbs": r["verbs"], "subresources": []});
+        if r["shortNames"].as_array().is_some_and(|a| !a.is_empty()) {
+            entry["shortNames"] = r["shortNames"].clone();
+        }
+        out.push(entry);
+    }
+    for r in &mut out {
+        if r["subresources"].as_array().is_some_and(|a| a.is_empty()) {
+            r.as_object_mut().expect("an object").remove("subresources");
+        }
+    }
+    out
+}
+
 fn priority(v: &str) -> (u8, u32, u32) {
     let Some(rest) = v.strip_prefix('v') else {
         return (0, 0, 0);

@@ -8,7 +8,10 @@
 //! - [`state`]: the running sim's state, configuration and request shape.
 //! - [`route`]: each request to its handler.
 //! - [`store`]: etcd-like multi-version storage with a compaction window.
-//! - [`resources`]: the served types and discovery documents.
+//! - [`resources`]: the served types and discovery documents; [`catalog`]:
+//!   the types served now (CRDs' versions come and go, [`crd`]), and the
+//!   aggregated discovery document (`APIGroupDiscoveryList`) for clients
+//!   that ask for it, as kubectl and client-go do.
 //! - [`read`]: get and list (resource version semantics, paging, selectors, tables).
 //! - [`watch`]: watch streams (initial events, bookmarks, timeouts).
 //! - [`mod@write`]: create, update, patch, delete, `status`.

@@ -156,6 +156,19 @@ impl Sim {
             .and_then(|h| h.to_str().ok())
             .unwrap_or("127.0.0.1");
         let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+        if let ["api" | "apis"] = segs.as_slice()
+            && let Some(version) = aggregated_version(headers)
+        {
+            let doc = self.resources.aggregated(segs[0] == "api", version);
+            let mut resp = json_response(StatusCode::OK, to_bytes(&doc));
+            let media = format!(
+                "application/json;g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList"
+            );
+            let h = resp.headers_mut();
+            h.insert(header::CONTENT_TYPE, media.parse().expect("a media type"));
+            h.insert(header::VARY, header::HeaderValue::from_static("Accept"));
+            return Ok(resp);
+        }
         let doc = match segs.as_slice() {
             ["version"] => {
                 resources::version(self.config.generation == super::state::Generation::Pre131)
@@ -184,6 +197,33 @@ impl Sim {
         };
         Ok(json_response(StatusCode::OK, to_bytes(&doc)))
     }
+}
+
+/// The version of aggregated discovery (`v2`, or `v2beta1` as 1.26–1.29
+/// served it) the first media type of `Accept` that asks for it names, if
+/// one does.
+fn aggregated_version(headers: &HeaderMap) -> Option<&'static str> {
+    let accept = headers.get(header::ACCEPT)?.to_str().ok()?;
+    accept.split(',').find_map(|media| {
+        let mut params = media.split(';').skip(1).map(|p| p.trim());
+        let (mut g, mut v, mut as_) = (None, None, None);
+        for p in params.by_ref() {
+            match p.split_once('=') {
+                Some(("g", x)) => g = Some(x),
+                Some(("v", x)) => v = Some(x),
+                Some(("as", x)) => as_ = Some(x),
+                _ => {}
+            }
+        }
+        if g != Some("apidiscovery.k8s.io") || as_ != Some("APIGroupDiscoveryList") {
+            return None;
+        }
+        match v {
+            Some("v2") => Some("v2"),
+            Some("v2beta1") => Some("v2beta1"),
+            _ => None,
+        }
+    })
 }
 
 fn text_response(code: StatusCode, text: &'static str) -> Response<Body> {

@@ -42,12 +42,20 @@ type Lists = Vec<(String, String, Vec<Value>)>;
 const MAX_DOCUMENT: usize = 64 << 20;
 
 async fn get_json(upstream: &Arc<Upstream>, path: &str) -> Result<Value, DiscoveryError> {
+    get_json_as(upstream, path, "application/json").await
+}
+
+async fn get_json_as(
+    upstream: &Arc<Upstream>,
+    path: &str,
+    accept: &str,
+) -> Result<Value, DiscoveryError> {
     let err = |reason: String| DiscoveryError::Upstream {
         path: path.to_string(),
         reason,
     };
     let reply = upstream
-        .get(path, "application/json")
+        .get(path, accept)
         .await
         .map_err(|e| err(e.to_string()))?;
     let status = reply.status();
@@ -60,11 +68,68 @@ async fn get_json(upstream: &Arc<Upstream>, path: &str) -> Result<Value, Discove
         .map_err(|e| err(e.to_string()))
 }
 
+/// What r8s asks `/api` and `/apis` for: the aggregated document
+/// (kube-apiserver 1.30+, or 1.26–1.29's beta), else the plain one.
+const AGGREGATED: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,\
+     application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json";
+
 /// Resource lists of every served group/version: (group, version,
 /// resources), each group's preferred version first (a bare resource name
 /// resolves to it); and the group/versions whose list did not come (an
-/// aggregated API that is down), left out.
+/// aggregated API that is down), left out. Two requests where the upstream
+/// serves aggregated discovery; else one per group/version.
 async fn all_lists(
+    upstream: &Arc<Upstream>,
+) -> Result<(Lists, Vec<(String, String)>), DiscoveryError> {
+    // Anything else than the aggregated document (an older upstream, or a
+    // failure) falls back to the plain documents.
+    let core = get_json_as(upstream, "/api", AGGREGATED).await;
+    if let Ok(core) = core
+        && core["kind"] == "APIGroupDiscoveryList"
+    {
+        let groups = get_json_as(upstream, "/apis", AGGREGATED).await?;
+        if groups["kind"] == "APIGroupDiscoveryList" {
+            let mut out = (Vec::new(), Vec::new());
+            aggregated(&core, &mut out);
+            aggregated(&groups, &mut out);
+            return Ok(out);
+        }
+    }
+    legacy_lists(upstream).await
+}
+
+/// The lists of an aggregated discovery document (`APIGroupDiscoveryList`)
+/// added to `out`, in the plain lists' shape; a version whose `freshness`
+/// is `Stale` (an aggregated API whose discovery failed) goes to the
+/// unlisted.
+fn aggregated(doc: &Value, out: &mut (Lists, Vec<(String, String)>)) {
+    for g in doc["items"].as_array().into_iter().flatten() {
+        let group = g["metadata"]["name"].as_str().unwrap_or_default();
+        for v in g["versions"].as_array().into_iter().flatten() {
+            let version = v["version"].as_str().unwrap_or_default().to_string();
+            if v["freshness"] == "Stale" {
+                out.1.push((group.to_string(), version));
+                continue;
+            }
+            let resources = v["resources"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|r| {
+                    serde_json::json!({
+                        "name": r["resource"], "kind": r["responseKind"]["kind"],
+                        "namespaced": r["scope"] == "Namespaced", "verbs": r["verbs"],
+                    })
+                })
+                .collect();
+            out.0.push((group.to_string(), version, resources));
+        }
+    }
+}
+
+/// [`all_lists`] from the plain documents: `/api/v1`, `/apis`, then each
+/// group/version's.
+async fn legacy_lists(
     upstream: &Arc<Upstream>,
 ) -> Result<(Lists, Vec<(String, String)>), DiscoveryError> {
     let mut out = Vec::new();
@@ -191,31 +256,17 @@ pub async fn resolve(
                 });
             }
         };
-        let mut found = None;
-        if let (Some(g), Some(v)) = (group, version) {
-            let path = if g.is_empty() {
-                format!("/api/{v}")
-            } else {
-                format!("/apis/{g}/{v}")
-            };
-            let list = match get_json(upstream, &path).await {
-                Ok(list) => list,
-                // Not served (404), or not now: checked again later.
-                Err(_) => Value::Null,
-            };
-            if let Some(r) = list["resources"]
-                .as_array()
-                .and_then(|a| a.iter().find(|r| r["name"] == resource))
+        // Not served, or not now (its group/version's discovery failed):
+        // waited for, and looked for again later.
+        let found = lists.iter().find_map(|(g, v, rs)| {
+            if group.is_some_and(|group| group != g) || version.is_some_and(|version| version != v)
             {
-                found = Some((g.to_string(), v.to_string(), r.clone()));
+                return None;
             }
-        } else {
-            found = lists.iter().find_map(|(g, v, rs)| {
-                rs.iter()
-                    .find(|r| r["name"] == resource)
-                    .map(|r| (g.clone(), v.clone(), r.clone()))
-            });
-        }
+            rs.iter()
+                .find(|r| r["name"] == resource)
+                .map(|r| (g.clone(), v.clone(), r.clone()))
+        });
         let Some((g, v, r)) = found else {
             waiting.push(entry.clone());
             continue;
@@ -234,4 +285,50 @@ pub async fn resolve(
         waiting,
         unlisted,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn should_read_aggregated_discovery_as_the_plain_lists_and_skip_stale_versions() {
+        let doc = json!({"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "items": [
+            {"metadata": {"name": "late.example.com"}, "versions": [
+                {"version": "v2", "freshness": "Current", "resources": [
+                    {"resource": "gadgets", "responseKind": {"group": "", "version": "", "kind": "Gadget"},
+                     "scope": "Namespaced", "verbs": ["get", "list", "watch"],
+                     "subresources": [{"subresource": "status", "verbs": ["get"]}]},
+                    {"resource": "clusterthings", "responseKind": {"kind": "ClusterThing"},
+                     "scope": "Cluster", "verbs": ["get", "list", "watch"]}]},
+                {"version": "v1", "freshness": "Current", "resources": []}]},
+            {"metadata": {"name": "metrics.k8s.io"}, "versions": [
+                {"version": "v1beta1", "freshness": "Stale", "resources": []}]}]});
+        let mut out = (Vec::new(), Vec::new());
+        aggregated(&doc, &mut out);
+        let (lists, unlisted) = out;
+        let names: Vec<(&str, &str, usize)> = lists
+            .iter()
+            .map(|(g, v, rs)| (g.as_str(), v.as_str(), rs.len()))
+            .collect();
+        // The preferred version first, as the group lists them.
+        assert_eq!(
+            names,
+            [("late.example.com", "v2", 2), ("late.example.com", "v1", 0)]
+        );
+        assert_eq!(
+            unlisted,
+            [("metrics.k8s.io".to_string(), "v1beta1".to_string())]
+        );
+        let gadgets = resolved("late.example.com", "v2", &lists[0].2[0]);
+        assert_eq!(gadgets.kind, "Gadget");
+        assert!(gadgets.namespaced);
+        assert_eq!(verbs(&lists[0].2[0]), ["get", "list", "watch"]);
+        let things = resolved("late.example.com", "v2", &lists[0].2[1]);
+        assert_eq!(
+            (things.kind.as_str(), things.namespaced),
+            ("ClusterThing", false)
+        );
+    }
 }
