@@ -72,8 +72,9 @@ pub struct ServeArgs {
     /// Kubeconfig context to use. [config: upstream.context; default: the current context]
     #[arg(long, value_name = "NAME")]
     pub context: Option<String>,
-    /// A resource to cache: pods, v1/pods, apps/v1/deployments, example.r8s.dev/v1/widgets, or *;
-    /// repeatable. [config: cache.resources]
+    /// A resource to cache: pods, v1/pods, apps/v1/deployments, example.r8s.dev/v1/widgets, * (every
+    /// resource), or *.example.com (every resource of the groups ending in .example.com); repeatable.
+    /// [config: cache.resources]
     #[arg(long = "cache", value_name = "RESOURCE")]
     pub cache: Vec<String>,
 }

@@ -302,6 +302,45 @@ async fn should_restart_the_caches_of_a_crd_whose_definition_changes() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn should_cache_the_groups_a_pattern_names_as_they_appear() {
+    let sim = start_sim(sim_config()).await;
+    let r8s = r8s_in_front_of(sim.url())
+        .caching(&["*.example.com"])
+        .with(|c| c.cache.discovery_interval_seconds = 3600)
+        .start()
+        .await;
+    let base = r8s.url();
+    // The CRDs are cached with the pattern (the follower watches them);
+    // nothing else outside it is.
+    let crds = get(&format!("{base}{CRDS}?resourceVersion=0")).await;
+    assert_eq!(cache_header(&crds), "hit");
+    let cms = get(&format!(
+        "{base}/api/v1/namespaces/ns-0/configmaps?resourceVersion=0"
+    ))
+    .await;
+    assert_eq!((cms.status.as_u16(), cache_header(&cms)), (200, "pass"));
+    for (group, plural) in [("a.example.com", "cogs"), ("example.org", "cogs")] {
+        let made = write(
+            "POST",
+            &format!("{base}{CRDS}"),
+            &crd(group, plural, &[("v1", true, true)]),
+        )
+        .await;
+        assert_eq!(made.status, 201, "{}", made.text());
+    }
+    let inside = format!("{base}/apis/a.example.com/v1/namespaces/ns-0/cogs?resourceVersion=0");
+    let took = within_bound(&inside, |r| cache_header(r) == "hit").await;
+    eprintln!("a group the pattern names: a hit after {took:?}");
+    let outside = get(&format!(
+        "{base}/apis/example.org/v1/namespaces/ns-0/cogs?resourceVersion=0"
+    ))
+    .await;
+    assert_eq!((outside.status.as_u16(), cache_header(&outside)), (200, "pass"));
+    r8s.stop().await;
+    sim.stop().await;
+}
+
 /// A fresh directory under the system's temporary one.
 fn temp_dir(what: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!(

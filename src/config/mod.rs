@@ -100,11 +100,23 @@ mod tests {
             "apps/v1/deployments",
             "example.r8s.dev/v1/widgets",
             "*",
+            "*.example.com",
+            "*.crossplane.io",
             "batch/v1beta1/cronjobs",
         ] {
             validate_resource(r).unwrap();
         }
-        for r in ["Pods", "v/pods", "a/b/c/d", "", "apps/1/x"] {
+        for r in [
+            "Pods",
+            "v/pods",
+            "a/b/c/d",
+            "",
+            "apps/1/x",
+            "*.",
+            "*example.com",
+            "*.Example.com",
+            "**",
+        ] {
             assert!(validate_resource(r).is_err(), "{r}");
         }
     }

@@ -88,11 +88,13 @@ fn valid_dns(s: &str, allow_dots: bool) -> bool {
         && (allow_dots || !s.contains('.'))
 }
 
-/// Checks a `cache.resources` entry: `*`, `RESOURCE`, `VERSION/RESOURCE`, or `GROUP/VERSION/RESOURCE`.
+/// Checks a `cache.resources` entry: `*`, `*.GROUP-SUFFIX`, `RESOURCE`,
+/// `VERSION/RESOURCE`, or `GROUP/VERSION/RESOURCE`.
 pub fn validate_resource(entry: &str) -> Result<(), String> {
     let parts: Vec<&str> = entry.split('/').collect();
     let ok = match parts.as_slice() {
         ["*"] => true,
+        [p] if p.starts_with("*.") => valid_dns(&p[2..], true),
         [r] => valid_dns(r, false),
         [v, r] => valid_version(v) && valid_dns(r, false),
         [g, v, r] => valid_dns(g, true) && valid_version(v) && valid_dns(r, false),
@@ -102,7 +104,7 @@ pub fn validate_resource(entry: &str) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!(
-            "config: bad value \"{entry}\" for key \"cache.resources\": expected RESOURCE, VERSION/RESOURCE or GROUP/VERSION/RESOURCE (e.g. pods, v1/pods, apps/v1/deployments) or *"
+            "config: bad value \"{entry}\" for key \"cache.resources\": expected RESOURCE, VERSION/RESOURCE or GROUP/VERSION/RESOURCE (e.g. pods, v1/pods, apps/v1/deployments), * or *.GROUP-SUFFIX (e.g. *.example.com)"
         ))
     }
 }

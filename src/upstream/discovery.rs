@@ -68,6 +68,14 @@ async fn get_json_as(
         .map_err(|e| err(e.to_string()))
 }
 
+/// What the groups' names end with, if `entry` is `*` (all: "") or
+/// `*.SUFFIX`.
+fn pattern(entry: &str) -> Option<&str> {
+    entry
+        .strip_prefix('*')
+        .filter(|s| s.is_empty() || s.starts_with('.'))
+}
+
 /// What r8s asks `/api` and `/apis` for: the aggregated document
 /// (kube-apiserver 1.30+, or 1.26–1.29's beta), else the plain one.
 const AGGREGATED: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,\
@@ -209,9 +217,16 @@ pub struct Resolved {
     pub unlisted: Vec<(String, String)>,
 }
 
-/// Resolves the entries (`pods`, `v1/pods`, `apps/v1/deployments`, `*`):
-/// `*` is every served version of every resource that supports list and
-/// watch, less `exclude`.
+/// The CRDs' resource, which an entry with a pattern brings in: the
+/// follower watches it to follow the API within a second, and reads the
+/// definitions its caches were started under from it.
+const CRDS: (&str, &str, &str) = ("apiextensions.k8s.io", "v1", "customresourcedefinitions");
+
+/// Resolves the entries (`pods`, `v1/pods`, `apps/v1/deployments`, `*`,
+/// `*.example.com`): `*` is every served version of every resource that
+/// supports list and watch, less `exclude`; `*.example.com` the same of
+/// the groups whose names end in `.example.com` (and `customresourcedefinitions`
+/// with them, unless excluded).
 pub async fn resolve(
     upstream: &Arc<Upstream>,
     entries: &[String],
@@ -228,10 +243,19 @@ pub async fn resolve(
             out.push(r);
         }
     };
+    let with_crds = entries
+        .iter()
+        .any(|e| pattern(e).is_some_and(|s| !s.is_empty()));
     for entry in entries {
-        if entry == "*" {
+        if let Some(suffix) = pattern(entry) {
+            let crds = |g: &str, v: &str, r: &Value| {
+                with_crds && (g, v, r["name"].as_str().unwrap_or_default()) == CRDS
+            };
             for (g, v, rs) in &lists {
                 for r in rs {
+                    if !(g.ends_with(suffix) || crds(g, v, r)) {
+                        continue;
+                    }
                     let name = r["name"].as_str().unwrap_or_default();
                     let vs = verbs(r);
                     if name.contains('/')
