@@ -1,6 +1,7 @@
 //! The definitions of custom resources as their caches were started under
 //! them: a change that makes kube-apiserver recreate a CRD's storage makes
-//! the follower restart its caches.
+//! the follower restart its caches; and what a CRD says of a version that
+//! discovery leaves out.
 
 use std::collections::HashMap;
 
@@ -15,9 +16,31 @@ use crate::cache::store::Store;
 pub(super) struct Definitions {
     /// By resource: the definition its cache was started under.
     started: HashMap<Gvr, u64>,
-    /// By resource: its CRD's definition as last read, and the CRD's
-    /// version then (each CRD is parsed once per change of it).
-    read: HashMap<Gvr, (u64, u64)>,
+    /// By resource: its CRD as last read, and the CRD's version then (each
+    /// CRD is parsed once per change of it).
+    read: HashMap<Gvr, (u64, Read)>,
+}
+
+/// What the follower reads of a resource's CRD.
+#[derive(Clone, Copy)]
+struct Read {
+    /// A hash of its `uid`, `generation` and accepted names.
+    definition: u64,
+    /// Whether the CRD serves the resource's version.
+    served: bool,
+}
+
+/// What a CRD in the CRD cache says of a resource discovery leaves out.
+#[derive(Debug, PartialEq)]
+pub(super) enum Verdict {
+    /// Its CRD serves it: discovery is incomplete (an upstream mid-upgrade,
+    /// or discovery lagging its CRD); its cache is kept.
+    Served,
+    /// Its CRD is gone, or no longer serves its version: retired now.
+    Gone,
+    /// Not a custom resource as far as the follower knows (or the CRD cache
+    /// does not serve now): discovery alone decides.
+    Unknown,
 }
 
 /// What of a CRD its definition is read from.
@@ -44,9 +67,24 @@ struct CrdStatus<'a> {
     accepted_names: Option<&'a serde_json::value::RawValue>,
 }
 
+/// A CRD's versions, each with whether it is served.
+#[derive(serde::Deserialize, Default)]
+struct CrdSpec {
+    #[serde(default)]
+    versions: Vec<CrdVersion>,
+}
+
+#[derive(serde::Deserialize)]
+struct CrdVersion {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    served: bool,
+}
+
 impl Definitions {
-    /// The definition of `gvr`'s CRD in `crds` now, if it has one there.
-    fn now(&mut self, crds: &Store, gvr: &Gvr) -> Option<u64> {
+    /// The CRD of `gvr` in `crds` now, if it has one there.
+    fn now(&mut self, crds: &Store, gvr: &Gvr) -> Option<Read> {
         use std::hash::{Hash, Hasher};
         if gvr.group().is_empty() {
             return None;
@@ -54,10 +92,10 @@ impl Definitions {
         let name = format!("{}.{}", gvr.resource(), gvr.group());
         let v = crds.current();
         let o = v.objects.get(name.as_str())?;
-        if let Some((rv, d)) = self.read.get(gvr)
+        if let Some((rv, read)) = self.read.get(gvr)
             && *rv == o.rv
         {
-            return Some(*d);
+            return Some(*read);
         }
         if o.encoding != crate::api::media::Encoding::Json {
             return None;
@@ -73,15 +111,26 @@ impl Definitions {
         }
         let names = crd.status.and_then(|s| s.accepted_names);
         names.map(|n| n.get()).hash(&mut h);
-        let d = h.finish();
-        self.read.insert(gvr.clone(), (o.rv, d));
-        Some(d)
+        let spec: CrdSpec = crd
+            .spec
+            .and_then(|s| serde_json::from_str(s.get()).ok())
+            .unwrap_or_default();
+        let served = spec
+            .versions
+            .iter()
+            .any(|v| v.name == gvr.version() && v.served);
+        let read = Read {
+            definition: h.finish(),
+            served,
+        };
+        self.read.insert(gvr.clone(), (o.rv, read));
+        Some(read)
     }
 
     /// The cache of `gvr` starts now, under its CRD's definition in `crds`.
     pub(super) fn started(&mut self, crds: &Store, gvr: &Gvr) {
         match self.now(crds, gvr) {
-            Some(d) => self.started.insert(gvr.clone(), d),
+            Some(r) => self.started.insert(gvr.clone(), r.definition),
             None => self.started.remove(gvr),
         };
     }
@@ -95,8 +144,19 @@ impl Definitions {
             return false;
         };
         self.started
-            .insert(gvr.clone(), now)
-            .is_some_and(|was| was != now)
+            .insert(gvr.clone(), now.definition)
+            .is_some_and(|was| was != now.definition)
+    }
+
+    /// What the CRD cache `crds` says of `gvr`, which discovery left out.
+    pub(super) fn verdict(&mut self, crds: Option<&Store>, gvr: &Gvr) -> Verdict {
+        let Some(crds) = crds.filter(|_| self.started.contains_key(gvr)) else {
+            return Verdict::Unknown;
+        };
+        match self.now(crds, gvr) {
+            Some(r) if r.served => Verdict::Served,
+            _ => Verdict::Gone,
+        }
     }
 
     /// The cache of `gvr` is gone.

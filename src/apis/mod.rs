@@ -21,7 +21,9 @@
 //!   names, its `uid`) is restarted, as kube-apiserver recreates its storage:
 //!   retired, and started again once the old cache is (`definitions`).
 //! - A discovery that fails changes nothing; a group/version whose own list
-//!   fails (an aggregated API down) keeps its caches as they are.
+//!   fails (an aggregated API down) keeps its caches as they are; a cache
+//!   discovery leaves out goes when its CRD says so, or when a second look
+//!   leaves it out too ([`Follower`]'s `gone`).
 //!
 //! The caches resolved at startup are the follower's too, and are retired
 //! the same way. A cache started at run time is saved to `persist.dir` and
@@ -30,14 +32,14 @@
 
 mod definitions;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinHandle;
 
-use self::definitions::Definitions;
+use self::definitions::{Definitions, Verdict};
 use crate::admin::Health;
 use crate::api::{ApiResource, Gvr};
 use crate::cache::object::TypeInfo;
@@ -215,6 +217,10 @@ pub struct Follower {
     /// The definitions the running caches of custom resources were started
     /// under.
     definitions: Definitions,
+    /// The running caches the last look at discovery left out, kept.
+    left_out: HashSet<Gvr>,
+    /// Whether one of them is kept until a second look confirms it gone.
+    unconfirmed: bool,
     shutdown: Signal,
 }
 
@@ -242,6 +248,8 @@ impl Follower {
             health,
             api_changes: Vec::new(),
             definitions: Definitions::default(),
+            left_out: HashSet::new(),
+            unconfirmed: false,
             shutdown,
         };
         f.watch_api_changes();
@@ -271,6 +279,10 @@ impl Follower {
                 _ = shutdown.wait() => break,
             }
             self.refresh().await;
+            // A cache left out once is looked at again soon, not a period on.
+            if self.unconfirmed && again.is_none() {
+                again = Some(tokio::time::Instant::now() + AGAIN);
+            }
         }
         self.stopped().await;
     }
@@ -293,10 +305,11 @@ impl Follower {
                     return;
                 }
             };
-        let resources = resolved.resources.clone();
         if self.follow(resolved)
             && let Some((p, _)) = &self.starter.enrol.persist
         {
+            let all = self.registrar.registry().all();
+            let resources: Vec<ApiResource> = all.values().map(|c| c.resource.clone()).collect();
             // What a start while the upstream is unreachable resolves to.
             let (p, entries, exclude) = (p.clone(), self.entries.clone(), self.exclude.clone());
             let save = move || p.save_resources(&entries, &exclude, &resources);
@@ -318,17 +331,18 @@ impl Follower {
                 .iter()
                 .any(|(group, version)| g.group() == group && g.version() == version)
         };
-        let gone: Vec<Gvr> = self
+        let left_out: Vec<Gvr> = self
             .running
             .keys()
             .filter(|g| !unknown(g) && !resources.iter().any(|r| &r.gvr == *g))
             .cloned()
             .collect();
+        let crds = self.crds();
+        let gone = self.gone(left_out, crds.as_deref());
         let changed = !gone.is_empty();
         for gvr in gone {
             self.retire(&gvr);
         }
-        let crds = self.crds();
         let mut started = false;
         for r in resources {
             if !self.running.contains_key(&r.gvr) {
@@ -343,6 +357,31 @@ impl Follower {
         self.health.set_waiting(waiting);
         self.watch_api_changes();
         changed || started
+    }
+
+    /// Which of the running caches discovery `left_out` are gone: a custom
+    /// resource whose CRD (in the CRD cache) is gone or no longer serves its
+    /// version, at once; any other once it has been left out of two looks
+    /// in a row. One whose CRD still serves it stays (discovery briefly
+    /// incomplete, or lagging its CRD), as does one left out once.
+    fn gone(&mut self, left_out: Vec<Gvr>, crds: Option<&Store>) -> Vec<Gvr> {
+        let before = std::mem::take(&mut self.left_out);
+        self.unconfirmed = false;
+        let mut gone = Vec::new();
+        for gvr in left_out {
+            match self.definitions.verdict(crds, &gvr) {
+                Verdict::Gone => gone.push(gvr),
+                Verdict::Unknown if before.contains(&gvr) => gone.push(gvr),
+                verdict => {
+                    self.unconfirmed |= verdict == Verdict::Unknown;
+                    if !before.contains(&gvr) {
+                        tracing::warn!(resource = %gvr, ?verdict, "discovery left out a resource r8s caches; its cache stays (a resource whose CRD serves it, for as long as it does; any other, until the next look leaves it out too)");
+                    }
+                    self.left_out.insert(gvr);
+                }
+            }
+        }
+        gone
     }
 
     /// The CRD cache, if it serves now: what custom resources' definitions

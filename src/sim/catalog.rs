@@ -21,6 +21,9 @@ pub struct Storages(pub(super) std::sync::Mutex<std::collections::HashMap<String
 /// The resource types a sim serves, by index: the built-ins first.
 pub struct Catalog {
     entries: RwLock<Vec<Entry>>,
+    /// Groups left out of discovery while still served (an apiserver whose
+    /// discovery is briefly incomplete, as mid-upgrade).
+    hidden: RwLock<Vec<String>>,
     /// Bumped each time a type stops being served: its open watches end.
     retired: watch::Sender<u64>,
 }
@@ -42,6 +45,7 @@ impl Default for Catalog {
             .collect();
         Catalog {
             entries: RwLock::new(entries),
+            hidden: RwLock::default(),
             retired: watch::channel(0).0,
         }
     }
@@ -109,13 +113,24 @@ impl Catalog {
         self.retired.subscribe()
     }
 
-    /// The served groups (not the core one), each with its versions,
-    /// preferred first.
+    /// Leaves `group` out of discovery (`hidden`), or lists it again; its
+    /// resources are served all the while.
+    pub fn hide_from_discovery(&self, group: &str, hidden: bool) {
+        let mut h = self.hidden.writing();
+        h.retain(|g| g != group);
+        if hidden {
+            h.push(group.to_string());
+        }
+    }
+
+    /// The groups discovery lists (not the core one), each with its
+    /// versions, preferred first.
     fn groups(&self) -> Vec<(String, Vec<String>)> {
         let mut out: Vec<(String, Vec<String>)> = Vec::new();
+        let hidden = self.hidden.reading().clone();
         for e in self.entries.reading().iter().filter(|e| e.served) {
             let (g, v) = (e.def.gvr.group(), e.def.gvr.version());
-            if g.is_empty() {
+            if g.is_empty() || hidden.iter().any(|h| h == g) {
                 continue;
             }
             match out.iter_mut().find(|(name, _)| name == g) {
