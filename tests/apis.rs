@@ -54,15 +54,38 @@ async fn until_end(body: hyper::body::Incoming) -> Vec<Value> {
     crd::until_end(body, BOUND).await
 }
 
+/// A watch of `url` through r8s from its cache's current version, a hit.
+async fn watch_from_now(url: &str) -> hyper::body::Incoming {
+    let list = get(&format!("{url}?resourceVersion=0")).await.json();
+    let rv = list["metadata"]["resourceVersion"].as_str().unwrap();
+    open_watch(&format!("{url}?watch=1&resourceVersion={rv}")).await
+}
+
+/// r8s in front of `sim` caching `entries`, its periodic resolution far
+/// off: the CRD cache's events drive it.
+fn following(sim: &r8s::sim::SimHandle, entries: &[&str]) -> R8sBuilder {
+    r8s_in_front_of(sim.url())
+        .caching(entries)
+        .with(|c| c.cache.discovery_interval_seconds = 3600)
+}
+
+/// Creates a CRD of `plural` in `group` with `versions` (name, served,
+/// storage) through `base`.
+async fn define(base: &str, group: &str, plural: &str, versions: &[(&str, bool, bool)]) {
+    let made = write(
+        "POST",
+        &format!("{base}{CRDS}"),
+        &crd(group, plural, versions),
+    )
+    .await;
+    assert_eq!(made.status, 201, "{}", made.text());
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn should_follow_a_crd_created_versioned_and_deleted_while_it_runs() {
     let sim = start_sim(sim_config()).await;
     // The periodic resolution is far off: the CRD cache's events drive it.
-    let r8s = r8s_in_front_of(sim.url())
-        .caching(&["*"])
-        .with(|c| c.cache.discovery_interval_seconds = 3600)
-        .start()
-        .await;
+    let r8s = following(&sim, &["*"]).start().await;
     let base = r8s.url();
     let v1 = format!("{base}/apis/late.example.com/v1/namespaces/ns-0/gadgets");
     let v2 = format!("{base}/apis/late.example.com/v2/namespaces/ns-0/gadgets");
@@ -70,13 +93,7 @@ async fn should_follow_a_crd_created_versioned_and_deleted_while_it_runs() {
     assert_eq!(r.status, 404, "{}", r.text());
 
     // Created, with an object: a hit within the bound.
-    let made = write(
-        "POST",
-        &format!("{base}{CRDS}"),
-        &crd("late.example.com", "gadgets", &[("v1", true, true)]),
-    )
-    .await;
-    assert_eq!(made.status, 201, "{}", made.text());
+    define(&base, "late.example.com", "gadgets", &[("v1", true, true)]).await;
     let g1 =
         json!({"apiVersion": "late.example.com/v1", "kind": "Gadget", "metadata": {"name": "g1"}});
     assert_eq!(write("POST", &v1, &g1).await.status, 201);
@@ -118,11 +135,7 @@ async fn should_follow_a_crd_created_versioned_and_deleted_while_it_runs() {
 
     // v1 no longer served: its requests pass (the upstream's 404), and its
     // open watch through r8s ends.
-    let rv = get(&format!("{v1}?resourceVersion=0")).await.json()["metadata"]["resourceVersion"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let watching_v1 = open_watch(&format!("{v1}?watch=1&resourceVersion={rv}")).await;
+    let watching_v1 = watch_from_now(&v1).await;
     let mut off = get(&format!("{base}{CRDS}/gadgets.late.example.com"))
         .await
         .json();
@@ -151,11 +164,7 @@ async fn should_follow_a_crd_created_versioned_and_deleted_while_it_runs() {
     assert!(metrics.contains(&objects("v2")), "{metrics}");
 
     // Deleted: the watch through r8s sees the objects go, then ends; 404.
-    let rv = get(&format!("{v2}?resourceVersion=0")).await.json()["metadata"]["resourceVersion"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let watching_v2 = open_watch(&format!("{v2}?watch=1&resourceVersion={rv}")).await;
+    let watching_v2 = watch_from_now(&v2).await;
     let gone = send(
         "DELETE",
         &format!("{base}{CRDS}/gadgets.late.example.com"),
@@ -187,10 +196,8 @@ async fn should_restart_the_caches_of_a_crd_whose_definition_changes() {
     let sim = start_sim(sim_config()).await;
     let dir = temp_dir("redefined");
     let saved_in = dir.clone();
-    let r8s = r8s_in_front_of(sim.url())
-        .caching(&["*"])
+    let r8s = following(&sim, &["*"])
         .with(move |c| {
-            c.cache.discovery_interval_seconds = 3600;
             c.persist.dir = Some(saved_in);
             c.persist.interval_seconds = 1;
         })
@@ -200,17 +207,13 @@ async fn should_restart_the_caches_of_a_crd_whose_definition_changes() {
     let crd_url = format!("{base}{CRDS}/sprockets.conv.example.com");
     let v1 = format!("{base}/apis/conv.example.com/v1/namespaces/ns-0/sprockets");
     let v2 = format!("{base}/apis/conv.example.com/v2/namespaces/ns-0/sprockets");
-    let made = write(
-        "POST",
-        &format!("{base}{CRDS}"),
-        &crd(
-            "conv.example.com",
-            "sprockets",
-            &[("v1", true, true), ("v2", true, false)],
-        ),
+    define(
+        &base,
+        "conv.example.com",
+        "sprockets",
+        &[("v1", true, true), ("v2", true, false)],
     )
     .await;
-    assert_eq!(made.status, 201, "{}", made.text());
     let s1 = json!({"apiVersion": "conv.example.com/v1", "kind": "Sprocket", "metadata": {"name": "s1"}});
     assert_eq!(write("POST", &v1, &s1).await.status, 201);
     // Written in v1, served in v2 by the `None` conversion: unmarked.
@@ -225,21 +228,10 @@ async fn should_restart_the_caches_of_a_crd_whose_definition_changes() {
         .await;
     }
     assert!(!converted(&get(&format!("{v2}?resourceVersion=0")).await));
-    let watch = |url: &str| {
-        let url = url.to_string();
-        async move {
-            let rv = get(&format!("{url}?resourceVersion=0")).await.json()["metadata"]
-                ["resourceVersion"]
-                .as_str()
-                .unwrap()
-                .to_string();
-            open_watch(&format!("{url}?watch=1&resourceVersion={rv}")).await
-        }
-    };
 
     // A change that is not to the definition (a label): the caches stay,
     // their watches open past the two looks it causes (250 ms and 2 s on).
-    let (mut w1, w2) = (watch(&v1).await, watch(&v2).await);
+    let (mut w1, w2) = (watch_from_now(&v1).await, watch_from_now(&v2).await);
     let mut labelled = get(&crd_url).await.json();
     labelled["metadata"]["labels"] = json!({"team": "gears"});
     let put = write("PUT", &crd_url, &labelled).await;
@@ -270,7 +262,7 @@ async fn should_restart_the_caches_of_a_crd_whose_definition_changes() {
     eprintln!("a conversion webhook named: converted objects served from the cache after {took:?}");
 
     // The storage version flipped to v2: restarted again.
-    let (w1, w2) = (watch(&v1).await, watch(&v2).await);
+    let (w1, w2) = (watch_from_now(&v1).await, watch_from_now(&v2).await);
     let mut flipped = get(&crd_url).await.json();
     flipped["spec"]["versions"][0]["storage"] = json!(false);
     flipped["spec"]["versions"][1]["storage"] = json!(true);
@@ -305,11 +297,7 @@ async fn should_restart_the_caches_of_a_crd_whose_definition_changes() {
 #[tokio::test(flavor = "multi_thread")]
 async fn should_cache_the_groups_a_pattern_names_as_they_appear() {
     let sim = start_sim(sim_config()).await;
-    let r8s = r8s_in_front_of(sim.url())
-        .caching(&["*.example.com"])
-        .with(|c| c.cache.discovery_interval_seconds = 3600)
-        .start()
-        .await;
+    let r8s = following(&sim, &["*.example.com"]).start().await;
     let base = r8s.url();
     // The CRDs are cached with the pattern (the follower watches them);
     // nothing else outside it is.
@@ -347,19 +335,12 @@ async fn should_cache_the_groups_a_pattern_names_as_they_appear() {
 #[tokio::test(flavor = "multi_thread")]
 async fn should_keep_a_cache_its_crd_serves_when_discovery_leaves_it_out() {
     let sim = start_sim(sim_config()).await;
-    let r8s = r8s_in_front_of(sim.url())
-        .caching(&["*"])
+    let r8s = following(&sim, &["*"])
         .with(|c| c.cache.discovery_interval_seconds = 1)
         .start()
         .await;
     let base = r8s.url();
-    let made = write(
-        "POST",
-        &format!("{base}{CRDS}"),
-        &crd("kept.example.com", "things", &[("v1", true, true)]),
-    )
-    .await;
-    assert_eq!(made.status, 201, "{}", made.text());
+    define(&base, "kept.example.com", "things", &[("v1", true, true)]).await;
     let things = format!("{base}/apis/kept.example.com/v1/namespaces/ns-0/things");
     let deployments = format!("{base}/apis/apps/v1/namespaces/ns-0/deployments?resourceVersion=0");
     within_bound(&format!("{things}?resourceVersion=0"), |r| {
@@ -367,12 +348,7 @@ async fn should_keep_a_cache_its_crd_serves_when_discovery_leaves_it_out() {
     })
     .await;
     assert_eq!(cache_header(&get(&deployments).await), "hit");
-    let rv =
-        get(&format!("{things}?resourceVersion=0")).await.json()["metadata"]["resourceVersion"]
-            .as_str()
-            .unwrap()
-            .to_string();
-    let mut watching = open_watch(&format!("{things}?watch=1&resourceVersion={rv}")).await;
+    let mut watching = watch_from_now(&things).await;
 
     // Discovery leaves out both groups while the upstream serves them (an
     // apiserver mid-upgrade): the built-in's cache goes once two looks in a
@@ -565,11 +541,7 @@ async fn should_serve_a_kube_rs_controller_started_before_its_crd_exists() {
     use kube::runtime::{WatchStreamExt, reflector, watcher};
 
     let sim = start_sim(sim_config()).await;
-    let r8s = r8s_in_front_of(sim.url())
-        .caching(&["*"])
-        .with(|c| c.cache.discovery_interval_seconds = 3600)
-        .start()
-        .await;
+    let r8s = following(&sim, &["*"]).start().await;
     let client = kube::Client::try_from(kube::Config::new(r8s.url().parse().unwrap())).unwrap();
     let gvk = GroupVersionKind::gvk("early.example.com", "v1", "Doohickey");
     let ar = ApiResource::from_gvk_with_plural(&gvk, "doohickeys");
@@ -593,13 +565,13 @@ async fn should_serve_a_kube_rs_controller_started_before_its_crd_exists() {
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     let base = r8s.url();
-    let made = write(
-        "POST",
-        &format!("{base}{CRDS}"),
-        &crd("early.example.com", "doohickeys", &[("v1", true, true)]),
+    define(
+        &base,
+        "early.example.com",
+        "doohickeys",
+        &[("v1", true, true)],
     )
     .await;
-    assert_eq!(made.status, 201, "{}", made.text());
     let url = format!("{base}/apis/early.example.com/v1/namespaces/ns-0/doohickeys");
     let d1 = json!({"apiVersion": "early.example.com/v1", "kind": "Doohickey", "metadata": {"name": "d1"}});
     assert_eq!(write("POST", &url, &d1).await.status, 201);
@@ -663,11 +635,7 @@ async fn should_pace_the_caches_of_200_crds_created_at_once() {
         ..sim_config()
     })
     .await;
-    let r8s = r8s_in_front_of(sim.url())
-        .caching(&["*"])
-        .with(|c| c.cache.discovery_interval_seconds = 3600)
-        .start()
-        .await;
+    let r8s = following(&sim, &["*"]).start().await;
     let starts = r8s_config_default_starts();
     let crds = format!("{}{CRDS}", sim.url());
     // Ten groups of twenty kinds, one object each: a provider's worth.
