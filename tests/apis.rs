@@ -165,15 +165,7 @@ async fn should_follow_a_crd_created_versioned_and_deleted_while_it_runs() {
 
     // Deleted: the watch through r8s sees the objects go, then ends; 404.
     let watching_v2 = watch_from_now(&v2).await;
-    let gone = send(
-        "DELETE",
-        &format!("{base}{CRDS}/gadgets.late.example.com"),
-        &[],
-        None,
-        Duration::from_secs(10),
-    )
-    .await;
-    assert_eq!(gone.status, 200, "{}", gone.text());
+    crd::delete(&base, "gadgets.late.example.com").await;
     let events = until_end(watching_v2).await;
     assert!(events.iter().any(|e| e["type"] == "DELETED"), "{events:?}");
     let took = within_bound(&format!("{v2}?resourceVersion=0"), |r| {
@@ -442,15 +434,7 @@ async fn should_wait_for_a_named_resource_and_discard_the_snapshot_of_one_gone()
 
     // Gone while r8s was down: its snapshot is discarded, and the entry is
     // waited for (ready meanwhile: the other cache synced).
-    let gone = send(
-        "DELETE",
-        &format!("{crds}/gizmos.waited.example.com"),
-        &[],
-        None,
-        Duration::from_secs(10),
-    )
-    .await;
-    assert_eq!(gone.status, 200, "{}", gone.text());
+    crd::delete(&sim.url(), "gizmos.waited.example.com").await;
     let r8s = start().await;
     assert_eq!(files(&dir, stem), Vec::<String>::new());
     assert!(!files(&dir, "core_v1_configmaps.").is_empty());
@@ -510,15 +494,7 @@ async fn should_wait_for_a_named_resource_and_discard_the_snapshot_of_one_gone()
 
     // Deleted while r8s runs: its files go within a round of the writer,
     // and the saved resolution leaves it out.
-    let gone = send(
-        "DELETE",
-        &format!("{}{CRDS}/gizmos.waited.example.com", r8s.url()),
-        &[],
-        None,
-        Duration::from_secs(10),
-    )
-    .await;
-    assert_eq!(gone.status, 200, "{}", gone.text());
+    crd::delete(&r8s.url(), "gizmos.waited.example.com").await;
     let deadline = Instant::now() + BOUND;
     while !files(&dir, stem).is_empty() {
         assert!(Instant::now() < deadline, "{:?}", files(&dir, stem));

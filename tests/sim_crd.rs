@@ -124,15 +124,7 @@ async fn should_serve_custom_resources_defined_changed_and_deleted_at_runtime() 
 
     // Deleted: its objects' DELETED events, then the watch ends; 404 after.
     let watching_v2 = open_watch(&format!("{v2}?watch=1&resourceVersion={rv}")).await;
-    let gone = send(
-        "DELETE",
-        &format!("{base}{CRDS}/gadgets.late.example.com"),
-        &[],
-        None,
-        Duration::from_secs(10),
-    )
-    .await;
-    assert_eq!(gone.status, 200, "{:?}", gone.body);
+    crd::delete(&base, "gadgets.late.example.com").await;
     let events = until_end(watching_v2).await;
     let deleted: Vec<&str> = events
         .iter()

@@ -41,6 +41,13 @@ pub async fn write(method: &str, url: &str, body: &Value) -> Resp {
     send(method, url, &headers, Some(&body), Duration::from_secs(10)).await
 }
 
+/// Deletes the definition `name` through `base` (200 asserted).
+pub async fn delete(base: &str, name: &str) {
+    let url = format!("{base}{CRDS}/{name}");
+    let gone = send("DELETE", &url, &[], None, Duration::from_secs(10)).await;
+    assert_eq!(gone.status, 200, "{url}: {}", gone.text());
+}
+
 /// A watch opened (its headers in, 200 asserted), to be read later; and its
 /// `X-R8s-Cache` header, if any.
 pub async fn open_watch(url: &str) -> (hyper::body::Incoming, Option<String>) {
