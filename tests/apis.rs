@@ -381,6 +381,50 @@ async fn should_keep_a_cache_its_crd_serves_when_discovery_leaves_it_out() {
     sim.stop().await;
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn should_pass_through_a_new_crd_over_its_budget_with_a_reason() {
+    let sim = start_sim(sim_config()).await;
+    let r8s = following(&sim, &["*"])
+        .with(|c| c.cache.max_bytes_per_resource = 20_000)
+        .start()
+        .await;
+    let base = r8s.url();
+    define(&base, "budget.example.com", "bigs", &[("v1", true, true)]).await;
+    define(&base, "budget.example.com", "smalls", &[("v1", true, true)]).await;
+    let bigs = format!("{base}/apis/budget.example.com/v1/namespaces/ns-0/bigs");
+    let smalls = format!("{base}/apis/budget.example.com/v1/namespaces/ns-0/smalls");
+    let padding = "x".repeat(10_000);
+    for i in 0..4 {
+        let big = json!({"apiVersion": "budget.example.com/v1", "kind": "Big",
+                         "metadata": {"name": format!("b{i}")}, "data": padding});
+        assert_eq!(write("POST", &bigs, &big).await.status, 201);
+    }
+    let small =
+        json!({"apiVersion": "budget.example.com/v1", "kind": "Small", "metadata": {"name": "s"}});
+    assert_eq!(write("POST", &smalls, &small).await.status, 201);
+    // The one that fits is a hit; the one that does not (40 KB over 20 KB)
+    // is answered whole by the upstream, with its reason counted.
+    within_bound(&format!("{smalls}?resourceVersion=0"), |r| {
+        cache_header(r) == "hit"
+    })
+    .await;
+    let over = "r8s_cache_requests_total{resource=\"budget.example.com/v1/bigs\",verb=\"list\",result=\"over_budget\"}";
+    let deadline = Instant::now() + BOUND;
+    loop {
+        let r = get(&format!("{bigs}?resourceVersion=0")).await;
+        assert_eq!((r.status.as_u16(), cache_header(&r)), (200, "pass"));
+        assert_eq!(r.json()["items"].as_array().map(Vec::len), Some(4));
+        let metrics = get(&format!("{}/metrics", r8s.admin_url())).await.text();
+        if metric(&metrics, over).is_some_and(|n| n >= 1.0) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{metrics}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    r8s.stop().await;
+    sim.stop().await;
+}
+
 /// A fresh directory under the system's temporary one.
 fn temp_dir(what: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!(
