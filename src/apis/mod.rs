@@ -23,7 +23,7 @@
 //! - A discovery that fails changes nothing; a group/version whose own list
 //!   fails (an aggregated API down) keeps its caches as they are; a cache
 //!   discovery leaves out goes when its CRD says so, or when a second look
-//!   leaves it out too ([`Follower`]'s `gone`).
+//!   leaves it out too (`left_out`).
 //!
 //! The caches resolved at startup are the follower's too, and are retired
 //! the same way. A cache started at run time is saved to `persist.dir` and
@@ -31,15 +31,17 @@
 //! both, and the persist writer removes its files.
 
 mod definitions;
+mod left_out;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinHandle;
 
-use self::definitions::{Definitions, Verdict};
+use self::definitions::Definitions;
+use self::left_out::LeftOut;
 use crate::admin::Health;
 use crate::api::{ApiResource, Gvr};
 use crate::cache::object::TypeInfo;
@@ -218,9 +220,7 @@ pub struct Follower {
     /// under.
     definitions: Definitions,
     /// The running caches the last look at discovery left out, kept.
-    left_out: HashSet<Gvr>,
-    /// Whether one of them is kept until a second look confirms it gone.
-    unconfirmed: bool,
+    left_out: LeftOut,
     shutdown: Signal,
 }
 
@@ -248,8 +248,7 @@ impl Follower {
             health,
             api_changes: Vec::new(),
             definitions: Definitions::default(),
-            left_out: HashSet::new(),
-            unconfirmed: false,
+            left_out: LeftOut::default(),
             shutdown,
         };
         f.watch_api_changes();
@@ -280,7 +279,7 @@ impl Follower {
             }
             self.refresh().await;
             // A cache left out once is looked at again soon, not a period on.
-            if self.unconfirmed && again.is_none() {
+            if self.left_out.unconfirmed() && again.is_none() {
                 again = Some(tokio::time::Instant::now() + AGAIN);
             }
         }
@@ -338,7 +337,10 @@ impl Follower {
             .cloned()
             .collect();
         let crds = self.crds();
-        let gone = self.gone(left_out, crds.as_deref());
+        let definitions = &mut self.definitions;
+        let gone = self
+            .left_out
+            .judge(left_out, |g| definitions.verdict(crds.as_deref(), g));
         let changed = !gone.is_empty();
         for gvr in gone {
             self.retire(&gvr);
@@ -357,31 +359,6 @@ impl Follower {
         self.health.set_waiting(waiting);
         self.watch_api_changes();
         changed || started
-    }
-
-    /// Which of the running caches discovery `left_out` are gone: a custom
-    /// resource whose CRD (in the CRD cache) is gone or no longer serves its
-    /// version, at once; any other once it has been left out of two looks
-    /// in a row. One whose CRD still serves it stays (discovery briefly
-    /// incomplete, or lagging its CRD), as does one left out once.
-    fn gone(&mut self, left_out: Vec<Gvr>, crds: Option<&Store>) -> Vec<Gvr> {
-        let before = std::mem::take(&mut self.left_out);
-        self.unconfirmed = false;
-        let mut gone = Vec::new();
-        for gvr in left_out {
-            match self.definitions.verdict(crds, &gvr) {
-                Verdict::Gone => gone.push(gvr),
-                Verdict::Unknown if before.contains(&gvr) => gone.push(gvr),
-                verdict => {
-                    self.unconfirmed |= verdict == Verdict::Unknown;
-                    if !before.contains(&gvr) {
-                        tracing::warn!(resource = %gvr, ?verdict, "discovery left out a resource r8s caches; its cache stays (a resource whose CRD serves it, for as long as it does; any other, until the next look leaves it out too)");
-                    }
-                    self.left_out.insert(gvr);
-                }
-            }
-        }
-        gone
     }
 
     /// The CRD cache, if it serves now: what custom resources' definitions
