@@ -329,8 +329,6 @@ impl Catalog {
     }
 }
 
-/// kube's version priority: GA before beta before alpha, higher numbers
-/// first; other names last.
 /// A group/version's resources as aggregated discovery lists them, from
 /// its `APIResourceList`'s: each subresource (`pods/status`) under its
 /// resource.
@@ -370,6 +368,8 @@ fn aggregated_resources(legacy: &Value) -> Vec<Value> {
     out
 }
 
+/// kube's version priority: GA before beta before alpha, higher numbers
+/// first; other names last.
 fn priority(v: &str) -> (u8, u32, u32) {
     let Some(rest) = v.strip_prefix('v') else {
         return (0, 0, 0);

@@ -215,7 +215,6 @@ pub fn sync(sim: &Sim) {
 fn same(a: &ResourceDef, b: &ResourceDef) -> bool {
     a.storage == b.storage
         && a.definition == b.definition
-        && a.webhook == b.webhook
         && a.kind == b.kind
         && a.singular == b.singular
         && a.namespaced == b.namespaced

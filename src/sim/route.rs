@@ -205,9 +205,8 @@ impl Sim {
 fn aggregated_version(headers: &HeaderMap) -> Option<&'static str> {
     let accept = headers.get(header::ACCEPT)?.to_str().ok()?;
     accept.split(',').find_map(|media| {
-        let mut params = media.split(';').skip(1).map(|p| p.trim());
         let (mut g, mut v, mut as_) = (None, None, None);
-        for p in params.by_ref() {
+        for p in media.split(';').skip(1).map(str::trim) {
             match p.split_once('=') {
                 Some(("g", x)) => g = Some(x),
                 Some(("v", x)) => v = Some(x),
