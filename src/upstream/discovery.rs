@@ -50,6 +50,22 @@ async fn get_json_as(
     path: &str,
     accept: &str,
 ) -> Result<Value, DiscoveryError> {
+    get_served(upstream, path, accept)
+        .await?
+        .ok_or_else(|| DiscoveryError::Upstream {
+            path: path.to_string(),
+            reason: format!("HTTP {}", http::StatusCode::NOT_FOUND),
+        })
+}
+
+/// `path`'s document, or `None` where the upstream answers 404: the legacy
+/// group (`/api`) is not served by every apiserver (a standalone or an
+/// aggregated one serves `/apis` alone), and a missing group is no error.
+async fn get_served(
+    upstream: &Arc<Upstream>,
+    path: &str,
+    accept: &str,
+) -> Result<Option<Value>, DiscoveryError> {
     let err = |reason: String| DiscoveryError::Upstream {
         path: path.to_string(),
         reason,
@@ -59,12 +75,16 @@ async fn get_json_as(
         .await
         .map_err(|e| err(e.to_string()))?;
     let status = reply.status();
+    if status == http::StatusCode::NOT_FOUND {
+        return Ok(None);
+    }
     if !status.is_success() {
         return Err(err(format!("HTTP {status}")));
     }
     reply
         .json(MAX_DOCUMENT)
         .await
+        .map(Some)
         .map_err(|e| err(e.to_string()))
 }
 
@@ -90,15 +110,21 @@ async fn all_lists(
     upstream: &Arc<Upstream>,
 ) -> Result<(Lists, Vec<(String, String)>), DiscoveryError> {
     // Anything else than the aggregated document (an older upstream, or a
-    // failure) falls back to the plain documents.
-    let core = get_json_as(upstream, "/api", AGGREGATED).await;
-    if let Ok(core) = core
-        && core["kind"] == "APIGroupDiscoveryList"
-    {
+    // failure) falls back to the plain documents. No `/api` at all (404) is
+    // an upstream without the legacy group: `/apis` alone says what it serves.
+    let core = get_served(upstream, "/api", AGGREGATED).await;
+    let aggregated_core = match &core {
+        Ok(Some(core)) => core["kind"] == "APIGroupDiscoveryList",
+        Ok(None) => true,
+        Err(_) => false,
+    };
+    if aggregated_core {
         let groups = get_json_as(upstream, "/apis", AGGREGATED).await?;
         if groups["kind"] == "APIGroupDiscoveryList" {
             let mut out = (Vec::new(), Vec::new());
-            aggregated(&core, &mut out);
+            if let Ok(Some(core)) = &core {
+                aggregated(core, &mut out);
+            }
             aggregated(&groups, &mut out);
             return Ok(out);
         }
@@ -135,19 +161,20 @@ fn aggregated(doc: &Value, out: &mut (Lists, Vec<(String, String)>)) {
     }
 }
 
-/// [`all_lists`] from the plain documents: `/api/v1`, `/apis`, then each
-/// group/version's.
+/// [`all_lists`] from the plain documents: `/api/v1` (where served), `/apis`,
+/// then each group/version's.
 async fn legacy_lists(
     upstream: &Arc<Upstream>,
 ) -> Result<(Lists, Vec<(String, String)>), DiscoveryError> {
     let mut out = Vec::new();
     let mut unlisted = Vec::new();
-    let core = get_json(upstream, "/api/v1").await?;
-    out.push((
-        String::new(),
-        "v1".to_string(),
-        core["resources"].as_array().cloned().unwrap_or_default(),
-    ));
+    if let Some(core) = get_served(upstream, "/api/v1", "application/json").await? {
+        out.push((
+            String::new(),
+            "v1".to_string(),
+            core["resources"].as_array().cloned().unwrap_or_default(),
+        ));
+    }
     let groups = get_json(upstream, "/apis").await?;
     for g in groups["groups"].as_array().cloned().unwrap_or_default() {
         let name = g["name"].as_str().unwrap_or_default().to_string();
