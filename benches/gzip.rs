@@ -105,6 +105,8 @@ async fn setup(c: &C, pods: usize, churn: u32) -> Setup {
     let sim = Proc(
         Command::new(BIN)
             .args(["sim", "--listen", &format!("127.0.0.1:{sim_port}")])
+            // 1.37 gzips streaming lists, and r8s follows its upstream's version.
+            .args(["--kube-minor", "37"])
             .args(["--pods", &pods.to_string(), "--churn", &churn.to_string()])
             .args(["--history", "100000"])
             .stderr(Stdio::null())

@@ -133,6 +133,13 @@ pub struct SimArgs {
     /// (none for a resource without changes).
     #[arg(long = "before-1-31")]
     pub before_1_31: bool,
+    /// The Kubernetes minor version `/version` reports, and the sim answers
+    /// as, where versions differ on the wire: 33 ends streaming lists with
+    /// the list blueprint annotation, 37 gzips them (r8s in front follows
+    /// the version its upstream reports).
+    #[arg(long, value_name = "MINOR", default_value_t = 36, conflicts_with = "before_1_31",
+          value_parser = clap::value_parser!(u16).range(31..))]
+    pub kube_minor: u16,
 }
 
 /// Flags of `demo`.

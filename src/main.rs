@@ -182,6 +182,7 @@ async fn run_sim(args: SimArgs) -> ExitCode {
         } else {
             sim::Generation::Current
         },
+        minor: args.kube_minor,
         ..sim::SimConfig::default()
     };
     let handle = match sim::start(cfg, listener).await {

@@ -264,6 +264,7 @@ fn gunzip_one(b: &[u8]) -> Vec<u8> {
 #[tokio::test(flavor = "multi_thread")]
 async fn should_gzip_streaming_lists_as_kube_apiserver_1_37_does() {
     let mut cfg = sim_config();
+    cfg.minor = 37;
     cfg.pods = 400;
     let sim = start_sim(cfg).await;
     let r8s = start_r8s_caching(vec![sim.url()], &["pods"]).await;
@@ -304,6 +305,41 @@ async fn should_gzip_streaming_lists_as_kube_apiserver_1_37_does() {
     )
     .await;
     assert_eq!(enc, None);
+    r8s.stop().await;
+    sim.stop().await;
+}
+
+/// kube-apiserver compresses streaming lists only from 1.37
+/// (`WatchListCompression`): in front of 1.36, r8s answers a client that
+/// accepts gzip as 1.36 does, uncompressed.
+#[tokio::test(flavor = "multi_thread")]
+async fn should_not_gzip_streaming_lists_where_the_upstreams_version_does_not() {
+    let mut cfg = sim_config();
+    cfg.pods = 400;
+    cfg.minor = 36;
+    let sim = start_sim(cfg).await;
+    let r8s = start_r8s_caching(vec![sim.url()], &["pods"]).await;
+    let path = "/api/v1/pods?watch=1&timeoutSeconds=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion=0&allowWatchBookmarks=true";
+    for accept in ["application/json", PROTOBUF] {
+        let headers = [("accept", accept), ("accept-encoding", "gzip")];
+        let limit = Duration::from_secs(20);
+        let direct = send(
+            "GET",
+            &format!("{}{path}", sim.url()),
+            &headers,
+            None,
+            limit,
+        )
+        .await;
+        assert_eq!(
+            direct.headers.get("content-encoding"),
+            None,
+            "{accept}: the sim, as 1.36, does not compress"
+        );
+        let (cached, enc) = watch_body(&format!("{}{path}", r8s.url()), accept, true).await;
+        assert_eq!(enc, None, "{accept}: nor does r8s in front of it");
+        assert!(cached.len() > 400 * 500 && direct.body.len() > 400 * 500);
+    }
     r8s.stop().await;
     sim.stop().await;
 }
@@ -407,6 +443,7 @@ async fn gzip_watch_list(base: &str) -> GoReader {
 #[tokio::test(flavor = "multi_thread")]
 async fn should_send_each_event_of_a_gzip_streaming_list_as_it_happens() {
     let mut cfg = sim_config();
+    cfg.minor = 37;
     cfg.pods = 300;
     let sim = start_sim(cfg).await;
     let r8s = start_r8s_caching(vec![sim.url()], &["pods"]).await;
@@ -470,6 +507,7 @@ async fn should_serve_kube_rs_a_gzip_streaming_list() {
     use k8s_openapi::api::core::v1::Pod;
     use kube::runtime::{WatchStreamExt, reflector, watcher};
     let mut cfg = sim_config();
+    cfg.minor = 37;
     cfg.pods = 300;
     let sim = start_sim(cfg).await;
     let r8s = start_r8s_caching(vec![sim.url()], &["pods"]).await;
@@ -570,6 +608,7 @@ async fn start_through_link(
 #[tokio::test(flavor = "multi_thread")]
 async fn should_read_its_upstream_gzipped_as_client_go_does() {
     let mut cfg = sim_config();
+    cfg.minor = 37;
     cfg.pods = 2000;
     cfg.namespaces = 4;
     let sim = start_sim(cfg).await;

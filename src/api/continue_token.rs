@@ -104,7 +104,8 @@ impl Invalid {
             Invalid::NotBase64(i) => format!("illegal base64 data at input byte {i}"),
             Invalid::NotJson(e) => e,
             Invalid::OtherVersion(v) => {
-                format!("server does not recognize this encoded version \"{v}\"")
+                // Unquoted, as kube-apiserver 1.36 writes it.
+                format!("server does not recognize this encoded version {v}")
             }
             Invalid::Altered => "the token was altered".into(),
             Invalid::ZeroVersion => format!(
@@ -237,7 +238,7 @@ mod tests {
         );
         assert_eq!(
             m("eyJ2IjoibWV0YS5rOHMuaW8vdjAiLCJydiI6MTU4MjEsInN0YXJ0IjoicG9kLTAwMTAyXHUwMDAwIn0"),
-            "invalid continue token: continue key is not valid: server does not recognize this encoded version \"meta.k8s.io/v0\""
+            "invalid continue token: continue key is not valid: server does not recognize this encoded version meta.k8s.io/v0"
         );
         assert_eq!(
             m("eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6MTU4MjEsInN0YXJ0IjoiLi4vbnMtMy9wb2QtMDAxMDMifQ"),

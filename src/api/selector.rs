@@ -422,6 +422,11 @@ impl FieldSelector {
         Ok(sel)
     }
 
+    /// Whether any requirement is on `field`.
+    pub fn names(&self, field: &str) -> bool {
+        self.reqs.iter().any(|(k, _, _)| k == field)
+    }
+
     /// Parses a `fieldSelector` as `fields.ParseSelector` alone does, for
     /// any field: what RequestInfo reads a list's name from, before the
     /// handler checks the fields against the resource's.

@@ -5,6 +5,8 @@
 //! `responsewriters.ErrorNegotiated` writes it: code, reason, message,
 //! details, `Retry-After`).
 
+use std::borrow::Cow;
+
 use bytes::{Bytes, BytesMut};
 
 use super::media::ErrorEncoding;
@@ -87,8 +89,27 @@ impl Status {
 
     /// 404 `NotFound` for a named object: `pods "x" not found`.
     pub fn not_found(resource: &str, name: &str) -> Self {
-        Self::new(404, "NotFound", format!("{resource} \"{name}\" not found"))
-            .with_details(name, resource)
+        Self::not_found_in("", resource, name)
+    }
+
+    /// 404 `NotFound` for a resource of `group`, as kube-apiserver words it:
+    /// the group-qualified resource (`widgets.example.com "x" not found`)
+    /// and `details.group` (none for the legacy group).
+    pub fn not_found_in(group: &str, resource: &str, name: &str) -> Self {
+        let qualified = if group.is_empty() {
+            Cow::Borrowed(resource)
+        } else {
+            Cow::Owned(format!("{resource}.{group}"))
+        };
+        let mut d = Map::new();
+        if !name.is_empty() {
+            d.insert("name".into(), json!(name));
+        }
+        if !group.is_empty() {
+            d.insert("group".into(), json!(group));
+        }
+        d.insert("kind".into(), json!(resource));
+        Self::new(404, "NotFound", format!("{qualified} \"{name}\" not found")).with_details_map(d)
     }
 
     /// 404 for a path nothing serves (the apiserver's bare 404).

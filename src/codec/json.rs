@@ -12,6 +12,7 @@ use std::task::{Context, Poll};
 use bytes::{Bytes, BytesMut};
 use http_body::{Body as HttpBody, Frame, SizeHint};
 
+use super::InitialEnd;
 use super::run::{Form, Memo};
 use crate::body::BoxError;
 
@@ -336,11 +337,18 @@ fn skip_value(json: &[u8], i: usize) -> Option<usize> {
 /// (kube-apiserver's threshold).
 pub const GZIP_MIN: usize = 128 * 1024;
 
-/// The `BOOKMARK` that ends a streaming list's initial events, as current
-/// kube-apiserver sends it: annotated `k8s.io/initial-events-end: "true"` and
-/// `k8s.io/initial-events-list-blueprint`, the base64 of an empty list of the
-/// watched kind in the response's encoding (client-go builds its list from it).
-pub fn initial_events_end(kind: &str, api_version: &str, rv: u64) -> Bytes {
+/// The `BOOKMARK` that ends a streaming list's initial events, annotated
+/// `k8s.io/initial-events-end: "true"`; with [`InitialEnd::WithBlueprint`]
+/// also `k8s.io/initial-events-list-blueprint`, the base64 of an empty list
+/// of the watched kind in the response's encoding (client-go 1.32 and 1.33
+/// built their lists from it).
+pub fn initial_events_end(kind: &str, api_version: &str, rv: u64, end: InitialEnd) -> Bytes {
+    if end == InitialEnd::Plain {
+        let obj = format!(
+            r#"{{"kind":"{kind}","apiVersion":"{api_version}","metadata":{{"resourceVersion":"{rv}","annotations":{{"k8s.io/initial-events-end":"true"}}}}}}"#
+        );
+        return watch_line("BOOKMARK", obj.as_bytes());
+    }
     use base64::Engine;
     let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
     // Built-in kinds are encoded from typed Go structs, custom ones from maps
@@ -396,9 +404,21 @@ mod tests {
     }
 
     #[test]
+    fn should_end_initial_events_as_kube_apiserver_1_36_does() {
+        // Recorded from kube-apiserver 1.36.3 (a custom resource's streaming list).
+        let theirs: serde_json::Value = serde_json::from_str(
+            r#"{"type":"BOOKMARK","object":{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"annotations":{"k8s.io/initial-events-end":"true"},"resourceVersion":"8"}}}"#,
+        )
+        .unwrap();
+        let line = super::initial_events_end("Widget", "example.com/v1", 8, InitialEnd::Plain);
+        let ours: serde_json::Value = serde_json::from_slice(&line).unwrap();
+        assert_eq!(ours, theirs);
+    }
+
+    #[test]
     fn should_end_initial_events_with_the_apiservers_list_blueprint() {
         use base64::Engine;
-        let line = super::initial_events_end("Pod", "v1", 42);
+        let line = super::initial_events_end("Pod", "v1", 42, InitialEnd::WithBlueprint);
         let v: serde_json::Value = serde_json::from_slice(&line).unwrap();
         assert_eq!(v["type"], "BOOKMARK");
         let a = &v["object"]["metadata"]["annotations"];
@@ -414,7 +434,8 @@ mod tests {
             list["items"].is_null(),
             "an empty typed list, as Go encodes it"
         );
-        let crd = super::initial_events_end("Widget", "example.r8s.dev/v1", 7);
+        let crd =
+            super::initial_events_end("Widget", "example.r8s.dev/v1", 7, InitialEnd::WithBlueprint);
         let v: serde_json::Value = serde_json::from_slice(&crd).unwrap();
         let raw = base64::engine::general_purpose::STANDARD
             .decode(

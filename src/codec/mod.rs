@@ -13,3 +13,15 @@ pub mod gzip;
 pub mod json;
 pub mod protobuf;
 pub mod run;
+
+/// The `BOOKMARK` ending a streaming list's initial events, as the
+/// upstream's Kubernetes version writes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum InitialEnd {
+    /// Annotated `k8s.io/initial-events-end: "true"` alone (1.34 on).
+    #[default]
+    Plain,
+    /// With `k8s.io/initial-events-list-blueprint` too, the base64 of an
+    /// empty list of the kind (1.32 and 1.33; kubernetes PR 132326 removed it).
+    WithBlueprint,
+}

@@ -13,6 +13,7 @@
 //!
 //! This module is the byte layouts only: no Kubernetes types, no prost.
 
+use super::InitialEnd;
 use bytes::{BufMut, Bytes, BytesMut};
 
 /// The four bytes every protobuf body starts with.
@@ -489,28 +490,34 @@ pub fn bookmark_raw(
 /// A `BOOKMARK`'s whole body: `kind` (of `api_version`) empty but for
 /// resource version `rv`, from the upstream's `empty` object of the type when
 /// known; `initial_end`: the one ending a streaming list's initial events,
-/// annotated `k8s.io/initial-events-end: "true"` and with the blueprint
-/// (`k8s.io/initial-events-list-blueprint`: the base64 of an empty list of
-/// the kind, in protobuf), as kube-apiserver writes it.
+/// annotated `k8s.io/initial-events-end: "true"` (and, as 1.32 and 1.33 wrote
+/// it, with the blueprint `k8s.io/initial-events-list-blueprint`: the base64
+/// of an empty list of the kind, in protobuf).
 pub fn bookmark(
     empty: Option<&[u8]>,
     api_version: &str,
     kind: &str,
     rv: u64,
-    initial_end: bool,
+    initial_end: Option<InitialEnd>,
 ) -> Bytes {
     use base64::Engine;
-    let blueprint = initial_end.then(|| {
+    let blueprint = (initial_end == Some(InitialEnd::WithBlueprint)).then(|| {
         base64::engine::general_purpose::STANDARD
             .encode(empty_list(api_version, &format!("{kind}List")))
     });
-    let annotations = blueprint.as_deref().map(|b| {
+    let end = [("k8s.io/initial-events-end", "true")];
+    let with_blueprint = blueprint.as_deref().map(|b| {
         [
             ("k8s.io/initial-events-end", "true"),
             ("k8s.io/initial-events-list-blueprint", b),
         ]
     });
-    let raw = bookmark_raw(empty, rv, annotations.as_ref().map(|a| &a[..]));
+    let annotations: Option<&[(&str, &str)]> = match (&with_blueprint, initial_end) {
+        (Some(a), _) => Some(&a[..]),
+        (None, Some(_)) => Some(&end[..]),
+        (None, None) => None,
+    };
+    let raw = bookmark_raw(empty, rv, annotations);
     envelope(api_version, kind, &[&raw])
 }
 

@@ -332,7 +332,8 @@ pub struct ServerConfig {
     /// (kube-apiserver's `--goaway-chance`), so clients rebalance; 0: never.
     pub goaway_chance: f64,
     /// Streaming lists (`sendInitialEvents=true`) are gzip-encoded for
-    /// clients that accept gzip (kube-apiserver 1.37's `WatchListCompression`).
+    /// clients that accept gzip where the upstream's version does so
+    /// (kube-apiserver 1.37's `WatchListCompression`); false: never.
     pub watchlist_compression: bool,
 }
 

@@ -87,7 +87,10 @@ impl Api {
         let cached = ar
             .as_ref()
             .filter(|_| caller.cacheable())
-            .and_then(|ar| Some((ar, self.caches.get(&ar.path.gvr)?)));
+            .and_then(|ar| Some((ar, self.caches.get(&ar.path.gvr)?)))
+            // A path the upstream does not route (a cluster-scoped resource
+            // under a namespace) gets the upstream's own 404.
+            .filter(|(ar, c)| c.resource.routes(&ar.path));
         let cached = cached.as_ref().map(|(ar, c)| (*ar, c));
         let Some((ar, cache)) = cached else {
             let streaming = ar.as_ref().is_some_and(|ar| ar.streaming);
@@ -123,14 +126,15 @@ impl Api {
         caller: &Caller,
     ) -> Answer {
         if ar.verb == Verb::Watch && ar.path.subresource.is_none() {
-            let plan = match watch::plan(cache, ar, &self.watch_policy) {
+            let plan = match watch::plan(cache, ar, &self.watch_policy, self.upstream.wire_rules())
+            {
                 Ok(plan) => plan.prove(&self.proofs).await,
                 Err(reason) => Err(reason),
             };
             return match plan {
                 Err(reason) => Answer::Pass(reason),
                 Ok(plan) => match self.auth.authorize(caller, ar).await {
-                    Ok(()) => match plan.settle(&self.policy).await {
+                    Ok(()) => match plan.settle(&self.policy, &self.proofs).await {
                         Ok(plan) => Answer::Hit(plan.start(&self.watch_policy, &self.shutdown)),
                         Err(reason) => Answer::Pass(reason),
                     },

@@ -127,10 +127,22 @@ fn servable<'c>(cache: &'c ResourceCache, ar: &'c ApiRequest) -> Result<Servable
     let (store, warning) = serving_store(cache, ar)?;
     let shape = shape_for(ar).ok_or(PassReason::MediaType)?;
     let opts = ar.options.as_ref().map_err(|_| PassReason::Invalid)?;
-    if opts.validate().is_err() {
+    if opts.validate().is_err() || !fields_supported(cache, opts) {
         return Err(PassReason::Invalid);
     }
     Ok((store, warning, shape, opts))
+}
+
+/// Whether the field selector names only fields the resource has: a
+/// cluster-scoped custom resource has no `metadata.namespace` field (the
+/// apiextensions-apiserver's `objectMetaFieldsSet`: 400 "field label not
+/// supported"), though a built-in cluster-scoped one has.
+pub fn fields_supported(cache: &ResourceCache, opts: &ListOptions) -> bool {
+    let r = &cache.resource;
+    let Ok(selectors) = &opts.selectors else {
+        return true;
+    };
+    r.namespaced || r.gvr.is_builtin() || !selectors.fields.names("metadata.namespace")
 }
 
 /// The answer to a get or list from `cache`, or why the upstream must give
@@ -148,6 +160,7 @@ pub async fn answer(
     let at = Source {
         cache,
         store: store.as_ref(),
+        proofs,
     };
     let result = if ar.verb == Verb::Get {
         get(at, &ar.path, opts, shape, policy).await
@@ -233,6 +246,8 @@ fn admit(payload: Payload, slots: &Arc<tokio::sync::Semaphore>) -> Result<Payloa
 struct Source<'c> {
     cache: &'c ResourceCache,
     store: &'c Store,
+    /// Asked whether the upstream has a version the store has not reached.
+    proofs: &'c Proofs,
 }
 
 /// How a read ends without a payload: the apiserver's error, answered from
@@ -323,7 +338,12 @@ fn stream<I: ListItem + Unpin + Send + 'static>(
 }
 
 /// The version a "not older than N" read may use, after waiting for it.
-async fn not_older_than(store: &Store, n: u64, policy: &ReadPolicy) -> Result<Arc<Version>, Early> {
+async fn not_older_than(
+    at: Source<'_>,
+    n: u64,
+    policy: &ReadPolicy,
+) -> Result<Arc<Version>, Early> {
+    let store = at.store;
     let cur = store.current();
     if cur.rv >= n {
         return Ok(cur);
@@ -331,13 +351,23 @@ async fn not_older_than(store: &Store, n: u64, policy: &ReadPolicy) -> Result<Ar
     if store.wait_for(n, policy.wait).await {
         return Ok(store.current());
     }
+    let too_large = || Status::too_large_resource_version(n, store.current().rv);
     match policy.on_too_new {
+        OnTooNew::Pass if too_new_upstream(at.cache, n, at.proofs).await => {
+            Err(Early::Status(too_large()))
+        }
         OnTooNew::Pass => Err(Early::Pass(PassReason::TooNew)),
-        OnTooNew::Timeout => Err(Early::Status(Status::too_large_resource_version(
-            n,
-            store.current().rv,
-        ))),
+        OnTooNew::Timeout => Err(Early::Status(too_large())),
     }
+}
+
+/// Whether `n`, which the cache did not reach in time, is beyond the
+/// upstream too: then r8s answers the 504 the upstream would give after the
+/// same wait, instead of passing the read on to wait again (the client
+/// would wait twice as long for the same answer). Where the upstream has
+/// `n` (the cache lags), or cannot say, the read passes through.
+pub(super) async fn too_new_upstream(cache: &ResourceCache, n: u64, proofs: &Proofs) -> bool {
+    proofs.upstream_reached(cache, n).await == Some(false)
 }
 
 async fn get(
@@ -354,7 +384,7 @@ async fn get(
             let n = rv
                 .parse::<u64>()
                 .map_err(|_| Early::Pass(PassReason::Invalid))?;
-            not_older_than(at.store, n, policy).await?
+            not_older_than(at, n, policy).await?
         }
     };
     let name = rp.name.as_deref().unwrap_or_default();
@@ -365,7 +395,8 @@ async fn get(
     match version.objects.get(key.as_str()) {
         Some(o) if shape == Shape::Metadata => Ok(Payload::Bytes(o.metadata_body())),
         Some(o) => Ok(Payload::Bytes(o.body.clone())),
-        None => Err(Early::Status(Status::not_found(
+        None => Err(Early::Status(Status::not_found_in(
+            at.cache.resource.gvr.group(),
             at.cache.resource.gvr.resource(),
             name,
         ))),
@@ -388,14 +419,19 @@ async fn list(
         .map_err(|_| Early::Pass(PassReason::Invalid))?;
     let rv = opts.resource_version.as_str();
     let (version, start) = if !opts.continue_token.is_empty() {
-        if !rv.is_empty() && rv != "0" {
-            return Err(Early::Pass(PassReason::Invalid));
-        }
+        // The token is read first, as the apiserver's storage does
+        // (`storage.ValidateListOptions`): a foreign one is the upstream's
+        // to judge, one of r8s's with a version gets the apiserver's 400.
         let tok = match ContinueToken::decode(&opts.continue_token, Format::R8S) {
             Ok(t) => t,
             Err(e) if e.is_foreign() => return Err(Early::Pass(PassReason::ForeignContinue)),
             Err(e) => return Err(Early::Status(e.into_status(Format::R8S))),
         };
+        if !rv.is_empty() && rv != "0" {
+            return Err(Early::Status(Status::bad_request(
+                "specifying resource version is not allowed when using continue",
+            )));
+        }
         let version = if tok.rv < 0 {
             at.store.current()
         } else {
@@ -405,7 +441,7 @@ async fn list(
         (version, Some(tok.start))
     } else if rv.is_empty() {
         let x = proven.ok_or(Early::Pass(PassReason::MostRecent))?;
-        (not_older_than(at.store, x, policy).await?, None)
+        (not_older_than(at, x, policy).await?, None)
     } else if rv == "0" {
         (at.store.current(), None)
     } else {
@@ -420,7 +456,7 @@ async fn list(
                 None,
             )
         } else {
-            (not_older_than(at.store, n, policy).await?, None)
+            (not_older_than(at, n, policy).await?, None)
         }
     };
     Ok(assemble(

@@ -28,7 +28,10 @@ fn pod_exists(sim: &Sim, res: usize, rp: &ResourcePath) -> Result<String, Status
     sim.store
         .get(res, &key(rp.namespace.as_deref(), &name))
         .map(|_| name.clone())
-        .ok_or_else(|| Status::not_found(sim.resources.def(res).gvr.resource(), &name))
+        .ok_or_else(|| {
+            let gvr = &sim.resources.def(res).gvr;
+            Status::not_found_in(gvr.group(), gvr.resource(), &name)
+        })
 }
 
 /// `GET pods/{name}/log`: a few lines; with `follow=true`, one more per second.

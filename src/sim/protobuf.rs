@@ -253,7 +253,7 @@ pub fn bookmark_body(
     def: &ResourceDef,
     metadata_only: bool,
     rv: u64,
-    initial_end: bool,
+    initial_end: Option<crate::codec::InitialEnd>,
 ) -> bytes::Bytes {
     let (api_version, kind, empty) = if metadata_only {
         let mut raw = bytes::BytesMut::new();

@@ -268,13 +268,10 @@ pub fn pods_idx() -> usize {
     find(&Gvr::from_static("", "v1", "pods")).expect("pods is served")
 }
 
-/// `/version` (of a 1.33 kube-apiserver, or a 1.30 one).
-pub fn version(before_1_31: bool) -> Value {
-    let (minor, git) = if before_1_31 {
-        ("30", "v1.30.0-r8s-sim")
-    } else {
-        ("33", "v1.33.0-r8s-sim")
-    };
+/// `/version` of a kube-apiserver 1.`minor`.
+pub fn version(minor: u16) -> Value {
+    let git = format!("v1.{minor}.0-r8s-sim");
+    let minor = minor.to_string();
     json!({
         "major": "1", "minor": minor, "gitVersion": git,
         "gitCommit": "0000000000000000000000000000000000000000", "gitTreeState": "clean",

@@ -31,14 +31,16 @@ impl Sim {
             None => request::pretty_non_resource(&Query::parse(parts.uri.query()), &parts.headers),
         };
         let gzip = crate::api::media::accepts_gzip(&parts.headers);
-        // kube-apiserver 1.37's WatchListCompression (on by default).
+        // kube-apiserver 1.37's WatchListCompression (on by default from
+        // 1.37; 1.36 and before never compress a watch).
         let watch_list = ar.as_ref().is_some_and(|ar| {
             ar.verb == Verb::Watch
                 && ar
                     .options
                     .as_ref()
                     .is_ok_and(|o| o.send_initial_events == Some(true))
-        }) && self.config.generation == super::state::Generation::Current;
+        }) && crate::upstream::version::WireRules::of(Some(self.config.version()))
+            .compress_watch_lists;
         let mut resp = match self.route(ar, parts, incoming).await {
             Ok(r) => r,
             Err(s) => s.into_response_as(errors),
@@ -170,9 +172,7 @@ impl Sim {
             return Ok(resp);
         }
         let doc = match segs.as_slice() {
-            ["version"] => {
-                resources::version(self.config.generation == super::state::Generation::Pre131)
-            }
+            ["version"] => resources::version(self.config.version().minor),
             ["api"] => resources::core_versions(host),
             ["api", v] => self
                 .resources

@@ -46,6 +46,11 @@ pub struct SimConfig {
     pub future_rv_wait: Duration,
     /// Which kube-apiserver it behaves as on the consistent-read path.
     pub generation: Generation,
+    /// The minor version `/version` reports with [`Generation::Current`]
+    /// (36: the sim answers as 1.36 does, and where the two differ 1.36 is
+    /// right; r8s follows the version it reports, so 37 makes r8s gzip
+    /// streaming lists as 1.37 does).
+    pub minor: u16,
     /// How long every list takes at least (a LIST, a streaming list's
     /// initial events): an apiserver with large or busy lists, for tests of
     /// how a client paces them.
@@ -55,7 +60,7 @@ pub struct SimConfig {
 /// Which kube-apiserver the sim behaves as where they differ for proofs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Generation {
-    /// 1.31 or later (`/version` says 1.33): a consistent read makes the
+    /// 1.31 or later (`/version` says 1.`minor`): a consistent read makes the
     /// watch cache request progress from etcd, so its version, and the
     /// bookmarks after it, advance to the read's version.
     #[default]
@@ -67,6 +72,24 @@ pub enum Generation {
 }
 
 impl SimConfig {
+    /// The Kubernetes version `/version` reports.
+    pub fn version(&self) -> crate::upstream::version::KubeVersion {
+        let minor = match self.generation {
+            Generation::Pre131 => 30,
+            Generation::Current => self.minor,
+        };
+        crate::upstream::version::KubeVersion { major: 1, minor }
+    }
+
+    /// How a streaming list's initial events end in that version.
+    pub fn initial_end(&self) -> crate::codec::InitialEnd {
+        if crate::upstream::version::WireRules::of(Some(self.version())).list_blueprint {
+            crate::codec::InitialEnd::WithBlueprint
+        } else {
+            crate::codec::InitialEnd::Plain
+        }
+    }
+
     /// The nodes to seed and schedule pods on.
     pub fn node_count(&self) -> usize {
         if self.nodes > 0 {
@@ -91,6 +114,7 @@ impl Default for SimConfig {
             min_watch_timeout: Duration::from_secs(1800),
             future_rv_wait: Duration::from_secs(3),
             generation: Generation::Current,
+            minor: 36,
             list_delay: Duration::ZERO,
         }
     }

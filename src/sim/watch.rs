@@ -215,7 +215,8 @@ impl Watcher {
     async fn bookmark(&self, rv: u64, initial_end: bool) -> bool {
         if self.protobuf() {
             let metadata_only = self.format == Format::ProtobufMetadata;
-            let body = super::protobuf::bookmark_body(&self.def, metadata_only, rv, initial_end);
+            let end = initial_end.then(|| self.sim.config.initial_end());
+            let body = super::protobuf::bookmark_body(&self.def, metadata_only, rv, end);
             return self.send("BOOKMARK", &body).await;
         }
         let (kind, av) = match self.format {
@@ -226,7 +227,7 @@ impl Watcher {
             _ => (self.def.kind.as_str(), self.def.gvr.api_version()),
         };
         let line = if initial_end {
-            crate::codec::json::initial_events_end(kind, &av, rv)
+            crate::codec::json::initial_events_end(kind, &av, rv, self.sim.config.initial_end())
         } else {
             crate::codec::json::bookmark(kind, &av, rv)
         };

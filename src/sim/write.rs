@@ -313,7 +313,8 @@ pub fn update(
     let status_only = rp.subresource.as_deref() == Some("status");
     let k = key(rp.namespace.as_deref(), &name);
     let obj = commit(sim, res, &k, dry, |cur, _| {
-        let cur = cur.ok_or_else(|| Status::not_found(def.gvr.resource(), &name))?;
+        let cur =
+            cur.ok_or_else(|| Status::not_found_in(def.gvr.group(), def.gvr.resource(), &name))?;
         precondition_rv(def, &name, &v, cur.rv)?;
         Ok(Mutation::Put(carry_over(
             def,
@@ -365,7 +366,8 @@ pub fn patch(
     let status_only = rp.subresource.as_deref() == Some("status");
     let k = key(rp.namespace.as_deref(), &name);
     let obj = commit(sim, res, &k, dry, |cur, _| {
-        let cur = cur.ok_or_else(|| Status::not_found(def.gvr.resource(), &name))?;
+        let cur =
+            cur.ok_or_else(|| Status::not_found_in(def.gvr.group(), def.gvr.resource(), &name))?;
         let mut v = cur.value();
         if ctype == "application/json-patch+json" {
             let p: json_patch::Patch = serde_json::from_value(patch_doc)
@@ -427,13 +429,18 @@ pub fn delete(
             for child in sim.store.keys_in_namespace(d.storage, &name) {
                 let _ = sim.store.mutate(d.storage, &child, |cur, _| match cur {
                     Some(_) => Ok(Mutation::Delete),
-                    None => Err(Status::not_found(d.gvr.resource(), &child)),
+                    None => Err(Status::not_found_in(
+                        d.gvr.group(),
+                        d.gvr.resource(),
+                        &child,
+                    )),
                 });
             }
         }
     }
     let obj = commit(sim, res, &k, dry, |cur, _| {
-        let cur = cur.ok_or_else(|| Status::not_found(def.gvr.resource(), &name))?;
+        let cur =
+            cur.ok_or_else(|| Status::not_found_in(def.gvr.group(), def.gvr.resource(), &name))?;
         let conflict = |what: &str, want: &str, have: &str| {
             Status::new(409, "Conflict", format!(
                 "Operation cannot be fulfilled on {} \"{name}\": the {what} in the precondition ({want}) does not match the {what} in record ({have}). The object might have been modified",

@@ -19,6 +19,7 @@ pub mod discovery;
 pub mod liveness;
 pub mod proof;
 pub mod reflector;
+pub mod version;
 
 use crate::sync::RwLockExt;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -190,6 +191,8 @@ pub struct Upstream {
     compression: bool,
     /// Whether it answers, as the probe last saw it.
     liveness: Arc<liveness::Liveness>,
+    /// Its Kubernetes version, as the probe last read it.
+    version: version::Reported,
 }
 
 async fn kube_config(cfg: &UpstreamConfig) -> Result<kube::Config, SetupError> {
@@ -262,6 +265,7 @@ impl Upstream {
             has_credentials,
             identity,
             liveness: Arc::default(),
+            version: version::Reported::default(),
         })
     }
 
@@ -285,9 +289,16 @@ impl Upstream {
     }
 
     /// `GET /version` with r8s's own credentials: is the upstream answering?
+    /// Records the version it reports ([`Upstream::version`]).
     pub async fn probe(self: &Arc<Self>) -> Result<(), RequestError> {
         let reply = self.get("/version", "application/json").await?;
         if reply.status().is_success() {
+            // A body that does not come or parse leaves the last version.
+            if let Ok(body) = reply.bytes(64 << 10).await
+                && let Some(v) = version::KubeVersion::parse(&body)
+            {
+                self.version.set(v);
+            }
             Ok(())
         } else {
             Err(RequestError::Failed {
@@ -295,6 +306,17 @@ impl Upstream {
                 reason: format!("GET /version answered {}", reply.status()),
             })
         }
+    }
+
+    /// The Kubernetes version the upstream last reported (`None` until
+    /// its `/version` has been read).
+    pub fn version(&self) -> Option<version::KubeVersion> {
+        self.version.get()
+    }
+
+    /// What its version means for r8s's answers, now.
+    pub fn wire_rules(&self) -> version::WireRules {
+        version::WireRules::of(self.version())
     }
 
     /// Sets `r8s_upstream_in_use` for the server requests go to first (once

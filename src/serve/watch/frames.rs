@@ -49,14 +49,14 @@ impl Watcher {
     }
 
     /// A BOOKMARK at `rv` in this watcher's encoding and form; `initial_end`:
-    /// the one ending a streaming list's initial events (annotated, with the
-    /// blueprint of an empty list). A protobuf bookmark is the upstream's own
+    /// the one ending a streaming list's initial events (annotated as the
+    /// upstream's version does). A protobuf bookmark is the upstream's own
     /// empty object of the type where one has been seen.
     pub(super) fn bookmark(&self, rv: u64, initial_end: bool) -> Bytes {
         let (kind, api_version) = self.sent_type();
         if self.store.encoding() == Encoding::Json {
             return if initial_end {
-                initial_events_end(kind, &api_version, rv)
+                initial_events_end(kind, &api_version, rv, self.initial_end)
             } else {
                 bookmark(kind, &api_version, rv)
             };
@@ -71,6 +71,7 @@ impl Watcher {
                 Some(m.freeze())
             }),
         };
+        let initial_end = initial_end.then_some(self.initial_end);
         let body = pb::bookmark(template.as_deref(), &api_version, kind, rv, initial_end);
         pb::watch_frame("BOOKMARK", &[&body])
     }

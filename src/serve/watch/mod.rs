@@ -39,11 +39,13 @@ use crate::body::{self, Body};
 use crate::cache::ResourceCache;
 use crate::cache::history::Form;
 use crate::cache::store::Store;
+use crate::codec::InitialEnd;
 use crate::codec::crc::StreamCrc;
 use crate::config::{OnTooNew, OnTooOld};
 use crate::metrics::EventCounts;
 use crate::shutdown::Signal;
 use crate::upstream::proof::{ConsistentKind, Proofs};
+use crate::upstream::version::WireRules;
 use filter::Filter;
 pub use policy::WatchPolicy;
 use watcher::{ActiveGuard, Start, Watcher};
@@ -68,15 +70,20 @@ pub struct Plan {
     warning: Option<http::HeaderValue>,
     /// What an error before the stream starts is written in.
     errors: ErrorEncoding,
-    /// A streaming list to a client that takes gzip (`server.watchlist_compression`).
+    /// A streaming list to a client that takes gzip, where the upstream's
+    /// version gzips them (`server.watchlist_compression`).
     gzip: bool,
+    /// How the upstream's version ends a streaming list's initial events.
+    initial_end: InitialEnd,
 }
 
 /// Whether a watch can be served from the cache: its plan, or why not.
+/// `rules`: what the upstream's version sends that versions differ on.
 pub fn plan(
     cache: &Arc<ResourceCache>,
     ar: &ApiRequest,
     policy: &WatchPolicy,
+    rules: WireRules,
 ) -> Result<Plan, PassReason> {
     let (store, warning) = super::read::serving_store(cache, ar)?;
     let form = match super::read::shape_for(ar) {
@@ -85,7 +92,7 @@ pub fn plan(
         _ => return Err(PassReason::MediaType),
     };
     let opts = ar.options.as_ref().map_err(|_| PassReason::Invalid)?;
-    if opts.validate().is_err() {
+    if opts.validate().is_err() || !super::read::fields_supported(cache, opts) {
         return Err(PassReason::Invalid);
     }
     let selectors = opts.selectors.as_ref().map_err(|_| PassReason::Invalid)?;
@@ -119,7 +126,15 @@ pub fn plan(
     let store = store.clone();
     Ok(Plan {
         errors: ar.errors,
-        gzip: policy.compress_watch_lists && ar.gzip && opts.send_initial_events == Some(true),
+        gzip: policy.compress_watch_lists
+            && rules.compress_watch_lists
+            && ar.gzip
+            && opts.send_initial_events == Some(true),
+        initial_end: if rules.list_blueprint {
+            InitialEnd::WithBlueprint
+        } else {
+            InitialEnd::Plain
+        },
         cache: cache.clone(),
         store,
         start,
@@ -159,7 +174,14 @@ impl Plan {
     /// cache to reach it, as the cacher does (`cache.wait_for_resource_version_seconds`);
     /// past that `read.on_too_new` says: pass through, or the apiserver's
     /// ERROR 504 event (what a tier of r8s behind its upstream answers).
-    pub async fn settle(mut self, read: &super::read::ReadPolicy) -> Result<Plan, PassReason> {
+    /// Where the upstream has not reached N either, its answer after the
+    /// same wait is known, and r8s gives it rather than pass the request on
+    /// to wait again (`read::too_new_upstream`).
+    pub async fn settle(
+        mut self,
+        read: &super::read::ReadPolicy,
+        proofs: &Proofs,
+    ) -> Result<Plan, PassReason> {
         let Start::Initial { at_least, .. } = self.start else {
             return Ok(self);
         };
@@ -167,8 +189,12 @@ impl Plan {
             return Ok(self);
         }
         match read.on_too_new {
-            OnTooNew::Pass => Err(PassReason::TooNew),
-            OnTooNew::Timeout => {
+            OnTooNew::Pass
+                if !super::read::too_new_upstream(&self.cache, at_least, proofs).await =>
+            {
+                Err(PassReason::TooNew)
+            }
+            OnTooNew::Pass | OnTooNew::Timeout => {
                 self.start = Start::TooLarge(at_least);
                 Ok(self)
             }
@@ -202,6 +228,7 @@ impl Plan {
             shutdown: shutdown.clone(),
             counts: EventCounts::default(),
             gz: self.gzip.then(StreamCrc::default),
+            initial_end: self.initial_end,
         };
         let mut resp = crate::api::json_response(StatusCode::OK, body);
         let media = MediaType {

@@ -79,6 +79,8 @@ pub struct Watcher {
     /// compressed runs, each later event compressed once for all watchers,
     /// this watcher's own lines (bookmarks, errors) stored.
     pub(super) gz: Option<StreamCrc>,
+    /// How the streaming list's initial events end (the upstream's version's way).
+    pub(super) initial_end: crate::codec::InitialEnd,
 }
 
 /// Where a watcher is.

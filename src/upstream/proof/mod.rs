@@ -21,10 +21,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Deserialize;
 use tokio::time::Instant;
 
 use super::Upstream;
+use super::version::KubeVersion;
 use crate::cache::ResourceCache;
 use crate::cache::store::Store;
 use crate::cache::writer::Stamper;
@@ -105,6 +105,25 @@ impl Proofs {
     /// The prover of `gvr`, if it has one.
     fn prover(&self, gvr: &crate::api::Gvr) -> Option<Arc<Prover>> {
         self.provers.reading().get(gvr).cloned()
+    }
+
+    /// Whether the upstream itself has reached `n` for `cache`'s resource:
+    /// `Some(false)` when its version now (a one-object LIST, in the rounds
+    /// proofs share) is older, `None` when it cannot say within
+    /// `read.prove_timeout_seconds`. Asked once a read has waited in vain
+    /// for `n`: where the upstream has not reached it either, its answer
+    /// after the same wait is known (504 "Too large resource version"), and
+    /// passing the read on would only double the client's wait.
+    pub async fn upstream_reached(&self, cache: &ResourceCache, n: u64) -> Option<bool> {
+        let prover = self.prover(&cache.resource.gvr)?;
+        let x = tokio::time::timeout(
+            self.policy.timeout,
+            prover.target(&self.upstream, self.policy.timeout),
+        )
+        .await
+        .ok()?
+        .ok()?;
+        Some(x >= n)
     }
 
     /// Waits until `store` (of `cache`) is provably at least as fresh as the
@@ -195,8 +214,12 @@ impl Proofs {
         {
             return ok;
         }
-        let (ok, ttl) = match get_json::<Version>(&self.upstream, "/version", "application/json")
-            .await
+        let (ok, ttl) = match get_json::<KubeVersion>(
+            &self.upstream,
+            "/version",
+            "application/json",
+        )
+        .await
         {
             Ok(v) => {
                 let ok = v.at_least(1, 31);
@@ -220,45 +243,4 @@ async fn by<T>(deadline: Instant, f: impl std::future::Future<Output = T>) -> Re
     tokio::time::timeout_at(deadline, f)
         .await
         .map_err(|_| Unproven::Failed)
-}
-
-/// `/version`, the part that matters here.
-#[derive(Deserialize)]
-struct Version {
-    major: String,
-    minor: String,
-}
-
-impl Version {
-    /// Whether it is `major.minor` or later (`"31+"` reads as 31).
-    fn at_least(&self, major: u64, minor: u64) -> bool {
-        let num = |s: &str| {
-            s.trim_end_matches(|c: char| !c.is_ascii_digit())
-                .parse::<u64>()
-                .ok()
-        };
-        match (num(&self.major), num(&self.minor)) {
-            (Some(a), Some(b)) => (a, b) >= (major, minor),
-            _ => false,
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn should_read_kube_apiserver_versions() {
-        let v = |major: &str, minor: &str| Version {
-            major: major.into(),
-            minor: minor.into(),
-        };
-        assert!(v("1", "31").at_least(1, 31));
-        assert!(v("1", "35+").at_least(1, 31));
-        assert!(!v("1", "30").at_least(1, 31));
-        assert!(!v("1", "21+").at_least(1, 31));
-        assert!(v("2", "0").at_least(1, 31));
-        assert!(!v("", "").at_least(1, 31));
-    }
 }
