@@ -23,6 +23,7 @@ pub mod auth;
 pub mod crd;
 pub mod fault;
 pub mod fuzz;
+pub mod kube136;
 pub mod proxy;
 
 #[allow(unused_imports)]
@@ -219,6 +220,15 @@ pub async fn send(
         .await
         .unwrap_or_else(|_| panic!("{method} {url}: no response within {limit:?}"))
         .unwrap_or_else(|e| panic!("{method} {url}: {e}"));
+    read_response(resp, &format!("{method} {url}"), limit).await
+}
+
+/// `resp` read to its end, or until `limit` from now (`complete` says which).
+pub async fn read_response(
+    resp: http::Response<hyper::body::Incoming>,
+    what: &str,
+    limit: Duration,
+) -> Resp {
     let (parts, body) = resp.into_parts();
     let mut collected = Vec::new();
     let deadline = Instant::now() + limit;
@@ -231,7 +241,7 @@ pub async fn send(
                     collected.extend_from_slice(&d);
                 }
             }
-            Ok(Some(Err(e))) => panic!("{method} {url}: body error {e}"),
+            Ok(Some(Err(e))) => panic!("{what}: body error {e}"),
             Ok(None) => break true,
             Err(_) => break false,
         }

@@ -1,0 +1,197 @@
+//! A current kube-apiserver for tests: the Kubernetes 1.36.3 kit (the
+//! standalone apiextensions-apiserver on etcd 3.6.8, the same handlers and
+//! watch cache kube-apiserver 1.36 runs for custom resources).
+//!
+//! It is not in a user's clone: tests find it through [`ENV`] (a folder with
+//! the kit's `start.sh`, `stop.sh` and `bin/`; `.ci/run` points it at
+//! `../shared/tools/kube-apiserver-1.36`) and say that they skipped without
+//! it. Each [`Kube136`] has its own state folder, etcd data and free ports, so
+//! tests run side by side, and is stopped when dropped.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::Request;
+use http_body_util::Full;
+use hyper_util::rt::TokioIo;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+use tokio::net::TcpStream;
+
+use super::{Resp, read_response};
+
+/// The variable naming the kit's folder.
+pub const ENV: &str = "R8S_KUBE_APISERVER_136";
+
+/// A running 1.36 apiserver (and its etcd and auth shim).
+pub struct Kube136 {
+    kit: PathBuf,
+    state: PathBuf,
+    etcd: PathBuf,
+    /// Its HTTPS port on 127.0.0.1.
+    pub port: u16,
+    /// A `system:masters` bearer token.
+    token: String,
+    tls: tokio_rustls::TlsConnector,
+}
+
+/// A port free now on 127.0.0.1 (the kit binds it by number).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl Kube136 {
+    /// Starts one, or `None` (with a line saying the test skipped) where
+    /// [`ENV`] is unset. A kit named but failing to start fails the test.
+    pub fn start(test: &str) -> Option<Kube136> {
+        let Some(kit) = std::env::var_os(ENV).map(PathBuf::from) else {
+            eprintln!(
+                "SKIPPED {test}: {ENV} is not set (the folder of a Kubernetes 1.36 apiserver kit with \
+                 start.sh and stop.sh; .ci/run sets it to ../shared/tools/kube-apiserver-1.36)"
+            );
+            return None;
+        };
+        let kit =
+            std::fs::canonicalize(&kit).unwrap_or_else(|e| panic!("{ENV}={}: {e}", kit.display()));
+        let id = format!("r8s-kube136-{}-{}", std::process::id(), fastrand::u64(..));
+        let state = std::env::temp_dir().join(&id);
+        // etcd's data on tmpfs where there is one: its fsyncs cost nothing there.
+        let shm = Path::new("/dev/shm");
+        let etcd = if shm.is_dir() {
+            shm.join(&id)
+        } else {
+            state.join("etcd")
+        };
+        std::fs::create_dir_all(&state).unwrap();
+        let port = free_port();
+        let out = Command::new(kit.join("start.sh"))
+            .env("STATE_DIR", &state)
+            .env("ETCD_DATA", &etcd)
+            .env("ETCD_PORT", free_port().to_string())
+            .env("ETCD_PEER_PORT", free_port().to_string())
+            .env("API_PORT", port.to_string())
+            .env("AUTH_PORT", free_port().to_string())
+            .output()
+            .unwrap_or_else(|e| panic!("{}: {e}", kit.join("start.sh").display()));
+        let mut k = Kube136 {
+            kit,
+            state,
+            etcd,
+            port,
+            token: String::new(),
+            tls: connector(Path::new("/dev/null")),
+        };
+        assert!(
+            out.status.success(),
+            "the 1.36 kit did not start: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let env = std::fs::read_to_string(k.state.join("pki/tokens.env")).unwrap();
+        k.token = env
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("MODERN_TOKEN_ADMIN="))
+            .expect("tokens.env names the admin token")
+            .to_string();
+        k.tls = connector(&k.state.join("pki/ca.crt"));
+        Some(k)
+    }
+
+    /// Its URL.
+    pub fn url(&self) -> String {
+        format!("https://127.0.0.1:{}", self.port)
+    }
+
+    /// A kubeconfig for it (client certificate of `system:masters`).
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.state.join("pki/admin.kubeconfig")
+    }
+
+    /// One request as `system:masters`, its body read to the end (or for `limit`).
+    pub async fn send(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<&str>,
+        limit: Duration,
+    ) -> Resp {
+        let what = format!("{method} {}{path}", self.url());
+        let tcp = TcpStream::connect(("127.0.0.1", self.port)).await.unwrap();
+        let name = ServerName::try_from("127.0.0.1").unwrap();
+        let tls = self.tls.connect(name, tcp).await.unwrap();
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        let mut b = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", format!("127.0.0.1:{}", self.port))
+            .header("authorization", format!("Bearer {}", self.token));
+        for (k, v) in headers {
+            b = b.header(*k, *v);
+        }
+        let req = b
+            .body(Full::new(Bytes::from(body.unwrap_or("").to_string())))
+            .unwrap();
+        let resp = tokio::time::timeout(limit, sender.send_request(req))
+            .await
+            .unwrap_or_else(|_| panic!("{what}: no response within {limit:?}"))
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        read_response(resp, &what, limit).await
+    }
+
+    /// `body` as JSON with `method` to `path`.
+    pub async fn write(&self, method: &str, path: &str, body: &serde_json::Value) -> Resp {
+        let body = body.to_string();
+        let ct = if method == "PATCH" {
+            "application/merge-patch+json"
+        } else {
+            "application/json"
+        };
+        self.send(
+            method,
+            path,
+            &[("content-type", ct)],
+            Some(&body),
+            Duration::from_secs(10),
+        )
+        .await
+    }
+}
+
+impl Drop for Kube136 {
+    fn drop(&mut self) {
+        let _ = Command::new(self.kit.join("stop.sh"))
+            .env("STATE_DIR", &self.state)
+            .output();
+        let _ = std::fs::remove_dir_all(&self.etcd);
+        let _ = std::fs::remove_dir_all(&self.state);
+    }
+}
+
+/// A TLS client trusting the certificates in `ca` (none: one that trusts nothing).
+fn connector(ca: &Path) -> tokio_rustls::TlsConnector {
+    let mut roots = rustls::RootCertStore::empty();
+    if let Ok(certs) = CertificateDer::pem_file_iter(ca) {
+        for c in certs.flatten() {
+            roots.add(c).unwrap();
+        }
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    tokio_rustls::TlsConnector::from(Arc::new(config))
+}
