@@ -6,7 +6,7 @@
 //! protobuf messages declared below).
 //!
 //! Every difference is a failure, except those [`ALLOWED`] lists with the
-//! document that allows them. Skips (saying so) where `R8S_KUBE_APISERVER_136`
+//! document that allows them. Skips (saying so) where `KUBE_APISERVER_136_KIT`
 //! is unset; `.ci/run` sets it.
 
 mod common;

@@ -108,20 +108,6 @@ pub struct ApiResource {
     pub namespaced: bool,
 }
 
-impl ApiResource {
-    /// Whether `path` is one the apiserver serves for this resource: a
-    /// cluster-scoped one has no namespaced paths, and a namespaced object
-    /// is named only within its namespace (kube-apiserver routes neither,
-    /// answering its bare 404).
-    pub fn routes(&self, path: &super::path::ResourcePath) -> bool {
-        if self.namespaced {
-            path.namespace.is_some() || path.name.is_none()
-        } else {
-            path.namespace.is_none()
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

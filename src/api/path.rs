@@ -31,6 +31,18 @@ impl ResourcePath {
             (None, _) => "",
         }
     }
+
+    /// Whether the apiserver routes this path for a resource that is
+    /// `namespaced` or not: a cluster-scoped one has no namespaced paths, and
+    /// a namespaced object is named only within its namespace (it answers
+    /// either with its bare 404).
+    pub fn routed(&self, namespaced: bool) -> bool {
+        if namespaced {
+            self.namespace.is_some() || self.name.is_none()
+        } else {
+            self.namespace.is_none()
+        }
+    }
 }
 
 /// What a path addresses.
@@ -89,6 +101,22 @@ pub fn parse(path: &str) -> ApiPath {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn should_route_only_the_paths_of_a_resources_scope() {
+        let g = "/apis/example.com/v1";
+        // Cluster-scoped: no namespaced path (kube-apiserver 1.36: 404).
+        assert!(res(&format!("{g}/gizmos")).routed(false));
+        assert!(res(&format!("{g}/gizmos/g-1")).routed(false));
+        assert!(!res(&format!("{g}/namespaces/default/gizmos")).routed(false));
+        assert!(!res(&format!("{g}/namespaces/default/gizmos/g-1")).routed(false));
+        // Namespaced: listed anywhere, named only in its namespace.
+        assert!(res(&format!("{g}/widgets")).routed(true));
+        assert!(res(&format!("{g}/namespaces/ns-a/widgets/w-1")).routed(true));
+        assert!(!res(&format!("{g}/widgets/w-1")).routed(true));
+        // A namespace is itself cluster-scoped.
+        assert!(res("/api/v1/namespaces/ns-a").routed(false));
+    }
 
     fn res(p: &str) -> ResourcePath {
         match parse(p) {

@@ -181,8 +181,9 @@ impl Default for CacheConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ReadConfig {
-    /// A read newer than the cache after the wait: `pass` (ask the upstream) or
-    /// `504` (answer `Too large resource version` like kube-apiserver).
+    /// A read newer than the cache after the wait: `pass` (ask the upstream,
+    /// unless it has not reached the version either: then its 504, from r8s)
+    /// or `504` (answer `Too large resource version` like kube-apiserver).
     pub on_too_new: OnTooNew,
     /// Large lists (1 MiB or more) streaming from the cache at once; past
     /// this, 429 with `Retry-After: 1`.

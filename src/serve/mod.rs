@@ -90,7 +90,7 @@ impl Api {
             .and_then(|ar| Some((ar, self.caches.get(&ar.path.gvr)?)))
             // A path the upstream does not route (a cluster-scoped resource
             // under a namespace) gets the upstream's own 404.
-            .filter(|(ar, c)| c.resource.routes(&ar.path));
+            .filter(|(ar, c)| ar.path.routed(c.resource.namespaced));
         let cached = cached.as_ref().map(|(ar, c)| (*ar, c));
         let Some((ar, cache)) = cached else {
             let streaming = ar.as_ref().is_some_and(|ar| ar.streaming);

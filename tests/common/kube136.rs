@@ -24,7 +24,7 @@ use tokio::net::TcpStream;
 use super::{Resp, read_response};
 
 /// The variable naming the kit's folder.
-pub const ENV: &str = "R8S_KUBE_APISERVER_136";
+pub const ENV: &str = "KUBE_APISERVER_136_KIT";
 
 /// A running 1.36 apiserver (and its etcd and auth shim).
 pub struct Kube136 {
