@@ -71,12 +71,16 @@ fn served(o: &Value) -> bool {
 /// `kubectl apply --dry-run=server` of `objs` against the sim; returns what
 /// kubectl printed (the objects as the server would store them).
 async fn dry_run_apply(server: &str, objs: &[&Value]) -> Vec<Value> {
-    // A YAML stream of JSON documents (JSON is YAML), as kubectl reads files.
+    // A JSON stream: the documents one after another, as kubectl's JSON
+    // decoder reads them. (JSON documents between YAML `---` separators are
+    // read as one JSON stream once kubectl sees `{` first; kubectl 1.32 then
+    // fails on the first `---` against a 1.36 server, whose documents it
+    // reads one at a time.)
     let stream: Vec<String> = objs.iter().map(|o| o.to_string()).collect();
     let out = kubectl(
         server,
         &["apply", "--dry-run=server", "-o", "json", "-f", "-"],
-        Some(&stream.join("\n---\n")),
+        Some(&stream.join("\n")),
         Duration::from_secs(60),
     )
     .await;
