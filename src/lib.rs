@@ -30,7 +30,8 @@
 //!    drawn in its module doc), [`admin`] (`/metrics`, health), [`notify`]
 //!    (the same health, told to systemd), and [`sim`]
 //!    (the built-in upstream: an in-memory kube-apiserver for tests, demos
-//!    and benchmarks; nothing depends on it but [`demo`]).
+//!    and benchmarks; of the product only the `sim` and `demo` subcommands
+//!    use it: `main.rs` and [`demo`]).
 //! 7. Wiring: [`apis`] (the caches' lifetimes: a cache for each resource
 //!    that appears upstream, none for one that goes), this file
 //!    ([`prepare`], [`Prepared::run`]), [`cli`], [`demo`].
@@ -526,12 +527,13 @@ async fn metrics_upkeep(handle: metrics_exporter_prometheus::PrometheusHandle, s
     }
 }
 
+/// How long the upstream probe waits for `/version`.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Keeps readiness and `r8s_upstream_up` current: `/version` every few
 /// seconds; ready once the upstream has answered and every cache has synced.
 /// After that an upstream that stops answering is reported (log, metric,
 /// `/readyz?verbose`), not made a reason to be unready; draining is.
-/// How long the upstream probe waits for `/version`.
-const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 
 async fn probe_upstream(upstream: Arc<Upstream>, health: Arc<Health>, shutdown: Signal) {
     let mut down_logged = false;

@@ -3,12 +3,10 @@
 //! served and a CRD deleted lose theirs (requests pass to the upstream's
 //! 404, open watches end, the bytes go).
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::crd::{self, CRDS, crd, write};
-use common::*;
+use crate::common::crd::{self, CRDS, crd, write};
+use crate::common::*;
 use serde_json::{Value, json};
 
 /// How soon r8s follows a change to a CRD: it resolves discovery again

@@ -3,17 +3,15 @@
 //! the caller's own identity. The sim plays kube-apiserver with a
 //! `--token-auth-file` and an ABAC policy file, both re-read on change.
 
-mod common;
-
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use r8s::config::Config;
 use r8s::sim::SimHandle;
 
-/// Beside r8s and admin ([`common::auth::R8S_AND_ADMIN`]).
+/// Beside r8s and admin ([`crate::common::auth::R8S_AND_ADMIN`]).
 const USERS: &str = "alice-token,alice,uid-alice,
 carol-token,carol,uid-carol,\"devs\"
 node-00-token,system:node:node-00,uid-node-00,\"system:nodes\"
@@ -433,7 +431,7 @@ async fn should_stop_revoked_tokens_and_permissions_within_their_ttl() {
     // Revoke alice's token upstream: refused by r8s within the token TTL.
     std::fs::write(
         &env.tokens,
-        format!("{}{}", common::auth::R8S_AND_ADMIN, USERS)
+        format!("{}{}", crate::common::auth::R8S_AND_ADMIN, USERS)
             .replace("alice-token,alice,uid-alice,\n", ""),
     )
     .unwrap();

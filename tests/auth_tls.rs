@@ -3,14 +3,12 @@
 //! clients through kubectl, ALPN (h2 and http/1.1), and a serving certificate
 //! rotated on disk without a restart. Certificates are made here with rcgen.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::common::*;
 use base64::Engine;
-use common::*;
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use r8s::config::{AuthMode, Config};
@@ -22,7 +20,7 @@ use rcgen::{
 use tokio_rustls::TlsConnector;
 use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
 
-/// Beside r8s and admin ([`common::auth::R8S_AND_ADMIN`]).
+/// Beside r8s and admin ([`crate::common::auth::R8S_AND_ADMIN`]).
 const USERS: &str = "alice-token,alice,uid-alice,\n";
 
 struct Ca {

@@ -1,11 +1,9 @@
 //! The cache under churn and across relists: every list served from cache is
 //! exactly the upstream's state at the list's resourceVersion.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use r8s::sim::store::{Mutation, key};
 use serde_json::Value;
 

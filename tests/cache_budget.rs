@@ -1,9 +1,7 @@
 //! Byte budgets. Its own binary: it reads process-wide gauges that other
 //! r8s instances in the same process would also set.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn should_pass_through_a_resource_over_its_byte_budget() {

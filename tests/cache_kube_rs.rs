@@ -2,12 +2,10 @@
 //! cache hits; with the default MostRecent they pass through; both stores
 //! equal the upstream's objects. (Its own binary: it reads process-wide metrics.)
 
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::{WatchStreamExt, reflector, watcher};

@@ -7,18 +7,16 @@
 //! counted: the goal is none.
 //!
 //! The suite runs a minute at 200 writes/s. The full run (RELIABILITY.md):
-//! `CHAOS_SECONDS=300 CHAOS_WRITES=500 cargo test --release --test chaos -- --nocapture`.
+//! `CHAOS_SECONDS=300 CHAOS_WRITES=500 cargo test --release --test suite chaos:: -- --nocapture`.
 //! Faults scale with the duration: per 5 minutes, 20 restarts, 5 forced
 //! 410s, 10 connection resets and 3 stalls of 20 s (at least one of each).
-
-mod common;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::fault::{Forwarder, Mode};
-use common::*;
+use crate::common::fault::{Forwarder, Mode};
+use crate::common::*;
 use tokio::sync::Semaphore;
 
 fn env(name: &str, default: u64) -> u64 {

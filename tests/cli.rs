@@ -1,13 +1,11 @@
 //! The `r8s` binary as an operator meets it: exit codes and messages for bad
 //! configuration, `config check`, SIGTERM draining, and the demo's commands.
 
-mod common;
-
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 
 const BIN: &str = env!("CARGO_BIN_EXE_r8s");
 

@@ -4,11 +4,9 @@
 //! from a real apiserver), and the two answers must be identical once random
 //! uids and timestamps are masked.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use r8s::api::continue_token::{ContinueToken, Format};
 use r8s::sim::SimHandle;
 use serde_json::Value;

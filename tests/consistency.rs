@@ -5,11 +5,9 @@
 //! watchers, whose event log can no longer be trusted, get the apiserver's
 //! 410 and relist, as from an apiserver whose watch cache was rebuilt.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use r8s::config::Config;
 use r8s::sim::SimConfig;
 

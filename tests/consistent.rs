@@ -3,13 +3,11 @@
 //! cache once proven as fresh as the upstream, and passed through where
 //! they cannot be proven.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use crate::common::*;
 use bytes::BytesMut;
-use common::*;
 use http_body_util::BodyExt;
 use prost::Message;
 use r8s::config::{Config, Prove};
@@ -653,14 +651,14 @@ fn sim_config_of(generation: Generation) -> SimConfig {
 #[tokio::test(flavor = "multi_thread")]
 async fn should_ask_the_upstream_version_once_for_a_burst_of_first_reads() {
     let sim = start_sim(churning_sim(Generation::Current)).await;
-    let fwd = common::fault::Forwarder::start(sim.addr).await;
+    let fwd = crate::common::fault::Forwarder::start(sim.addr).await;
     let r = r8s_in_front_of(fwd.url())
         .caching(&["pods"])
         .with(|c| c.read.consistent_streaming_lists = Prove::Auto)
         .start()
         .await;
     let before = sim.sim.count("get", "/version");
-    fwd.set(common::fault::Mode::Stall);
+    fwd.set(crate::common::fault::Mode::Stall);
     let url = r.url();
     let reads: Vec<_> = (0..200)
         .map(|i| {
@@ -669,7 +667,7 @@ async fn should_ask_the_upstream_version_once_for_a_burst_of_first_reads() {
         })
         .collect();
     tokio::time::sleep(Duration::from_secs(1)).await;
-    fwd.set(common::fault::Mode::Pass);
+    fwd.set(crate::common::fault::Mode::Pass);
     for read in reads {
         assert_eq!(read.await.unwrap().cache, "hit", "every read proven");
     }

@@ -3,13 +3,11 @@
 //! The upstream is the sim behind a scripted proxy that breaks the proof's
 //! one-object LIST or its probe watch on command.
 
-mod common;
-
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::proxy::{HttpProxy, Intercept};
-use common::*;
+use crate::common::proxy::{HttpProxy, Intercept};
+use crate::common::*;
 use http::StatusCode;
 use r8s::sim::{Generation, SimConfig};
 

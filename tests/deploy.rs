@@ -3,14 +3,12 @@
 //! the rest is decoded by kubectl on the client, and every image, port, path
 //! and configuration key the manifests name exists.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use http::StatusCode;
 use serde_json::{Value, json};
 
@@ -204,7 +202,7 @@ async fn assert_probes_exist(c: &Value, admin_url: &str) -> usize {
         }
         port_named(c, get["port"].as_str().unwrap());
         let path = get["path"].as_str().unwrap();
-        let resp = common::get(&format!("{admin_url}{path}")).await;
+        let resp = crate::common::get(&format!("{admin_url}{path}")).await;
         assert_eq!(
             resp.status,
             StatusCode::OK,
@@ -278,7 +276,7 @@ async fn should_apply_the_shared_tier_and_name_only_what_exists() {
             k => panic!("unexpected served kind {k}"),
         };
         let name = o["metadata"]["name"].as_str().unwrap();
-        let resp = common::get(&format!("{}/{path}/{name}", sim.url())).await;
+        let resp = crate::common::get(&format!("{}/{path}/{name}", sim.url())).await;
         assert_eq!(
             resp.status,
             StatusCode::NOT_FOUND,
@@ -543,7 +541,7 @@ async fn should_answer_dry_run_writes_as_the_apiserver_does() {
     assert!(v["metadata"].get("resourceVersion").is_none(), "{v}");
     assert_eq!(sim.sim.store.current_rv(), rv);
     assert_eq!(
-        common::get(&format!("{url}/dry")).await.status,
+        crate::common::get(&format!("{url}/dry")).await.status,
         StatusCode::NOT_FOUND
     );
 
@@ -573,7 +571,7 @@ async fn should_answer_dry_run_writes_as_the_apiserver_does() {
     let deleted = write("DELETE", &format!("{url}/dry?dryRun=All"), &[], None).await;
     assert_eq!(deleted.status, StatusCode::OK);
     assert_eq!(sim.sim.store.current_rv(), rv);
-    let now = common::get(&format!("{url}/dry")).await;
+    let now = crate::common::get(&format!("{url}/dry")).await;
     assert_eq!(now.json()["data"]["a"], "1");
     sim.stop().await;
 }
@@ -584,7 +582,7 @@ async fn should_answer_dry_run_writes_as_the_apiserver_does() {
 /// lockfile in step), its user is numeric and not root (so Kubernetes can
 /// check `runAsNonRoot`), and its command's flags are r8s's own.
 #[test]
-fn should_build_the_image_from_what_the_dockerfile_copies() {
+fn should_give_the_dockerfile_a_complete_build_context() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let dockerfile = std::fs::read_to_string(root.join("Dockerfile")).unwrap();
     let ctx = std::env::temp_dir().join(format!("r8s-docker-ctx-{}", std::process::id()));

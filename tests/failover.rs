@@ -4,13 +4,11 @@
 //! held behind (its own upstream stalled): A must wait for it rather than
 //! serve or send anything older than it already has.
 
-mod common;
-
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::fault::{Forwarder, Mode};
-use common::*;
+use crate::common::fault::{Forwarder, Mode};
+use crate::common::*;
 use r8s::config::Config;
 use r8s::sim::SimHandle;
 use tokio::task::JoinHandle;

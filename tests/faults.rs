@@ -1,12 +1,10 @@
 //! Faults between r8s and its upstream, injected by a TCP forwarder
 //! (`common::fault`): what r8s notices, what it tells, what clients get.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::fault::{Forwarder, Mode};
-use common::*;
+use crate::common::fault::{Forwarder, Mode};
+use crate::common::*;
 
 async fn readyz(r8s: &R8s) -> (u16, String) {
     let r = get(&format!("{}/readyz", r8s.admin_url())).await;

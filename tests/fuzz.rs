@@ -2,10 +2,8 @@
 //! real ones, through every parser r8s runs on bytes it does not control;
 //! none may panic. `cargo bench --bench fuzz` runs 10 million of each.
 
-mod common;
-
-use common::fuzz::{Report, hammer, targets};
-use common::*;
+use crate::common::fuzz::{Report, hammer, targets};
+use crate::common::*;
 
 /// Inputs per target here (the bench runs 10 million).
 const INPUTS: u64 = 20_000;
@@ -20,7 +18,7 @@ async fn should_never_panic_on_mutated_input_in_any_parser() {
     let targets = targets(&sim.url(), before).await;
     assert_eq!(targets.len(), 13);
     // Panics are counted, not printed (the hook is this binary's alone).
-    common::fuzz::quiet();
+    crate::common::fuzz::quiet();
     let reports: Vec<Report> = tokio::task::spawn_blocking(move || {
         targets
             .iter()

@@ -2,12 +2,10 @@
 //! lists) unzip to exactly the plain list, in every variant a client asks
 //! for; and errors negotiate as kube-apiserver's `ErrorNegotiated` does.
 
-mod common;
-
 use std::io::Read;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 
 const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
 const METADATA_PB: &str = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
@@ -591,8 +589,8 @@ async fn start_through_link(
     sim: &r8s::sim::SimHandle,
     compression: bool,
     streaming_lists: bool,
-) -> (R8s, common::fault::Forwarder, u64) {
-    let link = common::fault::Forwarder::start(sim.addr).await;
+) -> (R8s, crate::common::fault::Forwarder, u64) {
+    let link = crate::common::fault::Forwarder::start(sim.addr).await;
     let r = r8s_in_front_of(link.url())
         .caching(&["pods"])
         .with(|c| {

@@ -9,14 +9,12 @@
 //! document that allows them. Skips (saying so) where `KUBE_APISERVER_136_KIT`
 //! is unset; `.ci/run` sets it.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::answers::{Floor, compare, compare_watch, events, header, names, rv_of};
-use common::kube136::Kube136;
-use common::*;
+use crate::common::answers::{Floor, compare, compare_watch, events, header, names, rv_of};
+use crate::common::kube136::Kube136;
+use crate::common::*;
 use serde_json::{Value, json};
 
 const GROUP: &str = "example.com";

@@ -1,11 +1,9 @@
 //! The real kubectl through r8s (pass-through), each command compared with the
 //! same command sent straight to the sim.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 
 const T: Duration = Duration::from_secs(60);
 

@@ -2,9 +2,7 @@
 //! the process (`process_*`), the build (`r8s_build_info`), and the
 //! upstream requests the cache saved.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn should_export_process_build_and_requests_saved() {

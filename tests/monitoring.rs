@@ -5,14 +5,12 @@
 //! the dashboard use exists in `/metrics`, and docs/metrics.md's metrics table
 //! lists exactly what `/metrics` exports.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 
 use serde_json::Value;
 

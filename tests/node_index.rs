@@ -5,12 +5,10 @@
 //! exact older version and as a streaming list, equals the upstream's
 //! state at the version it says it is at.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use r8s::codec::protobuf as pb;
 
 /// `namespace/name` → resourceVersion of a JSON list, and its version.

@@ -10,14 +10,12 @@
 //! a kube-rs watcher sees no error and ends equal to the upstream; writes
 //! fail fast with 503 naming the upstream. Nothing relists.
 
-mod common;
-
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::common::fault::{Forwarder, Mode};
+use crate::common::*;
 use bytes::Bytes;
-use common::fault::{Forwarder, Mode};
-use common::*;
 use futures_util::StreamExt;
 use http::Request;
 use http_body_util::{BodyExt, Full};

@@ -3,11 +3,9 @@
 //! reading are cut off after `server.write_timeout_seconds`, and nobody else
 //! notices either.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use r8s::config::Config;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpSocket, TcpStream};

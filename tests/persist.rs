@@ -4,13 +4,11 @@
 //! write made while r8s was down is served after it; watchers reconnecting
 //! with their versions go on without a relist.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::fault::Forwarder;
-use common::*;
+use crate::common::fault::Forwarder;
+use crate::common::*;
 
 use r8s::sim::SimConfig;
 

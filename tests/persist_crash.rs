@@ -6,14 +6,12 @@
 //! that equals the upstream's at the version it serves: nothing lost, nothing
 //! applied twice.
 
-mod common;
-
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use r8s::sim::SimConfig;
 
 const BIN: &str = env!("CARGO_BIN_EXE_r8s");

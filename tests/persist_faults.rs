@@ -4,12 +4,10 @@
 //! upstream. A disk that fills up while a snapshot is written costs the
 //! snapshot, not the serving.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 
 fn temp_dir(what: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!(
@@ -183,7 +181,7 @@ async fn should_keep_serving_when_the_disk_is_full() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn should_serve_its_snapshot_while_the_upstream_is_down_with_serve_stale() {
-    use common::fault::{Forwarder, Mode};
+    use crate::common::fault::{Forwarder, Mode};
     let sim = start_sim(sim_config()).await;
     let link = Forwarder::start(sim.addr).await;
     let dir = temp_dir("offline");

@@ -2,14 +2,12 @@
 //! a client-go-like protobuf informer (prost decoding) under churn, and a
 //! streaming list ending in the annotated protobuf bookmark.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use crate::common::*;
 use base64::Engine;
 use bytes::BytesMut;
-use common::*;
 use prost::Message;
 use r8s::codec::protobuf as pb;
 

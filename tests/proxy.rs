@@ -1,12 +1,10 @@
 //! Pass-through behaviour: event-by-event streaming, failover, 503s, bad
 //! input, admin endpoints, and a real kube-rs reflector through r8s.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
+use crate::common::*;
 use bytes::Bytes;
-use common::*;
 use http_body_util::{BodyExt, Full};
 use r8s::sim::store::{Mutation, key};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -3,15 +3,13 @@
 //! never serve a half-applied state; discovery resolves `*` and rejects
 //! unknown entries at startup.
 
-mod common;
-
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::common::*;
 use bytes::Bytes;
-use common::*;
 use http_body_util::Full;
 use hyper_util::rt::TokioIo;
 

@@ -4,12 +4,10 @@
 //! a version no longer served answers 404 and its watches end, and a
 //! deleted definition's objects go with it (DELETED, then the stream ends).
 
-mod common;
-
 use std::time::Duration;
 
-use common::crd::{self, CRDS, crd, write};
-use common::*;
+use crate::common::crd::{self, CRDS, crd, write};
+use crate::common::*;
 use serde_json::{Value, json};
 
 /// The definition these tests change: gadgets in late.example.com.

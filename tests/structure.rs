@@ -1,9 +1,9 @@
 //! The shape of `src/`, read from the source: no file imports a file that
 //! imports it back (directly or around a loop), the top-level modules stack in
 //! the layers below, and the query string is decoded in one place.
-//! `cargo test --test structure -- --nocapture` prints the graph.
+//! `cargo test --test suite structure:: -- --nocapture` prints the graph.
 
-mod source;
+use crate::source;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -156,6 +156,36 @@ fn should_decode_the_query_in_one_place() {
 /// The reader sees what these tests rely on: a loop through `super::` and a
 /// child module, an import through a `use` alias, and nothing in strings or
 /// comments.
+/// With `autotests = false` (one test binary), a file of `tests/` that
+/// `tests/main.rs` does not declare would be neither built nor run, silently.
+#[test]
+fn should_run_every_file_of_tests_in_the_suite() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let main = std::fs::read_to_string(dir.join("main.rs")).unwrap();
+    let declared: BTreeSet<String> = main
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("mod ")?.strip_suffix(';'))
+        .map(str::to_string)
+        .collect();
+    let mut missing = Vec::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_stem().unwrap().to_string_lossy().to_string();
+        let module = if path.is_dir() {
+            path.join("mod.rs").exists()
+        } else {
+            path.extension().is_some_and(|e| e == "rs") && name != "main"
+        };
+        if module && !declared.contains(&name) {
+            missing.push(name);
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "tests/main.rs does not declare {missing:?}: add `mod <name>;` for each"
+    );
+}
+
 #[test]
 fn should_find_a_loop_and_the_edges_behind_it() {
     let dir = std::env::temp_dir().join(format!("r8s-structure-{}", std::process::id()));

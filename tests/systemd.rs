@@ -2,14 +2,12 @@
 //! test owns receives them, and the unit as `systemd-analyze verify` reads
 //! it.
 
-mod common;
-
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 
 const BIN: &str = env!("CARGO_BIN_EXE_r8s");
 

@@ -2,11 +2,9 @@
 //! per configured server: an operator with several upstreams sees which
 //! answer and which one r8s uses.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn should_report_each_upstream_server_and_the_one_in_use() {

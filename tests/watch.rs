@@ -2,12 +2,10 @@
 //! them, streams that replay to the upstream's state, 410 mode, and one
 //! upstream watch per resource however many clients watch.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use r8s::sim::store::{Mutation, key};
 use serde_json::Value;
 

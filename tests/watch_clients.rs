@@ -4,13 +4,11 @@
 //! directly and through a second r8s (tiered fan-out). (Its own binary: it
 //! reads process-wide metrics.)
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::watcher;

@@ -8,16 +8,14 @@
 //! down, then to r8s B. The forwarder reads what passes: the last watch event
 //! on each of A's connections, and every request that reaches B.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::fault::{Forwarder, Observe, Observer};
-use common::*;
+use crate::common::fault::{Forwarder, Observe, Observer};
+use crate::common::*;
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::{WatchStreamExt, watcher};

@@ -3,11 +3,9 @@
 //! log's tail passes is ended as `watch.on_too_old` says. (Its own binary:
 //! it reads the process-wide delivery-latency histogram.)
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use r8s::config::OnTooOld;
 
 const STALL: Duration = Duration::from_secs(10);

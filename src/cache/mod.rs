@@ -2,7 +2,8 @@
 //!
 //! - [`object`]: a cached object (upstream bytes + parsed metadata).
 //! - [`json`], [`protobuf`]: cached objects parsed from the upstream's bodies.
-//! - [`store`]: immutable versions, lock-free readers.
+//! - [`store`]: immutable versions; a reader holds the store's lock only
+//!   to take one (an `Arc`), never while it serializes or waits.
 //! - [`version`]: one version's objects and their indexes, changed together.
 //! - [`index`]: objects by a field's or a label's value (pods by node).
 //! - [`writer`]: a store's one writer (a typed handle), and a proof's stamper.

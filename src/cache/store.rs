@@ -11,9 +11,11 @@
 //! logs).
 //!
 //! Each applied change yields a new [`Version`] sharing structure with the
-//! previous one (`imbl::OrdMap`, a persistent B-tree), so readers take an
-//! `Arc` of a consistent version and never block or see a half-applied
-//! change. Nothing keeps a superseded version but its readers, so with none
+//! previous one (`imbl::OrdMap`, a persistent B-tree), so a reader takes an
+//! `Arc` of a consistent version under the store's read lock and reads it
+//! after letting go: it never sees a half-applied change, and waits only
+//! while the writer holds the lock (to apply a batch, or to diff a relist
+//! against the current version). Nothing keeps a superseded version but its readers, so with none
 //! the next change is applied in place (no copy of the tree's path). An
 //! Exact read of an older version rewinds the current one with the watch
 //! log's events (each holds the object it displaced); the versions pages are

@@ -8,7 +8,7 @@
 //!              yes ─▶ watch::plan / read::answer ─ PassReason ─▶ passthrough::forward
 //!                        └─ hit ─▶ Auth::authorize ─ denied ───▶ refused (403/503)
 //!                                     └─ allowed ─────────────▶ the cache's answer
-//!         ─▶ Api::finish: `X-R8s-Cache` and every metric, in one place
+//!         ─▶ finish: `X-R8s-Cache` and every metric, in one place
 //! ```
 //!
 //! - [`read`]: get and list from the cache; [`watch`]: watches from the

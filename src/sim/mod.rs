@@ -3,7 +3,9 @@
 //! Faithful to kube-apiserver wherever it implements something (status
 //! codes, `Status` bodies, watch framing, resource version semantics), so
 //! that r8s can be tested against it, demoed and benchmarked without a
-//! cluster. Nothing outside `sim` depends on it but `demo`.
+//! cluster. Of the product, only the `r8s sim` and `r8s demo` subcommands use
+//! it (`main.rs`, [`crate::demo`]); the tests and benchmarks start it
+//! through `r8s::sim` to run r8s against it.
 //!
 //! - [`state`]: the running sim's state, configuration and request shape.
 //! - [`route`]: each request to its handler.

@@ -1,0 +1,49 @@
+//! The integration tests, one binary: each file of `tests/` is a module of
+//! it, so the suite links once and `cargo test` spreads every file's tests
+//! over the test threads together (`cargo test --test suite watch::` runs
+//! one file's). Shared helpers are in `common/`; `source/` reads `src/` for
+//! `structure`.
+
+mod common;
+mod source;
+
+mod apis;
+mod auth;
+mod auth_tls;
+mod cache;
+mod cache_budget;
+mod cache_kube_rs;
+mod chaos;
+mod cli;
+mod config_numbers;
+mod conformance;
+mod consistency;
+mod consistent;
+mod consistent_faults;
+mod deploy;
+mod failover;
+mod faults;
+mod fuzz;
+mod gzip;
+mod kube136;
+mod kubectl;
+mod metrics;
+mod monitoring;
+mod node_index;
+mod outage;
+mod overload;
+mod persist;
+mod persist_crash;
+mod persist_faults;
+mod protobuf;
+mod proxy;
+mod reflector;
+mod sim_crd;
+mod structure;
+mod systemd;
+mod upstream_down;
+mod watch;
+mod watch_clients;
+mod watch_drain;
+mod watch_fanout;
+mod watch_slow;
