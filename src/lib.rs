@@ -235,20 +235,18 @@ impl Prepared {
             "r8s serving"
         );
         log_auth_mode(&config, &upstream, tls.is_some());
-        let caching = spawn_caches(&config, &upstream, writers, persist, &shutdown);
         let health = Arc::new(Health::new(caches.clone()));
         health.set_waiting(waiting);
         let notifying = spawn_upkeep(&upstream, &health, &metrics, tls.as_ref(), &shutdown);
         let proofs = Arc::new(upstream::proof::Proofs::new(
             upstream.clone(),
-            &caches.all(),
-            caching.stampers,
             upstream::proof::ProofPolicy {
                 streaming_lists: config.read.consistent_streaming_lists,
                 lists: config.read.consistent_lists,
                 timeout: Duration::from_secs_f64(config.read.prove_timeout_seconds),
             },
         ));
+        let (enrol, owners) = enrolment(&config, persist);
         let starter = apis::Starter {
             upstream: upstream.clone(),
             reflecting: reflecting(&config),
@@ -257,11 +255,12 @@ impl Prepared {
             protobuf: config.cache.encodings.iter().any(|e| e == "protobuf"),
             indexes: config.cache.indexes.clone(),
             proofs: proofs.clone(),
-            enrol: caching.enrol,
+            enrol,
         };
+        let (running, saving) = start_caches(&starter, writers, owners, &upstream, &shutdown);
         let follower = apis::Follower::new(
             registrar,
-            caching.running,
+            running,
             starter,
             &config.cache,
             health.clone(),
@@ -275,7 +274,7 @@ impl Prepared {
         // nothing to drain ends at once).
         let _ = notifying.await;
         let _ = admin.await;
-        if let Some(saving) = caching.saving {
+        if let Some(saving) = saving {
             // The last snapshots, taken when shutdown began.
             let _ = saving.await;
         }
@@ -283,97 +282,78 @@ impl Prepared {
     }
 }
 
-/// What spawning the caches leaves to the rest of the run.
-struct Caching {
-    /// Each resource's stores, as its prover stamps them.
-    stampers: HashMap<api::Gvr, Vec<cache::writer::Stamper>>,
-    /// Each cache's reflectors, running.
-    running: HashMap<api::Gvr, apis::Running>,
-    /// The task writing snapshots to `persist.dir`, if it is set.
-    saving: Option<tokio::task::JoinHandle<()>>,
-    /// Where caches started later are enrolled to be saved and checked.
-    enrol: apis::Enrol,
+/// The tasks that caches enrol with, before they are spawned: what their
+/// intakes' other ends become.
+struct Owners {
+    /// `persist.dir`'s writer: the directory and its intake.
+    persist: Option<(Arc<persist::Persist>, Receiver<persist::Target>)>,
+    /// The consistency check's intake, and its interval.
+    checks: Option<(Receiver<upstream::consistency::Target>, Duration)>,
 }
 
-/// Spawns a reflector per store (warm from its snapshot where `persist.dir`
-/// has one), the snapshot writer and the consistency check.
-fn spawn_caches(
-    config: &Config,
-    upstream: &Arc<Upstream>,
-    writers: Vec<(Arc<cache::ResourceCache>, Vec<cache::writer::Writer>)>,
-    persist: Option<Arc<persist::Persist>>,
-    shutdown: &Signal,
-) -> Caching {
-    let (mut saved, mut checked, mut warm) = (Vec::new(), Vec::new(), false);
-    let (mut stampers, mut running) = (HashMap::new(), HashMap::new());
-    let reflecting = reflecting(config);
-    for (c, writers) in writers {
-        let mut stores = Vec::new();
-        let mut stamps = Vec::new();
-        let mut reflectors = Vec::new();
-        for writer in writers {
-            let store = writer.store().clone();
-            stamps.push(writer.stamper());
-            let relist = Arc::new(tokio::sync::Notify::new());
-            let mut r = upstream::reflector::Reflector::new(
-                upstream.clone(),
-                c.resource.clone(),
-                writer,
-                reflecting.clone(),
-            )
-            .relist_on(relist.clone());
-            if let Some(p) = persist.as_ref().filter(|p| p.covers(&c.resource.gvr)) {
-                let info = cache::object::TypeInfo::of(&c.resource, store.encoding());
-                let identity = p.identity(&c.resource.gvr, store.encoding(), &info);
-                warm |= p.has_snapshot(&identity);
-                let target = persist::Target::new(store.clone(), identity);
-                let (p, t) = (p.clone(), target.clone());
-                r = r.warm_from(tokio::task::spawn_blocking(move || p.load(&t, &info)));
-                saved.push(target);
-            }
-            stores.push(upstream::consistency::Checked::new(store, relist));
-            reflectors.push(r);
-        }
-        stampers.insert(c.resource.gvr.clone(), stamps);
-        let gvr = c.resource.gvr.clone();
-        running.insert(
-            gvr,
-            apis::Running::spawn(c.clone(), reflectors, None, shutdown),
-        );
-        checked.push(upstream::consistency::Target {
-            resource: c.resource.clone(),
-            stores,
-        });
-    }
-    if let Some(p) = &persist {
-        p.discard_others(&saved.iter().map(|t| t.identity.clone()).collect::<Vec<_>>());
-    }
+/// The receiving end of an enrolment intake.
+type Receiver<T> = tokio::sync::mpsc::UnboundedReceiver<T>;
+
+/// The intakes every cache enrols with (the persist writer's, the
+/// consistency check's; each only when on), and their other ends.
+fn enrolment(config: &Config, persist: Option<Arc<persist::Persist>>) -> (apis::Enrol, Owners) {
     let mut enrol = apis::Enrol::default();
-    let saving = persist.map(|p| {
-        tracing::info!(stores = saved.len(), "caches are saved to persist.dir");
+    let mut owners = Owners {
+        persist: None,
+        checks: None,
+    };
+    if let Some(p) = persist {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         enrol.persist = Some((p.clone(), tx));
-        tokio::spawn(p.run(saved, rx, shutdown.clone()))
-    });
+        owners.persist = Some((p, rx));
+    }
     let check_every = config.cache.consistency_check_interval_seconds;
     if check_every > 0 {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         enrol.checks = Some(tx);
+        owners.checks = Some((rx, Duration::from_secs(check_every)));
+    }
+    (enrol, owners)
+}
+
+/// Launches the caches resolved at startup (each as any cache is, by
+/// [`apis::Starter::launch`]), then the tasks they enrolled with: the
+/// snapshot writer (once the files of caches no longer resolved are gone)
+/// and the consistency check. Returns the caches' lives and the snapshot
+/// writer's task.
+fn start_caches(
+    starter: &apis::Starter,
+    writers: Vec<(Arc<cache::ResourceCache>, Vec<cache::writer::Writer>)>,
+    owners: Owners,
+    upstream: &Arc<Upstream>,
+    shutdown: &Signal,
+) -> (
+    HashMap<api::Gvr, apis::Running>,
+    Option<tokio::task::JoinHandle<()>>,
+) {
+    let (mut running, mut saved, mut warm) = (HashMap::new(), Vec::new(), false);
+    for (c, writers) in writers {
+        let gvr = c.resource.gvr.clone();
+        let launched = starter.launch(c, writers, apis::Start::Now, shutdown);
+        warm |= launched.warm;
+        saved.extend(launched.saved);
+        running.insert(gvr, launched.running);
+    }
+    let saving = owners.persist.map(|(p, rx)| {
+        p.discard_others(&saved);
+        tracing::info!(stores = saved.len(), "caches are saved to persist.dir");
+        tokio::spawn(p.run(rx, shutdown.clone()))
+    });
+    if let Some((rx, every)) = owners.checks {
         tokio::spawn(upstream::consistency::run(
             upstream.clone(),
-            checked,
             rx,
-            Duration::from_secs(check_every),
+            every,
             warm,
             shutdown.clone(),
         ));
     }
-    Caching {
-        stampers,
-        running,
-        saving,
-        enrol,
-    }
+    (running, saving)
 }
 
 /// How reflectors list and watch, from the configuration.
@@ -534,7 +514,6 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 /// seconds; ready once the upstream has answered and every cache has synced.
 /// After that an upstream that stops answering is reported (log, metric,
 /// `/readyz?verbose`), not made a reason to be unready; draining is.
-
 async fn probe_upstream(upstream: Arc<Upstream>, health: Arc<Health>, shutdown: Signal) {
     let mut down_logged = false;
     loop {

@@ -9,9 +9,14 @@ use crate::common::crd::{self, CRDS, crd, write};
 use crate::common::*;
 use serde_json::{Value, json};
 
-/// How soon r8s follows a change to a CRD: it resolves discovery again
-/// 250 ms after the change it sees on its CRD cache, and again 2 s later.
-const BOUND: Duration = Duration::from_secs(5);
+/// How long a test waits for r8s to follow a change to a CRD: a hang guard,
+/// not a bound the test asserts. r8s resolves discovery again 250 ms after
+/// the change it sees on its CRD cache (and 2 s later); its periodic
+/// resolution is an hour off here, so following a change at all shows that
+/// the CRD cache's events drive it. How soon is measured by `cargo bench
+/// --bench apis` (BENCHMARKS.md, "Issue 44"), not asserted on a machine of
+/// unknown speed.
+const BOUND: Duration = Duration::from_secs(60);
 
 fn cache_header(r: &Resp) -> &str {
     r.headers
@@ -20,8 +25,8 @@ fn cache_header(r: &Resp) -> &str {
         .unwrap_or("")
 }
 
-/// Polls `url` until `ok` holds of its answer, for at most `BOUND`; the
-/// time it took.
+/// Polls `url` until `ok` holds of its answer (failing past the hang guard
+/// `BOUND`); the time it took, for the log.
 async fn within_bound(url: &str, ok: impl Fn(&Resp) -> bool) -> Duration {
     let start = Instant::now();
     loop {
@@ -100,6 +105,12 @@ async fn should_follow_a_crd_created_versioned_and_deleted_while_it_runs() {
     })
     .await;
     eprintln!("created: a hit after {took:?}");
+    // Its cache counted among those started while r8s runs (each test has
+    // a process, and so a metrics registry, of its own: tests/run).
+    let metrics_url = format!("{}/metrics", r8s.admin_url());
+    let run_time = r#"r8s_caches{started="run_time"}"#;
+    assert_eq!(scrape(&metrics_url, run_time).await, 1.0);
+    assert!(scrape(&metrics_url, r#"r8s_caches{started="startup"}"#).await >= 1.0);
 
     // A second version: both are hits.
     let current = get(&format!("{base}{CRDS}/gadgets.late.example.com"))
@@ -177,6 +188,13 @@ async fn should_follow_a_crd_created_versioned_and_deleted_while_it_runs() {
         metrics.contains("r8s_watch_terminated_total{resource=\"late.example.com/v2/gadgets\",reason=\"removed\"} 1"),
         "{metrics}"
     );
+    // Every cache started while it ran (v1, v1 restarted, v2) is retired.
+    eventually(
+        "the run-time caches retired",
+        Duration::from_secs(60),
+        || async { (scrape(&metrics_url, run_time).await == 0.0).then_some(()) },
+    )
+    .await;
     r8s.stop().await;
     sim.stop().await;
 }

@@ -26,34 +26,33 @@
 //!   leaves it out too (`left_out`).
 //!
 //! The caches resolved at startup are the follower's too, and are retired
-//! the same way. A cache started at run time is saved to `persist.dir` and
-//! consistency checked as they are ([`Enrol`]); a retired one is skipped by
-//! both, and the persist writer removes its files.
+//! the same way. Every cache, at startup or at run time, is built and run in
+//! one place, [`Starter::launch`] (`life`): saved to `persist.dir`,
+//! consistency checked and proven alike; a retired one is announced to
+//! both ([`Retired`]), and the persist writer removes its files.
 
 mod definitions;
 mod left_out;
+mod life;
+
+pub use self::life::{Enrol, Launched, Retired, Running, Start, Starter};
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinHandle;
 
 use self::definitions::Definitions;
 use self::left_out::LeftOut;
 use crate::admin::Health;
 use crate::api::{ApiResource, Gvr};
-use crate::cache::object::TypeInfo;
+use crate::cache::ResourceCache;
 use crate::cache::registry::Registrar;
-use crate::cache::store::{Limits, Store};
-use crate::cache::{ResourceCache, budget::Budget};
-use crate::persist::{self, Persist};
-use crate::shutdown::{self, Signal, Trigger};
+use crate::cache::store::Store;
+use crate::shutdown::Signal;
 use crate::upstream::discovery::{self, Resolved};
-use crate::upstream::proof::Proofs;
-use crate::upstream::reflector::{Reflector, ReflectorConfig};
-use crate::upstream::{Upstream, consistency};
 
 /// The resources whose changes make the follower look again soon.
 const API_RESOURCES: [(&str, &str, &str); 2] = [
@@ -65,143 +64,6 @@ const API_RESOURCES: [(&str, &str, &str); 2] = [
 /// looks once more (discovery can lag the object that changed it).
 const SOON: Duration = Duration::from_millis(250);
 const AGAIN: Duration = Duration::from_secs(2);
-
-/// The longest a cache started at run time holds its turn without syncing
-/// (an upstream that fails its lists does not hold every start back).
-const TURN: Duration = Duration::from_secs(60);
-
-/// What starting a cache takes.
-pub struct Starter {
-    /// The upstream its reflectors list and watch.
-    pub upstream: Arc<Upstream>,
-    /// How they do.
-    pub reflecting: ReflectorConfig,
-    /// What each store keeps.
-    pub limits: Limits,
-    /// The byte budgets every store shares.
-    pub budget: Arc<Budget>,
-    /// Whether a protobuf store is kept beside the JSON one.
-    pub protobuf: bool,
-    /// `cache.indexes`.
-    pub indexes: std::collections::BTreeMap<String, Vec<String>>,
-    /// The provers of consistent reads, which learn of each cache.
-    pub proofs: Arc<Proofs>,
-    /// Where each cache is enrolled to be saved and checked.
-    pub enrol: Enrol,
-}
-
-/// Where a cache started while r8s runs is enrolled, as those resolved at
-/// startup are: `persist.dir`'s writer (for the stores it covers) and the
-/// consistency check (each `None` when off).
-#[derive(Default)]
-pub struct Enrol {
-    /// The directory, and its writer's intake.
-    pub persist: Option<(Arc<Persist>, mpsc::UnboundedSender<persist::Target>)>,
-    /// The consistency check's intake.
-    pub checks: Option<mpsc::UnboundedSender<consistency::Target>>,
-}
-
-/// A cache's reflectors and stores while it lives: stopped (and its stores
-/// emptied) by [`Running::retire`], or stopped by shutdown.
-pub struct Running {
-    retire: Trigger,
-    /// Ends once its reflectors have stopped (and its stores are emptied,
-    /// when retired).
-    pub done: JoinHandle<()>,
-}
-
-impl Running {
-    /// Runs `reflectors`, the reflectors of `cache`'s stores, until it is
-    /// retired or r8s shuts down. With `turns`, they start once a turn is
-    /// free, and hold it until the cache first syncs.
-    pub fn spawn(
-        cache: Arc<ResourceCache>,
-        reflectors: Vec<Reflector>,
-        turns: Option<Arc<Semaphore>>,
-        shutdown: &Signal,
-    ) -> Running {
-        Self::spawn_after(cache, reflectors, turns, None, shutdown)
-    }
-
-    /// As [`Running::spawn`], its reflectors starting only once `after` (the
-    /// retirement of the cache it replaces) has ended: two caches of one
-    /// resource never fill at once.
-    fn spawn_after(
-        cache: Arc<ResourceCache>,
-        reflectors: Vec<Reflector>,
-        turns: Option<Arc<Semaphore>>,
-        after: Option<JoinHandle<()>>,
-        shutdown: &Signal,
-    ) -> Running {
-        let (retire, retired) = shutdown::channel();
-        let stop = retired.or(shutdown);
-        let life = async move {
-            if let Some(after) = after {
-                let _ = after.await;
-            }
-            live(cache, reflectors, turns, retired, stop).await
-        };
-        let done = tokio::spawn(life);
-        Running { retire, done }
-    }
-
-    /// Stops its reflectors and empties its stores; what ends once they are.
-    pub fn retire(self) -> JoinHandle<()> {
-        self.retire.fire();
-        self.done
-    }
-}
-
-/// A cache's life: its turn, its reflectors, and its end.
-async fn live(
-    cache: Arc<ResourceCache>,
-    reflectors: Vec<Reflector>,
-    turns: Option<Arc<Semaphore>>,
-    retired: Signal,
-    stop: Signal,
-) {
-    let turn = match turns {
-        Some(turns) => tokio::select! {
-            t = turns.acquire_owned() => t.ok(),
-            _ = stop.wait() => None,
-        },
-        None => None,
-    };
-    // Stopped before its turn: each reflector returns its writer at once.
-    let running: Vec<JoinHandle<_>> = reflectors
-        .into_iter()
-        .map(|r| tokio::spawn(r.run(stop.clone())))
-        .collect();
-    if let Some(turn) = turn {
-        let _ = tokio::time::timeout(TURN, synced(&cache, &stop)).await;
-        drop(turn);
-    }
-    let mut writers = Vec::new();
-    for r in running {
-        if let Ok(w) = r.await {
-            writers.push(w);
-        }
-    }
-    if retired.fired() {
-        for w in writers {
-            w.retire();
-        }
-        tracing::info!(resource = %cache.label, "cache retired: its objects dropped, its watches ended");
-    }
-}
-
-/// Until every store of `cache` has settled (or `stop`).
-async fn synced(cache: &ResourceCache, stop: &Signal) {
-    for s in cache.stores() {
-        let mut rx = s.subscribe();
-        while !s.settled() {
-            tokio::select! {
-                changed = rx.changed() => if changed.is_err() { return },
-                _ = stop.wait() => return,
-            }
-        }
-    }
-}
 
 /// Owns the caches and keeps them following the upstream's API.
 pub struct Follower {
@@ -400,44 +262,17 @@ impl Follower {
         let indexes = crate::cache::index::configured(&s.indexes, &resource);
         let (cache, writers) =
             ResourceCache::new(resource, s.protobuf, s.limits, &s.budget, &indexes);
-        let stamps = writers.iter().map(|w| w.stamper()).collect();
-        let (mut reflectors, mut checked) = (Vec::new(), Vec::new());
-        let resource = &cache.resource;
-        for w in writers {
-            let store = w.store().clone();
-            let relist = Arc::new(tokio::sync::Notify::new());
-            let r = Reflector::new(
-                s.upstream.clone(),
-                resource.clone(),
-                w,
-                s.reflecting.clone(),
-            );
-            reflectors.push(r.relist_on(relist.clone()));
-            if let Some((p, saving)) = s
-                .enrol
-                .persist
-                .as_ref()
-                .filter(|(p, _)| p.covers(&resource.gvr))
-            {
-                let info = TypeInfo::of(resource, store.encoding());
-                let identity = p.identity(&resource.gvr, store.encoding(), &info);
-                let _ = saving.send(persist::Target::new(store.clone(), identity));
-            }
-            checked.push(consistency::Checked::new(store, relist));
-        }
-        if let Some(checks) = &s.enrol.checks {
-            let _ = checks.send(consistency::Target {
-                resource: resource.clone(),
-                stores: checked,
-            });
-        }
-        s.proofs.add(&cache, stamps);
+        let start = Start::Paced {
+            turns: self.turns.clone(),
+            after,
+        };
+        let launched = s.launch(cache.clone(), writers, start, &self.shutdown);
+        // Proven (by `launch`) before it is served: its first consistent read
+        // finds its prover.
         self.registrar.add(cache.clone());
         tracing::info!(resource = %cache.label, "served upstream now: caching it (its requests pass through until it syncs)");
-        let gvr = cache.resource.gvr.clone();
-        let turns = Some(self.turns.clone());
-        let running = Running::spawn_after(cache, reflectors, turns, after, &self.shutdown);
-        self.running.insert(gvr, running);
+        self.running
+            .insert(cache.resource.gvr.clone(), launched.running);
     }
 
     /// Retires the cache of `gvr`: its requests pass through from now on.

@@ -42,6 +42,17 @@ macro_rules! label_values {
 }
 
 label_values! {
+    /// When a cache was started (`started` on `r8s_caches`).
+    pub enum CacheStarted {
+        /// With r8s: a resource `cache.resources` resolved to at startup.
+        Startup = "startup",
+        /// While r8s ran: a resource that appeared upstream (or a cache
+        /// restarted for its CRD's new definition).
+        RunTime = "run_time",
+    }
+}
+
+label_values! {
     /// A watch event's type (`type` on the reflector's and the watchers' event counters).
     pub enum EventType {
         /// An object added (or entering a watcher's selector).

@@ -15,9 +15,9 @@ pub mod store;
 pub use labels::*;
 pub use names::*;
 pub use recorder::{
-    COMMIT, auth_review, caches_served_stale, catch_up, collect_process, connection_closed,
-    install, list_gzip, list_rejected, upstream_failover, watch_encodings, watch_log_trimmed,
-    watch_rejected,
+    COMMIT, auth_review, cache_alive, caches_served_stale, catch_up, collect_process,
+    connection_closed, install, list_gzip, list_rejected, upstream_failover, watch_encodings,
+    watch_log_trimmed, watch_rejected,
 };
 pub use serving::{
     AuthCounters, EventCounts, ProofSeries, WatchMetrics, cache_request, request, upstream_in_use,

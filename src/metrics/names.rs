@@ -65,6 +65,8 @@ metrics! {
         "1 while a cache is evicted for exceeding cache.max_bytes_per_resource or cache.max_bytes_total.";
     CACHE_STALENESS_SECONDS: Gauge "r8s_cache_staleness_seconds" =
         "Seconds since a cache last heard from its upstream (an event, a bookmark, a response, a watch ending on time).";
+    CACHES: Gauge "r8s_caches" =
+        "Caches alive (one per cached resource), by when they were started: startup, run_time (a resource that appeared upstream while r8s ran).";
     CACHES_SERVED_STALE: Gauge "r8s_caches_served_stale" =
         "Caches served past cache.max_staleness_seconds because cache.serve_stale is set.";
     CACHE_CONSISTENCY_CHECKS_TOTAL: Counter "r8s_cache_consistency_checks_total" =
@@ -164,6 +166,6 @@ mod tests {
             );
             assert!(help.ends_with('.') && help.len() > 20, "{name}: {help}");
         }
-        assert_eq!(ALL.len(), 53);
+        assert_eq!(ALL.len(), 54);
     }
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use metrics::{Counter, Gauge, Histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
-use super::labels::{ConnectionClosed, GzipItems, Review};
+use super::labels::{CacheStarted, ConnectionClosed, GzipItems, Review};
 use super::names::{self, Kind};
 
 /// The commit r8s was built from (`build.rs`: `BUILD_GIT_COMMIT`, git, or "unknown").
@@ -122,6 +122,8 @@ struct Global {
     log_trimmed: Counter,
     connections_closed: Vec<Counter>,
     served_stale: Gauge,
+    /// By [`CacheStarted::ALL`].
+    caches: Vec<Gauge>,
     /// By encoding: json, protobuf.
     encodings: [Counter; 2],
     gzip_items: Vec<Counter>,
@@ -149,6 +151,14 @@ impl Global {
                 })
                 .collect(),
             served_stale: metrics::gauge!(names::CACHES_SERVED_STALE),
+            caches: CacheStarted::ALL
+                .iter()
+                .map(|s| {
+                    let g = metrics::gauge!(names::CACHES, "started" => s.as_str());
+                    g.set(0.0);
+                    g
+                })
+                .collect(),
             encodings: ["json", "protobuf"]
                 .map(|e| metrics::counter!(names::WATCH_ENCODINGS_TOTAL, "encoding" => e)),
             gzip_items: GzipItems::ALL
@@ -199,6 +209,11 @@ pub fn watch_log_trimmed(bytes: usize) {
 /// Records a client connection closed for a bound, or by GOAWAY.
 pub fn connection_closed(why: ConnectionClosed) {
     global(|g| g.connections_closed[why.index()].increment(1));
+}
+
+/// Counts a cache alive from its launch (`+1.0`) to its retirement (`-1.0`).
+pub fn cache_alive(started: CacheStarted, change: f64) {
+    global(|g| g.caches[started.index()].increment(change));
 }
 
 /// Sets how many caches are served past `cache.max_staleness_seconds`.

@@ -69,17 +69,26 @@ pub struct Target {
     pub identity: Identity,
     /// Its snapshots' series (every result registered at 0).
     series: metrics::PersistSeries,
+    /// Fires once its cache is retired: the writer stops saving it and
+    /// removes its files.
+    retired: crate::shutdown::Signal,
 }
 
 impl Target {
-    /// The store `store`, saved and loaded as `identity`.
-    pub fn new(store: Arc<Store>, identity: Identity) -> Self {
+    /// The store `store`, saved and loaded as `identity` until `retired`.
+    pub fn new(store: Arc<Store>, identity: Identity, retired: crate::shutdown::Signal) -> Self {
         let series = metrics::PersistSeries::new(store.labels());
         Target {
             store,
             identity,
             series,
+            retired,
         }
+    }
+
+    /// Whether its cache was retired (announced by the cache's life).
+    pub fn retired(&self) -> bool {
+        self.retired.fired()
     }
 }
 

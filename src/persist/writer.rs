@@ -269,15 +269,18 @@ impl Persist {
     /// Appends every target's changes every `persist.interval_seconds`,
     /// compacts as due, and when `shutdown` fires appends and syncs the
     /// last changes (a compaction the next start does not need is stopped).
-    /// A target sent on `added` (a cache started while r8s runs) is saved
-    /// from the next round on.
+    /// Saves the targets sent on `added` (each cache as it is launched:
+    /// those launched before this task began from its first round, later
+    /// ones from the next round on) until each is retired.
     pub async fn run(
         self: Arc<Self>,
-        targets: Vec<Target>,
         mut added: tokio::sync::mpsc::UnboundedReceiver<Target>,
         shutdown: Signal,
     ) {
-        let saved = targets.into_iter().map(Saved::new).collect();
+        let mut saved = Vec::new();
+        while let Ok(t) = added.try_recv() {
+            saved.push(Saved::new(t));
+        }
         let mut w = Writer {
             persist: self.clone(),
             saved,
@@ -411,7 +414,7 @@ impl Writer {
         if self.compaction.is_some() {
             return;
         }
-        let retired = |s: &Saved| s.target.store.serving() == Serving::Removed;
+        let retired = |s: &Saved| s.target.retired();
         if !self.saved.iter().any(retired) {
             return;
         }

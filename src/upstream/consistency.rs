@@ -75,6 +75,9 @@ pub struct Target {
     pub resource: ApiResource,
     /// Its stores (JSON, protobuf).
     pub stores: Vec<Checked>,
+    /// Fires once its cache is retired: it is checked no more (its list
+    /// would be the upstream's 404).
+    pub retired: crate::shutdown::Signal,
 }
 
 /// The upstream's (key, resourceVersion) of every object at one version.
@@ -206,17 +209,21 @@ fn compare(store: &BTreeMap<&str, u64>, upstream: &BTreeMap<String, u64>) -> Vec
     differ
 }
 
-/// Checks every target every `interval` (and once at the start when
-/// `warm`: the caches came from snapshots) until `shutdown`; a target sent
-/// on `added` (a cache started while r8s runs) from the next check on.
+/// Checks every target sent on `added` (each cache as it is launched)
+/// every `interval` until it is retired or `shutdown`, and once at the start
+/// when `warm` (the caches came from snapshots). Those launched before this
+/// task began are checked from the start, later ones from the next check on.
 pub async fn run(
     upstream: Arc<Upstream>,
-    mut targets: Vec<Target>,
     mut added: tokio::sync::mpsc::UnboundedReceiver<Target>,
     interval: Duration,
     warm: bool,
     shutdown: Signal,
 ) {
+    let mut targets = Vec::new();
+    while let Ok(t) = added.try_recv() {
+        targets.push(t);
+    }
     if warm {
         // Once every store has resumed its watch (or given up on it), and 5
         // to 15 s later: not on top of the start's own requests, and not in
@@ -249,6 +256,7 @@ pub async fn run(
         while let Ok(t) = added.try_recv() {
             targets.push(t);
         }
+        targets.retain(|t| !t.retired.fired());
         check_all(&upstream, &targets, &shutdown).await;
     }
 }
@@ -258,12 +266,8 @@ async fn check_all(upstream: &Arc<Upstream>, targets: &[Target], shutdown: &Sign
         if shutdown.fired() {
             return;
         }
-        // A retired resource (no longer served upstream) has nothing to
-        // compare: its list would be the upstream's 404.
-        if t.stores
-            .iter()
-            .all(|s| s.store.serving() == Serving::Removed)
-        {
+        // Retired during this round: its list would be the upstream's 404.
+        if t.retired.fired() {
             continue;
         }
         check(upstream, t).await;

@@ -687,6 +687,34 @@ pub fn metric(text: &str, series: &str) -> Option<f64> {
 
 /// The number of a series that must exist (r8s registers its series at 0):
 /// a renamed or missing series fails the test instead of reading as 0.
+/// Waits until `check` returns `Some`, asking every 100 ms, and returns
+/// what it returned. `hang` is a guard against a test that would never end,
+/// not a bound the test asserts: set it far beyond what a slow, busy machine
+/// takes (the verdict must not depend on the machine's speed). Past it, the
+/// test fails saying `what` did not happen.
+pub async fn eventually<T, F, Fut>(what: &str, hang: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let started = tokio::time::Instant::now();
+    loop {
+        if let Some(t) = check().await {
+            return t;
+        }
+        assert!(
+            started.elapsed() < hang,
+            "{what}: not after {hang:?} (a hang guard, far beyond what it takes)"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The value of `series` in the text exposition at `url` (`/metrics`), 0 if absent.
+pub async fn scrape(url: &str, series: &str) -> f64 {
+    metric(&get(url).await.text(), series).unwrap_or(0.0)
+}
+
 pub fn sample(text: &str, series: &str) -> f64 {
     metric(text, series).unwrap_or_else(|| {
         let family = series.split('{').next().unwrap_or(series);

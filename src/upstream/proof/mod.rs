@@ -57,7 +57,7 @@ pub struct ProofPolicy {
 pub struct Proofs {
     upstream: Arc<Upstream>,
     policy: ProofPolicy,
-    /// By resource: those cached at startup, then as caches come and go.
+    /// By resource, as caches come (launched) and go (retired).
     provers: std::sync::RwLock<HashMap<crate::api::Gvr, Arc<Prover>>>,
     /// Whether the upstream reported 1.31 or later, and until when that
     /// answer holds (an async lock: one request asks, the others wait).
@@ -65,31 +65,19 @@ pub struct Proofs {
 }
 
 impl Proofs {
-    /// Provers for `caches`, against `upstream`; each stamps its resource's
-    /// stores through the [`Stamper`]s `stampers` holds for it.
-    pub fn new(
-        upstream: Arc<Upstream>,
-        caches: &crate::cache::Caches,
-        mut stampers: HashMap<crate::api::Gvr, Vec<Stamper>>,
-        policy: ProofPolicy,
-    ) -> Self {
-        let provers = caches
-            .iter()
-            .map(|(gvr, c)| {
-                let stamps = stampers.remove(gvr).unwrap_or_default();
-                (gvr.clone(), Arc::new(Prover::new(c.clone(), stamps)))
-            })
-            .collect();
+    /// No provers yet, against `upstream`: each cache's is added as it is
+    /// launched ([`Proofs::add`]).
+    pub fn new(upstream: Arc<Upstream>, policy: ProofPolicy) -> Self {
         Proofs {
             upstream,
             policy,
-            provers: std::sync::RwLock::new(provers),
+            provers: std::sync::RwLock::new(HashMap::new()),
             version: tokio::sync::Mutex::new(None),
         }
     }
 
     /// Proves reads of `cache` from now on, stamping its stores through
-    /// `stamps` (a cache started while r8s runs).
+    /// `stamps` (each cache, as it is launched).
     pub fn add(&self, cache: &Arc<ResourceCache>, stamps: Vec<Stamper>) {
         let prover = Arc::new(Prover::new(cache.clone(), stamps));
         self.provers
