@@ -142,11 +142,48 @@ pub(super) struct Inner {
     pub(super) pinned: VecDeque<(Instant, Arc<Version>)>,
     pub(super) serving: Serving,
     pub(super) history: History,
+    /// The bytes last counted against the budget for this store ([`Writing`]).
+    accounted: usize,
+}
+
+/// The store's state locked for a change, by whichever path changes it
+/// (its writer, a stamper, the budget trimming its log, a reader pinning a
+/// version). Dropping it counts the bytes the store holds now (its version's
+/// objects and its event log) against the budget: the one place the budget
+/// learns of a change, whatever the change was.
+pub(super) struct Writing<'a> {
+    guard: std::sync::RwLockWriteGuard<'a, Inner>,
+    budget: &'a Budget,
+}
+
+impl std::ops::Deref for Writing<'_> {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        &self.guard
+    }
+}
+
+impl std::ops::DerefMut for Writing<'_> {
+    fn deref_mut(&mut self) -> &mut Inner {
+        &mut self.guard
+    }
+}
+
+impl Drop for Writing<'_> {
+    fn drop(&mut self) {
+        let st = &mut *self.guard;
+        let held = st.current.bytes + st.history.bytes();
+        if held != st.accounted {
+            self.budget.adjust(held as isize - st.accounted as isize);
+            st.accounted = held;
+        }
+    }
 }
 
 /// The cache of one resource in one encoding, as its readers see it.
 pub struct Store {
-    pub(super) inner: RwLock<Inner>,
+    /// Read through `reading()`; changed only through [`Store::write`].
+    inner: RwLock<Inner>,
     rv: watch::Sender<u64>,
     retention: Duration,
     max_retained: usize,
@@ -163,6 +200,15 @@ pub struct Store {
 }
 
 impl Store {
+    /// Its state locked for a change; the budget is kept as the lock is let
+    /// go ([`Writing`]).
+    pub(super) fn write(&self) -> Writing<'_> {
+        Writing {
+            guard: self.inner.writing(),
+            budget: &self.budget,
+        }
+    }
+
     /// An empty store (syncing) as `options` say, enrolled in its budget
     /// (its writer is made with it: `Store::new`).
     pub(super) fn empty(options: Options) -> Arc<Store> {
@@ -181,6 +227,7 @@ impl Store {
                 pinned: VecDeque::new(),
                 serving: Serving::Syncing,
                 history: History::new(limits.history_events, limits.history_bytes),
+                accounted: 0,
             }),
             rv,
             retention: limits.retention,
@@ -277,7 +324,7 @@ impl Store {
     /// next page must be cut from the same state (refreshed by each page).
     /// A reader's own doing: it changes nothing another reader sees.
     pub fn pin(&self, version: &Arc<Version>) {
-        let mut st = self.inner.writing();
+        let mut st = self.write();
         let now = Instant::now();
         match st.pinned.back_mut() {
             Some((t, v)) if Arc::ptr_eq(v, version) => *t = now,
@@ -383,12 +430,11 @@ impl Store {
     /// (or holds one event); the bytes freed. Its own writer's, or the
     /// budget's path through another store's writer ([`Budget`]).
     pub(super) fn trim_log(&self, by: usize) -> usize {
-        let mut st = self.inner.writing();
+        let mut st = self.write();
         let keep = st.history.bytes().saturating_sub(by);
         let freed = st.history.trim_to(keep);
         drop(st);
         if freed > 0 {
-            self.budget.adjust(-(freed as isize));
             crate::metrics::watch_log_trimmed(freed);
         }
         freed
@@ -399,12 +445,11 @@ impl Store {
     /// from then on if `ready`. Only the store's writer and stampers call it.
     pub(super) fn apply_locked(
         &self,
-        mut guard: std::sync::RwLockWriteGuard<'_, Inner>,
+        mut guard: Writing<'_>,
         changes: Vec<Change>,
         ready: bool,
     ) -> Arc<Version> {
         let st = &mut *guard;
-        let before = st.current.bytes;
         // In place when no reader holds the current version; otherwise
         // `imbl` copies the paths the changes touch and the readers keep theirs.
         let v = Arc::make_mut(&mut st.current);
@@ -430,8 +475,7 @@ impl Store {
                 }
                 Change::Progress(rv) => v.rv = v.rv.max(rv),
                 Change::Reset(objects, rv) => {
-                    let held = st.history.restart_at(rv);
-                    self.budget.adjust(-(held as isize));
+                    st.history.restart_at(rv);
                     reset = true;
                     v.replace(objects);
                     v.rv = rv;
@@ -443,24 +487,20 @@ impl Store {
                     } else {
                         // A first sync (or a refill after eviction): the
                         // history starts complete from here.
-                        let held = st.history.restart_at(rv);
-                        self.budget.adjust(-(held as isize));
+                        st.history.restart_at(rv);
                     }
                     v.replace(objects);
                     v.rv = rv;
                 }
             }
         }
-        self.budget.adjust(v.bytes as isize - before as isize);
         let v = st.current.clone();
         self.expire_pins(st, Instant::now());
         st.serving = st.serving.applied(ready);
         let Appended {
-            held,
-            touched,
-            refresh,
+            touched, refresh, ..
         } = st.history.append(events, self.node_index);
-        self.budget.adjust(held);
+        // The budget counts what the store holds now, as the lock is let go.
         drop(guard);
         self.rv.send_replace(v.rv);
         // After a reset every watcher looks again, and finds its place gone.

@@ -8,7 +8,7 @@ use imbl::OrdMap;
 
 use super::serving::Serving;
 use super::store::{Change, Options, Restored, Store, Version};
-use crate::sync::{MutexExt, RwLockExt};
+use crate::sync::MutexExt;
 
 impl Store {
     /// An empty store (syncing) as `options` say, enrolled in its budget:
@@ -47,7 +47,7 @@ impl Writer {
     /// Applies changes as one new version.
     pub fn apply(&mut self, changes: Vec<Change>) -> Arc<Version> {
         let s = &self.store;
-        s.apply_locked(s.inner.writing(), changes, true)
+        s.apply_locked(s.write(), changes, true)
     }
 
     /// Starts from a state restored from outside the upstream (a snapshot):
@@ -62,23 +62,19 @@ impl Writer {
         let s = &self.store;
         let serve = s.staleness.serves_stale();
         s.staleness.heard_ago(r.age);
-        s.apply_locked(
-            s.inner.writing(),
-            vec![Change::Replace(r.objects, r.rv)],
-            serve,
-        )
+        s.apply_locked(s.write(), vec![Change::Replace(r.objects, r.rv)], serve)
     }
 
     /// The upstream answered the watch resumed from a restored state: the
     /// cache serves.
     pub fn resumed(&mut self) {
-        let mut st = self.store.inner.writing();
+        let mut st = self.store.write();
         st.serving = st.serving.resumed();
     }
 
     /// Stops serving for good (the resource's versions are not integers).
     pub fn set_uncacheable(&mut self) {
-        self.store.inner.writing().serving = Serving::Uncacheable;
+        self.store.write().serving = Serving::Uncacheable;
     }
 
     /// The upstream just said something (a response head, a frame, a clean end).
@@ -129,13 +125,12 @@ impl Writer {
     /// relist fits the budget again ([`Writer::clear_over_budget`]).
     pub fn evict_over_budget(&mut self) {
         let s = self.store.clone();
-        s.inner.writing().serving = Serving::OverBudget;
+        s.write().serving = Serving::OverBudget;
         self.apply(vec![Change::Replace(OrdMap::new(), s.current().rv)]);
-        let mut st = s.inner.writing();
+        let mut st = s.write();
         st.pinned.clear();
         let rv = st.current.rv;
-        let held = st.history.restart_at(rv);
-        s.budget.adjust(-(held as isize));
+        st.history.restart_at(rv);
     }
 
     /// Retires the store: its resource is no longer served upstream. Drops
@@ -143,16 +138,16 @@ impl Writer {
     /// requests that still reach it pass through. For good.
     pub fn retire(mut self) {
         let s = self.store.clone();
-        s.inner.writing().serving = Serving::Removed;
+        s.write().serving = Serving::Removed;
         // Not serving: the history restarts empty, its bytes released.
         self.apply(vec![Change::Replace(OrdMap::new(), s.current().rv)]);
-        s.inner.writing().pinned.clear();
+        s.write().pinned.clear();
         s.wake_all();
     }
 
     /// Serving again after a relist that fits the budget.
     pub fn clear_over_budget(&mut self) {
-        let mut st = self.store.inner.writing();
+        let mut st = self.store.write();
         st.serving = st.serving.refitted();
     }
 }
@@ -178,7 +173,7 @@ impl Stamper {
     /// `None` while the store is below `floor` or not serving.
     pub fn advance_to(&self, floor: u64, y: u64) -> Option<Arc<Version>> {
         let s = &self.0;
-        let guard = s.inner.writing();
+        let guard = s.write();
         if guard.serving != Serving::Ready || guard.current.rv < floor {
             return None;
         }
