@@ -436,9 +436,9 @@ async fn should_run_the_demo_and_every_printed_command_works() {
 
 /// The README's second command runs the whole suite on a fresh machine: it is
 /// `tests/run`, which installs every tool a test expects to find on the PATH
-/// (the tests name each in their `expect`) before `cargo test
-/// --no-fail-fast`, and `.ci/run` runs that same script; the minimum Rust
-/// version is stated.
+/// (the tests name each in their `expect`) and cargo-nextest before `cargo
+/// nextest run --no-fail-fast`, and `.ci/run` runs that same script; the
+/// minimum Rust version is stated.
 #[test]
 fn should_run_the_whole_suite_with_one_command_that_gets_its_tools() {
     let root = env!("CARGO_MANIFEST_DIR");
@@ -465,10 +465,14 @@ fn should_run_the_whole_suite_with_one_command_that_gets_its_tools() {
         .mode();
     assert!(mode & 0o111 != 0, "tests/run is executable");
     assert!(
-        script
-            .lines()
-            .any(|l| l.trim().starts_with("cargo test --locked --no-fail-fast")),
-        "every test binary runs, whichever fails: {script}"
+        script.lines().any(|l| l
+            .trim()
+            .starts_with("exec cargo nextest run --locked --no-fail-fast")),
+        "every test runs, whichever fails: {script}"
+    );
+    assert!(
+        script.contains("cargo install --locked cargo-nextest"),
+        "it installs its runner where it is missing: {script}"
     );
     assert!(
         read(".ci/run")

@@ -59,6 +59,11 @@ impl Drop for ActiveGuard {
     }
 }
 
+/// How long a watch's final bookmark waits for room behind what its client
+/// has not read yet, at shutdown (the connection is closed at
+/// `shutdown.grace_seconds` in any case).
+const FINAL_BOOKMARK_WAIT: Duration = Duration::from_secs(5);
+
 /// A running watch.
 pub struct Watcher {
     pub(super) cache: Arc<ResourceCache>,
@@ -217,27 +222,20 @@ impl Watcher {
                 return WatchEnd::Removed;
             }
             if let Err(e) = self.catch_up(p, &mut next_lag_sample).await {
-                return self.ended(e, p).await;
+                return self.live_ended(e, p).await;
             }
             let now = Instant::now();
             if now >= p.deadline {
                 return WatchEnd::Timeout;
             }
             if p.drain_at.is_some_and(|d| now >= d) {
-                if self.bookmarks {
-                    // Unconditionally: the client resumes from it elsewhere.
-                    let line = self.bookmark_line(p.rv);
-                    let line = self.framed(line);
-                    let _ = tokio::time::timeout(Duration::from_secs(1), self.tx.send(line)).await;
-                    self.count(EventType::Bookmark, 1);
-                }
-                return WatchEnd::Shutdown;
+                return self.drained(p).await;
             }
             if self.bookmarks && clock.due(now) && p.rv > p.start {
                 let line = self.bookmark_line(p.rv);
                 let (line, c) = (self.framed(line), p.cursor);
                 if let Err(e) = self.send(line, p, c).await {
-                    return self.ended(e, p).await;
+                    return self.live_ended(e, p).await;
                 }
                 self.count(EventType::Bookmark, 1);
                 p.sent = p.rv;
@@ -365,14 +363,16 @@ impl Watcher {
             }
             for ev in &batch.events {
                 if let Some((line, kind)) = self.line_for(ev) {
-                    let frame = match (&mut self.gz, ev.gzip_line(self.form, kind)) {
-                        (Some(crc), Some(block)) => {
-                            crc.append(&block.crc);
-                            block.deflate.clone()
-                        }
-                        _ => line.clone(),
+                    let (frame, piece) = match (self.gz.is_some(), ev.gzip_line(self.form, kind)) {
+                        (true, Some(block)) => (block.deflate.clone(), Some(&block.crc)),
+                        _ => (line.clone(), None),
                     };
                     self.send(frame, p, batch.next).await?;
+                    // Counted in the stream's CRC once sent: a frame the
+                    // watch ended before sending is not in its trailer.
+                    if let (Some(crc), Some(piece)) = (&mut self.gz, piece) {
+                        crc.append(piece);
+                    }
                     self.count(kind.metric(), 1);
                     p.sent = ev.rv;
                     if ev.seq % SAMPLE_EVERY == 0 {
@@ -389,6 +389,32 @@ impl Watcher {
                 return Ok(());
             }
         }
+    }
+
+    /// Finishes a live watch that could not go on: one its drain point
+    /// reached while it waited for the client to read gets its final
+    /// bookmark all the same.
+    async fn live_ended(&mut self, why: WatchEnd, p: &mut Progress) -> WatchEnd {
+        match why {
+            WatchEnd::Shutdown => self.drained(p).await,
+            other => self.ended(other, p).await,
+        }
+    }
+
+    /// Ends a live watch at its drain point with a final bookmark at the
+    /// version everything was sent up to, unconditionally: the client
+    /// resumes from it elsewhere, without relisting. The bookmark queues
+    /// behind what the client has not read yet, for up to
+    /// [`FINAL_BOOKMARK_WAIT`] (a busy client still gets it; one that reads
+    /// nothing does not hold the drain).
+    async fn drained(&mut self, p: &Progress) -> WatchEnd {
+        if self.bookmarks {
+            let line = self.bookmark_line(p.rv);
+            let line = self.framed(line);
+            let _ = tokio::time::timeout(FINAL_BOOKMARK_WAIT, self.tx.send(line)).await;
+            self.count(EventType::Bookmark, 1);
+        }
+        WatchEnd::Shutdown
     }
 
     /// Finishes a watch that could not go on.
