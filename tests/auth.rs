@@ -509,7 +509,14 @@ async fn cached_reads(base: &str, tokens: &[String], n: usize, concurrency: usiz
 
 #[tokio::test(flavor = "multi_thread")]
 async fn should_cost_a_handful_of_reviews_per_user_not_per_request() {
-    let env = setup("count", 100, |_| {}).await;
+    // Answers cached longer than the test runs on any machine: what is
+    // counted is reviews per user, not expiries (a busy machine once took
+    // more than the default 10 s of a decision, and reviewed each twice).
+    let env = setup("count", 100, |c| {
+        c.auth.token_ttl_seconds = 3600;
+        c.auth.decision_ttl_seconds = 3600;
+    })
+    .await;
     let r8s = env.r8s.url();
     let before = reviews(&env.sim);
     cached_reads(&r8s, &["alice-token".to_string()], 10_000, 32).await;

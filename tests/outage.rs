@@ -329,13 +329,12 @@ async fn through_an_outage(name: &str, shape: Shape) {
     let healed = Instant::now();
     touch(&env.sim, "ns-1", "pod-00001", 5);
     let first_rv = env.sim.sim.store.current_rv();
-    while seen.load(std::sync::atomic::Ordering::Relaxed) < first_rv {
-        assert!(
-            healed.elapsed() < Duration::from_secs(30),
-            "the first write after healing never reached the watch"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually(
+        "the first write after healing at the watch",
+        HANG,
+        || async { (seen.load(std::sync::atomic::Ordering::Relaxed) >= first_rv).then_some(()) },
+    )
+    .await;
     let first_write = healed.elapsed();
     assert!(
         first_write <= Duration::from_secs(2),
@@ -357,15 +356,11 @@ async fn through_an_outage(name: &str, shape: Shape) {
     assert_eq!(replay.state, truth(&env.sim, replay.last));
 
     // kube-rs: no error, one init (no relist of its own), and the sim's state.
-    let settled = Instant::now();
     let sim_state = truth(&env.sim, want);
-    while state_of(&kube_store) != sim_state {
-        assert!(
-            settled.elapsed() < Duration::from_secs(30),
-            "kube-rs's store never equalled the upstream's"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    eventually("kube-rs's store equal to the upstream's", HANG, || async {
+        (state_of(&kube_store) == sim_state).then_some(())
+    })
+    .await;
     kube_task.abort();
     {
         let k = kube_rs.lock().unwrap();
@@ -437,13 +432,12 @@ async fn should_replace_a_black_holed_watch_while_the_upstream_answers() {
     let holed = Instant::now();
     touch(&sim, "ns-1", "pod-00001", 1);
     let want = sim.sim.store.current_rv();
-    while seen.lock().unwrap().last < want {
-        assert!(
-            holed.elapsed() < Duration::from_secs(20),
-            "the write never reached the client: the black-holed watch was not replaced"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually(
+        "the write at the client (the black-holed watch replaced)",
+        HANG,
+        || async { (seen.lock().unwrap().last >= want).then_some(()) },
+    )
+    .await;
     let replaced = holed.elapsed();
     let m1 = get(&format!("{}/metrics", r.admin_url())).await.text();
     for reason in ["expired", "malformed", "diverged"] {

@@ -156,6 +156,127 @@ fn should_decode_the_query_in_one_place() {
 /// The reader sees what these tests rely on: a loop through `super::` and a
 /// child module, an import through a `use` alias, and nothing in strings or
 /// comments.
+/// Asserts bounded by the wall clock (`elapsed() <`, `now() <`, `took <`,
+/// a time `< Duration::…`),
+/// per file, as they stand: they may only go (the table is kept equal to
+/// what the files hold, so each one converted lowers it). A test's verdict must not
+/// depend on how busy the machine is: a wait is [`crate::common::eventually`]
+/// with a hang guard (its one such assert), time-dependent logic a unit
+/// test with paused time, a speed a benchmark.
+const CLOCK_ASSERTS: &[(&str, usize)] = &[
+    ("apis.rs", 8),
+    ("auth.rs", 1),
+    ("auth_tls.rs", 1),
+    ("cache.rs", 1),
+    ("chaos.rs", 1),
+    ("cli.rs", 3),
+    ("common/mod.rs", 2),
+    ("conformance.rs", 1),
+    ("consistency.rs", 3),
+    ("consistent.rs", 1),
+    ("consistent_faults.rs", 2),
+    ("failover.rs", 5),
+    ("faults.rs", 5),
+    ("gzip.rs", 2),
+    ("kube136.rs", 2),
+    ("monitoring.rs", 1),
+    ("outage.rs", 2),
+    ("overload.rs", 3),
+    ("persist.rs", 1),
+    ("persist_faults.rs", 1),
+    ("proxy.rs", 3),
+    ("reflector.rs", 4),
+    ("watch.rs", 1),
+    ("watch_drain.rs", 3),
+];
+
+/// The conditions of the `assert!`s in `text` that compare the clock.
+fn clock_asserts(text: &str) -> Vec<String> {
+    let bytes = text.as_bytes();
+    let mut found = Vec::new();
+    let mut from = 0;
+    while let Some(at) = text[from..].find("assert!(") {
+        let start = from + at + "assert!(".len();
+        let (mut depth, mut i, mut cond_end) = (1, start, None);
+        while i < bytes.len() && depth > 0 {
+            match bytes[i] {
+                b'"' => {
+                    i += 1;
+                    while i < bytes.len() && bytes[i] != b'"' {
+                        i += if bytes[i] == b'\\' { 2 } else { 1 };
+                    }
+                }
+                b'(' | b'[' | b'{' => depth += 1,
+                b')' | b']' | b'}' => depth -= 1,
+                b',' if depth == 1 && cond_end.is_none() => cond_end = Some(i),
+                _ => {}
+            }
+            i += 1;
+        }
+        let cond: String = text[start..cond_end.unwrap_or(i.saturating_sub(1))]
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        if [
+            "elapsed() <",
+            "now() <",
+            "took <",
+            "< Duration::",
+            "<= Duration::",
+        ]
+        .iter()
+        .any(|c| cond.contains(c))
+        {
+            found.push(cond);
+        }
+        from = i;
+    }
+    found
+}
+
+#[test]
+fn should_add_no_assert_bounded_by_the_wall_clock() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let mut files = Vec::new();
+    for sub in ["", "common"] {
+        for entry in std::fs::read_dir(dir.join(sub)).unwrap() {
+            let path = entry.unwrap().path();
+            // (This file's own example is in a string.)
+            if path.extension().is_some_and(|e| e == "rs") && !path.ends_with("structure.rs") {
+                files.push(path);
+            }
+        }
+    }
+    let mut over = Vec::new();
+    for path in files {
+        let name = path.strip_prefix(&dir).unwrap().display().to_string();
+        let found = clock_asserts(&std::fs::read_to_string(&path).unwrap());
+        let allowed = CLOCK_ASSERTS
+            .iter()
+            .find(|(f, _)| *f == name)
+            .map_or(0, |(_, n)| *n);
+        if found.len() > allowed {
+            over.push(format!(
+                "{name}: {} (allowed {allowed}): {found:?}",
+                found.len()
+            ));
+        } else if found.len() < allowed {
+            over.push(format!(
+                "{name}: {} now, {allowed} allowed: lower CLOCK_ASSERTS to match",
+                found.len()
+            ));
+        }
+    }
+    assert!(
+        over.is_empty(),
+        "asserts bounded by the wall clock (use common::eventually with a hang guard, paused time, or a benchmark):\n{}",
+        over.join("\n")
+    );
+    let found =
+        clock_asserts("assert!(t.elapsed() < X, \"(a, b)\");\nassert!(ok, \"t.elapsed() < X\");");
+    assert_eq!(found, ["t.elapsed() < X"], "the condition, not the message");
+}
+
 /// With `autotests = false` (one test binary), a file of `tests/` that
 /// `tests/main.rs` does not declare would be neither built nor run, silently.
 #[test]

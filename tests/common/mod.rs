@@ -687,6 +687,10 @@ pub fn metric(text: &str, series: &str) -> Option<f64> {
 
 /// The number of a series that must exist (r8s registers its series at 0):
 /// a renamed or missing series fails the test instead of reading as 0.
+/// The hang guard of a wait with [`eventually`]: what no machine, however
+/// slow or busy, takes for a step the product does in seconds.
+pub const HANG: Duration = Duration::from_secs(120);
+
 /// Waits until `check` returns `Some`, asking every 100 ms, and returns
 /// what it returned. `hang` is a guard against a test that would never end,
 /// not a bound the test asserts: set it far beyond what a slow, busy machine
