@@ -29,20 +29,9 @@ fn cache_header(r: &Resp) -> &str {
 /// `BOUND`); the time it took, for the log.
 async fn within_bound(url: &str, ok: impl Fn(&Resp) -> bool) -> Duration {
     let start = Instant::now();
-    loop {
-        let r = get(url).await;
-        if ok(&r) {
-            return start.elapsed();
-        }
-        assert!(
-            start.elapsed() < BOUND,
-            "{url}: not within {BOUND:?}: {} {} {}",
-            r.status,
-            cache_header(&r),
-            r.text()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let what = format!("{url} answered as the test wants");
+    eventually(&what, BOUND, || async { ok(&get(url).await).then_some(()) }).await;
+    start.elapsed()
 }
 
 /// A watch opened through r8s and answered from its cache, to be read later.

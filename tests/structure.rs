@@ -164,7 +164,7 @@ fn should_decode_the_query_in_one_place() {
 /// with a hang guard (its one such assert), time-dependent logic a unit
 /// test with paused time, a speed a benchmark.
 const CLOCK_ASSERTS: &[(&str, usize)] = &[
-    ("apis.rs", 8),
+    ("apis.rs", 7),
     ("auth.rs", 1),
     ("auth_tls.rs", 1),
     ("cache.rs", 1),
