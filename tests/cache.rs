@@ -11,6 +11,55 @@ fn items(v: &Value) -> Vec<Value> {
     v["items"].as_array().cloned().unwrap_or_default()
 }
 
+/// Lists each of the churn test's 4 workers compares with the upstream's
+/// state at their version: 150 × 4 covers each of its 20 scope and selector
+/// shapes 30 times, at versions the churn spreads over a minute.
+const COMPARISONS_PER_WORKER: usize = 150;
+
+/// A list read without building its tree: its version, and each item's
+/// JSON as sent (the comparison of a few hundred lists a minute is the
+/// churn test's cost, and a tree of every pod dominated it).
+#[derive(serde::Deserialize)]
+struct Listed<'a> {
+    #[serde(borrow)]
+    metadata: ListedMeta<'a>,
+    #[serde(borrow, default)]
+    items: Vec<&'a serde_json::value::RawValue>,
+}
+
+#[derive(serde::Deserialize)]
+struct ListedMeta<'a> {
+    #[serde(rename = "resourceVersion")]
+    resource_version: &'a str,
+}
+
+impl<'a> Listed<'a> {
+    fn of(r: &'a Resp) -> Self {
+        assert!(r.complete, "the list's body was cut short");
+        serde_json::from_slice(&r.body).expect("a list")
+    }
+
+    /// The same items in the same order: byte for byte (the cache serves the
+    /// upstream's bytes), else parsed, so that a difference is shown as one.
+    fn assert_same_items(&self, other: &Listed<'_>, what: &str) {
+        let same = self.items.len() == other.items.len()
+            && self
+                .items
+                .iter()
+                .zip(&other.items)
+                .all(|(a, b)| a.get() == b.get());
+        if !same {
+            let parse = |items: &[&serde_json::value::RawValue]| -> Vec<Value> {
+                items
+                    .iter()
+                    .map(|i| serde_json::from_str(i.get()).unwrap())
+                    .collect()
+            };
+            assert_eq!(parse(&self.items), parse(&other.items), "{what}");
+        }
+    }
+}
+
 /// 300 pods changing 500 times a second (the sim keeps every version, so
 /// it can say its state at any of them), and r8s caching them.
 async fn churning_pods() -> (r8s::sim::SimHandle, R8s) {
@@ -45,8 +94,8 @@ async fn should_serve_only_consistent_snapshots_under_churn() {
         let (r8s_url, sim_url, admin) = (r8s.url(), sim.url(), r8s.admin_url());
         tasks.push(tokio::spawn(async move {
             let mut rvs = Vec::new();
-            for i in 0..500 {
-                let n = worker * 500 + i;
+            for i in 0..COMPARISONS_PER_WORKER {
+                let n = worker * COMPARISONS_PER_WORKER + i;
                 let path = format!(
                     "{}?resourceVersion=0{}",
                     scopes[n % scopes.len()],
@@ -66,26 +115,24 @@ async fn should_serve_only_consistent_snapshots_under_churn() {
                         .collect();
                     panic!("{path} passed through: {m:#?}");
                 }
-                let got = got.json();
-                let rv = got["metadata"]["resourceVersion"]
-                    .as_str()
-                    .unwrap()
-                    .to_string();
+                let got = Listed::of(&got);
+                let rv = got.metadata.resource_version.to_string();
                 let truth = get(&format!("{sim_url}{path}").replace(
                     "resourceVersion=0",
                     &format!("resourceVersion={rv}&resourceVersionMatch=Exact"),
                 ))
                 .await;
                 assert_eq!(truth.status, 200, "{}", truth.text());
-                let truth = truth.json();
+                let truth = Listed::of(&truth);
                 assert_eq!(
-                    truth["metadata"]["resourceVersion"],
-                    got["metadata"]["resourceVersion"]
+                    truth.metadata.resource_version,
+                    got.metadata.resource_version
                 );
-                assert_eq!(
-                    items(&got),
-                    items(&truth),
-                    "{path} at {rv}: the cache's list is the upstream's state at that version"
+                got.assert_same_items(
+                    &truth,
+                    &format!(
+                        "{path} at {rv}: the cache's list is the upstream's state at that version"
+                    ),
                 );
                 rvs.push(rv.parse::<u64>().unwrap());
             }

@@ -25,10 +25,12 @@ pub mod crd;
 pub mod fault;
 pub mod fuzz;
 pub mod kube136;
+pub mod mixed;
 pub mod proxy;
 
 #[allow(unused_imports)]
 pub use auth::AuthFiles;
+pub use mixed::{mixed_selector, selects};
 
 /// A sim for tests: no churn unless asked, short waits.
 pub fn sim_config() -> SimConfig {
@@ -552,45 +554,6 @@ pub async fn truth_at(
         .iter()
         .map(|it| (key_of(it), rv_of(it)))
         .collect()
-}
-
-/// The selectors the watchers spread over: (collection, query). Mostly
-/// narrow, as in a real cluster (kubelets, controllers of one app), with a
-/// few watching everything.
-pub fn mixed_selector(i: usize) -> (String, String) {
-    let ns = format!("ns-{}", i % 4);
-    match i % 100 {
-        0 => ("/api/v1/pods".into(), String::new()),
-        1..=2 => (format!("/api/v1/namespaces/{ns}/pods"), String::new()),
-        3..=4 => (
-            "/api/v1/pods".into(),
-            "&labelSelector=tier%3Dbackend".into(),
-        ),
-        5..=9 => (
-            format!("/api/v1/namespaces/{ns}/pods"),
-            "&labelSelector=tier%20in%20(frontend,cache)".into(),
-        ),
-        10..=39 => (
-            "/api/v1/pods".into(),
-            format!("&fieldSelector=spec.nodeName%3Dnode-{:02}", i % 10),
-        ),
-        40..=69 => (
-            "/api/v1/pods".into(),
-            format!("&fieldSelector=metadata.name%3Dpod-{:05}", (i * 7) % 1000),
-        ),
-        70..=84 => (
-            "/api/v1/pods".into(),
-            format!("&labelSelector=app%3Dapp-{}", i % 20),
-        ),
-        85..=94 => (
-            "/api/v1/pods".into(),
-            format!("&labelSelector=team%3Dteam-{},tier!%3Dbatch", i % 7),
-        ),
-        _ => (
-            format!("/api/v1/namespaces/{ns}/pods"),
-            "&fieldSelector=status.phase%3DRunning".into(),
-        ),
-    }
 }
 
 /// A client following one watch at `url`; its replay (which panics on any
