@@ -232,8 +232,13 @@ async fn r8s_proving(sim: &SimHandle, mode: Prove) -> R8s {
         .await
 }
 
+/// Writes, each followed by a consistent streaming list, in each of the
+/// linearizability tests: 50 of each of the 6 shapes of list (the pods that
+/// they write add up, so every later round lists more).
+const ROUNDS: usize = 300;
+
 /// Every consistent streaming list contains every write acknowledged before
-/// it was sent: 1,000 writes, each followed by a consistent streaming list
+/// it was sent: [`ROUNDS`] writes, each followed by a consistent streaming list
 /// through r8s (JSON and protobuf, all namespaces and one, with and without
 /// a label selector), under 200 writes/s; each answer is exactly the sim's
 /// state at its bookmark's version, which is at or after the write. With the
@@ -305,12 +310,12 @@ async fn linearizable(generation: Generation, mode: Prove, rounds: usize) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn should_contain_every_acknowledged_write_with_a_current_apiserver() {
-    linearizable(Generation::Current, Prove::Auto, 1000).await;
+    linearizable(Generation::Current, Prove::Auto, ROUNDS).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn should_contain_every_acknowledged_write_with_a_pre_131_apiserver_when_forced() {
-    linearizable(Generation::Pre131, Prove::Prove, 1000).await;
+    linearizable(Generation::Pre131, Prove::Prove, ROUNDS).await;
 }
 
 /// `r8s_cache_requests_total` for the watches of `resource` with `result`.
