@@ -114,7 +114,11 @@ async fn should_notice_a_silent_partition_pass_reads_through_and_resume_without_
         async move { (r.last >= want || ended).then_some(r) }
     })
     .await;
-    assert!(!watcher.is_finished(), "the watch ended: {:?}", watcher.await);
+    assert!(
+        !watcher.is_finished(),
+        "the watch ended: {:?}",
+        watcher.await
+    );
     watcher.abort();
     assert!(replay.error.is_none(), "{:?}", replay.error);
     let truth = truth_at(&sim.url(), "/api/v1/pods", "", replay.last).await;

@@ -277,7 +277,9 @@ async fn should_keep_a_protobuf_informer_equal_to_the_upstream_under_churn() {
         .parse()
         .unwrap();
     let mut events = 0;
-    let until = Instant::now() + Duration::from_secs(60);
+    // 20 s of churn, in watches of 5 s resumed from the last version seen
+    // (what is tested is the resumption, not how long it goes on).
+    let until = Instant::now() + Duration::from_secs(20);
     while Instant::now() < until {
         let w = send(
             "GET",
@@ -312,7 +314,7 @@ async fn should_keep_a_protobuf_informer_equal_to_the_upstream_under_churn() {
             }
         }
     }
-    assert!(events > 2000, "the informer saw the churn: {events} events");
+    assert!(events > 600, "the informer saw the churn: {events} events");
     let truth = get(&format!(
         "{}/api/v1/pods?resourceVersion={rv}&resourceVersionMatch=Exact",
         sim.url()
