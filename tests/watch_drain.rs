@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::common::fault::{Forwarder, Observe, Observer};
 use crate::common::*;
@@ -222,11 +222,11 @@ async fn should_drain_watchers_with_a_final_bookmark_and_let_kube_rs_resume_else
     let watching = |want: usize| {
         let admin = b_admin.clone();
         async move {
-            let deadline = Instant::now() + Duration::from_secs(60);
+            let guard = HangGuard::new();
             loop {
                 // A scrape may wait long: 1,000 kube-rs watchers share this
                 // process's runtime with both r8s while they list.
-                let left = deadline.saturating_duration_since(Instant::now());
+                let left = guard.left();
                 let m = send("GET", &format!("{admin}/metrics"), &[], None, left)
                     .await
                     .text();
@@ -234,7 +234,7 @@ async fn should_drain_watchers_with_a_final_bookmark_and_let_kube_rs_resume_else
                 if metric(&m, r#"r8s_watchers{resource="v1/pods"}"#).unwrap_or(0.0) >= want as f64 {
                     return;
                 }
-                assert!(Instant::now() < deadline, "{want} watchers did not open");
+                guard.check(|| format!("{want} watchers did not open"));
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
         }
@@ -250,13 +250,14 @@ async fn should_drain_watchers_with_a_final_bookmark_and_let_kube_rs_resume_else
         .expect("A drained and stopped")
         .unwrap();
     watching(WATCHERS).await;
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let guard = HangGuard::new();
     while seen.b_watches.load(Ordering::Relaxed) < WATCHERS {
-        assert!(
-            Instant::now() < deadline,
-            "watchers resumed at B: {}",
-            seen.b_watches.load(Ordering::Relaxed)
-        );
+        guard.check(|| {
+            format!(
+                "watchers resumed at B: {}",
+                seen.b_watches.load(Ordering::Relaxed)
+            )
+        });
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 
@@ -265,7 +266,7 @@ async fn should_drain_watchers_with_a_final_bookmark_and_let_kube_rs_resume_else
     sim.sim.pause_churn(true);
     let rv = sim.sim.store.current_rv();
     let truth = truth_at(&sim.url(), "/api/v1/pods", "", rv).await;
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let guard = HangGuard::new();
     loop {
         let behind = views
             .iter()
@@ -274,10 +275,9 @@ async fn should_drain_watchers_with_a_final_bookmark_and_let_kube_rs_resume_else
         if behind == 0 {
             break;
         }
-        assert!(
-            Instant::now() < deadline,
-            "{behind} of {WATCHERS} kube-rs watchers do not hold the sim's state at {rv}"
-        );
+        guard.check(|| {
+            format!("{behind} of {WATCHERS} kube-rs watchers do not hold the sim's state at {rv}")
+        });
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 

