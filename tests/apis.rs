@@ -423,7 +423,7 @@ async fn should_pass_through_a_new_crd_over_its_budget_with_a_reason() {
         if metric(&metrics, over).is_some_and(|n| n >= 1.0) {
             break;
         }
-        guard.check(|| format!("{metrics}"));
+        guard.check(|| metrics.to_string());
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     r8s.stop().await;

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::common::*;
 use r8s::config::Config;
@@ -389,21 +389,18 @@ async fn should_answer_401_without_credentials_when_anonymous_is_off() {
     env.sim.stop().await;
 }
 
-/// Polls `path` as `token` until its status is `want`, which must happen
-/// within `ttl` (plus a second of slack for polling and scheduling).
-async fn answered_within(base: &str, path: &str, token: &str, want: u16, ttl: Duration) {
-    let start = Instant::now();
+/// Polls `path` as `token` until its status is `want`: the change upstream
+/// takes effect once the cached answer's TTL has passed. That it does so at
+/// the TTL, to the millisecond, is for the unit tests of src/auth/cache.rs (in paused
+/// time); here a hang guard.
+async fn answered_after_the_ttl(base: &str, path: &str, token: &str, want: u16) {
+    let guard = HangGuard::new();
     loop {
         let r = req("GET", base, path, Some(token), None).await;
         if r.status == want {
             return;
         }
-        assert!(
-            start.elapsed() < ttl + Duration::from_secs(1),
-            "{path} as {token}: still {} after {:?} (TTL {ttl:?})",
-            r.status,
-            start.elapsed()
-        );
+        guard.check(|| format!("{path} as {token}: still {}", r.status));
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -428,14 +425,14 @@ async fn should_stop_revoked_tokens_and_permissions_within_their_ttl() {
     let r = req("GET", &r8s, secrets, Some("carol-token"), None).await;
     assert_eq!((r.status.as_u16(), cache_result(&r)), (200, "hit"));
 
-    // Revoke alice's token upstream: refused by r8s within the token TTL.
+    // Revoke alice's token upstream: refused by r8s once the token TTL has passed.
     std::fs::write(
         &env.tokens,
         format!("{}{}", crate::common::auth::R8S_AND_ADMIN, USERS)
             .replace("alice-token,alice,uid-alice,\n", ""),
     )
     .unwrap();
-    answered_within(&r8s, pods, "alice-token", 401, TTL).await;
+    answered_after_the_ttl(&r8s, pods, "alice-token", 401).await;
     // And stays refused (the rejection is cached, not flapping).
     assert_eq!(
         req("GET", &r8s, pods, Some("alice-token"), None)
@@ -444,9 +441,9 @@ async fn should_stop_revoked_tokens_and_permissions_within_their_ttl() {
         401
     );
 
-    // Remove carol's grant upstream: cached reads stop within the decision TTL.
+    // Remove carol's grant upstream: cached reads stop once the decision TTL has passed.
     std::fs::write(&env.policy, "").unwrap();
-    answered_within(&r8s, secrets, "carol-token", 403, TTL).await;
+    answered_after_the_ttl(&r8s, secrets, "carol-token", 403).await;
     // Her other permissions are untouched.
     assert_eq!(
         req("GET", &r8s, pods, Some("carol-token"), None)

@@ -284,7 +284,7 @@ async fn should_relist_after_410_and_converge_with_deletes() {
             );
             break;
         }
-        guard.check(|| format!("the cache converged after the relist"));
+        guard.check(|| "the cache converged after the relist".into());
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let m = get(&format!("{}/metrics", r8s.admin_url())).await.text();

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::common::fault::{Forwarder, Mode};
+use crate::common::mixed::{mixed_selector, selects};
 use crate::common::*;
 use tokio::sync::Semaphore;
 

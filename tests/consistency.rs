@@ -100,7 +100,7 @@ async fn should_find_nothing_under_churn_and_catch_a_planted_divergence() {
         if got.json()["metadata"]["labels"]["planted"] == "yes" {
             break;
         }
-        guard.check(|| format!("the relist did not bring the planted change"));
+        guard.check(|| "the relist did not bring the planted change".into());
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
@@ -124,7 +124,7 @@ async fn should_find_nothing_under_churn_and_catch_a_planted_divergence() {
     let before = sample(&metrics().await, &series("equal"));
     let guard = HangGuard::new();
     while sample(&metrics().await, &series("equal")) < before + 1.0 {
-        guard.check(|| format!("no equal check after the relist"));
+        guard.check(|| "no equal check after the relist".into());
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     r.stop().await;

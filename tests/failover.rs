@@ -289,11 +289,9 @@ async fn should_fail_over_from_a_silent_server_without_going_back() {
         touch(&t.sim, "ns-2", "pod-00002", writes);
         writes += 1;
         let cut = Instant::now();
+        let guard = HangGuard::new();
         while t.down[survivor].bytes_to_clients() <= before {
-            assert!(
-                cut.elapsed() < Duration::from_secs(20),
-                "{what}: A never left the silent server"
-            );
+            guard.check(|| format!("{what}: A never left the silent server"));
             if let Some(v) = t.a_version().await {
                 assert!(v >= served, "{what}: A served {v} after {served}");
                 served = v;
@@ -341,21 +339,16 @@ async fn should_answer_a_streaming_list_of_a_version_not_reached_as_the_cacher_d
     );
     let mut bodies = Vec::new();
     for base in [sim.url(), r8s.url()] {
-        let t0 = Instant::now();
+        // The ERROR comes after the wait for the version (0.3 s on the sim,
+        // 0.2 s on r8s in tests), not at the watch's end: read for 25 s of
+        // its 30, an ERROR sent at the end would not be seen.
         let (replay, served) = watch_replay(
             &format!("{base}{path}"),
             Replay::streaming(),
-            Duration::from_secs(10),
+            Duration::from_secs(25),
             &base,
         )
         .await;
-        // The ERROR comes after the wait for the version (0.3 s on the sim,
-        // 0.2 s on r8s in tests), not at the watch's end.
-        assert!(
-            t0.elapsed() < Duration::from_secs(5),
-            "{base}: {:?}",
-            t0.elapsed()
-        );
         assert_eq!(replay.events, 0, "{base}");
         let err = replay
             .error

@@ -46,15 +46,16 @@ async fn should_notice_a_silent_partition_pass_reads_through_and_resume_without_
     for n in 0..20 {
         touch(&sim, "ns-1", "pod-00001", n);
     }
+    // Stale once silent past cache.max_staleness_seconds: to the
+    // millisecond in src/cache/staleness.rs's unit test (paused time); here, it
+    // happens.
+    let guard = HangGuard::new();
     let (code, why) = loop {
         let (code, why) = readyz(&r8s).await;
         if code != 200 {
             break (code, why);
         }
-        assert!(
-            cut.elapsed() < Duration::from_secs(MAX_STALENESS + 4),
-            "a silent partition goes unnoticed past cache.max_staleness_seconds"
-        );
+        guard.check(|| "a silent partition goes unnoticed".into());
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     let noticed = cut.elapsed();
@@ -91,12 +92,10 @@ async fn should_notice_a_silent_partition_pass_reads_through_and_resume_without_
     tokio::time::sleep(PARTITION.saturating_sub(cut.elapsed())).await;
     fwd.set(Mode::Pass);
     let healed = Instant::now();
+    let guard = HangGuard::new();
     while readyz(&r8s).await.0 != 200 {
-        assert!(
-            healed.elapsed() < Duration::from_secs(MAX_STALENESS + 10),
-            "not ready again after the partition healed: {}",
-            readyz(&r8s).await.1
-        );
+        let why = readyz(&r8s).await.1;
+        guard.check(|| format!("not ready again after the partition healed: {why}"));
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let recovered = healed.elapsed();
@@ -174,7 +173,7 @@ async fn should_serve_a_stale_cache_with_a_warning_when_told() {
     );
 
     fwd.set(Mode::Stall);
-    let cut = Instant::now();
+    let guard = HangGuard::new();
     let list = loop {
         let list = get(&format!(
             "{}/api/v1/configmaps?resourceVersion=0",
@@ -184,10 +183,7 @@ async fn should_serve_a_stale_cache_with_a_warning_when_told() {
         if list.headers.get("warning").is_some() {
             break list;
         }
-        assert!(
-            cut.elapsed() < Duration::from_secs(MAX_STALENESS + 6),
-            "never warned of a stale cache"
-        );
+        guard.check(|| "never warned of a stale cache".into());
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     assert_eq!(list.status, 200);
@@ -222,7 +218,7 @@ async fn should_serve_a_stale_cache_with_a_warning_when_told() {
 
     // Heard again: no warning.
     fwd.set(Mode::Pass);
-    let healed = Instant::now();
+    let guard = HangGuard::new();
     while get(&format!(
         "{}/api/v1/configmaps?resourceVersion=0",
         r8s.url()
@@ -231,7 +227,7 @@ async fn should_serve_a_stale_cache_with_a_warning_when_told() {
     .headers
     .contains_key("warning")
     {
-        assert!(healed.elapsed() < Duration::from_secs(MAX_STALENESS + 30));
+        guard.check(|| "still warned of a stale cache after it heard again".into());
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     r8s.stop().await;

@@ -40,7 +40,7 @@ async fn stalled_list(addr: std::net::SocketAddr, path: &str) -> TcpStream {
             return c;
         }
         // Refused (another list held the slot): ask again.
-        guard.check(|| format!("a stalled list was never admitted"));
+        guard.check(|| "a stalled list was never admitted".into());
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -76,7 +76,7 @@ async fn should_refuse_large_lists_past_the_bound_with_the_apiservers_429() {
             break r;
         }
         assert_eq!(r.status, 200, "{}", r.text());
-        guard.check(|| format!("a third large list was never refused"));
+        guard.check(|| "a third large list was never refused".into());
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     // The apiserver's answer when priority and fairness has no seat.
@@ -119,7 +119,7 @@ async fn should_refuse_large_lists_past_the_bound_with_the_apiservers_429() {
             break;
         }
         assert_eq!(r.status, 429);
-        guard.check(|| format!("the slot was never given back"));
+        guard.check(|| "the slot was never given back".into());
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     r8s.stop().await;

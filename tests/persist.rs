@@ -174,7 +174,7 @@ async fn should_come_back_warm_after_a_restart_under_churn() {
     };
     let guard = HangGuard::new();
     while !checked(&metrics_of(&r2).await) {
-        guard.check(|| format!("no consistency check after the warm start"));
+        guard.check(|| "no consistency check after the warm start".into());
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     println!(

@@ -282,7 +282,7 @@ async fn should_serve_its_snapshot_while_the_upstream_is_down_with_serve_stale()
     link.set(Mode::Pass);
     let guard = HangGuard::new();
     while get(&format!("{admin_url}/readyz")).await.status != 200 {
-        guard.check(|| format!("not ready after the upstream came back"));
+        guard.check(|| "not ready after the upstream came back".into());
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     r.stop().await;

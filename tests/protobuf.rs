@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use crate::common::wire::{Object as Pod, ObjectList as PodList, ObjectMeta, Unknown, WatchEvent};
 use crate::common::*;
 use base64::Engine;
 use bytes::BytesMut;
@@ -12,71 +13,6 @@ use prost::Message;
 use r8s::codec::protobuf as pb;
 
 const PROTOBUF: &str = "application/vnd.kubernetes.protobuf, */*";
-
-#[derive(Clone, PartialEq, Message)]
-struct TypeMeta {
-    #[prost(string, optional, tag = "1")]
-    api_version: Option<String>,
-    #[prost(string, optional, tag = "2")]
-    kind: Option<String>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-struct Unknown {
-    #[prost(message, optional, tag = "1")]
-    type_meta: Option<TypeMeta>,
-    #[prost(bytes = "vec", optional, tag = "2")]
-    raw: Option<Vec<u8>>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-struct ObjectMeta {
-    #[prost(string, optional, tag = "1")]
-    name: Option<String>,
-    #[prost(string, optional, tag = "3")]
-    namespace: Option<String>,
-    #[prost(string, optional, tag = "6")]
-    resource_version: Option<String>,
-    #[prost(btree_map = "string, string", tag = "12")]
-    annotations: BTreeMap<String, String>,
-}
-
-/// A Pod as an informer keeping only metadata decodes it (prost skips the rest).
-#[derive(Clone, PartialEq, Message)]
-struct Pod {
-    #[prost(message, optional, tag = "1")]
-    metadata: Option<ObjectMeta>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-struct ListMeta {
-    #[prost(string, optional, tag = "2")]
-    resource_version: Option<String>,
-    #[prost(string, optional, tag = "3")]
-    cont: Option<String>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-struct PodList {
-    #[prost(message, optional, tag = "1")]
-    metadata: Option<ListMeta>,
-    #[prost(message, repeated, tag = "2")]
-    items: Vec<Pod>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-struct RawExtension {
-    #[prost(bytes = "vec", optional, tag = "1")]
-    raw: Option<Vec<u8>>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-struct WatchEvent {
-    #[prost(string, optional, tag = "1")]
-    r#type: Option<String>,
-    #[prost(message, optional, tag = "2")]
-    object: Option<RawExtension>,
-}
 
 /// A body's `runtime.Unknown` (after the `k8s\0` magic).
 fn unknown(body: &[u8]) -> Unknown {

@@ -38,7 +38,9 @@ async fn should_relay_each_watch_event_before_the_next_exists() {
     let mut body = resp.into_body();
     let written = Instant::now();
     touch_pod(&sim, "pod-00000", 1);
-    let frame = tokio::time::timeout(Duration::from_secs(2), body.frame())
+    // The upstream sends nothing more until the next write: a first event
+    // held back (buffered) would never come, and the hang guard fails it.
+    let frame = tokio::time::timeout(HANG, body.frame())
         .await
         .expect("the first event arrives while the upstream has sent nothing after it")
         .unwrap()
@@ -53,7 +55,7 @@ async fn should_relay_each_watch_event_before_the_next_exists() {
     );
     // Only now does the upstream produce a second event.
     touch_pod(&sim, "pod-00000", 2);
-    let second = tokio::time::timeout(Duration::from_secs(2), body.frame())
+    let second = tokio::time::timeout(HANG, body.frame())
         .await
         .unwrap()
         .unwrap()
@@ -77,9 +79,8 @@ async fn closed_port() -> u16 {
 async fn should_answer_503_naming_an_unreachable_upstream() {
     let port = closed_port().await;
     let r8s = start_r8s(vec![format!("http://127.0.0.1:{port}")]).await;
-    let start = Instant::now();
+    // (`get` gives up at its own limit: a hang fails there.)
     let r = get(&format!("{}/api/v1/pods", r8s.url())).await;
-    assert!(start.elapsed() < Duration::from_secs(5), "never a hang");
     assert_eq!(r.status, 503);
     let s = r.json();
     assert_eq!(s["kind"], "Status");
@@ -210,7 +211,7 @@ async fn should_export_health_and_request_metrics() {
     assert_eq!(get(&format!("{}/livez", r8s.admin_url())).await.status, 200);
     let guard = HangGuard::new();
     while get(&format!("{}/readyz", r8s.admin_url())).await.status != 200 {
-        guard.check(|| format!("ready once the upstream answered /version"));
+        guard.check(|| "ready once the upstream answered /version".into());
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let _ = get(&format!("{}/api/v1/namespaces/ns-0/pods", r8s.url())).await;
@@ -274,7 +275,7 @@ async fn should_feed_a_kube_rs_reflector_through_r8s() {
         if seen {
             break;
         }
-        guard.check(|| format!("the reflector saw the change through r8s"));
+        guard.check(|| "the reflector saw the change through r8s".into());
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     task.abort();

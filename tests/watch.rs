@@ -214,7 +214,7 @@ async fn should_answer_too_old_watches_with_410_when_configured() {
         Duration::from_secs(5),
     )
     .await;
-    guard.check(|| format!("answered at once"));
+    guard.check(|| "answered at once".into());
     assert_eq!(w.status, 200);
     assert_eq!(w.headers["x-r8s-cache"], "hit");
     let e = events(&w);

@@ -9,7 +9,11 @@ use std::collections::HashMap;
 use std::hash::Hash;
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+// The runtime's clock: paused in the tests, so TTLs and windows are
+// checked to the millisecond whatever the machine's load.
+use tokio::time::Instant;
 
 use crate::sync::MutexExt;
 use futures_util::FutureExt;
@@ -263,7 +267,7 @@ mod tests {
         ReviewError::unavailable("upstream 127.0.0.1:1 is unreachable")
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn should_reuse_an_expired_allowing_answer_while_the_upstream_is_down() {
         let c = stale_cache(10, 20, 20, 60_000);
         assert_eq!(c.get_or_review(&1, || async { Ok(true) }).await.0, Ok(true));
@@ -275,7 +279,7 @@ mod tests {
         );
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn should_never_reuse_a_denial_or_an_answer_refused_by_the_upstream() {
         let c = stale_cache(10, 20, 20, 60_000);
         assert_eq!(
@@ -310,7 +314,7 @@ mod tests {
         );
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn should_fail_a_key_never_reviewed_while_the_upstream_is_down() {
         let c = stale_cache(10, 20, 20, 60_000);
         assert_eq!(
@@ -319,7 +323,7 @@ mod tests {
         );
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn should_stop_reusing_once_the_window_after_the_review_has_passed() {
         let c = stale_cache(10, 20, 20, 100);
         c.get_or_review(&1, || async { Ok(true) }).await.0.unwrap();
@@ -349,7 +353,7 @@ mod tests {
         );
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn should_review_as_before_while_the_upstream_is_healthy() {
         let c = stale_cache(10, 20, 20, 60_000);
         c.get_or_review(&1, || async { Ok(true) }).await.0.unwrap();
@@ -366,7 +370,7 @@ mod tests {
         );
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn should_share_one_review_between_concurrent_misses() {
         let c = cache(10, 60_000, 60_000);
         let calls = Arc::new(AtomicUsize::new(0));
@@ -390,7 +394,7 @@ mod tests {
         assert_eq!((v, how), (Ok(true), Lookup::Cached));
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn should_expire_by_answer_and_not_cache_errors() {
         let c = cache(10, 60_000, 30);
         assert_eq!(
@@ -413,7 +417,7 @@ mod tests {
         );
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn should_stay_within_its_size() {
         let c = cache(3, 60_000, 60_000);
         for k in 0..10 {

@@ -334,8 +334,6 @@ pub struct History {
 /// What an append did.
 #[derive(Debug)]
 pub struct Appended {
-    /// Change in the bytes the log holds.
-    pub held: isize,
     /// The triggers the new events concern.
     pub touched: Vec<Trigger>,
     /// A quarter of the log has been appended since the last refresh: every
@@ -389,8 +387,8 @@ impl History {
     }
 
     /// Drops everything; the log is complete from `rv` on (a first sync, an eviction).
-    pub fn restart_at(&mut self, rv: u64) -> usize {
-        let held = std::mem::take(&mut self.bytes);
+    pub fn restart_at(&mut self, rv: u64) {
+        self.bytes = 0;
         // One past the end: a watcher caught up with the old log (its cursor
         // at the old end) no longer holds a place in the new one.
         self.first_seq = self.end() + 1;
@@ -398,7 +396,6 @@ impl History {
         self.index.clear();
         self.gaps.clear();
         self.from = rv;
-        held
     }
 
     /// A relist moved the cache from `from` to `to` without the events between.
@@ -410,7 +407,7 @@ impl History {
 
     /// Appends events (serializing each once) and trims to the bounds.
     pub fn append(&mut self, events: Vec<Event>, pods: bool) -> Appended {
-        let mut held: isize = 0;
+        let mut added = 0;
         let mut touched = Vec::new();
         for mut e in events {
             e.seq = self.end();
@@ -431,14 +428,14 @@ impl History {
             }
             touched.extend_from_slice(&t);
             e.triggers = t.into_boxed_slice();
-            held += e.held_bytes() as isize;
+            added += e.held_bytes();
             self.events.push_back(Arc::new(e));
         }
-        self.bytes = (self.bytes as isize + held).max(0) as usize;
+        self.bytes += added;
         while self.events.len() > self.max_events
             || (self.max_bytes > 0 && self.bytes > self.max_bytes && self.events.len() > 1)
         {
-            held -= self.pop_front() as isize;
+            self.pop_front();
         }
         touched.sort_unstable();
         touched.dedup();
@@ -449,11 +446,7 @@ impl History {
         if refresh {
             self.next_refresh = self.end() + (self.events.len() as u64 / 4).max(1);
         }
-        Appended {
-            held,
-            touched,
-            refresh,
-        }
+        Appended { touched, refresh }
     }
 
     /// Drops the oldest events until the log holds at most `max` bytes (it

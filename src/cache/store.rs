@@ -497,9 +497,7 @@ impl Store {
         let v = st.current.clone();
         self.expire_pins(st, Instant::now());
         st.serving = st.serving.applied(ready);
-        let Appended {
-            touched, refresh, ..
-        } = st.history.append(events, self.node_index);
+        let Appended { touched, refresh } = st.history.append(events, self.node_index);
         // The budget counts what the store holds now, as the lock is let go.
         drop(guard);
         self.rv.send_replace(v.rv);

@@ -4,12 +4,11 @@
 //! and compared field by field. Each `compare` returns the differences
 //! found, in words.
 
-use std::collections::BTreeMap;
-
 use prost::Message;
 use serde_json::{Value, json};
 
 use super::Resp;
+use super::wire::{ListMeta, MetaList, Object as PartialObjectMetadata, Unknown, WatchEvent};
 
 /// The differences between the apiserver's answer to a get or list and
 /// r8s's; `floor`: what the list's version must be.
@@ -26,82 +25,6 @@ pub fn compare_watch(theirs: &Resp, ours: &Resp, floor: Floor) -> Vec<String> {
     let mut out = Vec::new();
     compare_watch_into(&mut out, theirs, ours, floor);
     out
-}
-
-// Protobuf messages as a client declares them (k8s.io/apimachinery's
-// runtime.Unknown, ListMeta, PartialObjectMetadata(List), WatchEvent).
-
-#[derive(Clone, PartialEq, Message)]
-struct TypeMeta {
-    #[prost(string, optional, tag = "1")]
-    api_version: Option<String>,
-    #[prost(string, optional, tag = "2")]
-    kind: Option<String>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-struct Unknown {
-    #[prost(message, optional, tag = "1")]
-    type_meta: Option<TypeMeta>,
-    #[prost(bytes = "vec", optional, tag = "2")]
-    raw: Option<Vec<u8>>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-struct ListMeta {
-    #[prost(string, optional, tag = "2")]
-    resource_version: Option<String>,
-    #[prost(string, optional, tag = "3")]
-    cont: Option<String>,
-    #[prost(int64, optional, tag = "4")]
-    remaining_item_count: Option<i64>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-struct ObjectMetaBytes {
-    /// The item's `metadata`, as bytes: compared whole.
-    #[prost(bytes = "vec", optional, tag = "1")]
-    metadata: Option<Vec<u8>>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-struct MetaList {
-    #[prost(message, optional, tag = "1")]
-    metadata: Option<ListMeta>,
-    #[prost(message, repeated, tag = "2")]
-    items: Vec<ObjectMetaBytes>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-struct RawExtension {
-    #[prost(bytes = "vec", optional, tag = "1")]
-    raw: Option<Vec<u8>>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-struct WatchEvent {
-    #[prost(string, optional, tag = "1")]
-    r#type: Option<String>,
-    #[prost(message, optional, tag = "2")]
-    object: Option<RawExtension>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-struct ObjectMeta {
-    #[prost(string, optional, tag = "1")]
-    name: Option<String>,
-    #[prost(string, optional, tag = "3")]
-    namespace: Option<String>,
-    #[prost(string, optional, tag = "6")]
-    resource_version: Option<String>,
-    #[prost(btree_map = "string, string", tag = "12")]
-    annotations: BTreeMap<String, String>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-struct PartialObjectMetadata {
-    #[prost(message, optional, tag = "1")]
-    metadata: Option<ObjectMeta>,
 }
 
 /// The body as a client reads it: inflated where gzipped.

@@ -27,10 +27,10 @@ pub mod fuzz;
 pub mod kube136;
 pub mod mixed;
 pub mod proxy;
+pub mod wire;
 
 #[allow(unused_imports)]
 pub use auth::AuthFiles;
-pub use mixed::{mixed_selector, selects};
 
 /// A sim for tests: no churn unless asked, short waits.
 pub fn sim_config() -> SimConfig {
@@ -163,7 +163,7 @@ impl R8sBuilder {
         if wait {
             let guard = HangGuard::new();
             while get(&format!("{}/readyz", r.admin_url())).await.status != StatusCode::OK {
-                guard.check(|| format!("caches did not sync"));
+                guard.check(|| "caches did not sync".into());
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         }
