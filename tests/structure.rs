@@ -167,6 +167,8 @@ const CLOCK_ASSERTS: &[(&str, usize)] = &[
     ("tests/common/mod.rs", 1),
     // A jittered wait drawn (no clock read), and a wait in paused time.
     ("src/upstream/reflector/backoff.rs", 2),
+    // The recovery table's backoffs, measured in paused time.
+    ("src/upstream/reflector/recover_tests.rs", 2),
 ];
 
 /// The conditions of the `assert!`s in `text` that compare the clock.

@@ -343,6 +343,9 @@ pub async fn churn(sim: Arc<Sim>) {
             _ = tick.tick() => {}
             _ = sim.shutdown().wait() => return,
         }
+        // No await below: the guard is held for one write, and
+        // `pause_churn` waits for it.
+        let _writing = sim.churn_write();
         if sim.churn_paused() {
             continue;
         }

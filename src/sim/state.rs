@@ -140,6 +140,9 @@ pub struct Sim {
     refuse_watches: std::sync::atomic::AtomicBool,
     /// While set, the background churn writes nothing.
     churn_paused: std::sync::atomic::AtomicBool,
+    /// Held by the churn while it decides and makes one write: pausing
+    /// takes it, so that no write already under way lands after the pause.
+    churn_writing: Mutex<()>,
     /// Objects the background churn leaves alone (a test's planted change).
     spared: Mutex<std::collections::HashSet<String>>,
     /// While true, watches deliver nothing (the sim has fallen behind).
@@ -190,6 +193,7 @@ impl Sim {
             watch_epoch: tokio::sync::watch::channel(0).0,
             refuse_watches: std::sync::atomic::AtomicBool::new(false),
             churn_paused: std::sync::atomic::AtomicBool::new(false),
+            churn_writing: Mutex::new(()),
             spared: Mutex::new(std::collections::HashSet::new()),
             held: tokio::sync::watch::channel(false).0,
             progress: std::sync::atomic::AtomicU64::new(0),
@@ -300,6 +304,13 @@ impl Sim {
     pub fn pause_churn(&self, paused: bool) {
         self.churn_paused
             .store(paused, std::sync::atomic::Ordering::SeqCst);
+        // A write the churn had begun before the flag is done when this returns.
+        drop(self.churn_writing.locked());
+    }
+
+    /// Held while the churn makes one write (see [`Sim::pause_churn`]).
+    pub(super) fn churn_write(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.churn_writing.locked()
     }
 
     /// Whether the churn is paused.

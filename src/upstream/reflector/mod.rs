@@ -40,6 +40,8 @@
 
 mod backoff;
 mod list;
+#[cfg(test)]
+mod recover_tests;
 mod request;
 mod watch;
 
