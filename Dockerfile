@@ -12,7 +12,9 @@ ENV BUILD_GIT_COMMIT=${BUILD_GIT_COMMIT}
 COPY Cargo.toml Cargo.lock build.rs ./
 COPY src ./src
 COPY benches ./benches
-RUN cargo build --release --locked \
+# Without the default `sim` feature: the product, not the built-in upstream
+# (`r8s sim` and `r8s demo` are for developers' builds).
+RUN cargo build --release --locked --no-default-features \
  && cp target/release/r8s /r8s
 
 FROM gcr.io/distroless/cc-debian12:nonroot

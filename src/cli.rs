@@ -32,8 +32,10 @@ pub enum Command {
     /// Run the r8s daemon in front of an upstream kube-apiserver.
     Serve(ServeArgs),
     /// Run the built-in upstream alone: an in-memory kube-apiserver stand-in for tests and benchmarks.
+    #[cfg(feature = "sim")]
     Sim(SimArgs),
     /// Run the built-in upstream with sample objects and r8s in front of it, and print what to try.
+    #[cfg(feature = "sim")]
     Demo(DemoArgs),
     /// Inspect the configuration.
     #[command(subcommand)]

@@ -47,6 +47,7 @@ pub mod cache;
 pub mod cli;
 pub mod codec;
 pub mod config;
+#[cfg(feature = "sim")]
 pub mod demo;
 pub mod metrics;
 pub mod notify;
@@ -54,6 +55,7 @@ pub mod persist;
 pub mod serve;
 pub mod server;
 pub mod shutdown;
+#[cfg(feature = "sim")]
 pub mod sim;
 pub mod sync;
 pub mod tls;

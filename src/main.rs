@@ -3,8 +3,12 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use r8s::cli::{Cli, Command, ConfigCommand, ServeArgs, SimArgs};
-use r8s::{Listeners, config, shutdown, sim};
+#[cfg(feature = "sim")]
+use r8s::cli::SimArgs;
+use r8s::cli::{Cli, Command, ConfigCommand, ServeArgs};
+#[cfg(feature = "sim")]
+use r8s::sim;
+use r8s::{Listeners, config, shutdown};
 
 /// Exit code for bad usage or configuration (as clap uses for bad flags).
 const EXIT_CONFIG: u8 = 2;
@@ -104,7 +108,9 @@ fn main() -> ExitCode {
                     Err(e) => fail(EXIT_CONFIG, e),
                 }
             }
+            #[cfg(feature = "sim")]
             Command::Sim(args) => run_sim(args).await,
+            #[cfg(feature = "sim")]
             Command::Demo(args) => {
                 init_logging("info");
                 match r8s::demo::run(args).await {
@@ -158,6 +164,7 @@ async fn serve(args: ServeArgs) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+#[cfg(feature = "sim")]
 async fn run_sim(args: SimArgs) -> ExitCode {
     init_logging("info");
     let listener = match tokio::net::TcpListener::bind(args.listen).await {

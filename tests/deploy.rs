@@ -579,8 +579,9 @@ async fn should_answer_dry_run_writes_as_the_apiserver_does() {
 /// The Dockerfile, checked without a Docker engine (none runs here or in CI):
 /// what it copies is in the repository, a directory holding only that is a
 /// complete Cargo project (cargo finds every target it declares, and the
-/// lockfile in step), its user is numeric and not root (so Kubernetes can
-/// check `runAsNonRoot`), and its command's flags are r8s's own.
+/// lockfile in step), it builds the release without the sim, its user is
+/// numeric and not root (so Kubernetes can check `runAsNonRoot`), and its
+/// command's flags are r8s's own.
 #[test]
 fn should_give_the_dockerfile_a_complete_build_context() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -615,6 +616,16 @@ fn should_give_the_dockerfile_a_complete_build_context() {
         }
     }
     assert!(copied.iter().any(|c| c == "src"), "{copied:?}");
+    // The product without the built-in upstream: the default `sim` feature
+    // off (`.ci/run` lints that build; src/lib.rs compiles the sim only with it).
+    let build = dockerfile
+        .lines()
+        .find(|l| l.contains("cargo build"))
+        .expect("a cargo build");
+    assert!(
+        build.contains("--release") && build.contains("--no-default-features"),
+        "{build}"
+    );
     // Cargo reads the manifest, finds every target it declares and checks the
     // lockfile before it picks what to build; asking for a binary that does
     // not exist stops it right there, having compiled nothing.

@@ -72,6 +72,27 @@ fn should_have_no_import_cycles_between_files() {
     );
 }
 
+/// The built-in upstream is compiled only with the default `sim` feature:
+/// a build without it (the image's) has no sim and no demo. (That nothing
+/// else uses them is the layer test's below.)
+#[test]
+fn should_compile_the_sim_only_with_its_feature() {
+    let lib =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs")).unwrap();
+    let lines: Vec<&str> = lib.lines().collect();
+    for m in ["pub mod sim;", "pub mod demo;"] {
+        let at = lines
+            .iter()
+            .position(|l| l.trim() == m)
+            .unwrap_or_else(|| panic!("src/lib.rs declares no `{m}`"));
+        assert_eq!(
+            lines[at - 1].trim(),
+            "#[cfg(feature = \"sim\")]",
+            "src/lib.rs: `{m}` only with the sim feature"
+        );
+    }
+}
+
 #[test]
 fn should_stack_top_level_modules_in_layers() {
     let c = Crate::read();
