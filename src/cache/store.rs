@@ -92,6 +92,22 @@ pub struct Limits {
     pub serve_stale: bool,
 }
 
+#[cfg(test)]
+impl Limits {
+    /// A unit test's store: a minute's retention of at most `max_retained`
+    /// versions, `history_events` events, no byte bound, never stale.
+    pub(crate) fn for_tests(max_retained: usize, history_events: usize) -> Self {
+        Limits {
+            retention: Duration::from_secs(60),
+            max_retained,
+            history_events,
+            history_bytes: 0,
+            max_staleness: Duration::ZERO,
+            serve_stale: false,
+        }
+    }
+}
+
 /// Everything a new store is made from, by name.
 #[derive(Debug, Clone)]
 pub struct Options {

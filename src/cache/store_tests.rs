@@ -35,14 +35,7 @@ fn store(limits: Limits) -> (Writer, Arc<Store>) {
 }
 
 pub(super) fn limits(history_events: usize) -> Limits {
-    Limits {
-        retention: Duration::from_secs(60),
-        max_retained: 100,
-        history_events,
-        history_bytes: 0,
-        max_staleness: Duration::ZERO,
-        serve_stale: false,
-    }
+    Limits::for_tests(100, history_events)
 }
 
 fn obj(name: &str, rv: u64) -> Arc<CachedObject> {

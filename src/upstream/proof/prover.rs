@@ -307,14 +307,7 @@ mod tests {
     use crate::metrics::StoreLabels;
 
     fn store(rv: u64, encoding: Encoding) -> (Writer, Arc<Store>) {
-        let limits = Limits {
-            retention: Duration::from_secs(60),
-            max_retained: 10,
-            history_events: 100,
-            history_bytes: 0,
-            max_staleness: Duration::ZERO,
-            serve_stale: false,
-        };
+        let limits = Limits::for_tests(10, 100);
         let (mut w, s) = Store::new(Options {
             limits,
             budget: Budget::unlimited(),

@@ -35,14 +35,7 @@ async fn reflector(servers: usize) -> Reflector {
     };
     let upstream = Arc::new(Upstream::new(&config).await.unwrap());
     let (writer, _store) = Store::new(Options {
-        limits: Limits {
-            retention: Duration::from_secs(60),
-            max_retained: 10,
-            history_events: 100,
-            history_bytes: 0,
-            max_staleness: Duration::ZERO,
-            serve_stale: false,
-        },
+        limits: Limits::for_tests(10, 100),
         budget: Budget::unlimited(),
         encoding: Encoding::Json,
         node_index: false,
@@ -97,6 +90,13 @@ async fn recover(r: &mut Reflector, error: StepError, retry: Retry) -> (String, 
     let began = Instant::now();
     let next = r.recover(Failed { error, retry }, &signal).await;
     (named(&next), began.elapsed())
+}
+
+/// The state `error` leads to where `retry` stood, shutdown having come.
+async fn recover_at_shutdown(r: &mut Reflector, error: StepError, retry: Retry) -> String {
+    let (trigger, signal) = shutdown::channel();
+    trigger.fire();
+    named(&r.recover(Failed { error, retry }, &signal).await)
 }
 
 /// What "retry at once" means where `retry` stood.
@@ -256,18 +256,10 @@ async fn should_back_off_doubling_then_retry_after_a_failure() {
         let (_, waited) = recover(&mut r, StepError::Failed("503".into()), retry).await;
         assert!(waited <= Duration::from_millis(200), "{waited:?}");
         assert_eq!(r.backoff.next(), Duration::from_millis(400));
-        let (trigger, signal) = shutdown::channel();
-        trigger.fire();
-        let next = r
-            .recover(
-                Failed {
-                    error: StepError::Failed("503".into()),
-                    retry,
-                },
-                &signal,
-            )
-            .await;
-        assert_eq!(named(&next), "Stopped");
+        assert_eq!(
+            recover_at_shutdown(&mut r, StepError::Failed("503".into()), retry).await,
+            "Stopped"
+        );
     }
 }
 
@@ -292,17 +284,9 @@ async fn should_keep_the_cache_and_back_off_when_the_upstream_is_behind() {
         let (_, waited) = recover(&mut r, StepError::Failed("503".into()), retry).await;
         assert!(waited <= bound * 2, "not from the start: {waited:?}");
         assert_eq!(r.backoff.next(), bound * 4);
-        let (trigger, signal) = shutdown::channel();
-        trigger.fire();
-        let next = r
-            .recover(
-                Failed {
-                    error: StepError::Behind("older".into()),
-                    retry,
-                },
-                &signal,
-            )
-            .await;
-        assert_eq!(named(&next), "Stopped");
+        assert_eq!(
+            recover_at_shutdown(&mut r, StepError::Behind("older".into()), retry).await,
+            "Stopped"
+        );
     }
 }
