@@ -6,7 +6,7 @@ use crate::common::fuzz::{Report, hammer, targets};
 use crate::common::*;
 
 /// Inputs per target here (the bench runs 10 million).
-const INPUTS: u64 = 20_000;
+const INPUTS: u64 = 10_000;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn should_never_panic_on_mutated_input_in_any_parser() {

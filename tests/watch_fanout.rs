@@ -1,5 +1,5 @@
 //! Many watchers, one upstream watch: 1,000 concurrent watchers with mixed
-//! selectors under churn for half a minute, across a forced relist and an upstream
+//! selectors under churn for 20 s, across a forced relist and an upstream
 //! outage, directly and through a second r8s (tiered fan-out). Every
 //! watcher's stream, applied in order, must reproduce the upstream's state
 //! (restricted to its selector) at its last version.
@@ -70,19 +70,19 @@ async fn run_fanout(tiered: bool) {
         }));
     }
 
-    // Half a minute of churn, with a forced relist and an upstream outage in it.
-    tokio::time::sleep(Duration::from_secs(8)).await;
+    // 20 s of churn, with a forced relist and an upstream outage in it.
+    tokio::time::sleep(Duration::from_secs(5)).await;
     // The reflector misses 3 s of writes (deletes among them), then may not
     // resume: it must relist, and turn the difference into events.
     sim.sim.interrupt_watches(true);
     tokio::time::sleep(Duration::from_secs(3)).await;
     sim.sim.store.expire_watches();
     sim.sim.accept_watches();
-    tokio::time::sleep(Duration::from_secs(6)).await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
     sim.sim.interrupt_watches(true);
     tokio::time::sleep(Duration::from_secs(3)).await;
     sim.sim.accept_watches();
-    tokio::time::sleep(Duration::from_secs(8)).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
     sim.sim.pause_churn(true);
     let end_rv = sim.sim.store.current_rv();
 
@@ -151,8 +151,9 @@ async fn run_fanout(tiered: bool) {
             "{label} watcher {i} ({collection}{sel}): its stream replays to the upstream's state at {end_rv}"
         );
     }
+    eprintln!("{label}: {total_events} events delivered");
     assert!(
-        total_events > WATCHERS * 20,
+        total_events > WATCHERS * 10,
         "{label}: the watchers saw the churn ({total_events} events)"
     );
     let m = get(&format!("{}/metrics", first.admin_url())).await.text();
