@@ -12,6 +12,9 @@ ENV BUILD_GIT_COMMIT=${BUILD_GIT_COMMIT}
 COPY Cargo.toml Cargo.lock build.rs ./
 COPY src ./src
 COPY benches ./benches
+# The workspace's other member (the sim): Cargo reads its manifest even to
+# build r8s without it.
+COPY sim ./sim
 # Without the default `sim` feature: the product, not the built-in upstream
 # (`r8s sim` and `r8s demo` are for developers' builds).
 RUN cargo build --release --locked --no-default-features \

@@ -71,7 +71,7 @@ fn spent(before: &HashMap<String, u64>, after: &HashMap<String, u64>) -> [u64; 4
 async fn main() {
     let rounds: usize = env_or("APIS_ROUNDS", 20);
     let sim_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let sim = r8s::sim::start(r8s::sim::SimConfig::default(), sim_listener)
+    let sim = r8s_sim::start(r8s_sim::SimConfig::default(), sim_listener)
         .await
         .unwrap();
     let sim_url = format!("http://{}", sim.addr);

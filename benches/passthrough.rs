@@ -11,7 +11,7 @@ use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use r8s::sim::{self, SimConfig};
+use r8s_sim::{self as sim, SimConfig};
 use tokio::net::TcpListener;
 
 type C = Client<HttpConnector, Empty<Bytes>>;

@@ -21,7 +21,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use r8s::config::Config;
-use r8s::sim::SimConfig;
+use r8s_sim::SimConfig;
 use tokio::net::TcpListener;
 
 type C = Client<HttpConnector, Empty<Bytes>>;
@@ -83,7 +83,7 @@ fn main() {
         let dir = scratch.join("state");
         let seeded = Instant::now();
         let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let sim = r8s::sim::start(
+        let sim = r8s_sim::start(
             SimConfig {
                 pods,
                 namespaces: 50,

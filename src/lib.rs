@@ -28,13 +28,15 @@
 //!    [`server`] (the HTTP accept loop, which knows nothing of auth).
 //! 6. The listeners: [`serve`] (the API: the corridor every request walks,
 //!    drawn in its module doc), [`admin`] (`/metrics`, health), [`notify`]
-//!    (the same health, told to systemd), and [`sim`]
-//!    (the built-in upstream: an in-memory kube-apiserver for tests, demos
-//!    and benchmarks; of the product only the `sim` and `demo` subcommands
-//!    use it: `main.rs` and [`demo`]).
+//!    (the same health, told to systemd), [`probe`] (the upstream's `/version`
+//!    behind that health).
 //! 7. Wiring: [`apis`] (the caches' lifetimes: a cache for each resource
 //!    that appears upstream, none for one that goes), this file
-//!    ([`prepare`], [`Prepared::run`]), [`cli`], [`demo`].
+//!    ([`prepare`], [`Prepared::run`]), [`cli`].
+//!
+//! The built-in upstream, an in-memory kube-apiserver for tests, demos and
+//! benchmarks, is the crate `r8s-sim` (`sim/`), which uses this library
+//! through its public API; nothing here uses it.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -47,16 +49,13 @@ pub mod cache;
 pub mod cli;
 pub mod codec;
 pub mod config;
-#[cfg(feature = "sim")]
-pub mod demo;
 pub mod metrics;
 pub mod notify;
 pub mod persist;
+pub mod probe;
 pub mod serve;
 pub mod server;
 pub mod shutdown;
-#[cfg(feature = "sim")]
-pub mod sim;
 pub mod sync;
 pub mod tls;
 pub mod upstream;
@@ -239,7 +238,8 @@ impl Prepared {
         log_auth_mode(&config, &upstream, tls.is_some());
         let health = Arc::new(Health::new(caches.clone()));
         health.set_waiting(waiting);
-        let notifying = spawn_upkeep(&upstream, &health, &metrics, tls.as_ref(), &shutdown);
+        let probe = probe::Probe::from(&config);
+        let notifying = spawn_upkeep(&upstream, &health, probe, &metrics, tls.as_ref(), &shutdown);
         let proofs = Arc::new(upstream::proof::Proofs::new(
             upstream.clone(),
             upstream::proof::ProofPolicy {
@@ -374,14 +374,16 @@ fn reflecting(config: &Config) -> upstream::reflector::ReflectorConfig {
 fn spawn_upkeep(
     upstream: &Arc<Upstream>,
     health: &Arc<Health>,
+    probe: probe::Probe,
     metrics: &metrics_exporter_prometheus::PrometheusHandle,
     tls: Option<&Arc<tls::Tls>>,
     shutdown: &Signal,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(metrics_upkeep(metrics.clone(), shutdown.clone()));
-    tokio::spawn(probe_upstream(
+    tokio::spawn(probe::run(
         upstream.clone(),
         health.clone(),
+        probe,
         shutdown.clone(),
     ));
     let notifying = tokio::spawn(notify::run(health.clone(), shutdown.clone()));
@@ -505,80 +507,6 @@ async fn metrics_upkeep(handle: metrics_exporter_prometheus::PrometheusHandle, s
         tokio::select! {
             _ = tick.tick() => handle.run_upkeep(),
             _ = shutdown.wait() => return,
-        }
-    }
-}
-
-/// How long the upstream probe waits for `/version`.
-const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Keeps readiness and `r8s_upstream_up` current: `/version` every few
-/// seconds; ready once the upstream has answered and every cache has synced.
-/// After that an upstream that stops answering is reported (log, metric,
-/// `/readyz?verbose`), not made a reason to be unready; draining is.
-async fn probe_upstream(upstream: Arc<Upstream>, health: Arc<Health>, shutdown: Signal) {
-    let mut down_logged = false;
-    loop {
-        // A pooled connection black-holed with the upstream would hold the
-        // probe for good: it has as long as a connection gets.
-        let answered = match tokio::time::timeout(PROBE_TIMEOUT, upstream.probe()).await {
-            Ok(a) => a,
-            Err(_) => Err(upstream::RequestError::Failed {
-                server: upstream.server_names().join(","),
-                reason: format!("GET /version not answered within {PROBE_TIMEOUT:?}"),
-            }),
-        };
-        match &answered {
-            Ok(()) => {
-                // After an outage: fresh connections (the old ones may be
-                // black-holed), then every cache waiting to retry is woken,
-                // and the watches silent since before it are restarted.
-                if !upstream.liveness().seen().answering {
-                    upstream.renew_connections();
-                }
-                let outage = upstream.liveness().answered();
-                if down_logged {
-                    tracing::info!(outage = ?outage, "the upstream answers /version again; every cache retries now");
-                    down_logged = false;
-                }
-                // An evicted (over budget) cache passes through: it does
-                // not hold readiness back.
-                let settled = health.settled();
-                if !health.is_synced() && settled {
-                    tracing::info!("upstream answered /version and every cache has synced; ready");
-                    health.set_synced();
-                } else if !settled {
-                    health.set_syncing("caches syncing (their requests pass through)".into());
-                }
-            }
-            Err(e) => {
-                upstream.liveness().failed();
-                health.set_syncing(format!("the upstream does not answer /version: {e}"));
-                if !down_logged {
-                    tracing::warn!(
-                        error = %e,
-                        ready = health.is_synced(),
-                        "the upstream does not answer /version; cached reads and watches go on from the caches, other requests get 503"
-                    );
-                    down_logged = true;
-                }
-            }
-        }
-        health.set_upstream(answered.map_err(|e| e.to_string()));
-        // Every second while the upstream is down, to see it back at once.
-        let wait = if !upstream.liveness().seen().answering {
-            1_000
-        } else if health.is_synced() {
-            5_000
-        } else {
-            200
-        };
-        tokio::select! {
-            _ = tokio::time::sleep(Duration::from_millis(wait)) => {}
-            _ = shutdown.wait() => {
-                health.set_draining();
-                return;
-            }
         }
     }
 }

@@ -6,8 +6,14 @@ use clap::Parser;
 #[cfg(feature = "sim")]
 use r8s::cli::SimArgs;
 use r8s::cli::{Cli, Command, ConfigCommand, ServeArgs};
+// The built-in upstream (crate `r8s-sim`, which depends on this package's
+// library) compiled into the binary as a module: a dependency on it would be
+// a cycle. Only `r8s sim` and `r8s demo` use it, and only with the default
+// feature `sim`; the image is built without it.
 #[cfg(feature = "sim")]
-use r8s::sim;
+#[path = "../sim/src/lib.rs"]
+#[allow(dead_code, unused_imports)]
+mod sim;
 use r8s::{Listeners, config, shutdown};
 
 /// Exit code for bad usage or configuration (as clap uses for bad flags).
@@ -113,7 +119,7 @@ fn main() -> ExitCode {
             #[cfg(feature = "sim")]
             Command::Demo(args) => {
                 init_logging("info");
-                match r8s::demo::run(args).await {
+                match sim::demo::run(args).await {
                     Ok(()) => ExitCode::SUCCESS,
                     Err(e) => fail(EXIT_CONFIG, e),
                 }

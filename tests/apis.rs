@@ -55,7 +55,7 @@ async fn watch_from_now(url: &str) -> hyper::body::Incoming {
 
 /// r8s in front of `sim` caching `entries`, its periodic resolution far
 /// off: the CRD cache's events drive it.
-fn following(sim: &r8s::sim::SimHandle, entries: &[&str]) -> R8sBuilder {
+fn following(sim: &r8s_sim::SimHandle, entries: &[&str]) -> R8sBuilder {
     r8s_in_front_of(sim.url())
         .caching(entries)
         .with(|c| c.cache.discovery_interval_seconds = 3600)
@@ -659,7 +659,7 @@ async fn should_serve_a_kube_rs_controller_started_before_its_crd_exists() {
 async fn should_pace_the_caches_of_200_crds_created_at_once() {
     // Lists that take a while, as a busy apiserver's do: unpaced, 400 of
     // them would overlap.
-    let sim = start_sim(r8s::sim::SimConfig {
+    let sim = start_sim(r8s_sim::SimConfig {
         list_delay: Duration::from_millis(100),
         ..sim_config()
     })

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crate::common::*;
 use r8s::config::Config;
-use r8s::sim::SimHandle;
+use r8s_sim::SimHandle;
 
 /// Beside r8s and admin ([`crate::common::auth::R8S_AND_ADMIN`]).
 const USERS: &str = "alice-token,alice,uid-alice,
@@ -86,14 +86,7 @@ async fn req(
     if body.is_some() {
         headers.push(("content-type", "application/json"));
     }
-    send(
-        method,
-        &format!("{base}{path}"),
-        &headers,
-        body,
-        Duration::from_secs(10),
-    )
-    .await
+    send(method, &format!("{base}{path}"), &headers, body).await
 }
 
 /// A request's status, and its body unless it is a watch that started
@@ -114,9 +107,9 @@ async fn status_of(
     let req = b
         .body(http_body_util::Full::new(bytes::Bytes::new()))
         .unwrap();
-    let r = tokio::time::timeout(Duration::from_secs(10), client().request(req))
+    let r = tokio::time::timeout(HANG, client().request(req))
         .await
-        .expect("an answer within 10 s")
+        .expect("an answer (hung)")
         .unwrap();
     let status = r.status();
     if status == 200 && path.contains("watch=1") {

@@ -118,7 +118,7 @@ async fn kubectl_ctx(kubeconfig: &Path, context: &str, args: &[&str]) -> (bool, 
         .env_remove("KUBECONFIG")
         .kill_on_drop(true)
         .output();
-    let out = tokio::time::timeout(Duration::from_secs(30), out)
+    let out = tokio::time::timeout(HANG, out)
         .await
         .expect("kubectl finished")
         .unwrap();
@@ -443,14 +443,7 @@ async fn should_serve_a_kubelets_certificate_from_cache_and_write_as_the_node() 
             r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"on-n1"},"spec":{"nodeName":"n1","containers":[{"name":"c","image":"registry.k8s.io/pause:3.10"}]}}"#,
         ),
     ] {
-        let r = send(
-            "POST",
-            &format!("{}{path}", sim.url()),
-            &admin,
-            Some(body),
-            Duration::from_secs(5),
-        )
-        .await;
+        let r = send("POST", &format!("{}{path}", sim.url()), &admin, Some(body)).await;
         assert_eq!(r.status, 201, "{path}: {}", r.text());
     }
     let mut config = Config::default();
@@ -507,7 +500,7 @@ async fn should_serve_a_kubelets_certificate_from_cache_and_write_as_the_node() 
         .await
         .unwrap()
         .boxed();
-    let first = tokio::time::timeout(Duration::from_secs(10), watch.next())
+    let first = tokio::time::timeout(HANG, watch.next())
         .await
         .expect("an event from the cached watch")
         .unwrap()
@@ -551,7 +544,6 @@ async fn should_serve_a_kubelets_certificate_from_cache_and_write_as_the_node() 
         &format!("{}/api/v1/nodes/n1", sim.url()),
         &admin,
         None,
-        Duration::from_secs(5),
     )
     .await
     .json();

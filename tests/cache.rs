@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::common::*;
-use r8s::sim::store::{Mutation, key};
+use r8s_sim::store::{Mutation, key};
 use serde_json::Value;
 
 fn items(v: &Value) -> Vec<Value> {
@@ -62,7 +62,7 @@ impl<'a> Listed<'a> {
 
 /// 300 pods changing 500 times a second (the sim keeps every version, so
 /// it can say its state at any of them), and r8s caching them.
-async fn churning_pods() -> (r8s::sim::SimHandle, R8s) {
+async fn churning_pods() -> (r8s_sim::SimHandle, R8s) {
     let mut cfg = sim_config();
     cfg.pods = 300;
     cfg.churn = 500.0;
@@ -242,7 +242,7 @@ async fn should_relist_after_410_and_converge_with_deletes() {
     cfg.history = 10;
     let sim = start_sim(cfg).await;
     let r8s = start_r8s_caching(vec![sim.url()], &["pods"]).await;
-    let res = r8s::sim::resources::pods_idx();
+    let res = r8s_sim::resources::pods_idx();
     // The upstream drops its watches and refuses new ones while it changes
     // more than its history keeps: r8s's resume point is compacted away.
     sim.sim.interrupt_watches(true);
@@ -309,14 +309,7 @@ async fn should_gzip_large_cached_lists_for_clients_that_accept_it() {
     let plain = get(&url).await;
     assert!(plain.body.len() > 128 * 1024);
     assert!(plain.headers.get("content-encoding").is_none());
-    let gz = send(
-        "GET",
-        &url,
-        &[("accept-encoding", "gzip")],
-        None,
-        Duration::from_secs(10),
-    )
-    .await;
+    let gz = send("GET", &url, &[("accept-encoding", "gzip")], None).await;
     assert_eq!(gz.headers["content-encoding"], "gzip");
     assert_eq!(gz.headers["x-r8s-cache"], "hit");
     let mut out = Vec::new();
@@ -332,7 +325,6 @@ async fn should_gzip_large_cached_lists_for_clients_that_accept_it() {
         ),
         &[("accept-encoding", "gzip")],
         None,
-        Duration::from_secs(10),
     )
     .await;
     assert!(
@@ -427,14 +419,7 @@ async fn should_end_json_bodies_with_a_newline_as_the_apiserver_does() {
             200,
         ),
     ] {
-        let r = send(
-            "GET",
-            &format!("{base}{path}"),
-            &[("accept", accept)],
-            None,
-            Duration::from_secs(10),
-        )
-        .await;
+        let r = send("GET", &format!("{base}{path}"), &[("accept", accept)], None).await;
         assert_eq!(r.status, status, "{path}: {}", r.text());
         assert_eq!(r.headers["x-r8s-cache"], "hit", "{path}");
         assert!(r.body.ends_with(b"}\n"), "{path} {accept}: {:?}", r.text());
@@ -453,7 +438,6 @@ async fn should_end_json_bodies_with_a_newline_as_the_apiserver_does() {
                 &format!("{}{path}", sim.url()),
                 &[("accept", accept)],
                 None,
-                Duration::from_secs(10),
             )
             .await;
             assert_eq!(r.body, direct.body, "{path} {accept}");

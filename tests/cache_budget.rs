@@ -82,7 +82,6 @@ async fn should_shorten_the_watch_log_before_evicting_under_churn() {
             ),
             &[("content-type", "application/merge-patch+json")],
             Some(&body),
-            std::time::Duration::from_secs(5),
         )
         .await;
         assert_eq!(r.status, 200, "{}", r.text());

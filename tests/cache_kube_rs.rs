@@ -31,7 +31,7 @@ where
             ev.expect("watch through r8s works");
         }
     });
-    tokio::time::timeout(Duration::from_secs(10), reader.wait_until_ready())
+    tokio::time::timeout(HANG, reader.wait_until_ready())
         .await
         .unwrap()
         .unwrap();

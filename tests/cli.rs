@@ -245,7 +245,7 @@ async fn should_never_log_tokens() {
         "r8s-own-token-5f2a,r8s,uid-r8s,\"system:masters\"\nalice-token-77c1,alice,uid-alice,\n",
     );
     let own = tmp("log-own-token", "r8s-own-token-5f2a");
-    let sim = start_sim(r8s::sim::SimConfig {
+    let sim = start_sim(r8s_sim::SimConfig {
         tokens: Some(tokens.into()),
         ..sim_config()
     })
@@ -283,7 +283,6 @@ async fn should_never_log_tokens() {
                 &format!("{base}{path}"),
                 &[("authorization", &auth)],
                 None,
-                Duration::from_secs(10),
             )
             .await;
             // Until the cache has synced a cached read may still be a pass; either way it is answered.
@@ -333,10 +332,8 @@ async fn should_drain_and_exit_0_on_sigterm() {
         format!("{base}/api/v1/pods?watch=1&resourceVersion={rv}"),
         format!("{base}/api/v1/pods?resourceVersion={}", rv + 100),
     );
-    let watch =
-        tokio::spawn(async move { send("GET", &wu, &[], None, Duration::from_secs(20)).await });
-    let slow =
-        tokio::spawn(async move { send("GET", &su, &[], None, Duration::from_secs(20)).await });
+    let watch = tokio::spawn(async move { send("GET", &wu, &[], None).await });
+    let slow = tokio::spawn(async move { send("GET", &su, &[], None).await });
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(
         Command::new("kill")
@@ -460,8 +457,8 @@ fn should_run_the_whole_suite_with_one_command_that_gets_its_tools() {
     assert!(
         script.lines().any(|l| l
             .trim()
-            .starts_with("exec cargo nextest run --locked --no-fail-fast")),
-        "every test runs, whichever fails: {script}"
+            .starts_with("exec cargo nextest run --workspace --locked --no-fail-fast")),
+        "every test runs, whichever fails, the sim's unit tests too: {script}"
     );
     assert!(
         script.contains("cargo install --locked cargo-nextest"),

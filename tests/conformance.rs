@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::common::*;
 use r8s::api::continue_token::{ContinueToken, Format};
-use r8s::sim::SimHandle;
+use r8s_sim::SimHandle;
 use serde_json::Value;
 
 /// What a case expects beyond "identical on both paths".
@@ -276,13 +276,11 @@ async fn twins(history: usize, cached: &[&str]) -> (SimHandle, SimHandle, R8s) {
 }
 
 async fn both(direct: &str, via: &str, c: &Case) -> (Resp, Resp) {
-    let limit = Duration::from_secs(5);
     let a = send(
         c.method,
         &format!("{direct}{}", c.path),
         &c.headers,
         c.body.as_deref(),
-        limit,
     )
     .await;
     let b = send(
@@ -290,7 +288,6 @@ async fn both(direct: &str, via: &str, c: &Case) -> (Resp, Resp) {
         &format!("{via}{}", c.path),
         &c.headers,
         c.body.as_deref(),
-        limit,
     )
     .await;
     (a, b)

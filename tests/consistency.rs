@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::common::*;
 use r8s::config::Config;
-use r8s::sim::SimConfig;
+use r8s_sim::SimConfig;
 
 fn series(result: &str) -> String {
     format!(
@@ -66,7 +66,7 @@ async fn should_find_nothing_under_churn_and_catch_a_planted_divergence() {
 
     // The upstream changes a pod no watch hears of.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let pods = r8s::sim::resources::pods_idx();
+    let pods = r8s_sim::resources::pods_idx();
     sim.sim.pause_churn(true);
     let key = sim.sim.store.keys_in_namespace(pods, "ns-2")[0].clone();
     // A churn write to it would carry the planted change to r8s's watch

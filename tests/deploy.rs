@@ -61,7 +61,7 @@ fn find_prefix<'a>(objs: &'a [Value], kind: &str, prefix: &str) -> &'a Value {
 fn served(o: &Value) -> bool {
     let api_version = o["apiVersion"].as_str().unwrap_or_default();
     let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-    r8s::sim::resources::builtins().iter().any(|r| {
+    r8s_sim::resources::builtins().iter().any(|r| {
         o["kind"] == r.kind.as_str() && r.gvr.group() == group && r.gvr.version() == version
     })
 }
@@ -251,7 +251,6 @@ async fn should_apply_the_shared_tier_and_name_only_what_exists() {
             &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "r8s"}})
                 .to_string(),
         ),
-        Duration::from_secs(5),
     )
     .await;
     assert_eq!(ns.status, StatusCode::CREATED, "{}", ns.text());
@@ -518,7 +517,7 @@ async fn should_apply_the_sidecar_example() {
 
 /// A write to the sim, answered within 5 s.
 async fn write(method: &str, url: &str, headers: &[(&str, &str)], body: Option<&str>) -> Resp {
-    send(method, url, headers, body, Duration::from_secs(5)).await
+    send(method, url, headers, body).await
 }
 
 #[tokio::test]

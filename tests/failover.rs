@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use crate::common::fault::{Forwarder, Mode};
 use crate::common::*;
 use r8s::config::Config;
-use r8s::sim::SimHandle;
+use r8s_sim::SimHandle;
 use tokio::task::JoinHandle;
 
 /// The two tiers and the links between them.

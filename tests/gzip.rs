@@ -16,7 +16,7 @@ async fn fetch(url: &str, accept: &str, gzip: bool) -> Resp {
     if gzip {
         headers.push(("accept-encoding", "gzip"));
     }
-    let r = send("GET", url, &headers, None, Duration::from_secs(20)).await;
+    let r = send("GET", url, &headers, None).await;
     assert_eq!(r.status, 200, "{url} ({accept}): {}", r.text());
     assert_eq!(r.headers["x-r8s-cache"], "hit", "{url} ({accept})");
     r
@@ -136,9 +136,9 @@ async fn should_gzip_every_list_variant_to_exactly_the_plain_list() {
 }
 
 /// Changes 40 pods of the sim, deletes 3 and copies 3 under new names.
-fn churn(sim: &r8s::sim::SimHandle, round: usize) {
-    use r8s::sim::store::{Mutation, key};
-    let res = r8s::sim::resources::pods_idx();
+fn churn(sim: &r8s_sim::SimHandle, round: usize) {
+    use r8s_sim::store::{Mutation, key};
+    let res = r8s_sim::resources::pods_idx();
     for n in 0..46 {
         let ns = format!("ns-{}", n % 3);
         let keys = sim.sim.store.keys_in_namespace(res, &ns);
@@ -174,7 +174,6 @@ async fn error_answer(base: &str, accept: &str) -> (u16, String, Vec<u8>) {
         &format!("{base}/api/v1/namespaces/ns-0/pods/no-such-pod?resourceVersion=0"),
         &[("accept", accept)],
         None,
-        Duration::from_secs(10),
     )
     .await;
     let ct = r.headers[http::header::CONTENT_TYPE]
@@ -320,15 +319,7 @@ async fn should_not_gzip_streaming_lists_where_the_upstreams_version_does_not() 
     let path = "/api/v1/pods?watch=1&timeoutSeconds=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion=0&allowWatchBookmarks=true";
     for accept in ["application/json", PROTOBUF] {
         let headers = [("accept", accept), ("accept-encoding", "gzip")];
-        let limit = Duration::from_secs(20);
-        let direct = send(
-            "GET",
-            &format!("{}{path}", sim.url()),
-            &headers,
-            None,
-            limit,
-        )
-        .await;
+        let direct = send("GET", &format!("{}{path}", sim.url()), &headers, None).await;
         assert_eq!(
             direct.headers.get("content-encoding"),
             None,
@@ -491,11 +482,11 @@ async fn should_send_each_event_of_a_gzip_streaming_list_as_it_happens() {
 }
 
 /// The name of the `n`th pod of namespace ns-0.
-fn first_pod(sim: &r8s::sim::SimHandle, n: usize) -> String {
+fn first_pod(sim: &r8s_sim::SimHandle, n: usize) -> String {
     let keys = sim
         .sim
         .store
-        .keys_in_namespace(r8s::sim::resources::pods_idx(), "ns-0");
+        .keys_in_namespace(r8s_sim::resources::pods_idx(), "ns-0");
     keys[n].rsplit('/').next().unwrap().to_string()
 }
 
@@ -536,7 +527,7 @@ async fn should_serve_kube_rs_a_gzip_streaming_list() {
             ev.expect("a gzip streaming list through r8s works");
         }
     });
-    tokio::time::timeout(Duration::from_secs(10), reader.wait_until_ready())
+    tokio::time::timeout(HANG, reader.wait_until_ready())
         .await
         .unwrap()
         .unwrap();
@@ -570,11 +561,11 @@ async fn should_serve_kube_rs_a_gzip_streaming_list() {
     sim.stop().await;
 }
 
-fn pod_in(sim: &r8s::sim::SimHandle, ns: &str) -> String {
+fn pod_in(sim: &r8s_sim::SimHandle, ns: &str) -> String {
     let keys = sim
         .sim
         .store
-        .keys_in_namespace(r8s::sim::resources::pods_idx(), ns);
+        .keys_in_namespace(r8s_sim::resources::pods_idx(), ns);
     keys[0].rsplit('/').next().unwrap().to_string()
 }
 
@@ -582,7 +573,7 @@ fn pod_in(sim: &r8s::sim::SimHandle, ns: &str) -> String {
 /// and watches asking for gzip or not, relisting with streaming lists or
 /// paged LISTs: the bytes its start read from the upstream.
 async fn start_through_link(
-    sim: &r8s::sim::SimHandle,
+    sim: &r8s_sim::SimHandle,
     compression: bool,
     streaming_lists: bool,
 ) -> (R8s, crate::common::fault::Forwarder, u64) {

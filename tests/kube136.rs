@@ -249,7 +249,7 @@ impl Rig {
         let url = format!("{}{path}", self.r8s.url());
         tokio::join!(
             self.kube.send("GET", path, &headers, None, limit),
-            send("GET", &url, &headers, None, limit)
+            send("GET", &url, &headers, None)
         )
     }
 

@@ -384,18 +384,11 @@ async fn should_record_the_hit_ratio_prometheus_scrapes() {
     let (mut hits, mut passes) = (0u32, 0u32);
     let batch = async |hits: &mut u32, passes: &mut u32| {
         for _ in 0..3 {
-            let r = send(
-                "GET",
-                &format!("{pods}?resourceVersion=0"),
-                &auth,
-                None,
-                Duration::from_secs(5),
-            )
-            .await;
+            let r = send("GET", &format!("{pods}?resourceVersion=0"), &auth, None).await;
             assert_eq!(r.headers["x-r8s-cache"], "hit");
             *hits += 1;
         }
-        let r = send("GET", &pods, &auth, None, Duration::from_secs(5)).await;
+        let r = send("GET", &pods, &auth, None).await;
         assert_eq!(r.headers["x-r8s-cache"], "pass");
         *passes += 1;
     };
@@ -423,7 +416,6 @@ async fn should_record_the_hit_ratio_prometheus_scrapes() {
                 &url,
                 &[("authorization", "Bearer admin-token")],
                 None,
-                Duration::from_secs(10),
             )
             .await
         }
@@ -496,7 +488,6 @@ async fn should_record_the_hit_ratio_prometheus_scrapes() {
         &format!("{pods}?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=1"),
         &auth,
         None,
-        Duration::from_secs(10),
     )
     .await;
     assert_eq!(consistent.headers["x-r8s-cache"], "hit");

@@ -6,7 +6,6 @@
 //! state at the version it says it is at.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use crate::common::*;
 use r8s::codec::protobuf as pb;
@@ -103,7 +102,6 @@ async fn should_serve_node_scoped_reads_from_the_index_as_the_upstream_answers_t
             &format!("{base}{pods}?resourceVersion=0{sel}"),
             &[("accept", "application/vnd.kubernetes.protobuf")],
             None,
-            Duration::from_secs(10),
         )
         .await;
         assert_eq!(r.headers["x-r8s-cache"], "hit");
@@ -129,7 +127,6 @@ async fn should_serve_node_scoped_reads_from_the_index_as_the_upstream_answers_t
                     &format!("{base}{pods}?{q}"),
                     &[("accept", accept)],
                     None,
-                    Duration::from_secs(10),
                 )
                 .await;
                 assert_eq!(r.status, 200, "{}", r.text());
@@ -181,7 +178,6 @@ async fn should_serve_node_scoped_reads_from_the_index_as_the_upstream_answers_t
             ),
             &[],
             None,
-            Duration::from_secs(10),
         )
         .await;
         assert_eq!(r.headers["x-r8s-cache"], "hit");

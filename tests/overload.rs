@@ -47,7 +47,7 @@ async fn stalled_list(addr: std::net::SocketAddr, path: &str) -> TcpStream {
 
 /// A sim of 5,000 pods (about 10 MB of JSON: a large list) and r8s caching
 /// them, configured by `tune`.
-async fn large(tune: impl FnOnce(&mut Config)) -> (r8s::sim::SimHandle, R8s) {
+async fn large(tune: impl FnOnce(&mut Config)) -> (r8s_sim::SimHandle, R8s) {
     let mut sc = sim_config();
     sc.pods = 5000;
     let sim = start_sim(sc).await;
@@ -225,17 +225,16 @@ async fn should_bound_request_headers_and_bodies_as_the_apiserver_does() {
     let sim = start_sim(sim_config()).await;
     let r8s = start_r8s_caching(vec![sim.url()], &["pods"]).await;
     let pods = format!("{}/api/v1/pods?resourceVersion=0", r8s.url());
-    let limit = Duration::from_secs(10);
     // Headers: kube-apiserver reads 1 MiB (and 4 KiB more) of them, over
     // HTTP/1.1 and HTTP/2 alike; past that, 431.
     let big = "x".repeat(600 << 10);
-    let r = send("GET", &pods, &[("x-big", &big)], None, limit).await;
+    let r = send("GET", &pods, &[("x-big", &big)], None).await;
     assert_eq!(
         (r.status.as_u16(), &r.headers["x-r8s-cache"]),
         (200, &"hit".parse().unwrap())
     );
     let huge = "x".repeat(1100 << 10);
-    let r = send("GET", &pods, &[("x-big", &huge)], None, limit).await;
+    let r = send("GET", &pods, &[("x-big", &huge)], None).await;
     assert_eq!(r.status, 431);
     let h2: hyper_util::client::legacy::Client<_, http_body_util::Full<bytes::Bytes>> =
         hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
@@ -270,14 +269,14 @@ async fn should_bound_request_headers_and_bodies_as_the_apiserver_does() {
     };
     let url = format!("{}/api/v1/namespaces/default/configmaps", r8s.url());
     let ct = [("content-type", "application/json")];
-    let r = send("POST", &url, &ct, Some(&cm("fits", 2 << 20)), limit).await;
+    let r = send("POST", &url, &ct, Some(&cm("fits", 2 << 20))).await;
     assert_eq!(
         r.status,
         201,
         "{}",
         String::from_utf8_lossy(&r.body[..200.min(r.body.len())])
     );
-    let r = send("POST", &url, &ct, Some(&cm("too-big", 4 << 20)), limit).await;
+    let r = send("POST", &url, &ct, Some(&cm("too-big", 4 << 20))).await;
     assert_eq!(r.status, 413);
     assert_eq!(
         r.json(),

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use crate::common::fault::Forwarder;
 use crate::common::*;
 
-use r8s::sim::SimConfig;
+use r8s_sim::SimConfig;
 
 /// A fresh directory under the system's temporary one.
 fn temp_dir(what: &str) -> PathBuf {
@@ -100,7 +100,7 @@ async fn should_come_back_warm_after_a_restart_under_churn() {
 
     // Writes while r8s is down (churn goes on too).
     let mut written = Vec::new();
-    let pods = r8s::sim::resources::pods_idx();
+    let pods = r8s_sim::resources::pods_idx();
     sim.sim.pause_churn(true);
     for i in 0..20 {
         let keys = sim
@@ -113,7 +113,7 @@ async fn should_come_back_warm_after_a_restart_under_churn() {
         let rv = sim
             .sim
             .store
-            .get(r8s::sim::resources::pods_idx(), &format!("{ns}/{name}"))
+            .get(r8s_sim::resources::pods_idx(), &format!("{ns}/{name}"))
             .unwrap()
             .rv;
         // The churn that goes on may delete a pod; not these, which the

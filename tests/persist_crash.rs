@@ -12,7 +12,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use crate::common::*;
-use r8s::sim::SimConfig;
+use r8s_sim::SimConfig;
 
 const BIN: &str = env!("CARGO_BIN_EXE_r8s");
 
@@ -65,7 +65,7 @@ async fn start(upstream: &str, config: &Path) -> (Killed, String, String) {
             }
         }
     });
-    let (api, admin) = tokio::time::timeout(Duration::from_secs(30), addrs)
+    let (api, admin) = tokio::time::timeout(HANG, addrs)
         .await
         .expect("r8s printed its serving line")
         .unwrap();

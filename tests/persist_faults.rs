@@ -39,7 +39,7 @@ fn loads(m: &str, result: &str) -> f64 {
 
 /// Starts r8s on `dir`, checks that its pods equal the upstream's, and
 /// returns its metrics; stops it (saving snapshots).
-async fn round(upstream: &r8s::sim::SimHandle, dir: &Path) -> String {
+async fn round(upstream: &r8s_sim::SimHandle, dir: &Path) -> String {
     let r = saved(upstream.url(), dir, "pods").start().await;
     let list = get(&format!("{}/api/v1/pods?resourceVersion=0", r.url())).await;
     assert_eq!(list.headers["x-r8s-cache"], "hit");
@@ -140,7 +140,7 @@ async fn should_keep_serving_when_the_disk_is_full() {
         }
     }
     let _mounted = Mounted(dir.clone());
-    let sim = start_sim(r8s::sim::SimConfig {
+    let sim = start_sim(r8s_sim::SimConfig {
         pods: 40,
         nodes: 40,
         ..sim_config()
@@ -213,7 +213,6 @@ async fn should_serve_its_snapshot_while_the_upstream_is_down_with_serve_stale()
             &format!("{}/api/v1/namespaces/default/configmaps", sim.url()),
             &[("content-type", "application/json")],
             Some(&body),
-            Duration::from_secs(5),
         )
         .await;
         assert_eq!(created.status, 201, "{}", created.text());

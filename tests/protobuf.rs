@@ -46,14 +46,7 @@ fn key(m: &ObjectMeta) -> String {
 
 /// A GET as client-go's typed clients send it (protobuf first).
 async fn pb_get(url: String) -> Resp {
-    send(
-        "GET",
-        &url,
-        &[("accept", PROTOBUF)],
-        None,
-        Duration::from_secs(10),
-    )
-    .await
+    send("GET", &url, &[("accept", PROTOBUF)], None).await
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -65,7 +58,7 @@ async fn should_serve_every_builtin_kind_in_the_upstreams_protobuf() {
     config.cache.exclude = vec![];
     let r8s = start_r8s_config(config).await;
     let mut kinds = 0;
-    for def in r8s::sim::resources::builtins()
+    for def in r8s_sim::resources::builtins()
         .iter()
         .filter(|d| d.gvr.is_builtin())
     {
@@ -225,7 +218,6 @@ async fn should_keep_a_protobuf_informer_equal_to_the_upstream_under_churn() {
             ),
             &[("accept", PROTOBUF)],
             None,
-            Duration::from_secs(15),
         )
         .await;
         assert_eq!(w.headers["x-r8s-cache"], "hit");

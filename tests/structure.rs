@@ -24,9 +24,9 @@ const LAYERS: &[&[&str]] = &[
     // Who is asking; the accept loop (which knows nothing of auth).
     &["auth", "server"],
     // The listeners and the built-in upstream.
-    &["serve", "admin", "notify", "sim"],
+    &["serve", "admin", "notify", "probe"],
     // Wiring: the caches' lifetimes as the API changes, the process.
-    &["apis", "<root>", "cli", "demo"],
+    &["apis", "<root>", "cli"],
 ];
 
 fn top(file: &Path) -> String {
@@ -38,7 +38,14 @@ fn top(file: &Path) -> String {
 
 #[test]
 fn should_have_no_import_cycles_between_files() {
-    let c = Crate::read();
+    // r8s, and the sim's crate beside it.
+    for src in ["src", "sim/src"] {
+        no_import_cycles_in(src);
+    }
+}
+
+fn no_import_cycles_in(src: &str) {
+    let c = Crate::read_from(&Path::new(env!("CARGO_MANIFEST_DIR")).join(src));
     let edges = c.edges();
     let g: BTreeMap<PathBuf, BTreeSet<PathBuf>> = edges
         .iter()
@@ -68,29 +75,91 @@ fn should_have_no_import_cycles_between_files() {
     }
     assert!(
         found.is_empty(),
-        "files that import each other, directly or around a loop:\n{report}"
+        "{src}: files that import each other, directly or around a loop:\n{report}"
     );
 }
 
-/// The built-in upstream is compiled only with the default `sim` feature:
-/// a build without it (the image's) has no sim and no demo. (That nothing
-/// else uses them is the layer test's below.)
+/// The built-in upstream is a crate of its own (`sim/`, `r8s-sim`), a
+/// member of the workspace, that uses r8s through its public API. r8s has
+/// it as a dev-dependency only (the tests and benchmarks), and its binary
+/// includes it as a module for `r8s sim` and `r8s demo`, only with the
+/// default feature `sim`: a build without it (the image's) has no sim. No
+/// other file of `src/` names it, so the library never depends on it.
 #[test]
 fn should_compile_the_sim_only_with_its_feature() {
-    let lib =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs")).unwrap();
-    let lines: Vec<&str> = lib.lines().collect();
-    for m in ["pub mod sim;", "pub mod demo;"] {
-        let at = lines
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let manifest: toml::Table = std::fs::read_to_string(root.join("Cargo.toml"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let members = manifest["workspace"]["members"].as_array().unwrap();
+    assert!(
+        members.iter().any(|m| m.as_str() == Some("sim")),
+        "sim/ is a member of the workspace"
+    );
+    assert!(
+        !manifest["dependencies"]
+            .as_table()
+            .unwrap()
+            .contains_key("r8s-sim"),
+        "r8s-sim is no dependency of r8s's library (a dev-dependency only)"
+    );
+    assert!(
+        manifest["dev-dependencies"]
+            .as_table()
+            .unwrap()
+            .contains_key("r8s-sim")
+    );
+    let sim: toml::Table = std::fs::read_to_string(root.join("sim/Cargo.toml"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(sim["package"]["name"].as_str(), Some("r8s-sim"));
+
+    // The binary includes it only with the feature.
+    let main = std::fs::read_to_string(root.join("src/main.rs")).unwrap();
+    let lines: Vec<&str> = main.lines().map(str::trim).collect();
+    let at = lines
+        .iter()
+        .position(|l| *l == "#[path = \"../sim/src/lib.rs\"]")
+        .expect("src/main.rs includes the sim as a module");
+    assert!(
+        lines[..at]
             .iter()
-            .position(|l| l.trim() == m)
-            .unwrap_or_else(|| panic!("src/lib.rs declares no `{m}`"));
-        assert_eq!(
-            lines[at - 1].trim(),
-            "#[cfg(feature = \"sim\")]",
-            "src/lib.rs: `{m}` only with the sim feature"
-        );
+            .rev()
+            .take_while(|l| l.starts_with("#["))
+            .any(|l| *l == "#[cfg(feature = \"sim\")]"),
+        "src/main.rs: the sim only with the sim feature"
+    );
+
+    // Nothing else in src/ names it.
+    let mut named = Vec::new();
+    for rel in Crate::read().files() {
+        let text = std::fs::read_to_string(root.join("src").join(rel)).unwrap();
+        if text.contains("r8s_sim") || text.contains("sim/src") {
+            named.push(rel.display().to_string());
+        }
     }
+    assert!(
+        named.is_empty(),
+        "files of the library that name the sim: {named:?}"
+    );
+
+    // The sim compiles both as its crate and as a module of the binary: it
+    // names its own items by relative paths (`super::`), never `crate::`,
+    // except in its unit tests (which only its crate runs).
+    let mut absolute = Vec::new();
+    for rel in Crate::read_from(&root.join("sim/src")).files() {
+        let text = std::fs::read_to_string(root.join("sim/src").join(rel)).unwrap();
+        let product = text.split("#[cfg(test)]").next().unwrap();
+        if product.contains("crate::") {
+            absolute.push(rel.display().to_string());
+        }
+    }
+    assert!(
+        absolute.is_empty(),
+        "sim files that name `crate::` outside their tests: {absolute:?}"
+    );
 }
 
 #[test]
@@ -123,9 +192,6 @@ fn should_stack_top_level_modules_in_layers() {
                     t.display(),
                     how.join(", ")
                 ));
-            }
-            if to_top == "sim" && from != "demo" {
-                problems.push(format!("{} uses the sim; only `demo` may", f.display()));
             }
         }
     }
@@ -233,6 +299,54 @@ fn clock_asserts(text: &str) -> Vec<String> {
     found
 }
 
+/// The `timeout(Duration::…, …)`s in `text` whose expiry fails the test
+/// (`.await` then `.expect(`, `.unwrap()` or `.unwrap_or_else(`): a bound
+/// on the wall clock as a verdict. A wait that fails only a hang is
+/// `timeout(HANG, …)`.
+fn fatal_timeouts(text: &str) -> Vec<String> {
+    let bytes = text.as_bytes();
+    let mut found = Vec::new();
+    let mut from = 0;
+    while let Some(at) = text[from..].find("timeout(Duration::from_") {
+        let open = from + at + "timeout".len();
+        let (mut depth, mut i) = (0, open);
+        while i < bytes.len() {
+            match bytes[i] {
+                b'(' => depth += 1,
+                b')' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        break;
+                    }
+                }
+                _ => {}
+            }
+            i += 1;
+        }
+        let after: String = text[(i + 1).min(text.len())..]
+            .chars()
+            .filter(|c| !c.is_whitespace())
+            .take(24)
+            .collect();
+        if [
+            ".await.expect(",
+            ".await.unwrap()",
+            ".await.unwrap_or_else(",
+        ]
+        .iter()
+        .any(|f| after.starts_with(f))
+        {
+            let call: String = text[from + at..=i.min(text.len() - 1)]
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ");
+            found.push(call);
+        }
+        from = i.max(open);
+    }
+    found
+}
+
 #[test]
 fn should_add_no_assert_bounded_by_the_wall_clock() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -247,7 +361,7 @@ fn should_add_no_assert_bounded_by_the_wall_clock() {
         }
     }
     // The unit tests in src/ too (and anything else there that asserts).
-    let mut dirs = vec![root.join("src")];
+    let mut dirs = vec![root.join("src"), root.join("sim/src")];
     while let Some(dir) = dirs.pop() {
         for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();
@@ -261,7 +375,9 @@ fn should_add_no_assert_bounded_by_the_wall_clock() {
     let mut over = Vec::new();
     for path in files {
         let name = path.strip_prefix(root).unwrap().display().to_string();
-        let found = clock_asserts(&std::fs::read_to_string(&path).unwrap());
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut found = clock_asserts(&text);
+        found.extend(fatal_timeouts(&text));
         let allowed = CLOCK_ASSERTS
             .iter()
             .find(|(f, _)| *f == name)
@@ -280,7 +396,7 @@ fn should_add_no_assert_bounded_by_the_wall_clock() {
     }
     assert!(
         over.is_empty(),
-        "asserts bounded by the wall clock (use common::eventually with a hang guard, paused time, or a benchmark):\n{}",
+        "asserts bounded by the wall clock (use common::eventually with a hang guard, timeout(HANG, …), paused time, or a benchmark):\n{}",
         over.join("\n")
     );
     // (The sample is spelt in pieces, so that no checker of this file's
@@ -290,6 +406,11 @@ fn should_add_no_assert_bounded_by_the_wall_clock() {
         "assert!({condition}, \"(a, b)\");\nassert!(ok, \"{condition}\");"
     ));
     assert_eq!(found, [condition], "the condition, not the message");
+    let wait = concat!("time::time", "out(Duration::from_secs(5), x)");
+    let found = fatal_timeouts(&format!(
+        "let a = tokio::{wait}\n .await\n .expect(\"y\");\nlet _ = tokio::{wait}.await;"
+    ));
+    assert_eq!(found.len(), 1, "{found:?}");
 }
 
 /// With `autotests = false` (one test binary), a file of `tests/` that
@@ -446,12 +567,14 @@ fn should_describe_the_code_as_it_is_in_the_docs() {
         flags.contains("kubeconfig") && flags.contains("churn"),
         "{flags:?}"
     );
-    // Tests live in `tests/` and, as unit tests, in `src/`.
+    // Tests live in `tests/` and, as unit tests, in `src/` and `sim/src/`.
     let unit = Crate::read();
+    let sim = Crate::read_from(&root.join("sim/src"));
     let tests: String = std::fs::read_dir(root.join("tests"))
         .unwrap()
         .map(|e| e.unwrap().path())
         .chain(unit.files().map(|f| root.join("src").join(f)))
+        .chain(sim.files().map(|f| root.join("sim/src").join(f)))
         .filter_map(|p| std::fs::read_to_string(p).ok())
         .collect();
     let mut problems = Vec::new();
@@ -499,6 +622,7 @@ fn should_describe_the_code_as_it_is_in_the_docs() {
                 || word.starts_with("deploy/")
                 || word.starts_with("docs/")
                 || word.starts_with("benches/")
+                || word.starts_with("sim/")
             {
                 if !root.join(word.trim_end_matches(['.', ','])).exists() {
                     problem(format!("`{word}` does not exist"));

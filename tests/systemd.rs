@@ -115,7 +115,7 @@ async fn should_tell_systemd_ready_once_synced_pet_the_watchdog_and_say_stopping
             }
         }
     });
-    let admin = tokio::time::timeout(Duration::from_secs(20), admin)
+    let admin = tokio::time::timeout(HANG, admin)
         .await
         .expect("r8s printed its serving line")
         .unwrap();

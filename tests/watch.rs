@@ -6,11 +6,11 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::common::*;
-use r8s::sim::store::{Mutation, key};
+use r8s_sim::store::{Mutation, key};
 use serde_json::Value;
 
-fn relabel(sim: &r8s::sim::SimHandle, ns: &str, name: &str, app: &str) {
-    let res = r8s::sim::resources::pods_idx();
+fn relabel(sim: &r8s_sim::SimHandle, ns: &str, name: &str, app: &str) {
+    let res = r8s_sim::resources::pods_idx();
     let k = key(Some(ns), name);
     let mut v = sim.sim.store.get(res, &k).unwrap().value();
     v["metadata"]["labels"]["app"] = app.into();
@@ -42,8 +42,8 @@ async fn should_send_objects_moving_in_and_out_of_a_selector_like_the_apiserver(
         format!("{}{path}", direct.url()),
         format!("{}{path}", r8s.url()),
     );
-    let a = tokio::spawn(async move { send("GET", &d, &[], None, Duration::from_secs(5)).await });
-    let b = tokio::spawn(async move { send("GET", &v, &[], None, Duration::from_secs(5)).await });
+    let a = tokio::spawn(async move { send("GET", &d, &[], None).await });
+    let b = tokio::spawn(async move { send("GET", &v, &[], None).await });
     tokio::time::sleep(Duration::from_millis(300)).await;
     for sim in [&direct, &behind] {
         relabel(sim, "ns-0", "pod-00000", "moving"); // enters: ADDED
@@ -158,7 +158,7 @@ async fn should_stream_changes_that_replay_to_the_upstreams_state_under_churn() 
                 state.insert(format!("{}/{}", m["namespace"].as_str().unwrap(), m["name"].as_str().unwrap()), it.clone());
             }
             let start: u64 = list["metadata"]["resourceVersion"].as_str().unwrap().parse().unwrap();
-            let w = send("GET", &format!("{r8s_url}/api/v1{ns}/pods?watch=1&allowWatchBookmarks=true&resourceVersion={start}&timeoutSeconds=3{sel}"), &[], None, Duration::from_secs(10)).await;
+            let w = send("GET", &format!("{r8s_url}/api/v1{ns}/pods?watch=1&allowWatchBookmarks=true&resourceVersion={start}&timeoutSeconds=3{sel}"), &[], None).await;
             assert_eq!(w.headers["x-r8s-cache"], "hit");
             let last = replay(&mut state, &events(&w), start);
             // The truth at that version, from the sim's history.
@@ -211,7 +211,6 @@ async fn should_answer_too_old_watches_with_410_when_configured() {
         &format!("{}/api/v1/pods?watch=1&resourceVersion=1", r8s.url()),
         &[],
         None,
-        Duration::from_secs(5),
     )
     .await;
     guard.check(|| "answered at once".into());
@@ -266,8 +265,8 @@ async fn should_send_bookmarks_once_past_the_version_the_watch_started_from() {
             format!("{}{path}", r8s.url()),
         );
         (
-            tokio::spawn(async move { send("GET", &d, &[], None, Duration::from_secs(8)).await }),
-            tokio::spawn(async move { send("GET", &v, &[], None, Duration::from_secs(8)).await }),
+            tokio::spawn(async move { send("GET", &d, &[], None).await }),
+            tokio::spawn(async move { send("GET", &v, &[], None).await }),
         )
     };
 

@@ -21,7 +21,6 @@ async fn sim_changes(sim_url: &str, after: u64, upto: u64) -> BTreeSet<(String, 
         &format!("{sim_url}/api/v1/pods?watch=1&resourceVersion={after}&timeoutSeconds=1"),
         &[],
         None,
-        Duration::from_secs(5),
     )
     .await;
     w.text()

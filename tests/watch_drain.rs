@@ -226,8 +226,7 @@ async fn should_drain_watchers_with_a_final_bookmark_and_let_kube_rs_resume_else
             loop {
                 // A scrape may wait long: 1,000 kube-rs watchers share this
                 // process's runtime with both r8s while they list.
-                let left = guard.left();
-                let m = send("GET", &format!("{admin}/metrics"), &[], None, left)
+                let m = send("GET", &format!("{admin}/metrics"), &[], None)
                     .await
                     .text();
                 // One registry for both r8s in this process: the sum of their watchers.
@@ -245,7 +244,7 @@ async fn should_drain_watchers_with_a_final_bookmark_and_let_kube_rs_resume_else
     // SIGTERM for A (what the signal handler fires); new connections go to B.
     fwd.retarget(b_addr);
     let stopping = tokio::spawn(a.stop());
-    tokio::time::timeout(Duration::from_secs(20), stopping)
+    tokio::time::timeout(HANG, stopping)
         .await
         .expect("A drained and stopped")
         .unwrap();

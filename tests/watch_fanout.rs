@@ -137,7 +137,7 @@ async fn run_fanout(tiered: bool) {
     let (_, objects) = sim
         .sim
         .store
-        .snapshot(r8s::sim::resources::pods_idx(), Some(end_rv))
+        .snapshot(r8s_sim::resources::pods_idx(), Some(end_rv))
         .expect("the current state");
     let pods: Vec<serde_json::Value> = objects.values().map(|o| o.value()).collect();
     for (i, collection, sel, replay) in &results {

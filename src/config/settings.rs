@@ -94,6 +94,12 @@ pub struct UpstreamConfig {
     /// The longest wait between a cache's failed list or watch and its
     /// retry (full jitter); the upstream's return cuts it short.
     pub max_backoff_seconds: f64,
+    /// Seconds between `/version` probes while the upstream answers (every
+    /// second, or this if shorter, while it does not).
+    pub probe_interval_seconds: f64,
+    /// How long a `/version` probe waits before the upstream counts as not
+    /// answering: a slow answer under load is not an outage.
+    pub probe_timeout_seconds: f64,
     /// Ask for gzip on r8s's own lists and watches (`Accept-Encoding: gzip`,
     /// as client-go does unless told `disable-compression`).
     pub compression: bool,
@@ -474,6 +480,8 @@ impl Default for UpstreamConfig {
             insecure_skip_tls_verify: false,
             connect_timeout_seconds: 5.0,
             max_backoff_seconds: 5.0,
+            probe_interval_seconds: 5.0,
+            probe_timeout_seconds: 10.0,
             compression: true,
         }
     }

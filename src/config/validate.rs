@@ -201,7 +201,7 @@ impl Config {
     /// Every number that becomes a duration, a size or a count, with the
     /// values it may take: anything else is rejected here, before a port is
     /// bound, instead of panicking or misbehaving later.
-    fn numbers(&self) -> [(&'static str, f64, Range); 33] {
+    fn numbers(&self) -> [(&'static str, f64, Range); 35] {
         let secs = |v: u64| v as f64;
         let (c, w, a) = (&self.cache, &self.watch, &self.auth);
         let ttl = range(0.0, DAY, "seconds");
@@ -218,6 +218,16 @@ impl Config {
                     above: true,
                     ..range(0.0, 600.0, "seconds")
                 },
+            ),
+            (
+                "upstream.probe_interval_seconds",
+                self.upstream.probe_interval_seconds,
+                range(0.1, 300.0, "seconds"),
+            ),
+            (
+                "upstream.probe_timeout_seconds",
+                self.upstream.probe_timeout_seconds,
+                range(0.1, 600.0, "seconds"),
             ),
             (
                 "server.header_read_timeout_seconds",

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use r8s::config::{AuthMode, Config};
-use r8s::sim::SimConfig;
+use r8s_sim::SimConfig;
 
 /// The sim's users every auth fixture has: r8s itself and an admin, both
 /// `system:masters`.

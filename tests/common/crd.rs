@@ -38,13 +38,13 @@ pub fn crd(group: &str, plural: &str, versions: &[(&str, bool, bool)]) -> Value 
 pub async fn write(method: &str, url: &str, body: &Value) -> Resp {
     let body = body.to_string();
     let headers = [("content-type", "application/json")];
-    send(method, url, &headers, Some(&body), Duration::from_secs(10)).await
+    send(method, url, &headers, Some(&body)).await
 }
 
 /// Deletes the definition `name` through `base` (200 asserted).
 pub async fn delete(base: &str, name: &str) {
     let url = format!("{base}{CRDS}/{name}");
-    let gone = send("DELETE", &url, &[], None, Duration::from_secs(10)).await;
+    let gone = send("DELETE", &url, &[], None).await;
     assert_eq!(gone.status, 200, "{url}: {}", gone.text());
 }
 

@@ -367,18 +367,11 @@ fn toks(list: &[&str]) -> Vec<Vec<u8>> {
 pub async fn targets(sim: &str, rv_before_writes: u64) -> Vec<Target> {
     use super::send;
     const PB: &str = "application/vnd.kubernetes.protobuf";
-    let t = Duration::from_secs(10);
     let fetch = |path: String, accept: &'static str| async move {
-        send(
-            "GET",
-            &format!("{sim}{path}"),
-            &[("accept", accept)],
-            None,
-            t,
-        )
-        .await
-        .body
-        .to_vec()
+        send("GET", &format!("{sim}{path}"), &[("accept", accept)], None)
+            .await
+            .body
+            .to_vec()
     };
     let pod = "/api/v1/namespaces/ns-1/pods/pod-00001".to_string();
     let page = "/api/v1/pods?limit=3".to_string();

@@ -15,7 +15,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use r8s::config::Config;
 use r8s::shutdown::{self, Trigger};
-use r8s::sim::{self, SimConfig, SimHandle};
+use r8s_sim::{self as sim, SimConfig, SimHandle};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
@@ -202,14 +202,10 @@ pub fn client() -> Client<HttpConnector, Full<Bytes>> {
     Client::builder(TokioExecutor::new()).build(HttpConnector::new())
 }
 
-/// One request, body read to the end (bounded by `limit`).
-pub async fn send(
-    method: &str,
-    url: &str,
-    headers: &[(&str, &str)],
-    body: Option<&str>,
-    limit: Duration,
-) -> Resp {
+/// One request, body read to the end. Its only bound is [`HANG`]: a
+/// response that never ends is a hang, whatever the machine's speed.
+pub async fn send(method: &str, url: &str, headers: &[(&str, &str)], body: Option<&str>) -> Resp {
+    let limit = HANG;
     let mut b = Request::builder()
         .method(Method::from_bytes(method.as_bytes()).unwrap())
         .uri(url);
@@ -221,7 +217,7 @@ pub async fn send(
         .unwrap();
     let resp = tokio::time::timeout(limit, client().request(req))
         .await
-        .unwrap_or_else(|_| panic!("{method} {url}: no response within {limit:?}"))
+        .unwrap_or_else(|_| panic!("{method} {url}: no response within {limit:?} (hung)"))
         .unwrap_or_else(|e| panic!("{method} {url}: {e}"));
     read_response(resp, &format!("{method} {url}"), limit).await
 }
@@ -258,7 +254,7 @@ pub async fn read_response(
 }
 
 pub async fn get(url: &str) -> Resp {
-    send("GET", url, &[], None, Duration::from_secs(10)).await
+    send("GET", url, &[], None).await
 }
 
 /// Runs kubectl against `server` with an empty kubeconfig and a private cache dir.
@@ -495,7 +491,7 @@ pub async fn watch_replay_stalled(
     let client: Client<HttpConnector, Full<Bytes>> =
         Client::builder(TokioExecutor::new()).build(conn);
     let req = Request::get(url).body(Full::new(Bytes::new())).unwrap();
-    let resp = tokio::time::timeout(Duration::from_secs(30), client.request(req))
+    let resp = tokio::time::timeout(HANG, client.request(req))
         .await
         .unwrap_or_else(|_| panic!("{who}: no response"))
         .unwrap_or_else(|e| panic!("{who}: {e}"));
@@ -618,7 +614,7 @@ pub async fn informer_start(
     // allows. The limit only guards against a hang; how fast lists are is
     // measured in benches/, not here.
     let url = format!("{target}{collection}?resourceVersion=0{sel}");
-    let list = send("GET", &url, &[], None, Duration::from_secs(120)).await;
+    let list = send("GET", &url, &[], None).await;
     assert_eq!(list.status, 200, "{who}: {}", list.text());
     let r = Replay::from_list(&list.json());
     let q = format!("resourceVersion={}", r.last);
@@ -627,8 +623,8 @@ pub async fn informer_start(
 
 /// Touches a pod in the sim (a MODIFIED event).
 pub fn touch(sim: &SimHandle, ns: &str, name: &str, n: usize) {
-    use r8s::sim::store::{Mutation, key};
-    let res = r8s::sim::resources::pods_idx();
+    use r8s_sim::store::{Mutation, key};
+    let res = r8s_sim::resources::pods_idx();
     let k = key(Some(ns), name);
     let mut v = sim.sim.store.get(res, &k).unwrap().value();
     v["metadata"]["annotations"]["r8s.dev/touch"] = n.to_string().into();

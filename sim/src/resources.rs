@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use crate::api::Gvr;
+use r8s::api::Gvr;
 
 /// One served resource type.
 #[derive(Debug)]

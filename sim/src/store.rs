@@ -14,8 +14,8 @@ use serde_json::{Map, Value};
 use tokio::sync::{broadcast, watch};
 
 use super::resources::ResourceDef;
-use crate::api::status::Status;
-use crate::sync::MutexExt;
+use r8s::api::status::Status;
+use r8s::sync::MutexExt;
 
 /// One stored object version: parsed, and serialized once at write time.
 #[derive(Debug)]

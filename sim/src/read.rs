@@ -13,14 +13,14 @@ use super::resources::ResourceDef;
 use super::schema;
 use super::state::{Req, Sim, json_response, to_bytes};
 use super::store::{Obj, key};
-use crate::api::continue_token::{ContinueToken, Format as TokenFormat};
-use crate::api::media::{Choice, Encoding, Shape};
-use crate::api::params::{ListOptions, RvMatch, parse_rv};
-use crate::api::path::ResourcePath;
-use crate::api::selector::{FieldSelector, LabelSelector, field_value, supported_fields};
-use crate::api::status::Status;
-use crate::body::Body;
-use crate::codec::json::{META_API_VERSION, partial_object_metadata, top_level_value};
+use r8s::api::continue_token::{ContinueToken, Format as TokenFormat};
+use r8s::api::media::{Choice, Encoding, Shape};
+use r8s::api::params::{ListOptions, RvMatch, parse_rv};
+use r8s::api::path::ResourcePath;
+use r8s::api::selector::{FieldSelector, LabelSelector, field_value, supported_fields};
+use r8s::api::status::Status;
+use r8s::body::Body;
+use r8s::codec::json::{META_API_VERSION, partial_object_metadata, top_level_value};
 
 /// The representation a client asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -335,10 +335,10 @@ fn list_answer(
 
 /// A 200 with a protobuf body.
 fn protobuf_response(body: Bytes) -> Response<Body> {
-    let mut resp = crate::api::json_response(StatusCode::OK, crate::body::full(body));
+    let mut resp = r8s::api::json_response(StatusCode::OK, r8s::body::full(body));
     resp.headers_mut().insert(
         http::header::CONTENT_TYPE,
-        http::HeaderValue::from_static(crate::api::media::PROTOBUF),
+        http::HeaderValue::from_static(r8s::api::media::PROTOBUF),
     );
     resp
 }
@@ -625,12 +625,12 @@ pub fn table(
 
 #[cfg(test)]
 mod tests {
+    use super::super::store::{Mutation, Store};
     use super::*;
-    use crate::sim::store::{Mutation, Store};
 
     #[test]
     fn should_page_in_key_order_with_remaining_count() {
-        let s = Store::new(100, crate::sim::catalog::Catalog::default().items_typed());
+        let s = Store::new(100, super::super::catalog::Catalog::default().items_typed());
         for (ns, n) in [("a", "x"), ("a", "y"), ("a-b", "z"), ("b", "w")] {
             let v = json!({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": n, "namespace": ns}});
             s.mutate(1, &key(Some(ns), n), |_, _| Ok(Mutation::Put(v)))

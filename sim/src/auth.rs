@@ -11,12 +11,12 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Response, StatusCode, header};
 use serde_json::{Value, json};
 
-use crate::api::params::ListOptions;
-use crate::api::path::ResourcePath;
-use crate::api::request::{Verb, authz_name};
-use crate::api::status::{Status, Target};
-use crate::body::Body;
-use crate::sync::MutexExt;
+use r8s::api::params::ListOptions;
+use r8s::api::path::ResourcePath;
+use r8s::api::request::{Verb, authz_name};
+use r8s::api::status::{Status, Target};
+use r8s::body::Body;
+use r8s::sync::MutexExt;
 
 /// An authenticated (or anonymous) user.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -420,8 +420,7 @@ pub fn review(
     v["status"] = status;
     v["metadata"] = json!({"creationTimestamp": null});
     let bytes = serde_json::to_vec(&v).expect("JSON serializes");
-    let mut resp =
-        crate::api::json_response(StatusCode::CREATED, crate::body::full_line(bytes.into()));
+    let mut resp = r8s::api::json_response(StatusCode::CREATED, r8s::body::full_line(bytes.into()));
     resp.headers_mut().insert(
         "x-content-type-options",
         HeaderValue::from_static("nosniff"),

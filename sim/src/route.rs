@@ -13,11 +13,11 @@ use serde_json::Value;
 
 use super::state::{Req, Sim, json_response, read_body, to_bytes};
 use super::{auth, exec, read, resources, watch, write};
-use crate::api::media::ErrorEncoding;
-use crate::api::query::Query;
-use crate::api::request::{self, ApiRequest, Verb};
-use crate::api::status::Status;
-use crate::body::{self, Body};
+use r8s::api::media::ErrorEncoding;
+use r8s::api::query::Query;
+use r8s::api::request::{self, ApiRequest, Verb};
+use r8s::api::status::Status;
+use r8s::body::{self, Body};
 
 impl Sim {
     /// Answers one request.
@@ -30,7 +30,7 @@ impl Sim {
             Some(ar) => ar.pretty && !ar.streaming,
             None => request::pretty_non_resource(&Query::parse(parts.uri.query()), &parts.headers),
         };
-        let gzip = crate::api::media::accepts_gzip(&parts.headers);
+        let gzip = r8s::api::media::accepts_gzip(&parts.headers);
         // kube-apiserver 1.37's WatchListCompression (on by default from
         // 1.37; 1.36 and before never compress a watch).
         let watch_list = ar.as_ref().is_some_and(|ar| {
@@ -39,7 +39,7 @@ impl Sim {
                     .options
                     .as_ref()
                     .is_ok_and(|o| o.send_initial_events == Some(true))
-        }) && crate::upstream::version::WireRules::of(Some(self.config.version()))
+        }) && r8s::upstream::version::WireRules::of(Some(self.config.version()))
             .compress_watch_lists;
         let mut resp = match self.route(ar, parts, incoming).await {
             Ok(r) => r,
@@ -301,7 +301,7 @@ async fn gzip_large(resp: Response<Body>) -> Response<Body> {
         return Response::from_parts(parts, body::full(bytes));
     };
     parts.headers.remove(header::CONTENT_LENGTH);
-    crate::api::media::mark_gzipped(&mut parts.headers);
+    r8s::api::media::mark_gzipped(&mut parts.headers);
     Response::from_parts(parts, body::full(gz))
 }
 
@@ -366,6 +366,6 @@ fn gzip_per_flush(resp: Response<Body>) -> Response<Body> {
             }
         }
     });
-    crate::api::media::mark_gzipped(&mut parts.headers);
+    r8s::api::media::mark_gzipped(&mut parts.headers);
     Response::from_parts(parts, out)
 }

@@ -24,7 +24,7 @@ use std::sync::LazyLock;
 use bytes::BytesMut;
 use serde_json::Value;
 
-use crate::codec::protobuf::{bytes_field, varint_field};
+use r8s::codec::protobuf::{bytes_field, varint_field};
 
 const SCHEMA: &str = "
 ObjectMeta: name 1 s; generateName 2 s; namespace 3 s; selfLink 4 s; uid 5 s; resourceVersion 6 s; generation 7 i; creationTimestamp 8 t; deletionTimestamp 9 *t; deletionGracePeriodSeconds 10 *i; labels 11 m; annotations 12 m; ownerReferences 13 []OwnerReference; finalizers 14 []s; clusterName 15 s; managedFields 17 []ManagedFieldsEntry
@@ -337,7 +337,7 @@ fn time(s: &str) -> BytesMut {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::codec::protobuf::{fields, find};
+    use r8s::codec::protobuf::{fields, find};
     use serde_json::json;
 
     #[test]

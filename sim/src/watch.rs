@@ -14,11 +14,11 @@ use super::read::{Format, metadata_form, negotiate, passes, selectors, table};
 use super::resources::ResourceDef;
 use super::state::{Req, Sim};
 use super::store::{Event, EventType, Obj};
-use crate::api::params::{ListOptions, parse_rv};
-use crate::api::path::ResourcePath;
-use crate::api::selector::{FieldSelector, LabelSelector};
-use crate::api::status::Status;
-use crate::body::{self, Body};
+use r8s::api::params::{ListOptions, parse_rv};
+use r8s::api::path::ResourcePath;
+use r8s::api::selector::{FieldSelector, LabelSelector};
+use r8s::api::status::Status;
+use r8s::body::{self, Body};
 
 /// One watcher's filter.
 struct Filter {
@@ -110,11 +110,11 @@ pub fn watch(
         };
         w.run(start, timeout).await;
     });
-    let mut resp = crate::api::json_response(StatusCode::OK, body);
+    let mut resp = r8s::api::json_response(StatusCode::OK, body);
     if matches!(format, Format::Protobuf | Format::ProtobufMetadata) {
         resp.headers_mut().insert(
             http::header::CONTENT_TYPE,
-            http::HeaderValue::from_static(crate::api::media::PROTOBUF_WATCH),
+            http::HeaderValue::from_static(r8s::api::media::PROTOBUF_WATCH),
         );
     }
     Ok(resp)
@@ -143,9 +143,9 @@ impl Watcher {
     /// Sends one event of `object`'s body (JSON, or an enveloped protobuf body).
     async fn send(&self, etype: &str, object: &[u8]) -> bool {
         let line = if self.protobuf() {
-            crate::codec::protobuf::watch_frame(etype, &[object])
+            r8s::codec::protobuf::watch_frame(etype, &[object])
         } else {
-            crate::codec::json::watch_line(etype, object)
+            r8s::codec::json::watch_line(etype, object)
         };
         self.send_line(line).await
     }
@@ -222,14 +222,14 @@ impl Watcher {
         let (kind, av) = match self.format {
             Format::Metadata => (
                 "PartialObjectMetadata",
-                crate::codec::json::META_API_VERSION.to_string(),
+                r8s::codec::json::META_API_VERSION.to_string(),
             ),
             _ => (self.def.kind.as_str(), self.def.gvr.api_version()),
         };
         let line = if initial_end {
-            crate::codec::json::initial_events_end(kind, &av, rv, self.sim.config.initial_end())
+            r8s::codec::json::initial_events_end(kind, &av, rv, self.sim.config.initial_end())
         } else {
-            crate::codec::json::bookmark(kind, &av, rv)
+            r8s::codec::json::bookmark(kind, &av, rv)
         };
         self.send_line(line).await
     }

@@ -28,9 +28,9 @@ use serde_json::{Value, json};
 use super::resources::ResourceDef;
 use super::state::Sim;
 use super::store::Mutation;
-use crate::api::Gvr;
-use crate::api::status::{Cause, Status};
-use crate::sync::MutexExt;
+use r8s::api::Gvr;
+use r8s::api::status::{Cause, Status};
+use r8s::sync::MutexExt;
 
 /// What the sim reads of a definition.
 struct Spec {

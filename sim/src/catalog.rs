@@ -9,8 +9,8 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use super::resources::{ResourceDef, VERBS, builtins, group_json, gv_path};
-use crate::api::Gvr;
-use crate::sync::RwLockExt;
+use r8s::api::Gvr;
+use r8s::sync::RwLockExt;
 
 /// Where each custom resource definition's objects are kept in the store,
 /// by its `metadata.uid` (a definition deleted and made again starts

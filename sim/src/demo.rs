@@ -3,10 +3,11 @@
 
 use std::net::SocketAddr;
 
-use crate::cli::DemoArgs;
-use crate::config::Config;
-use crate::sim::{self, SimConfig};
-use crate::{Listeners, prepare, shutdown};
+use r8s::cli::DemoArgs;
+use r8s::config::Config;
+use r8s::{Listeners, prepare, shutdown};
+
+use super::{self as sim, SimConfig};
 
 /// What to print once the demo is up.
 pub fn instructions(api: SocketAddr, admin: SocketAddr, sim: SocketAddr, pods: usize) -> String {

@@ -10,8 +10,8 @@ use super::resources::{find, pods_idx};
 use super::state::Sim;
 use super::store::{Mutation, key};
 use super::write::uuid;
-use crate::api::Gvr;
-use crate::api::status::Status;
+use r8s::api::Gvr;
+use r8s::api::status::Status;
 
 fn now() -> String {
     humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()

@@ -13,12 +13,12 @@ use hyper::body::Incoming;
 use serde_json::Value;
 
 use super::{auth, store};
-use crate::api::media::Choice;
-use crate::api::query::Query;
-use crate::api::status::Status;
-use crate::body::{self, Body};
-use crate::shutdown::Signal;
-use crate::sync::MutexExt;
+use r8s::api::media::Choice;
+use r8s::api::query::Query;
+use r8s::api::status::Status;
+use r8s::body::{self, Body};
+use r8s::shutdown::Signal;
+use r8s::sync::MutexExt;
 
 /// How the sim is set up.
 #[derive(Debug, Clone)]
@@ -73,20 +73,20 @@ pub enum Generation {
 
 impl SimConfig {
     /// The Kubernetes version `/version` reports.
-    pub fn version(&self) -> crate::upstream::version::KubeVersion {
+    pub fn version(&self) -> r8s::upstream::version::KubeVersion {
         let minor = match self.generation {
             Generation::Pre131 => 30,
             Generation::Current => self.minor,
         };
-        crate::upstream::version::KubeVersion { major: 1, minor }
+        r8s::upstream::version::KubeVersion { major: 1, minor }
     }
 
     /// How a streaming list's initial events end in that version.
-    pub fn initial_end(&self) -> crate::codec::InitialEnd {
-        if crate::upstream::version::WireRules::of(Some(self.version())).list_blueprint {
-            crate::codec::InitialEnd::WithBlueprint
+    pub fn initial_end(&self) -> r8s::codec::InitialEnd {
+        if r8s::upstream::version::WireRules::of(Some(self.version())).list_blueprint {
+            r8s::codec::InitialEnd::WithBlueprint
         } else {
-            crate::codec::InitialEnd::Plain
+            r8s::codec::InitialEnd::Plain
         }
     }
 
@@ -405,5 +405,5 @@ pub fn to_bytes(v: &Value) -> Bytes {
 /// A JSON response with the apiserver's headers, ending with a newline as
 /// Go's encoder ends every body.
 pub fn json_response(code: StatusCode, bytes: Bytes) -> Response<Body> {
-    crate::api::json_response(code, body::full_line(bytes))
+    r8s::api::json_response(code, body::full_line(bytes))
 }

@@ -3,9 +3,13 @@
 //! Faithful to kube-apiserver wherever it implements something (status
 //! codes, `Status` bodies, watch framing, resource version semantics), so
 //! that r8s can be tested against it, demoed and benchmarked without a
-//! cluster. Of the product, only the `r8s sim` and `r8s demo` subcommands use
-//! it (`main.rs`, [`crate::demo`]); the tests and benchmarks start it
-//! through `r8s::sim` to run r8s against it.
+//! cluster. A crate of its own (`r8s-sim`), beside r8s, that uses r8s only
+//! through its public API: the tests and benchmarks start it (a
+//! dev-dependency) to run r8s against it, and the `r8s sim` and `r8s demo`
+//! subcommands, compiled only with r8s's default feature `sim`, include it
+//! as a module of the binary (`src/main.rs`; a dependency would be a cycle,
+//! as this crate depends on r8s). The library, and so the product, never
+//! sees it (`tests/structure.rs`).
 //!
 //! - [`state`]: the running sim's state, configuration and request shape.
 //! - [`route`]: each request to its handler.
@@ -22,10 +26,14 @@
 //! - [`protobuf`]: protobuf answers, and decoding the protobuf bodies client-go writes.
 //! - [`schema`]: the protobuf layouts of the served kinds.
 //! - [`seed`]: realistic sample objects and background churn.
+//! - [`demo`]: `r8s demo`, the sim with r8s in front, in one process.
+
+#![warn(missing_docs)]
 
 pub mod auth;
 pub mod catalog;
 pub mod crd;
+pub mod demo;
 pub mod exec;
 pub mod protobuf;
 pub mod read;
@@ -45,7 +53,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
-use crate::shutdown::{self, Trigger};
+use r8s::shutdown::{self, Trigger};
 
 pub use state::{Generation, Req, Sim, SimConfig};
 
@@ -86,7 +94,7 @@ pub async fn start(config: SimConfig, listener: TcpListener) -> std::io::Result<
         tokio::spawn(seed::churn(sim.clone()));
     }
     let s = sim.clone();
-    let task = tokio::spawn(crate::server::serve(
+    let task = tokio::spawn(r8s::server::serve(
         listener,
         None,
         move |req, _peer| {
@@ -94,7 +102,7 @@ pub async fn start(config: SimConfig, listener: TcpListener) -> std::io::Result<
             async move { s.handle(req).await }
         },
         signal,
-        crate::server::Timeouts {
+        r8s::server::Timeouts {
             grace: Duration::from_secs(5),
             header_read: Duration::from_secs(32),
             write: Duration::from_secs(60),

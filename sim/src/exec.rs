@@ -18,10 +18,10 @@ use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role};
 
 use super::state::{Req, Sim};
 use super::store::key;
-use crate::api::path::ResourcePath;
-use crate::api::query::parse_bool;
-use crate::api::status::Status;
-use crate::body::{self, Body};
+use r8s::api::path::ResourcePath;
+use r8s::api::query::parse_bool;
+use r8s::api::status::Status;
+use r8s::body::{self, Body};
 
 fn pod_exists(sim: &Sim, res: usize, rp: &ResourcePath) -> Result<String, Status> {
     let name = rp.name.clone().unwrap_or_default();

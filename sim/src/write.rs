@@ -9,9 +9,9 @@ use serde_json::{Value, json};
 use super::resources::{ResourceDef, namespaces_idx};
 use super::state::{Req, Sim, json_response, now_rfc3339, to_bytes};
 use super::store::{Mutation, Obj, key};
-use crate::api::path::ResourcePath;
-use crate::api::status::{Cause, Status};
-use crate::body::Body;
+use r8s::api::path::ResourcePath;
+use r8s::api::status::{Cause, Status};
+use r8s::body::Body;
 use std::sync::Arc;
 
 /// Decodes a write's body: JSON, or the protobuf kubectl sends for typed creates.

@@ -14,9 +14,9 @@ use serde_json::{Value, json};
 use super::resources::ResourceDef;
 use super::schema;
 use super::store::Obj;
-use crate::api::status::Status;
-use crate::codec::json::META_API_VERSION;
-use crate::codec::protobuf as pb;
+use r8s::api::status::Status;
+use r8s::codec::json::META_API_VERSION;
+use r8s::codec::protobuf as pb;
 
 #[derive(Clone, PartialEq, Message)]
 struct TypeMeta {
@@ -253,7 +253,7 @@ pub fn bookmark_body(
     def: &ResourceDef,
     metadata_only: bool,
     rv: u64,
-    initial_end: Option<crate::codec::InitialEnd>,
+    initial_end: Option<r8s::codec::InitialEnd>,
 ) -> bytes::Bytes {
     let (api_version, kind, empty) = if metadata_only {
         let mut raw = bytes::BytesMut::new();
