@@ -158,7 +158,9 @@ async fn should_drain_watchers_with_a_final_bookmark_and_let_kube_rs_resume_else
     // into a typed Pod when they list (a debug build's cost), and what is
     // drained is the watches, not the lists.
     cfg.pods = 25;
-    cfg.churn = 20.0;
+    // A write every 200 ms: a thousand debug-built watchers decode each
+    // one; at 20 a second they fell 20 s behind, the test's time, not r8s's.
+    cfg.churn = 5.0;
     cfg.history = 100_000;
     let sim = start_sim(cfg).await;
     let a = r8s_caching_pods(&sim.url()).await;
