@@ -17,6 +17,8 @@ pub mod consistency;
 pub mod decode;
 pub mod discovery;
 pub mod liveness;
+#[cfg(test)]
+mod memory;
 pub mod proof;
 pub mod reflector;
 pub mod version;

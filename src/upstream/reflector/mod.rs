@@ -43,6 +43,8 @@ mod list;
 #[cfg(test)]
 mod recover_tests;
 mod request;
+#[cfg(test)]
+mod step_tests;
 mod watch;
 
 use std::pin::Pin;

@@ -26,7 +26,7 @@ use crate::upstream::Upstream;
 
 /// A configmaps reflector whose upstream has `servers` servers (none of
 /// them dialled: recovery decides, it does not connect).
-async fn reflector(servers: usize) -> Reflector {
+pub(super) async fn reflector(servers: usize) -> Reflector {
     let config = UpstreamConfig {
         servers: (1..=servers)
             .map(|i| format!("http://127.0.0.1:{i}"))
@@ -60,7 +60,7 @@ async fn reflector(servers: usize) -> Reflector {
 }
 
 /// What a state is, in words (states hold streams and tasks: no `Debug`).
-fn named(s: &State) -> String {
+pub(super) fn named(s: &State) -> String {
     match s {
         State::Restoring(_) => "Restoring".into(),
         State::Relisting { diverged } => format!("Relisting {{ diverged: {diverged} }}"),
