@@ -448,6 +448,104 @@ async fn list(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::Gvr;
+    use crate::api::media::Encoding;
+    use crate::config::UpstreamConfig;
+    use std::sync::Mutex;
+
+    /// A target of `resource` whose one store serves an empty state at 5,
+    /// and the trigger that retires it.
+    fn target(
+        resource: &'static str,
+        kind: &str,
+    ) -> (
+        Target,
+        crate::shutdown::Trigger,
+        crate::cache::writer::Writer,
+    ) {
+        let (writer, store) = Store::for_tests(&format!("v1/{resource}"), Encoding::Json, 5);
+        let (trigger, retired) = crate::shutdown::channel();
+        let t = Target {
+            resource: ApiResource {
+                gvr: Gvr::from_static("", "v1", resource),
+                kind: kind.into(),
+                namespaced: true,
+            },
+            stores: vec![Checked::new(store, Arc::new(Notify::new()))],
+            retired,
+        };
+        (t, trigger, writer)
+    }
+
+    /// The checks' cadence, in paused time: every `interval` give or take
+    /// 10 %, a cache launched meanwhile from the next check on, a retired
+    /// one no more.
+    #[tokio::test(start_paused = true)]
+    async fn should_check_every_interval_from_launch_to_retirement() {
+        let upstream = Upstream::new(&UpstreamConfig {
+            servers: vec!["http://127.0.0.1:1".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        let began = tokio::time::Instant::now();
+        let asked: Arc<Mutex<Vec<(u64, String)>>> = Arc::default();
+        let log = asked.clone();
+        upstream.answer_with(Arc::new(move |parts| {
+            let path = parts.uri.path().to_string();
+            log.lock().unwrap().push((began.elapsed().as_secs(), path));
+            http::Response::builder()
+                .header("content-type", "application/json")
+                .body(crate::body::full(
+                    r#"{"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":"5"},"items":[]}"#,
+                ))
+                .unwrap()
+        }));
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let (pods, retire_pods, _pods_writer) = target("pods", "Pod");
+        tx.send(pods).unwrap_or_else(|_| panic!("sent"));
+        let (stop, shutdown) = crate::shutdown::channel();
+        let interval = Duration::from_secs(600);
+        let task = tokio::spawn(run(Arc::new(upstream), rx, interval, false, shutdown));
+        let wait = |s| tokio::time::sleep(Duration::from_secs(s));
+        let checks = |asked: &Arc<Mutex<Vec<(u64, String)>>>| asked.lock().unwrap().clone();
+
+        wait(539).await;
+        assert!(
+            checks(&asked).is_empty(),
+            "none before 90 % of the interval"
+        );
+        wait(122).await;
+        let first = checks(&asked);
+        assert_eq!(first.len(), 1, "{first:?}");
+        assert_eq!(first[0].1, "/api/v1/pods");
+        assert!((540..=660).contains(&first[0].0), "{first:?}");
+
+        // A cache launched now: checked from the next check on.
+        let (configmaps, _retire_cm, _cm_writer) = target("configmaps", "ConfigMap");
+        tx.send(configmaps).unwrap_or_else(|_| panic!("sent"));
+        wait(661).await;
+        let second = checks(&asked)[1..].to_vec();
+        assert_eq!(
+            second.iter().map(|(_, p)| p.as_str()).collect::<Vec<_>>(),
+            ["/api/v1/pods", "/api/v1/configmaps"]
+        );
+        assert!(
+            (540..=660).contains(&(second[0].0 - first[0].0)),
+            "{second:?}"
+        );
+
+        // Pods retired: no more of its lists.
+        retire_pods.fire();
+        wait(661).await;
+        let third = checks(&asked)[3..].to_vec();
+        assert_eq!(
+            third.iter().map(|(_, p)| p.as_str()).collect::<Vec<_>>(),
+            ["/api/v1/configmaps"]
+        );
+        stop.fire();
+        task.await.unwrap();
+    }
 
     #[test]
     fn should_name_missing_extra_and_changed_keys() {

@@ -16,6 +16,8 @@
 mod ask;
 mod outcome;
 mod prover;
+#[cfg(test)]
+mod timing_tests;
 
 use std::collections::HashMap;
 use std::sync::Arc;

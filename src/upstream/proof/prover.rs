@@ -297,27 +297,35 @@ impl Prover {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::api::media::Encoding;
     use crate::api::{ApiResource, Gvr};
-    use crate::cache::budget::Budget;
-    use crate::cache::store::{Change, Limits, Options, Store};
+    use crate::cache::store::{Change, Store};
     use crate::cache::writer::Writer;
-    use crate::metrics::StoreLabels;
 
-    fn store(rv: u64, encoding: Encoding) -> (Writer, Arc<Store>) {
-        let limits = Limits::for_tests(10, 100);
-        let (mut w, s) = Store::new(Options {
-            limits,
-            budget: Budget::unlimited(),
-            encoding,
-            node_index: true,
-            indexes: Vec::new(),
-            labels: StoreLabels::new("v1/pods".into(), encoding.as_str()),
-        });
-        w.apply(vec![Change::Replace(imbl::OrdMap::new(), rv)]);
-        (w, s)
+    /// A pods store at `rv` in `encoding`, and its writer.
+    pub(in crate::upstream::proof) fn store(rv: u64, encoding: Encoding) -> (Writer, Arc<Store>) {
+        Store::for_tests("v1/pods", encoding, rv)
+    }
+
+    /// The pods cache of `store` (and `protobuf`).
+    pub(in crate::upstream::proof) fn pods_cache(
+        store: Arc<Store>,
+        protobuf: Option<Arc<Store>>,
+    ) -> ResourceCache {
+        ResourceCache {
+            resource: ApiResource {
+                gvr: Gvr::from_static("", "v1", "pods"),
+                kind: "Pod".into(),
+                namespaced: true,
+            },
+            store,
+            protobuf,
+            list_kind: "PodList".into(),
+            label: "v1/pods".into(),
+            watch_metrics: Default::default(),
+        }
     }
 
     /// An upstream that answers every request with `body` (a watch
@@ -373,18 +381,7 @@ mod tests {
         ))
         .await;
         let ((jw, json), (mut pw, pb)) = (store(30, Encoding::Json), store(20, Encoding::Protobuf));
-        let cache = ResourceCache {
-            resource: ApiResource {
-                gvr: Gvr::from_static("", "v1", "pods"),
-                kind: "Pod".into(),
-                namespaced: true,
-            },
-            store: json.clone(),
-            protobuf: Some(pb.clone()),
-            list_kind: "PodList".into(),
-            label: "v1/pods".into(),
-            watch_metrics: Default::default(),
-        };
+        let cache = pods_cache(json.clone(), Some(pb.clone()));
         let p = Arc::new(Prover::new(
             Arc::new(cache),
             vec![jw.stamper(), pw.stamper()],
