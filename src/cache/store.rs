@@ -108,28 +108,6 @@ impl Limits {
     }
 }
 
-#[cfg(test)]
-impl Store {
-    /// A unit test's store of `label` (`v1/pods` is node-indexed, as in
-    /// r8s) in `encoding`, serving an empty state at `rv`, and its writer.
-    pub(crate) fn for_tests(
-        label: &str,
-        encoding: Encoding,
-        rv: u64,
-    ) -> (crate::cache::writer::Writer, Arc<Store>) {
-        let (mut w, s) = Store::new(Options {
-            limits: Limits::for_tests(10, 100),
-            budget: super::budget::Budget::unlimited(),
-            encoding,
-            node_index: label == "v1/pods",
-            indexes: Vec::new(),
-            labels: StoreLabels::new(label.into(), encoding.as_str()),
-        });
-        w.apply(vec![Change::Replace(imbl::OrdMap::new(), rv)]);
-        (w, s)
-    }
-}
-
 /// Everything a new store is made from, by name.
 #[derive(Debug, Clone)]
 pub struct Options {

@@ -183,3 +183,25 @@ impl Stamper {
         Some(s.apply_locked(guard, vec![Change::Progress(y)], true))
     }
 }
+
+#[cfg(test)]
+impl Writer {
+    /// A unit test's store of `label` (`v1/pods` is node-indexed, as in
+    /// r8s) in `encoding`, serving an empty state at `rv`, and its writer.
+    pub(crate) fn for_tests(
+        label: &str,
+        encoding: crate::api::media::Encoding,
+        rv: u64,
+    ) -> (Writer, Arc<Store>) {
+        let (mut w, s) = Store::new(Options {
+            limits: crate::cache::store::Limits::for_tests(10, 100),
+            budget: super::budget::Budget::unlimited(),
+            encoding,
+            node_index: label == "v1/pods",
+            indexes: Vec::new(),
+            labels: crate::metrics::StoreLabels::new(label.into(), encoding.as_str()),
+        });
+        w.apply(vec![Change::Replace(OrdMap::new(), rv)]);
+        (w, s)
+    }
+}

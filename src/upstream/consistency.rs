@@ -450,6 +450,7 @@ mod tests {
     use super::*;
     use crate::api::Gvr;
     use crate::api::media::Encoding;
+    use crate::cache::writer::Writer;
     use crate::config::UpstreamConfig;
     use std::sync::Mutex;
 
@@ -463,7 +464,7 @@ mod tests {
         crate::shutdown::Trigger,
         crate::cache::writer::Writer,
     ) {
-        let (writer, store) = Store::for_tests(&format!("v1/{resource}"), Encoding::Json, 5);
+        let (writer, store) = Writer::for_tests(&format!("v1/{resource}"), Encoding::Json, 5);
         let (trigger, retired) = crate::shutdown::channel();
         let t = Target {
             resource: ApiResource {

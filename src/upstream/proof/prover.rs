@@ -305,15 +305,12 @@ pub(super) mod tests {
     use crate::cache::writer::Writer;
 
     /// A pods store at `rv` in `encoding`, and its writer.
-    pub(in crate::upstream::proof) fn store(rv: u64, encoding: Encoding) -> (Writer, Arc<Store>) {
-        Store::for_tests("v1/pods", encoding, rv)
+    pub(crate) fn store(rv: u64, encoding: Encoding) -> (Writer, Arc<Store>) {
+        Writer::for_tests("v1/pods", encoding, rv)
     }
 
     /// The pods cache of `store` (and `protobuf`).
-    pub(in crate::upstream::proof) fn pods_cache(
-        store: Arc<Store>,
-        protobuf: Option<Arc<Store>>,
-    ) -> ResourceCache {
+    pub(crate) fn pods_cache(store: Arc<Store>, protobuf: Option<Arc<Store>>) -> ResourceCache {
         ResourceCache {
             resource: ApiResource {
                 gvr: Gvr::from_static("", "v1", "pods"),
