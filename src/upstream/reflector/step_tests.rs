@@ -48,14 +48,23 @@ fn ok(body: impl Into<Bytes>) -> Response<Body> {
         .unwrap()
 }
 
-/// The apiserver's 410 for a version too old to watch from.
+/// The apiserver's `Status` for a version too old to watch from.
+const EXPIRED: &str = r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version: 1 (5)","reason":"Expired","code":410}"#;
+
+/// To open a watch from `rv`.
+fn opening(rv: u64) -> State {
+    State::Opening {
+        rv,
+        resuming: false,
+    }
+}
+
+/// Its 410 answer.
 fn gone() -> Response<Body> {
     Response::builder()
         .status(StatusCode::GONE)
         .header("content-type", "application/json")
-        .body(body::full(
-            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version: 1 (5)","reason":"Expired","code":410}"#,
-        ))
+        .body(body::full(EXPIRED))
         .unwrap()
 }
 
@@ -181,26 +190,11 @@ async fn should_fall_back_to_pages_when_the_upstream_ignores_streaming_lists() {
 #[tokio::test(start_paused = true)]
 async fn should_relist_when_the_watchs_version_is_gone() {
     let (mut r, _) = against(|_| gone()).await;
-    let s = step(
-        &mut r,
-        State::Opening {
-            rv: 1,
-            resuming: false,
-        },
-    )
-    .await;
+    let s = step(&mut r, opening(1)).await;
     assert_eq!(named(&s), "Relisting { diverged: false }");
 
-    let error = r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version: 1 (5)","reason":"Expired","code":410}"#;
-    let (mut r, _) = against(move |_| ok(event("ERROR", error))).await;
-    let s = step(
-        &mut r,
-        State::Opening {
-            rv: 1,
-            resuming: false,
-        },
-    )
-    .await;
+    let (mut r, _) = against(|_| ok(event("ERROR", EXPIRED))).await;
+    let s = step(&mut r, opening(1)).await;
     let s = step(&mut r, s).await;
     assert_eq!(named(&s), "Relisting { diverged: false }");
 }
@@ -214,14 +208,7 @@ async fn should_relist_on_malformed_watch_data() {
         "{\"type\":\"MODIFIED\",\"object\":{\"kind\"\n".to_string(),
     ] {
         let (mut r, _) = against(move |_| ok(body.clone())).await;
-        let s = step(
-            &mut r,
-            State::Opening {
-                rv: 5,
-                resuming: false,
-            },
-        )
-        .await;
+        let s = step(&mut r, opening(5)).await;
         let s = step(&mut r, s).await;
         assert_eq!(named(&s), "Relisting { diverged: false }");
         assert_eq!(stored(&r).0, 0, "nothing applied");
@@ -241,14 +228,7 @@ async fn should_abandon_a_silent_watch_past_its_deadline() {
         Response::new(body)
     })
     .await;
-    let s = step(
-        &mut r,
-        State::Opening {
-            rv: 5,
-            resuming: false,
-        },
-    )
-    .await;
+    let s = step(&mut r, opening(5)).await;
     assert_eq!(named(&s), "Watching");
     let began = tokio::time::Instant::now();
     let s = step(&mut r, s).await;
