@@ -17,7 +17,9 @@
 //! 2. The API's vocabulary: [`api`] (paths and [`api::Gvr`], the request
 //!    decoded once as [`api::request::ApiRequest`], list/watch options,
 //!    selectors, continue tokens, `Status` errors, users) and [`codec`]
-//!    (wire encodings: list envelopes streamed from stored items, watch lines).
+//!    (wire encodings: list envelopes streamed from stored items, watch lines)
+//!    and [`table`] (kube-apiserver's printers: the rows and columns of the
+//!    Tables `kubectl get` asks for).
 //! 3. [`cache`]: per resource, a versioned store, its event log and its
 //!    serving state.
 //! 4. What talks to the outside: [`upstream`] (the kube-apiserver(s):
@@ -57,6 +59,7 @@ pub mod serve;
 pub mod server;
 pub mod shutdown;
 pub mod sync;
+pub mod table;
 pub mod tls;
 pub mod upstream;
 

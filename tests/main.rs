@@ -41,6 +41,7 @@ mod reflector;
 mod sim_crd;
 mod structure;
 mod systemd;
+mod table;
 mod upstream_down;
 mod watch;
 mod watch_clients;

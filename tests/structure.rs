@@ -16,7 +16,7 @@ const LAYERS: &[&[&str]] = &[
     // Plumbing that knows nothing of Kubernetes.
     &["body", "sync", "shutdown", "metrics", "config"],
     // The API's vocabulary and wire encodings.
-    &["api", "codec"],
+    &["api", "codec", "table"],
     // The watch cache.
     &["cache"],
     // What talks to the outside: the upstream, the disk, TLS.

@@ -274,6 +274,7 @@ impl TypeInfo {
         let meta = meta_span(&json).ok_or_else(|| ObjectError::Malformed("no metadata".into()))?;
         Ok(CachedObject {
             memo: crate::codec::run::Memo::new(&key),
+            row: Default::default(),
             key,
             ns_len,
             rv,
@@ -318,6 +319,7 @@ pub(super) fn at_version(o: &CachedObject, rv: u64) -> CachedObject {
     let meta = meta_span(&json).unwrap_or(o.meta);
     CachedObject {
         memo: crate::codec::run::Memo::new(&o.key),
+        row: Default::default(),
         key: o.key.clone(),
         ns_len: o.ns_len,
         rv,

@@ -7,7 +7,7 @@
 //! little more than the bytes it serves. [`super::json`] and
 //! [`super::protobuf`] parse the upstream's bodies into it.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 
@@ -16,6 +16,7 @@ use crate::api::selector::Selectors;
 use crate::codec::json::{self, ListItem};
 use crate::codec::protobuf as pb;
 use crate::codec::run::{self, Form, Memo};
+use crate::table::{Printer, Row};
 
 /// Where a label or field value lives in the object's body.
 #[derive(Debug, Clone, Copy)]
@@ -68,6 +69,10 @@ pub struct CachedObject {
     pub(super) framed: Option<(&'static str, Bytes)>,
     /// What gzip lists keep for it: the compressed runs that start at it.
     pub(super) memo: Memo,
+    /// Its Table row, made the first time a Table asks for it (most
+    /// objects are never printed: an empty cell costs 16 bytes); `None`
+    /// inside when its printer could not read it.
+    pub(super) row: OnceLock<Option<Box<Row>>>,
 }
 
 impl CachedObject {
@@ -87,6 +92,17 @@ impl CachedObject {
         } else {
             &self.key[self.ns_len + 1..]
         }
+    }
+
+    /// Its row in a Table printed by `printer`: made once, from its JSON
+    /// (`None` for a protobuf body, or one the printer cannot read).
+    pub fn row(&self, printer: &Printer) -> Option<&Row> {
+        self.row
+            .get_or_init(|| match self.encoding {
+                Encoding::Json => (printer.row)(&self.body).map(Box::new),
+                Encoding::Protobuf => None,
+            })
+            .as_deref()
     }
 
     /// The `metadata` value as the upstream wrote it.

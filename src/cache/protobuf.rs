@@ -162,6 +162,7 @@ fn parse(
     };
     Ok(CachedObject {
         memo: crate::codec::run::Memo::new(&key),
+        row: Default::default(),
         key,
         ns_len: namespace.len(),
         rv,
@@ -219,6 +220,7 @@ pub(super) fn at_version(o: &CachedObject, rv: u64) -> CachedObject {
         })
         .unwrap_or_else(|| CachedObject {
             memo: crate::codec::run::Memo::new(&o.key),
+            row: Default::default(),
             key: o.key.clone(),
             body: o.body.clone(),
             spans: o.spans.clone(),

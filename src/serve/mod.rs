@@ -18,6 +18,7 @@
 pub mod outcome;
 pub mod passthrough;
 pub mod read;
+pub mod table;
 pub mod watch;
 
 use std::borrow::Cow;

@@ -30,8 +30,12 @@ pub enum PassReason {
     /// The resource is no longer served upstream: its cache was retired
     /// (a request that found it just before).
     Removed,
-    /// An `Accept` the cache does not answer (Table, YAML, CBOR, unknown).
+    /// An `Accept` the cache does not answer (YAML, CBOR, a Table watch,
+    /// unknown).
     MediaType,
+    /// A Table of a kind r8s has no printer for, or of an object its printer
+    /// could not read: the upstream prints it.
+    NoPrinter,
     /// An encoding the resource is not cached in: protobuf without
     /// `protobuf` in `cache.encodings`.
     Encoding,
@@ -55,7 +59,7 @@ pub enum PassReason {
 
 impl PassReason {
     /// Every reason, in the order `docs/caching.md` lists them.
-    pub const ALL: [PassReason; 16] = [
+    pub const ALL: [PassReason; 17] = [
         PassReason::Verb,
         PassReason::MostRecent,
         PassReason::NotSynced,
@@ -64,6 +68,7 @@ impl PassReason {
         PassReason::NotCacheable,
         PassReason::Removed,
         PassReason::MediaType,
+        PassReason::NoPrinter,
         PassReason::Encoding,
         PassReason::Invalid,
         PassReason::TooNew,
@@ -85,6 +90,7 @@ impl PassReason {
             PassReason::NotCacheable => "not_cacheable",
             PassReason::Removed => "removed",
             PassReason::MediaType => "media_type",
+            PassReason::NoPrinter => "no_printer",
             PassReason::Encoding => "encoding",
             PassReason::Invalid => "invalid",
             PassReason::TooNew => "too_new",

@@ -16,8 +16,9 @@ use bytes::{BufMut, Bytes, BytesMut};
 use http::{HeaderValue, Response, StatusCode, header};
 
 use super::outcome::PassReason;
+use super::table::{self, TableAsk, TableItem};
 use crate::api::continue_token::{ContinueToken, Format};
-use crate::api::media::{Encoding, ErrorEncoding, Shape};
+use crate::api::media::{Choice, Encoding, ErrorEncoding, MediaType, Shape};
 use crate::api::params::{ListOptions, RvMatch};
 use crate::api::path::ResourcePath;
 use crate::api::request::{ApiRequest, Verb};
@@ -60,8 +61,12 @@ pub fn serving_store<'c>(
     cache: &'c ResourceCache,
     ar: &ApiRequest,
 ) -> Result<(&'c Arc<Store>, Option<HeaderValue>), PassReason> {
-    // Table, YAML, CBOR and 406 are the upstream's.
-    let media = ar.media.media().ok_or(PassReason::MediaType)?;
+    // Tables are printed from the JSON cache; YAML, CBOR and 406 are the
+    // upstream's.
+    let media = match ar.media {
+        Choice::Table(_) => MediaType::JSON,
+        m => m.media().ok_or(PassReason::MediaType)?,
+    };
     let store = cache
         .store_for(media.encoding)
         .ok_or(PassReason::Encoding)?;
@@ -99,7 +104,12 @@ fn stale_warning(label: &str, store: &Store) -> HeaderValue {
 /// answers a list asked as `PartialObjectMetadata` (or one object asked as a
 /// list) with 406, which is the upstream's to give.
 pub fn shape_for(ar: &ApiRequest) -> Option<Shape> {
-    let shape = ar.media.media()?.shape;
+    let shape = match ar.media {
+        // Gets and lists print the objects; a Table watch is the upstream's.
+        Choice::Table(_) if ar.verb == Verb::Watch => return None,
+        Choice::Table(_) => Shape::Object,
+        m => m.media()?.shape,
+    };
     match (ar.verb, shape) {
         (Verb::Get | Verb::Watch, Shape::Object | Shape::Metadata) => Some(shape),
         (Verb::List, Shape::Object | Shape::MetadataList) => Some(shape),
@@ -155,12 +165,14 @@ pub async fn answer(
     policy: &ReadPolicy,
     proofs: &Proofs,
 ) -> Result<Response<Body>, PassReason> {
+    let table = table::ask(ar)?;
     let (store, warning, shape, opts) = servable(cache, ar)?;
     let encoding = store.encoding();
     let at = Source {
         cache,
         store: store.as_ref(),
         proofs,
+        table,
     };
     let result = if ar.verb == Verb::Get {
         get(at, &ar.path, opts, shape, policy).await
@@ -225,6 +237,7 @@ fn admit(payload: Payload, slots: &Arc<tokio::sync::Semaphore>) -> Result<Payloa
     let len = match &payload {
         Payload::List(l) => l.estimated_len(),
         Payload::MetadataList(l) => l.estimated_len(),
+        Payload::Table(l) => l.estimated_len(),
         Payload::Bytes(_) => return Ok(payload),
     };
     if len < LARGE_LIST {
@@ -237,6 +250,7 @@ fn admit(payload: Payload, slots: &Arc<tokio::sync::Semaphore>) -> Result<Payloa
     Ok(match payload {
         Payload::List(l) => Payload::List(l.holding(slot)),
         Payload::MetadataList(l) => Payload::MetadataList(l.holding(slot)),
+        Payload::Table(l) => Payload::Table(l.holding(slot)),
         Payload::Bytes(b) => Payload::Bytes(b),
     })
 }
@@ -248,6 +262,8 @@ struct Source<'c> {
     store: &'c Store,
     /// Asked whether the upstream has a version the store has not reached.
     proofs: &'c Proofs,
+    /// The Table asked for, if one was.
+    table: Option<TableAsk>,
 }
 
 /// How a read ends without a payload: the apiserver's error, answered from
@@ -263,6 +279,7 @@ enum Payload {
     Bytes(Bytes),
     List(ListBody<Arc<CachedObject>>),
     MetadataList(ListBody<MetadataItem>),
+    Table(ListBody<TableItem>),
 }
 
 fn hit(code: StatusCode, body: Body, encoding: Encoding, gzipped: bool) -> Response<Body> {
@@ -291,8 +308,10 @@ fn respond(
     let bytes = match payload {
         Payload::List(list) if !pretty => return stream(code, list, encoding, gzip),
         Payload::MetadataList(list) if !pretty => return stream(code, list, encoding, gzip),
+        Payload::Table(list) if !pretty => return stream(code, list, encoding, gzip),
         Payload::List(list) => list.collect(),
         Payload::MetadataList(list) => list.collect(),
+        Payload::Table(list) => list.collect(),
         Payload::Bytes(b) => b,
     };
     let compress = gzip && bytes.len() >= GZIP_MIN;
@@ -393,6 +412,11 @@ async fn get(
         None => name.to_string(),
     };
     match version.objects.get(key.as_str()) {
+        Some(o) if at.table.is_some() => at
+            .table
+            .and_then(|t| t.one(o))
+            .map(Payload::Bytes)
+            .ok_or(Early::Pass(PassReason::NoPrinter)),
         Some(o) if shape == Shape::Metadata => Ok(Payload::Bytes(o.metadata_body())),
         Some(o) => Ok(Payload::Bytes(o.body.clone())),
         None => Err(Early::Status(Status::not_found_in(
@@ -459,7 +483,7 @@ async fn list(
             (not_older_than(at, n, policy).await?, None)
         }
     };
-    Ok(assemble(
+    assemble(
         at,
         &version,
         rp.namespace.as_deref(),
@@ -467,7 +491,7 @@ async fn list(
         opts.limit,
         selectors,
         shape,
-    ))
+    )
 }
 
 /// The list response from pre-serialized items, in key order.
@@ -480,7 +504,7 @@ fn assemble(
     limit: i64,
     selectors: &Selectors,
     shape: Shape,
-) -> Payload {
+) -> Result<Payload, Early> {
     let prefix = namespace.map(|ns| format!("{ns}/")).unwrap_or_default();
     let from = format!("{prefix}{}", start.unwrap_or_default());
     // A list its selectors pin to an index (a kubelet's or a DaemonSet
@@ -515,6 +539,10 @@ fn assemble(
             last = Some(k.clone());
             break;
         }
+    }
+    // Every row is printed before the answer starts, or none is.
+    if at.table.is_some_and(|t| !t.prints(&picked)) {
+        return Err(Early::Pass(PassReason::NoPrinter));
     }
     let mut cont = None;
     let mut remaining_count = None;
@@ -561,8 +589,17 @@ fn assemble(
             pb::list_head(&api_version, kind, &meta, items_len)
         }
     };
+    if let Some(ask) = at.table {
+        let head = ask.head(version.rv, cont.as_deref(), remaining_count);
+        let items: Vec<TableItem> = picked
+            .into_iter()
+            .map(|object| TableItem { object, ask })
+            .collect();
+        let len = items.iter().map(ListItem::item_len).sum();
+        return Ok(Payload::Table(ListBody::new(head, items, len, false)));
+    }
     let protobuf = encoding == Encoding::Protobuf;
-    match shape {
+    Ok(match shape {
         Shape::MetadataList => {
             let items: Vec<MetadataItem> = picked.into_iter().map(MetadataItem).collect();
             let list = ListBody::new(head(items_len), items, items_len, protobuf);
@@ -572,5 +609,5 @@ fn assemble(
             let list = ListBody::new(head(items_len), picked, items_len, protobuf);
             Payload::List(if filtered { list } else { list.contiguous() })
         }
-    }
+    })
 }
