@@ -43,6 +43,7 @@ pub mod schema;
 pub mod seed;
 pub mod state;
 pub mod store;
+pub mod table;
 pub mod watch;
 pub mod write;
 

@@ -13,6 +13,7 @@ use super::resources::ResourceDef;
 use super::schema;
 use super::state::{Req, Sim, json_response, to_bytes};
 use super::store::{Obj, key};
+use super::table::{IncludeObject, table};
 use r8s::api::continue_token::{ContinueToken, Format as TokenFormat};
 use r8s::api::media::{Choice, Encoding, Shape};
 use r8s::api::params::{ListOptions, RvMatch, parse_rv};
@@ -36,17 +37,6 @@ pub enum Format {
     ProtobufMetadata,
     /// `meta.k8s.io` Table (`v1` or `v1beta1`), with row objects as given.
     Table(&'static str, IncludeObject),
-}
-
-/// `includeObject` of a Table request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IncludeObject {
-    /// No object in rows.
-    None,
-    /// `PartialObjectMetadata` (the default).
-    Metadata,
-    /// The whole object.
-    Object,
 }
 
 /// What the request's `Accept` gets (as kube-apiserver negotiates it; the sim
@@ -439,188 +429,6 @@ pub fn list_json(
     }
     out.put_slice(b"]}");
     out.freeze()
-}
-
-/// A duration as Kubernetes prints ages (`duration.HumanDuration`): `45s`,
-/// `3m12s`, `17m`, `5h3m`, `30h`, `3d4h`, `90d`, `2y45d`.
-fn human_duration(secs: i64) -> String {
-    if secs < 0 {
-        return "<invalid>".into();
-    }
-    let (m, h, d) = (secs / 60, secs / 3600, secs / 86_400);
-    match secs {
-        s if s < 120 => format!("{s}s"),
-        _ if m < 10 && secs % 60 != 0 => format!("{m}m{}s", secs % 60),
-        _ if m < 180 => format!("{m}m"),
-        _ if h < 8 && m % 60 != 0 => format!("{h}h{}m", m % 60),
-        _ if h < 48 => format!("{h}h"),
-        _ if h < 192 && h % 24 != 0 => format!("{d}d{}h", h % 24),
-        _ if d < 730 => format!("{d}d"),
-        _ if d < 365 * 8 && d % 365 != 0 => format!("{}y{}d", d / 365, d % 365),
-        _ => format!("{}y", d / 365),
-    }
-}
-
-/// How old an object is, for a Table's `Age` cell.
-fn age(o: &Value) -> String {
-    let created = o["metadata"]["creationTimestamp"]
-        .as_str()
-        .and_then(|t| humantime::parse_rfc3339(t).ok());
-    match created {
-        Some(t) => human_duration(
-            std::time::SystemTime::now()
-                .duration_since(t)
-                .map_or(-1, |d| d.as_secs() as i64),
-        ),
-        None => "<unknown>".into(),
-    }
-}
-
-/// A pod's cells as kube-apiserver prints them: name, ready containers,
-/// status (the phase, or a waiting container's reason), restarts, age.
-fn pod_cells(o: &Value) -> Vec<Value> {
-    let statuses = o["status"]["containerStatuses"].as_array();
-    let total = o["spec"]["containers"].as_array().map_or(0, Vec::len);
-    let ready = statuses.map_or(0, |s| s.iter().filter(|c| c["ready"] == true).count());
-    let restarts: u64 = statuses.map_or(0, |s| {
-        s.iter().filter_map(|c| c["restartCount"].as_u64()).sum()
-    });
-    let waiting = statuses.and_then(|s| {
-        s.iter()
-            .find_map(|c| c["state"]["waiting"]["reason"].as_str())
-    });
-    let status = waiting
-        .or_else(|| o["status"]["phase"].as_str())
-        .unwrap_or("Unknown");
-    json!([
-        o["metadata"]["name"],
-        format!("{ready}/{total}"),
-        status,
-        restarts.to_string(),
-        age(o),
-        o["status"]["podIP"].as_str().unwrap_or("<none>"),
-        o["spec"]["nodeName"].as_str().unwrap_or("<none>"),
-        "<none>",
-        "<none>"
-    ])
-    .as_array()
-    .cloned()
-    .unwrap_or_default()
-}
-
-/// The pod columns kube-apiserver's printer defines (`kubectl get pods`).
-fn pod_columns() -> Value {
-    let col = |name: &str, format: &str, priority: u8, description: &str| json!({"name": name, "type": "string", "format": format, "description": description, "priority": priority});
-    json!([
-        col(
-            "Name",
-            "name",
-            0,
-            "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names"
-        ),
-        col(
-            "Ready",
-            "",
-            0,
-            "The aggregate readiness state of this pod for accepting traffic."
-        ),
-        col(
-            "Status",
-            "",
-            0,
-            "The aggregate status of the containers in this pod."
-        ),
-        col(
-            "Restarts",
-            "",
-            0,
-            "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted."
-        ),
-        col(
-            "Age",
-            "",
-            0,
-            "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC."
-        ),
-        col(
-            "IP",
-            "",
-            1,
-            "IP address allocated to the pod. Routable at least within the cluster. Empty if not yet allocated."
-        ),
-        col(
-            "Node",
-            "",
-            1,
-            "NodeName indicates in which node this pod is scheduled."
-        ),
-        col(
-            "Nominated Node",
-            "",
-            1,
-            "nominatedNodeName is set only when this pod preempts other pods on the node, but it cannot be scheduled right away as preemption victims receive their graceful termination periods. This field does not guarantee that the pod will be scheduled on this node. Scheduler may reset this field to avoid the pod being preempted if the node becomes available for scheduling. This field may also be cleared out when the pod is deleted. More info: https://kubernetes.io/docs/concepts/scheduling-eviction/pod-priority-preemption/"
-        ),
-        col(
-            "Readiness Gates",
-            "",
-            1,
-            "If specified, all readiness gates will be evaluated for pod readiness. A pod is ready when all its containers are ready AND all conditions specified in the readiness gates have status equal to \"True\" More info: https://git.k8s.io/enhancements/keps/sig-network/580-pod-readiness-gates"
-        )
-    ])
-}
-
-/// A `Table`: pods with the columns kube-apiserver prints for them
-/// (`NAME READY STATUS RESTARTS AGE`, then wide ones), other kinds with
-/// the default columns (`Name`, `Created At`).
-pub fn table(
-    def: &ResourceDef,
-    api_version: &str,
-    include: IncludeObject,
-    rv: &str,
-    cont: Option<&str>,
-    items: &[Arc<Obj>],
-) -> Value {
-    let pods = def.gvr.group().is_empty() && def.gvr.resource() == "pods";
-    let rows: Vec<Value> = items
-        .iter()
-        .map(|o| {
-            let v = o.value();
-            let m = &v["metadata"];
-            let mut row = if pods {
-                json!({"cells": pod_cells(&v)})
-            } else {
-                json!({"cells": [m["name"], m["creationTimestamp"]]})
-            };
-            match include {
-                IncludeObject::None => {}
-                IncludeObject::Object => row["object"] = v.clone(),
-                IncludeObject::Metadata => {
-                    row["object"] = json!({"kind": "PartialObjectMetadata",
-                        "apiVersion": "meta.k8s.io/v1", "metadata": m});
-                }
-            }
-            row
-        })
-        .collect();
-    let mut meta = json!({"resourceVersion": rv});
-    if let Some(c) = cont {
-        meta["continue"] = json!(c);
-    }
-    if pods {
-        return json!({
-            "kind": "Table", "apiVersion": api_version, "metadata": meta,
-            "columnDefinitions": pod_columns(),
-            "rows": rows
-        });
-    }
-    json!({
-        "kind": "Table", "apiVersion": api_version, "metadata": meta,
-        "columnDefinitions": [
-            {"name": "Name", "type": "string", "format": "name", "description": "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names", "priority": 0},
-            {"name": "Created At", "type": "date", "format": "", "description": "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.", "priority": 0}
-        ],
-        "rows": rows
-    })
 }
 
 #[cfg(test)]

@@ -10,10 +10,11 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::read::{Format, metadata_form, negotiate, passes, selectors, table};
+use super::read::{Format, metadata_form, negotiate, passes, selectors};
 use super::resources::ResourceDef;
 use super::state::{Req, Sim};
 use super::store::{Event, EventType, Obj};
+use super::table::table;
 use r8s::api::params::{ListOptions, parse_rv};
 use r8s::api::path::ResourcePath;
 use r8s::api::selector::{FieldSelector, LabelSelector};

@@ -9,6 +9,7 @@
 //! answer is made, as the apiserver writes it when it prints.
 
 pub mod cell;
+pub mod core;
 mod duration;
 pub mod json;
 pub mod pod;
@@ -35,6 +36,26 @@ pub fn printer_for(gvr: &Gvr) -> Option<Printer> {
         ("", "pods") => Some(Printer {
             columns: pod::COLUMNS,
             row: pod::row,
+        }),
+        ("", "namespaces") => Some(Printer {
+            columns: core::NAMESPACE_COLUMNS,
+            row: core::namespace_row,
+        }),
+        ("", "nodes") => Some(Printer {
+            columns: core::NODE_COLUMNS,
+            row: core::node_row,
+        }),
+        ("", "configmaps") => Some(Printer {
+            columns: core::CONFIG_MAP_COLUMNS,
+            row: core::config_map_row,
+        }),
+        ("", "secrets") => Some(Printer {
+            columns: core::SECRET_COLUMNS,
+            row: core::secret_row,
+        }),
+        ("", "serviceaccounts") => Some(Printer {
+            columns: core::SERVICE_ACCOUNT_COLUMNS,
+            row: core::service_account_row,
         }),
         _ => None,
     }
