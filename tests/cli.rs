@@ -420,6 +420,33 @@ async fn should_run_the_demo_and_every_printed_command_works() {
         );
         assert!(!stdout.trim().is_empty(), "{c} printed nothing");
     }
+    // The kubectl commands through r8s were answered from its cache, as the
+    // demo says: every list of pods a hit (kubectl's, at least one for each of
+    // its three commands, and curl's two), none passed.
+    let metrics = commands
+        .iter()
+        .find(|c| c.contains("/metrics"))
+        .expect("the demo prints its metrics command");
+    let url = metrics.split_whitespace().nth(2).unwrap();
+    let m = get(url).await.text();
+    let lists = |result: &str| {
+        metric(
+            &m,
+            &format!(
+                r#"r8s_cache_requests_total{{resource="v1/pods",verb="list",result="{result}"}}"#
+            ),
+        )
+        .unwrap_or(0.0)
+    };
+    assert!(lists("hit") >= 5.0, "{m}");
+    let passed: Vec<&str> = m
+        .lines()
+        .filter(|l| {
+            l.contains(r#"resource="v1/pods",verb="list""#) && !l.contains("result=\"hit\"")
+        })
+        .filter(|l| !l.ends_with(" 0"))
+        .collect();
+    assert!(passed.is_empty(), "{passed:?}");
     let _ = child.kill();
     let _ = child.wait();
 }

@@ -14,9 +14,11 @@ pub fn instructions(api: SocketAddr, admin: SocketAddr, sim: SocketAddr, pods: u
     format!(
         "r8s demo is up: r8s on http://{api} in front of the built-in upstream on http://{sim} ({pods} pods).
 
-Try (each command works as printed):
-  kubectl --server http://{api} get pods -A
-  kubectl --server http://{api} get pods -n ns-0 -w
+Try (each command works as printed; r8s proves kubectl's consistent lists against
+the upstream, read.consistent_lists = \"prove\", so they are answered from its cache):
+  kubectl --server http://{api} get pods -A        # a hit: the Table printed by r8s
+  kubectl --server http://{api} get pods -n ns-0 -o wide
+  kubectl --server http://{api} get pods -n ns-0 -w   # the list a hit; the watch of Tables passes
   curl -s 'http://{api}/api/v1/pods?resourceVersion=0' | head -c 400; echo
   curl -sN 'http://{api}/api/v1/namespaces/ns-0/pods?watch=1&timeoutSeconds=5' | cut -c1-150
   curl -si 'http://{api}/api/v1/namespaces/ns-0/pods?resourceVersion=0&limit=1' | grep -i x-r8s-cache
@@ -51,6 +53,8 @@ pub async fn run(args: DemoArgs) -> Result<(), String> {
         ..Config::default()
     };
     config.upstream.servers = vec![sim.url()];
+    // The sim proves a consistent read at once: kubectl's lists are hits.
+    config.read.consistent_lists = r8s::config::Prove::Prove;
     config.cache.resources = [
         "pods",
         "v1/configmaps",
