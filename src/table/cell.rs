@@ -2,8 +2,11 @@
 //! printers make them (`metav1.TableColumnDefinition`, `TableRow`), and a
 //! cell's text at a given instant.
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::time::SystemTime;
+
+use serde::Deserialize;
 
 use super::duration;
 
@@ -144,5 +147,32 @@ pub fn cell_text(c: &Cell, now: SystemTime, out: &mut String) {
                 out.push_str(" ago)");
             }
         }
+    }
+}
+
+/// The metadata every printer reads, borrowed from the object's JSON.
+#[derive(Deserialize, Default)]
+#[serde(default, rename_all = "camelCase")]
+pub struct Meta<'a> {
+    /// `name`.
+    #[serde(borrow)]
+    pub name: Cow<'a, str>,
+    /// `creationTimestamp`.
+    #[serde(borrow)]
+    pub creation_timestamp: Option<Cow<'a, str>>,
+    /// `deletionTimestamp`: set while the object is being deleted.
+    #[serde(borrow)]
+    pub deletion_timestamp: Option<Cow<'a, str>>,
+}
+
+impl Meta<'_> {
+    /// The `Name` cell.
+    pub fn name(&self) -> Cell {
+        Cell::Text(Text::from(&*self.name))
+    }
+
+    /// The `Age` cell.
+    pub fn age(&self) -> Cell {
+        Cell::Since(self.creation_timestamp.as_deref().and_then(parse_time))
     }
 }

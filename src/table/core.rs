@@ -11,7 +11,7 @@ use std::fmt;
 use serde::Deserialize;
 use serde::de::{self, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-use super::cell::{Cell, Column, Row, Text, parse_time};
+use super::cell::{Cell, Column, Meta, Row, Text};
 
 /// How many entries a JSON object or array has, counted without keeping
 /// them (`len(obj.Data)`, `len(obj.Secrets)`).
@@ -45,26 +45,6 @@ impl<'de> Deserialize<'de> for Count {
             }
         }
         d.deserialize_any(V)
-    }
-}
-
-/// The metadata every printer reads.
-#[derive(Deserialize, Default)]
-#[serde(default, rename_all = "camelCase")]
-struct Meta<'a> {
-    #[serde(borrow)]
-    name: Cow<'a, str>,
-    #[serde(borrow)]
-    creation_timestamp: Option<Cow<'a, str>>,
-}
-
-impl Meta<'_> {
-    fn name(&self) -> Cell {
-        Cell::Text(Text::from(&*self.name))
-    }
-
-    fn age(&self) -> Cell {
-        Cell::Since(self.creation_timestamp.as_deref().and_then(parse_time))
     }
 }
 
@@ -329,6 +309,7 @@ pub fn node_row(body: &[u8]) -> Option<Row> {
     let m = Meta {
         name: o.metadata.name.clone(),
         creation_timestamp: o.metadata.creation_timestamp.clone(),
+        deletion_timestamp: None,
     };
     Some(row(vec![
         m.name(),

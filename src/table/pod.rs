@@ -9,7 +9,7 @@ use std::time::SystemTime;
 
 use serde::Deserialize;
 
-use super::cell::{Cell, Column, Row, RowCondition, Text, parse_time};
+use super::cell::{Cell, Column, Meta, Row, RowCondition, Text, parse_time};
 
 /// `podColumnDefinitions`; descriptions as Kubernetes 1.36 documents the
 /// fields (`ObjectMeta`, `PodStatus`, `PodSpec`).
@@ -69,17 +69,6 @@ struct Pod<'a> {
     spec: Spec<'a>,
     #[serde(borrow)]
     status: Status<'a>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default, rename_all = "camelCase")]
-struct Meta<'a> {
-    #[serde(borrow)]
-    name: Cow<'a, str>,
-    #[serde(borrow)]
-    creation_timestamp: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    deletion_timestamp: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -347,7 +336,7 @@ fn print(pod: &Pod) -> Row {
     };
     Row {
         cells: vec![
-            Cell::Text(Text::from(&*pod.metadata.name)),
+            pod.metadata.name(),
             Cell::Text(format!("{ready}/{total}").into()),
             Cell::Text(reason.into()),
             Cell::Restarts {
