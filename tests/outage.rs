@@ -55,6 +55,9 @@ async fn setup(name: &str, tweak: impl FnOnce(&mut Config)) -> Env {
             files.delegate(c);
             c.auth.token_ttl_seconds = 2;
             c.auth.decision_ttl_seconds = 2;
+            // A review sent on a connection the black hole swallowed gives
+            // up after 2 s and reuses the last allowing answer.
+            c.auth.review_timeout_seconds = 2.0;
             c.upstream.probe_interval_seconds = 1.0;
             c.upstream.probe_timeout_seconds = 2.0;
         })

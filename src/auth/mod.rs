@@ -120,6 +120,8 @@ pub struct Auth {
     local: local::LocalGuard,
     anonymous: Option<Arc<UserInfo>>,
     upstream: Arc<Upstream>,
+    /// How long a review waits for the upstream (`auth.review_timeout_seconds`).
+    review_timeout: Duration,
     token_key: hmac::Key,
     tokens: Arc<ReviewCache<[u8; 32], TokenAnswer>>,
     decisions: Arc<ReviewCache<DecisionKey, Decision>>,
@@ -227,6 +229,7 @@ impl Auth {
             counters: metrics::AuthCounters::new(),
             anonymous: cfg.anonymous.then(|| Arc::new(UserInfo::anonymous())),
             upstream,
+            review_timeout: Duration::from_secs_f64(cfg.review_timeout_seconds),
             token_key: hmac::Key::new(hmac::HMAC_SHA256, &random_key()),
             tokens: ReviewCache::new(
                 size,
@@ -339,7 +342,11 @@ impl Auth {
         let (answer, how) = self
             .tokens
             .get_or_review(&key, || {
-                review::token(self.upstream.clone(), token.to_string())
+                review::token(
+                    self.upstream.clone(),
+                    token.to_string(),
+                    self.review_timeout,
+                )
             })
             .await;
         if answer.is_ok() {
@@ -401,7 +408,12 @@ impl Auth {
         let (decision, how) = self
             .decisions
             .get_or_review(&key, || {
-                review::access(self.upstream.clone(), user.clone(), key.1.clone())
+                review::access(
+                    self.upstream.clone(),
+                    user.clone(),
+                    key.1.clone(),
+                    self.review_timeout,
+                )
             })
             .await;
         if decision.is_ok() {

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use serde::Deserialize;
@@ -90,13 +90,19 @@ async fn post<S: for<'de> Deserialize<'de>>(
     path: &str,
     review: metrics::Review,
     body: Bytes,
+    limit: Duration,
 ) -> Result<S, ReviewError> {
     let kind = review.as_str();
     let start = Instant::now();
-    let result = upstream.post_json(path, body).await;
+    let result = tokio::time::timeout(limit, upstream.post_json(path, body)).await;
     metrics::auth_review(review, start.elapsed());
-    let (status, bytes) =
-        result.map_err(|e| ReviewError::unavailable(format!("{kind} review failed: {e}")))?;
+    let (status, bytes) = result
+        .map_err(|_| {
+            ReviewError::unavailable(format!(
+                "{kind} review: no answer from the upstream within {limit:?} (auth.review_timeout_seconds)"
+            ))
+        })?
+        .map_err(|e| ReviewError::unavailable(format!("{kind} review failed: {e}")))?;
     if !status.is_success() {
         let message = serde_json::from_slice::<serde_json::Value>(&bytes)
             .ok()
@@ -120,7 +126,11 @@ async fn post<S: for<'de> Deserialize<'de>>(
 }
 
 /// Asks the upstream who `token` belongs to.
-pub async fn token(upstream: Arc<Upstream>, token: String) -> Result<TokenAnswer, ReviewError> {
+pub async fn token(
+    upstream: Arc<Upstream>,
+    token: String,
+    limit: Duration,
+) -> Result<TokenAnswer, ReviewError> {
     let body = json!({
         "apiVersion": "authentication.k8s.io/v1",
         "kind": "TokenReview",
@@ -133,6 +143,7 @@ pub async fn token(upstream: Arc<Upstream>, token: String) -> Result<TokenAnswer
         "/apis/authentication.k8s.io/v1/tokenreviews",
         metrics::Review::Token,
         body,
+        limit,
     )
     .await?;
     if !s.authenticated || s.user.username.is_empty() {
@@ -151,6 +162,7 @@ pub async fn access(
     upstream: Arc<Upstream>,
     user: Arc<UserInfo>,
     attrs: Attributes,
+    limit: Duration,
 ) -> Result<Decision, ReviewError> {
     let mut ra = serde_json::Map::new();
     for (k, v) in [
@@ -202,6 +214,7 @@ pub async fn access(
         "/apis/authorization.k8s.io/v1/subjectaccessreviews",
         metrics::Review::Access,
         body,
+        limit,
     )
     .await?;
     // As kube-apiserver's webhook authorizer: not allowed (denied, or no
@@ -210,5 +223,70 @@ pub async fn access(
         Ok(Decision::Allowed)
     } else {
         Ok(Decision::Denied(s.reason.into()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use http::Response;
+
+    use super::*;
+    use crate::body;
+    use crate::config::UpstreamConfig;
+
+    /// An upstream whose every answer starts and never ends (a black hole
+    /// past the connection), the requests it was sent held open.
+    async fn silent() -> (Arc<Upstream>, Arc<Mutex<Vec<impl Send>>>) {
+        let upstream = Upstream::new(&UpstreamConfig {
+            servers: vec!["http://127.0.0.1:1".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        let held = Arc::new(Mutex::new(Vec::new()));
+        let keep = held.clone();
+        upstream.answer_with(Arc::new(move |_| {
+            let (tx, body) = body::channel(1);
+            keep.lock().unwrap().push(tx);
+            Response::new(body)
+        }));
+        (Arc::new(upstream), held)
+    }
+
+    /// A review the upstream never answers fails as an outage after exactly
+    /// `auth.review_timeout_seconds`, so an earlier allowing answer may be
+    /// reused, instead of holding the cached read that waits on it.
+    #[tokio::test(start_paused = true)]
+    async fn should_give_up_on_a_review_the_upstream_never_answers() {
+        let (upstream, held) = silent().await;
+        let limit = Duration::from_secs(3);
+        let began = tokio::time::Instant::now();
+        let e = token(upstream.clone(), "t".into(), limit)
+            .await
+            .unwrap_err();
+        assert!(e.unavailable, "{e}");
+        assert!(e.message.contains("auth.review_timeout_seconds"), "{e}");
+        assert_eq!(began.elapsed(), limit);
+
+        let began = tokio::time::Instant::now();
+        let attrs = Attributes {
+            verb: "list",
+            group: String::new(),
+            version: "v1".into(),
+            resource: "pods".into(),
+            subresource: String::new(),
+            namespace: String::new(),
+            name: String::new(),
+            field_selector: String::new(),
+            label_selector: String::new(),
+        };
+        let e = access(upstream, Arc::new(UserInfo::anonymous()), attrs, limit)
+            .await
+            .unwrap_err();
+        assert!(e.unavailable, "{e}");
+        assert_eq!(began.elapsed(), limit);
+        assert_eq!(held.lock().unwrap().len(), 2, "both reviews were sent");
     }
 }

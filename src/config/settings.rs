@@ -291,6 +291,11 @@ pub struct AuthConfig {
     /// an allowed access) is still reused when the upstream cannot review
     /// (unreachable, timed out, 5xx); denials never are. 0: never.
     pub stale_if_error_seconds: u64,
+    /// How long a TokenReview or SubjectAccessReview waits for the upstream's
+    /// answer before it counts as failed (then `stale_if_error_seconds`
+    /// applies): a black-holed upstream must not hang cached reads. 10 s, as
+    /// kube-apiserver's delegated authentication and authorization wait.
+    pub review_timeout_seconds: f64,
 }
 
 impl Default for AuthConfig {
@@ -304,6 +309,7 @@ impl Default for AuthConfig {
             decision_denied_ttl_seconds: 5,
             cache_size: 10_000,
             stale_if_error_seconds: 300,
+            review_timeout_seconds: 10.0,
         }
     }
 }

@@ -201,7 +201,7 @@ impl Config {
     /// Every number that becomes a duration, a size or a count, with the
     /// values it may take: anything else is rejected here, before a port is
     /// bound, instead of panicking or misbehaving later.
-    fn numbers(&self) -> [(&'static str, f64, Range); 35] {
+    fn numbers(&self) -> [(&'static str, f64, Range); 36] {
         let secs = |v: u64| v as f64;
         let (c, w, a) = (&self.cache, &self.watch, &self.auth);
         let ttl = range(0.0, DAY, "seconds");
@@ -359,6 +359,11 @@ impl Config {
                 "auth.stale_if_error_seconds",
                 secs(a.stale_if_error_seconds),
                 ttl,
+            ),
+            (
+                "auth.review_timeout_seconds",
+                a.review_timeout_seconds,
+                range(0.1, 600.0, "seconds"),
             ),
             (
                 "auth.cache_size",
