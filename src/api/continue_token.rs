@@ -11,6 +11,8 @@
 //!   pages of its cache. r8s recognizes its own (an altered one is a 400) and
 //!   passes any other token to the upstream. The resource version is the
 //!   upstream's, so any r8s replica retaining that version can continue.
+//!   Its tokens also carry how many items the list had left ([`Left`]), so
+//!   that the next page's `remainingItemCount` is not counted again.
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -37,14 +39,19 @@ impl Format {
         signed: true,
     };
 
-    /// FNV-1a over the version, the resource version and the key.
-    fn checksum(self, rv: i64, start: &str) -> String {
+    /// FNV-1a over the version, the resource version, the key and what
+    /// was left (when counted: tokens without it keep their checksum).
+    fn checksum(self, rv: i64, start: &str, left: Option<&Left>) -> String {
         let mut h: u64 = 0xcbf29ce484222325;
+        let left = left
+            .into_iter()
+            .flat_map(|l| l.items.to_le_bytes().into_iter().chain(l.namespace.bytes()));
         for b in self
             .version
             .bytes()
             .chain(rv.to_le_bytes())
             .chain(start.bytes())
+            .chain(left)
         {
             h ^= u64::from(b);
             h = h.wrapping_mul(0x100000001b3);
@@ -59,6 +66,10 @@ struct Raw {
     rv: i64,
     start: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    left: Option<u64>,
+    #[serde(default, rename = "in", skip_serializing_if = "Option::is_none")]
+    namespace: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     sum: Option<String>,
 }
 
@@ -69,6 +80,22 @@ pub struct ContinueToken {
     pub rv: i64,
     /// The key (relative to the list's prefix) to resume at, inclusive.
     pub start: String,
+    /// What the list had left from `start` on, where it was counted (r8s's
+    /// format only).
+    pub left: Option<Left>,
+}
+
+/// How many items an unfiltered list had left after a page, and under which
+/// namespace it counted them: the next page's `remainingItemCount` is this
+/// less what that page takes, with no walk over the rest. The apiserver
+/// counts with etcd; r8s would otherwise walk every item after each page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Left {
+    /// The items from the token's `start` on.
+    pub items: u64,
+    /// The namespace the list was under (`""`: all of them). A token used in
+    /// another namespace's list does not count there.
+    pub namespace: String,
 }
 
 /// Why a token does not decode in a format.
@@ -126,16 +153,31 @@ impl ContinueToken {
         ContinueToken {
             rv,
             start: format!("{last_key}\u{0}"),
+            left: None,
+        }
+    }
+
+    /// This token, carrying what the list had left.
+    pub fn with_left(self, left: Left) -> Self {
+        ContinueToken {
+            left: Some(left),
+            ..self
         }
     }
 
     /// The token in `format`.
     pub fn encode(&self, format: Format) -> String {
+        // Only a signed format carries the count: it is r8s's to trust.
+        let left = self.left.as_ref().filter(|_| format.signed);
         let raw = Raw {
             v: format.version.into(),
             rv: self.rv,
             start: self.start.clone(),
-            sum: format.signed.then(|| format.checksum(self.rv, &self.start)),
+            left: left.map(|l| l.items),
+            namespace: left.map(|l| l.namespace.clone()),
+            sum: format
+                .signed
+                .then(|| format.checksum(self.rv, &self.start, left)),
         };
         URL_SAFE_NO_PAD.encode(serde_json::to_vec(&raw).expect("token serializes"))
     }
@@ -157,7 +199,13 @@ impl ContinueToken {
         if raw.v != format.version {
             return Err(Invalid::OtherVersion(raw.v));
         }
-        if format.signed && raw.sum.as_deref() != Some(&format.checksum(raw.rv, &raw.start)) {
+        let left = match (raw.left, raw.namespace) {
+            (Some(items), Some(namespace)) if format.signed => Some(Left { items, namespace }),
+            _ => None,
+        };
+        if format.signed
+            && raw.sum.as_deref() != Some(&format.checksum(raw.rv, &raw.start, left.as_ref()))
+        {
             return Err(Invalid::Altered);
         }
         if raw.rv == 0 {
@@ -169,6 +217,7 @@ impl ContinueToken {
         Ok(ContinueToken {
             rv: raw.rv,
             start: raw.start,
+            left,
         })
     }
 
@@ -183,6 +232,7 @@ impl ContinueToken {
             ContinueToken {
                 rv: -1,
                 start: self.start.clone(),
+                left: None,
             }
             .encode(format),
         );
@@ -286,6 +336,44 @@ mod tests {
             ContinueToken::decode(&t.encode(R8S), APISERVER)
                 .unwrap_err()
                 .is_foreign()
+        );
+    }
+
+    #[test]
+    fn should_carry_what_was_left_in_its_own_tokens_only() {
+        let plain = ContinueToken::after(42, "pod-7");
+        let t = plain.clone().with_left(Left {
+            items: 1234,
+            namespace: "ns-1".into(),
+        });
+        assert_eq!(ContinueToken::decode(&t.encode(R8S), R8S), Ok(t.clone()));
+        assert_eq!(
+            plain.encode(R8S),
+            ContinueToken::after(42, "pod-7").encode(R8S),
+            "a token without a count keeps the checksum it always had"
+        );
+        let mut raw: serde_json::Value =
+            serde_json::from_slice(&URL_SAFE_NO_PAD.decode(t.encode(R8S)).unwrap()).unwrap();
+        for (field, forged) in [
+            ("left", serde_json::json!(1)),
+            ("in", serde_json::json!("ns-2")),
+        ] {
+            let mut r = raw.clone();
+            r[field] = forged;
+            let forged = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&r).unwrap());
+            assert_eq!(
+                ContinueToken::decode(&forged, R8S),
+                Err(Invalid::Altered),
+                "{field}"
+            );
+        }
+        raw.as_object_mut().unwrap().remove("in");
+        let half = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&raw).unwrap());
+        assert_eq!(ContinueToken::decode(&half, R8S), Err(Invalid::Altered));
+        assert_eq!(
+            ContinueToken::decode(&t.encode(APISERVER), APISERVER),
+            Ok(plain),
+            "the apiserver's format has no count"
         );
     }
 }

@@ -16,6 +16,7 @@
 //! - [`outcome`]: the vocabulary of what became of a request.
 
 pub mod outcome;
+mod page;
 pub mod passthrough;
 pub mod read;
 pub mod table;

@@ -16,13 +16,13 @@ use bytes::{BufMut, Bytes, BytesMut};
 use http::{HeaderValue, Response, StatusCode, header};
 
 use super::outcome::PassReason;
+use super::page;
 use super::table::{self, TableAsk, TableItem};
 use crate::api::continue_token::{ContinueToken, Format};
 use crate::api::media::{Choice, Encoding, ErrorEncoding, MediaType, Shape};
 use crate::api::params::{ListOptions, RvMatch};
 use crate::api::path::ResourcePath;
 use crate::api::request::{ApiRequest, Verb};
-use crate::api::selector::Selectors;
 use crate::api::status::Status;
 use crate::body::{self, Body};
 use crate::cache::ResourceCache;
@@ -442,7 +442,7 @@ async fn list(
         .as_ref()
         .map_err(|_| Early::Pass(PassReason::Invalid))?;
     let rv = opts.resource_version.as_str();
-    let (version, start) = if !opts.continue_token.is_empty() {
+    let (version, resume) = if !opts.continue_token.is_empty() {
         // The token is read first, as the apiserver's storage does
         // (`storage.ValidateListOptions`): a foreign one is the upstream's
         // to judge, one of r8s's with a version gets the apiserver's 400.
@@ -462,7 +462,7 @@ async fn list(
             let expired = || Early::Status(tok.expired(Format::R8S));
             at.store.at(tok.rv as u64).ok_or_else(expired)?
         };
-        (version, Some(tok.start))
+        (version, Some(tok))
     } else if rv.is_empty() {
         let x = proven.ok_or(Early::Pass(PassReason::MostRecent))?;
         (not_older_than(at, x, policy).await?, None)
@@ -483,81 +483,33 @@ async fn list(
             (not_older_than(at, n, policy).await?, None)
         }
     };
-    assemble(
-        at,
-        &version,
-        rp.namespace.as_deref(),
-        start,
-        opts.limit,
+    let ask = page::Ask {
+        namespace: rp.namespace.as_deref(),
+        resume,
+        limit: opts.limit,
         selectors,
         shape,
-    )
+    };
+    assemble(at, &version, ask)
 }
 
 /// The list response from pre-serialized items, in key order.
-#[allow(clippy::too_many_arguments)]
-fn assemble(
-    at: Source<'_>,
-    version: &Arc<Version>,
-    namespace: Option<&str>,
-    start: Option<String>,
-    limit: i64,
-    selectors: &Selectors,
-    shape: Shape,
-) -> Result<Payload, Early> {
-    let prefix = namespace.map(|ns| format!("{ns}/")).unwrap_or_default();
-    let from = format!("{prefix}{}", start.unwrap_or_default());
-    // A list its selectors pin to an index (a kubelet's or a DaemonSet
-    // agent's, to its node) walks what is under those values only.
-    let mut iter = version.walk(&prefix, &from, selectors);
-    let (cache, encoding) = (at.cache, at.store.encoding());
-    let filtered = !selectors.is_empty();
+fn assemble(at: Source<'_>, version: &Arc<Version>, ask: page::Ask<'_>) -> Result<Payload, Early> {
+    let (cache, encoding, shape) = (at.cache, at.store.encoding(), ask.shape);
+    let filtered = !ask.selectors.is_empty();
+    let page::Cut {
+        picked,
+        items_len,
+        cont,
+        remaining: remaining_count,
+    } = page::cut(at.store, version, ask);
     let (kind, api_version) = match shape {
         Shape::MetadataList => ("PartialObjectMetadataList", json::META_API_VERSION.into()),
         _ => (cache.list_kind.as_str(), cache.resource.gvr.api_version()),
     };
-    // Room for what will be picked: all of it, unless a selector drops some.
-    let mut picked = Vec::with_capacity(match (limit, filtered) {
-        (_, true) => 0,
-        (1.., false) => (limit as usize).min(version.objects.len()),
-        _ => version.objects.len(),
-    });
-    let mut last: Option<Arc<str>> = None;
-    // The items' length (a protobuf list's head carries it), summed while
-    // each object is in cache rather than in a second pass over them all.
-    let mut items_len = 0;
-    for (k, o) in iter.by_ref() {
-        if filtered && !o.matches(selectors) {
-            continue;
-        }
-        items_len += match shape {
-            Shape::MetadataList => MetadataItem::len_of(o),
-            _ => o.item_len(),
-        };
-        picked.push(o.clone());
-        if limit > 0 && picked.len() as i64 >= limit {
-            last = Some(k.clone());
-            break;
-        }
-    }
     // Every row is printed before the answer starts, or none is.
     if at.table.is_some_and(|t| !t.prints(&picked)) {
         return Err(Early::Pass(PassReason::NoPrinter));
-    }
-    let mut cont = None;
-    let mut remaining_count = None;
-    if let Some(last) = last {
-        let remaining = iter.count();
-        if remaining > 0 {
-            // The next page is cut from this same state.
-            at.store.pin(version);
-            cont = Some(
-                ContinueToken::after(version.rv as i64, &last[prefix.len()..]).encode(Format::R8S),
-            );
-            if !filtered {
-                remaining_count = Some(remaining as u64);
-            }
-        }
     }
     let head = |items_len: usize| match encoding {
         Encoding::Json => {
