@@ -29,34 +29,73 @@ pub struct Printer {
     pub row: fn(&[u8]) -> Option<Row>,
 }
 
+/// A printer, and the group and resource it prints.
+struct Entry {
+    group: &'static str,
+    resource: &'static str,
+    printer: Printer,
+}
+
+const fn entry(
+    group: &'static str,
+    resource: &'static str,
+    columns: &'static [Column],
+    row: fn(&[u8]) -> Option<Row>,
+) -> Entry {
+    Entry {
+        group,
+        resource,
+        printer: Printer { columns, row },
+    }
+}
+
+/// Every printer r8s has.
+static PRINTERS: &[Entry] = &[
+    entry("", "pods", pod::COLUMNS, pod::row),
+    entry(
+        "",
+        "namespaces",
+        core::NAMESPACE_COLUMNS,
+        core::namespace_row,
+    ),
+    entry("", "nodes", core::NODE_COLUMNS, core::node_row),
+    entry(
+        "",
+        "configmaps",
+        core::CONFIG_MAP_COLUMNS,
+        core::config_map_row,
+    ),
+    entry("", "secrets", core::SECRET_COLUMNS, core::secret_row),
+    entry(
+        "",
+        "serviceaccounts",
+        core::SERVICE_ACCOUNT_COLUMNS,
+        core::service_account_row,
+    ),
+];
+
 /// The printer kube-apiserver uses for `gvr`, if r8s has it; resources
 /// without one are the upstream's to print.
 pub fn printer_for(gvr: &Gvr) -> Option<Printer> {
-    match (gvr.group(), gvr.resource()) {
-        ("", "pods") => Some(Printer {
-            columns: pod::COLUMNS,
-            row: pod::row,
-        }),
-        ("", "namespaces") => Some(Printer {
-            columns: core::NAMESPACE_COLUMNS,
-            row: core::namespace_row,
-        }),
-        ("", "nodes") => Some(Printer {
-            columns: core::NODE_COLUMNS,
-            row: core::node_row,
-        }),
-        ("", "configmaps") => Some(Printer {
-            columns: core::CONFIG_MAP_COLUMNS,
-            row: core::config_map_row,
-        }),
-        ("", "secrets") => Some(Printer {
-            columns: core::SECRET_COLUMNS,
-            row: core::secret_row,
-        }),
-        ("", "serviceaccounts") => Some(Printer {
-            columns: core::SERVICE_ACCOUNT_COLUMNS,
-            row: core::service_account_row,
-        }),
-        _ => None,
+    PRINTERS
+        .iter()
+        .find(|e| e.group == gvr.group() && e.resource == gvr.resource())
+        .map(|e| e.printer)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A Table watch's BOOKMARK is the printer's row of the empty object the
+    /// apiserver sends (only its version): every printer prints one.
+    #[test]
+    fn should_print_an_empty_object_with_every_printer() {
+        for e in PRINTERS {
+            let (r, p) = (e.resource, e.printer);
+            assert!(printer_for(&Gvr::new(e.group, "v1", r)).is_some(), "{r}");
+            let row = (p.row)(br#"{"metadata":{"resourceVersion":"7"}}"#).expect(r);
+            assert_eq!(row.cells.len(), p.columns.len(), "{r}");
+        }
     }
 }
