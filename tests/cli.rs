@@ -439,10 +439,26 @@ async fn should_run_the_demo_and_every_printed_command_works() {
         .unwrap_or(0.0)
     };
     assert!(lists("hit") >= 5.0, "{m}");
+    // And the watches: kubectl's of Tables and curl's streaming list (curl's
+    // watch from "now", with no resourceVersion, is the upstream's).
+    let watches = |result: &str| {
+        metric(
+            &m,
+            &format!(
+                r#"r8s_cache_requests_total{{resource="v1/pods",verb="watch",result="{result}"}}"#
+            ),
+        )
+        .unwrap_or(0.0)
+    };
+    assert_eq!(watches("hit"), 2.0, "{m}");
+    assert_eq!(watches("most_recent"), 1.0, "{m}");
     let passed: Vec<&str> = m
         .lines()
         .filter(|l| {
-            l.contains(r#"resource="v1/pods",verb="list""#) && !l.contains("result=\"hit\"")
+            (l.contains(r#"resource="v1/pods",verb="list""#) && !l.contains("result=\"hit\""))
+                || (l.contains(r#"resource="v1/pods",verb="watch""#)
+                    && !l.contains("result=\"hit\"")
+                    && !l.contains("result=\"most_recent\""))
         })
         .filter(|l| !l.ends_with(" 0"))
         .collect();

@@ -1,7 +1,7 @@
 //! Tables from the cache (`kubectl get`): pods printed by r8s from its JSON
 //! cache, compared with the sim's own printer (a separate implementation)
-//! and with kubectl's output straight from the sim; kinds r8s has no
-//! printer for, and Table watches, pass through.
+//! and with kubectl's output straight from the sim, lists and watches;
+//! kinds r8s has no printer for pass through.
 
 use std::time::Duration;
 
@@ -132,7 +132,7 @@ async fn should_print_pods_from_the_cache_as_the_upstream_does() {
 }
 
 /// What r8s cannot print is the upstream's: a kind without a printer here,
-/// and a Table watch.
+/// listed or watched.
 #[tokio::test(flavor = "multi_thread")]
 async fn should_pass_what_it_cannot_print() {
     let sim = start_sim(sim_config()).await;
@@ -156,7 +156,7 @@ async fn should_pass_what_it_cannot_print() {
     let w = send(
         "GET",
         &format!(
-            "{}/api/v1/pods?watch=1&resourceVersion=0&timeoutSeconds=1",
+            "{}/api/v1/services?watch=1&resourceVersion=0&timeoutSeconds=1",
             r8s.url()
         ),
         &[("Accept", TABLE_V1)],
@@ -307,6 +307,177 @@ async fn should_print_nodes_namespaces_config_maps_and_secrets() {
         );
         assert_eq!(but_age(&via.stdout), but_age(&direct.stdout), "{args:?}");
     }
+    r8s.stop().await;
+    sim.stop().await;
+}
+
+/// A watch stream's events (its body, whole: the watch ends at its
+/// `timeoutSeconds`), with each row's cell at `age` left out, and the
+/// answer's cache header (none from the sim).
+async fn table_events(url: &str, age: usize) -> (Vec<Value>, String) {
+    let r = table(url, TABLE_V1).await;
+    assert_eq!(r.status, 200, "{url}: {}", r.text());
+    assert_eq!(
+        r.headers.get("content-type").map(|v| v.to_str().unwrap()),
+        Some("application/json"),
+        "{url}: {:?}",
+        r.headers
+    );
+    let events = r
+        .text()
+        .lines()
+        .map(|l| {
+            let mut e: Value = serde_json::from_str(l).unwrap();
+            for row in e["object"]["rows"].as_array_mut().unwrap() {
+                row["cells"].as_array_mut().unwrap().remove(age);
+            }
+            e
+        })
+        .collect();
+    let cache = r.headers.get("x-r8s-cache").map(|v| v.to_str().unwrap());
+    (events, cache.unwrap_or_default().to_string())
+}
+
+/// `kubectl get -w`'s watches as Tables, from the cache: every event a
+/// Table of one row, the column definitions with the first only, a
+/// bookmark the printer's row of the empty object, streaming lists and
+/// each `includeObject` as the sim writes them; and kubectl's own watch a
+/// hit, printing each change.
+#[tokio::test(flavor = "multi_thread")]
+async fn should_watch_tables_from_the_cache() {
+    let sim = start_sim(sim_config()).await;
+    let mut config = Config::default();
+    config.upstream.servers = vec![sim.url()];
+    config.cache.resources = vec!["pods".into()];
+    // kubectl's watch (no timeoutSeconds) ends after 1-2 s, and kubectl with it.
+    config.watch.min_timeout_seconds = 1;
+    let r8s = start_r8s_config(config).await;
+    let rv_of_list = |url: String| async move {
+        get(&url).await.json()["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+    };
+    let pods = "/api/v1/namespaces/ns-0/pods";
+    let from = rv_of_list(format!("{}{pods}", sim.url())).await;
+    let names: Vec<String> = get(&format!("{}{pods}", sim.url())).await.json()["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["metadata"]["name"].as_str().unwrap().to_string())
+        .collect();
+    touch(&sim, "ns-0", &names[0], 1);
+    touch(&sim, "ns-0", &names[1], 1);
+    touch(&sim, "ns-0", &names[0], 2);
+    let to = rv_of_list(format!("{}{pods}", sim.url())).await;
+    eventually("r8s has the changes", HANG, || {
+        let url = format!("{}{pods}?resourceVersion=0", r8s.url());
+        async move { (rv_of_list(url).await >= to).then_some(()) }
+    })
+    .await;
+
+    for include in ["", "&includeObject=None", "&includeObject=Object"] {
+        let q = format!("?watch=1&resourceVersion={from}&timeoutSeconds=1{include}");
+        // Side by side: each waits out its timeoutSeconds.
+        let (through, straight) = (
+            format!("{}{pods}{q}", r8s.url()),
+            format!("{}{pods}{q}", sim.url()),
+        );
+        let ((via, cache), (direct, _)) =
+            tokio::join!(table_events(&through, 4), table_events(&straight, 4));
+        assert_eq!(cache, "hit", "{q}");
+        assert_eq!(via.len(), 3, "{q}");
+        for (a, b) in via.iter().zip(&direct) {
+            assert_eq!(a, b, "{q}");
+        }
+        assert_eq!(via.len(), direct.len(), "{q}");
+        assert!(via[0]["object"]["columnDefinitions"].is_array());
+        assert!(
+            via[1..]
+                .iter()
+                .all(|e| e["object"]["columnDefinitions"].is_null())
+        );
+        assert_eq!(
+            via[2]["object"]["metadata"]["resourceVersion"],
+            to.to_string()
+        );
+    }
+    // A streaming list: ADDED for each pod, then the bookmark ending them
+    // (with its metadata whatever `includeObject` says); a later bookmark
+    // (when r8s sends one) is the printer's row of the empty object.
+    for include in ["", "&includeObject=None", "&includeObject=Object"] {
+        let q = format!(
+            "?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion={to}&allowWatchBookmarks=true&timeoutSeconds=1{include}"
+        );
+        let initial = |events: Vec<Value>| {
+            let end = events
+                .iter()
+                .position(|e| e["type"] == "BOOKMARK")
+                .expect("the end of the initial events");
+            events[..=end].to_vec()
+        };
+        // Side by side: each waits out its timeoutSeconds.
+        let (through, straight) = (
+            format!("{}{pods}{q}", r8s.url()),
+            format!("{}{pods}{q}", sim.url()),
+        );
+        let ((via, cache), (direct, _)) =
+            tokio::join!(table_events(&through, 4), table_events(&straight, 4));
+        assert_eq!(cache, "hit", "{q}");
+        let (via_initial, direct_initial) = (initial(via.clone()), initial(direct));
+        assert_eq!(via_initial.len(), names.len() + 1, "{q}");
+        for (a, b) in via_initial.iter().zip(&direct_initial) {
+            assert_eq!(a, b, "{q}");
+        }
+        assert_eq!(via_initial.len(), direct_initial.len(), "{q}");
+        let end = &via_initial[names.len()]["object"];
+        assert_eq!(
+            end["rows"][0]["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"],
+            "true",
+            "{q}"
+        );
+        for later in &via[names.len() + 1..] {
+            assert_eq!(later["type"], "BOOKMARK", "{q}");
+            assert_eq!(later["object"]["rows"][0]["cells"][0], "", "{q}");
+        }
+    }
+
+    // kubectl get -w: the list, then the change made while it watches.
+    let watchers = || async {
+        let m = get(&format!("{}/metrics", r8s.admin_url())).await.text();
+        metric(&m, r#"r8s_watchers{resource="v1/pods"}"#).unwrap_or(0.0)
+    };
+    let args = ["get", "pods", "-n", "ns-0", "-w"];
+    let url = r8s.url();
+    let watching = tokio::spawn(async move { kubectl(&url, &args, None, T).await });
+    eventually("kubectl watches through r8s", HANG, || async {
+        (watchers().await >= 1.0).then_some(())
+    })
+    .await;
+    touch(&sim, "ns-0", &names[1], 2);
+    let via = watching.await.unwrap();
+    let listed = kubectl(&sim.url(), &["get", "pods", "-n", "ns-0"], None, T).await;
+    let listed = String::from_utf8_lossy(&listed.stdout).to_string();
+    let changed = listed
+        .lines()
+        .find(|l| l.starts_with(&format!("{} ", names[1])))
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&via.stdout),
+        format!("{listed}{changed}\n"),
+        "{}",
+        String::from_utf8_lossy(&via.stderr)
+    );
+    let m = get(&format!("{}/metrics", r8s.admin_url())).await.text();
+    assert!(
+        metric(
+            &m,
+            r#"r8s_cache_requests_total{resource="v1/pods",verb="watch",result="hit"}"#
+        )
+        .unwrap_or(0.0)
+            >= 7.0
+    );
     r8s.stop().await;
     sim.stop().await;
 }

@@ -97,12 +97,13 @@ fn pod_cells(o: &Value) -> Vec<Value> {
         s.iter()
             .find_map(|c| c["state"]["waiting"]["reason"].as_str())
     });
+    // An empty phase prints as it is (a watch's bookmark: the empty pod).
     let status = waiting
         .or_else(|| o["status"]["phase"].as_str())
-        .unwrap_or("Unknown");
+        .unwrap_or("");
     let ip = o["status"]["podIPs"][0]["ip"].as_str().unwrap_or("");
     vec![
-        o["metadata"]["name"].clone(),
+        json!(text(&o["metadata"]["name"])),
         json!(format!("{ready}/{total}")),
         json!(status),
         json!(restarts.to_string()),
@@ -152,7 +153,7 @@ fn node_cells(o: &Value) -> Vec<Value> {
     };
     let info = &o["status"]["nodeInfo"];
     vec![
-        o["metadata"]["name"].clone(),
+        json!(text(&o["metadata"]["name"])),
         json!(status),
         json!(if roles.is_empty() {
             "<none>".to_string()
@@ -235,7 +236,7 @@ fn printer(def: &ResourceDef) -> Option<Printer> {
             ],
             |o| {
                 vec![
-                    o["metadata"]["name"].clone(),
+                    json!(text(&o["metadata"]["name"])),
                     json!(text(&o["status"]["phase"])),
                     json!(age(o)),
                 ]
@@ -252,7 +253,7 @@ fn printer(def: &ResourceDef) -> Option<Printer> {
             ],
             |o| {
                 vec![
-                    o["metadata"]["name"].clone(),
+                    json!(text(&o["metadata"]["name"])),
                     json!(keys(&o["data"]) + keys(&o["binaryData"])),
                     json!(age(o)),
                 ]
@@ -273,7 +274,7 @@ fn printer(def: &ResourceDef) -> Option<Printer> {
             ],
             |o| {
                 vec![
-                    o["metadata"]["name"].clone(),
+                    json!(text(&o["metadata"]["name"])),
                     json!(text(&o["type"])),
                     json!(keys(&o["data"])),
                     json!(age(o)),
@@ -318,15 +319,29 @@ pub fn table(
     cont: Option<&str>,
     items: &[Arc<Obj>],
 ) -> Value {
+    let values = items.iter().map(|o| o.value()).collect();
+    table_of(def, api_version, include, rv, cont, values)
+}
+
+/// [`table`] of objects given as JSON values (a watch's bookmark: the empty
+/// object of the type, with only its version).
+pub fn table_of(
+    def: &ResourceDef,
+    api_version: &str,
+    include: IncludeObject,
+    rv: &str,
+    cont: Option<&str>,
+    items: Vec<Value>,
+) -> Value {
     let printer = printer(def);
     let rows: Vec<Value> = items
-        .iter()
-        .map(|o| {
-            let v = o.value();
+        .into_iter()
+        .map(|v| {
             let m = &v["metadata"];
+            let name = m.get("name").cloned().unwrap_or(json!(""));
             let mut row = match &printer {
                 Some((_, cells)) => json!({"cells": cells(&v)}),
-                None => json!({"cells": [m["name"], m["creationTimestamp"]]}),
+                None => json!({"cells": [name, m["creationTimestamp"]]}),
             };
             row["object"] = match include {
                 IncludeObject::None => Value::Null,

@@ -2,10 +2,12 @@
 //! bookmarks and timeouts, framed as kube-apiserver's JSON watch stream.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Response, StatusCode};
+use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -14,7 +16,7 @@ use super::read::{Format, metadata_form, negotiate, passes, selectors};
 use super::resources::ResourceDef;
 use super::state::{Req, Sim};
 use super::store::{Event, EventType, Obj};
-use super::table::table;
+use super::table::{IncludeObject, table, table_of};
 use r8s::api::params::{ListOptions, parse_rv};
 use r8s::api::path::ResourcePath;
 use r8s::api::selector::{FieldSelector, LabelSelector};
@@ -108,6 +110,7 @@ pub fn watch(
             format,
             tx,
             bookmarks: opts.allow_watch_bookmarks,
+            headed: AtomicBool::new(false),
         };
         w.run(start, timeout).await;
     });
@@ -133,6 +136,9 @@ struct Watcher {
     format: Format,
     tx: mpsc::Sender<Bytes>,
     bookmarks: bool,
+    /// A Table watch's column definitions went out: they go with the first
+    /// line only, `null` after it (kube-apiserver's watch encoder).
+    headed: AtomicBool,
 }
 
 impl Watcher {
@@ -161,6 +167,15 @@ impl Watcher {
         self.send("ERROR", &body).await
     }
 
+    /// A Table event: its column definitions only if it is the first.
+    async fn send_table(&self, etype: &str, mut t: Value) -> bool {
+        if self.headed.swap(true, Ordering::Relaxed) {
+            t["columnDefinitions"] = Value::Null;
+        }
+        self.send(etype, &serde_json::to_vec(&t).expect("JSON serializes"))
+            .await
+    }
+
     async fn send_line(&self, line: Bytes) -> bool {
         self.tx.send(line).await.is_ok()
     }
@@ -187,8 +202,7 @@ impl Watcher {
                     None,
                     std::slice::from_ref(obj),
                 );
-                self.send(etype, &serde_json::to_vec(&t).expect("JSON serializes"))
-                    .await
+                self.send_table(etype, t).await
             }
         }
     }
@@ -227,6 +241,22 @@ impl Watcher {
             ),
             _ => (self.def.kind.as_str(), self.def.gvr.api_version()),
         };
+        if let Format::Table(v, inc) = self.format {
+            // The printer's row of the empty object the cacher sends; the
+            // end of the initial events carries its metadata whatever
+            // `includeObject` says (so the annotation is seen), as 1.36 does.
+            let mut meta = json!({"resourceVersion": rv.to_string()});
+            let inc = match inc {
+                IncludeObject::None if initial_end => IncludeObject::Metadata,
+                inc => inc,
+            };
+            if initial_end {
+                meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+            }
+            let empty = json!({"kind": kind, "apiVersion": av, "metadata": meta});
+            let t = table_of(&self.def, v, inc, &rv.to_string(), None, vec![empty]);
+            return self.send_table("BOOKMARK", t).await;
+        }
         let line = if initial_end {
             r8s::codec::json::initial_events_end(kind, &av, rv, self.sim.config.initial_end())
         } else {

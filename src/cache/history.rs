@@ -201,6 +201,17 @@ impl Event {
         }))
     }
 
+    /// The object a watcher sent this event as `kind` gets (as [`Event::line`]
+    /// encodes it): the object, or for one leaving the watcher's filter its
+    /// previous state stamped with this event's version (`None` without one).
+    pub fn object_as(&self, kind: EventKind) -> Option<Arc<CachedObject>> {
+        if kind == self.kind || kind != EventKind::Deleted {
+            return Some(self.object.clone());
+        }
+        let prev = self.prev.as_ref()?;
+        Some(Arc::new(at_version(prev, self.object.rv)))
+    }
+
     /// The triggers this event concerns (of its object before and after).
     pub fn triggers(&self) -> &[Trigger] {
         &self.triggers

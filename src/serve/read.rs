@@ -105,8 +105,7 @@ fn stale_warning(label: &str, store: &Store) -> HeaderValue {
 /// list) with 406, which is the upstream's to give.
 pub fn shape_for(ar: &ApiRequest) -> Option<Shape> {
     let shape = match ar.media {
-        // Gets and lists print the objects; a Table watch is the upstream's.
-        Choice::Table(_) if ar.verb == Verb::Watch => return None,
+        // Tables are printed from the objects.
         Choice::Table(_) => Shape::Object,
         m => m.media()?.shape,
     };

@@ -1,6 +1,6 @@
 //! Tables from the cache: what `kubectl get` asks for
-//! (`Accept: application/json;as=Table;v=v1;g=meta.k8s.io`), for gets and
-//! for lists (every page), printed by [`crate::table`]'s printers from the
+//! (`Accept: application/json;as=Table;v=v1;g=meta.k8s.io`), for gets,
+//! lists (every page) and watches (`serve::watch::table`), printed by [`crate::table`]'s printers from the
 //! JSON cache. The apiserver's `asTable` transform (`pkg/endpoints/
 //! handlers/response.go`): rows with `includeObject` (`Metadata` by
 //! default: a `PartialObjectMetadata` of the Table's version; `Object`;
@@ -44,13 +44,13 @@ pub enum Include {
 }
 
 /// The Table `ar` asks for, if it asks for one: `Ok(None)` for any other
-/// answer; the reason it passes when r8s cannot print it (a watch, a kind
-/// without a printer, an `includeObject` the apiserver refuses).
+/// answer; the reason it passes when r8s cannot print it (a kind without a
+/// printer, an `includeObject` the apiserver refuses).
 pub fn ask(ar: &ApiRequest) -> Result<Option<TableAsk>, PassReason> {
     let Choice::Table(api_version) = ar.media else {
         return Ok(None);
     };
-    if !matches!(ar.verb, Verb::Get | Verb::List) {
+    if !matches!(ar.verb, Verb::Get | Verb::List | Verb::Watch) {
         return Err(PassReason::MediaType);
     }
     let include = match ar.query.get("includeObject") {
@@ -69,7 +69,8 @@ pub fn ask(ar: &ApiRequest) -> Result<Option<TableAsk>, PassReason> {
 }
 
 impl TableAsk {
-    fn object<'o>(&self, o: &'o CachedObject) -> RowObject<'o> {
+    /// What a row of `o` carries as its `object`.
+    pub(super) fn object<'o>(&self, o: &'o CachedObject) -> RowObject<'o> {
         match self.include {
             Include::None => RowObject::None,
             Include::Metadata => RowObject::Metadata(o.metadata()),
@@ -92,7 +93,7 @@ impl TableAsk {
             rv,
             cont,
             remaining,
-            self.printer.columns,
+            Some(self.printer.columns),
         );
         out.freeze()
     }

@@ -121,14 +121,14 @@ pub fn put_row(
 
 /// The Table's head, up to the opening `[` of `rows`: kind, version, list
 /// metadata (`resourceVersion`, `continue`, `remainingItemCount`) and the
-/// columns.
+/// columns (`None`: `null`, as a watch's Tables after its first have them).
 pub fn put_head(
     out: &mut BytesMut,
     api_version: &str,
     rv: u64,
     cont: Option<&str>,
     remaining: Option<u64>,
-    columns: &[Column],
+    columns: Option<&[Column]>,
 ) {
     out.put_slice(b"{\"kind\":\"Table\",\"apiVersion\":");
     put_json_str(out, api_version);
@@ -141,7 +141,10 @@ pub fn put_head(
         out.put_slice(format!(",\"remainingItemCount\":{n}").as_bytes());
     }
     out.put_slice(b"},\"columnDefinitions\":");
-    put_columns(out, columns);
+    match columns {
+        Some(columns) => put_columns(out, columns),
+        None => out.put_slice(b"null"),
+    }
     out.put_slice(b",\"rows\":[");
 }
 

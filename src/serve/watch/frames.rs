@@ -1,6 +1,6 @@
 //! What a watcher writes, in its encoding and form: each event's line as
 //! it concerns this watcher's filter, its bookmarks and errors, framed for
-//! a gzip stream where it is one.
+//! a gzip stream where it is one; a Table watch's printed (`table`).
 
 use bytes::Bytes;
 
@@ -12,25 +12,54 @@ use crate::cache::object::CachedObject;
 use crate::codec::gzip;
 use crate::codec::json::{META_API_VERSION, bookmark, initial_events_end, watch_line};
 use crate::codec::protobuf as pb;
+use crate::metrics::WatchEnd;
 
 impl Watcher {
-    /// The line this watcher sends for an event, per kube-apiserver's cacher:
-    /// an object entering the filter is ADDED, one leaving it is DELETED (its
-    /// previous state at the event's version). All are encoded once per event.
-    pub(super) fn line_for<'e>(&self, ev: &'e Event) -> Option<(&'e Bytes, EventKind)> {
-        let kind = if self.filter.everything() {
-            ev.kind
-        } else {
-            let cur = ev.kind != EventKind::Deleted && self.filter.passes(&ev.object);
-            let old = ev.prev.as_ref().is_some_and(|p| self.filter.passes(p));
-            match (cur, old) {
-                (true, true) => ev.kind,
-                (true, false) => EventKind::Added,
-                (false, true) => EventKind::Deleted,
-                (false, false) => return None,
-            }
+    /// The type an event has for this watcher, per kube-apiserver's
+    /// cacher: an object entering the filter is ADDED, one leaving it is
+    /// DELETED (its previous state at the event's version); `None` when it
+    /// does not concern the watcher.
+    fn kind_for(&self, ev: &Event) -> Option<EventKind> {
+        if self.filter.everything() {
+            return Some(ev.kind);
+        }
+        let cur = ev.kind != EventKind::Deleted && self.filter.passes(&ev.object);
+        let old = ev.prev.as_ref().is_some_and(|p| self.filter.passes(p));
+        match (cur, old) {
+            (true, true) => Some(ev.kind),
+            (true, false) => Some(EventKind::Added),
+            (false, true) => Some(EventKind::Deleted),
+            (false, false) => None,
+        }
+    }
+
+    /// The line this watcher sends for an event, and its type for this
+    /// watcher: encoded once per event for every watcher of its form; a
+    /// Table watch's printed for it. `Err` when a Table watch cannot print
+    /// the object (the watch cannot go on without it).
+    pub(super) fn line_for(&self, ev: &Event) -> Result<Option<(Bytes, EventKind)>, WatchEnd> {
+        let Some(kind) = self.kind_for(ev) else {
+            return Ok(None);
         };
-        ev.line(self.form, kind).map(|l| (l, kind))
+        let Some(table) = &self.table else {
+            return Ok(ev.line(self.form, kind).map(|l| (l.clone(), kind)));
+        };
+        let Some(object) = ev.object_as(kind) else {
+            return Ok(None);
+        };
+        match table.event(kind.as_str(), &object) {
+            Some(line) => Ok(Some((line, kind))),
+            None => Err(self.unprintable(&object)),
+        }
+    }
+
+    fn unprintable(&self, o: &CachedObject) -> WatchEnd {
+        tracing::error!(
+            resource = %self.cache.label,
+            key = %o.key,
+            "a Table watch's printer cannot read an object; ending the watch"
+        );
+        WatchEnd::Error
     }
 
     /// The `kind` and `apiVersion` of what this watcher is sent.
@@ -54,6 +83,9 @@ impl Watcher {
     /// empty object of the type where one has been seen.
     pub(super) fn bookmark(&self, rv: u64, initial_end: bool) -> Bytes {
         let (kind, api_version) = self.sent_type();
+        if let Some(table) = &self.table {
+            return table.bookmark(kind, &api_version, rv, initial_end);
+        }
         if self.store.encoding() == Encoding::Json {
             return if initial_end {
                 initial_events_end(kind, &api_version, rv, self.initial_end)
@@ -93,8 +125,12 @@ impl Watcher {
         }
     }
 
-    /// An initial ADDED for a cached object, in this watcher's form.
-    pub(super) fn added_line(&self, o: &CachedObject) -> Bytes {
-        o.watch_event("ADDED", self.form == Form::Metadata)
+    /// An initial ADDED for a cached object, in this watcher's form (`Err`
+    /// as [`Watcher::line_for`]).
+    pub(super) fn added_line(&self, o: &CachedObject) -> Result<Bytes, WatchEnd> {
+        match &self.table {
+            Some(table) => table.event("ADDED", o).ok_or_else(|| self.unprintable(o)),
+            None => Ok(o.watch_event("ADDED", self.form == Form::Metadata)),
+        }
     }
 }

@@ -52,7 +52,7 @@ impl Watcher {
             Box::pin(self.send_compressed(items, p, c)).await?;
         } else {
             for o in objects {
-                self.send(self.added_line(o), p, c).await?;
+                self.send(self.added_line(o)?, p, c).await?;
                 // (The field itself: `objects` borrows the filter.)
                 self.counts.add(EventType::Added, 1);
             }

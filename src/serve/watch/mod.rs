@@ -16,13 +16,14 @@
 //! authorized first), is proven and settled, then starts a
 //! `watcher::Watcher`: its start (`watcher::Start`; the initial events in
 //! `initial`), its live loop, its bookmark clock (`clock`), what it writes
-//! (`frames`) and its filter (`filter`).
+//! (`frames`; a Table watch's lines in `table`) and its filter (`filter`).
 
 mod clock;
 mod filter;
 mod frames;
 mod initial;
 mod policy;
+mod table;
 mod watcher;
 
 use std::sync::Arc;
@@ -48,6 +49,7 @@ use crate::upstream::proof::{ConsistentKind, Proofs};
 use crate::upstream::version::WireRules;
 use filter::Filter;
 pub use policy::WatchPolicy;
+use table::TableLines;
 use watcher::{ActiveGuard, Start, Watcher};
 
 /// Frames buffered between a watcher and its connection.
@@ -64,6 +66,8 @@ pub struct Plan {
     timeout_seconds: Option<u64>,
     bookmarks: bool,
     form: Form,
+    /// A Table watch's printing (`kubectl get -w`).
+    table: Option<super::table::TableAsk>,
     /// A consistent streaming list not proven yet.
     consistent: bool,
     /// The `Warning` of a stale cache served anyway (`cache.serve_stale`).
@@ -86,6 +90,7 @@ pub fn plan(
     rules: WireRules,
 ) -> Result<Plan, PassReason> {
     let (store, warning) = super::read::serving_store(cache, ar)?;
+    let table = super::table::ask(ar)?;
     let form = match super::read::shape_for(ar) {
         Some(Shape::Object) => Form::Object,
         Some(Shape::Metadata) => Form::Metadata,
@@ -126,7 +131,9 @@ pub fn plan(
     let store = store.clone();
     Ok(Plan {
         errors: ar.errors,
-        gzip: policy.compress_watch_lists
+        // A Table stream's lines are its own, never compressed in advance.
+        gzip: table.is_none()
+            && policy.compress_watch_lists
             && rules.compress_watch_lists
             && ar.gzip
             && opts.send_initial_events == Some(true),
@@ -145,6 +152,7 @@ pub fn plan(
         timeout_seconds: opts.timeout_seconds,
         bookmarks: opts.allow_watch_bookmarks,
         form,
+        table,
         consistent,
         warning,
     })
@@ -229,6 +237,7 @@ impl Plan {
             counts: EventCounts::default(),
             gz: self.gzip.then(StreamCrc::default),
             initial_end: self.initial_end,
+            table: self.table.map(TableLines::new),
         };
         let mut resp = crate::api::json_response(StatusCode::OK, body);
         let media = MediaType {

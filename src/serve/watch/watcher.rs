@@ -86,6 +86,8 @@ pub struct Watcher {
     pub(super) gz: Option<StreamCrc>,
     /// How the streaming list's initial events end (the upstream's version's way).
     pub(super) initial_end: crate::codec::InitialEnd,
+    /// A Table watch's printing (its events are this watcher's own lines).
+    pub(super) table: Option<super::table::TableLines>,
 }
 
 /// Where a watcher is.
@@ -362,10 +364,12 @@ impl Watcher {
                 }
             }
             for ev in &batch.events {
-                if let Some((line, kind)) = self.line_for(ev) {
-                    let (frame, piece) = match (self.gz.is_some(), ev.gzip_line(self.form, kind)) {
-                        (true, Some(block)) => (block.deflate.clone(), Some(&block.crc)),
-                        _ => (line.clone(), None),
+                if let Some((line, kind)) = self.line_for(ev)? {
+                    // Compressed (once per event) only for a gzip stream.
+                    let block = self.gz.as_ref().and_then(|_| ev.gzip_line(self.form, kind));
+                    let (frame, piece) = match block {
+                        Some(block) => (block.deflate.clone(), Some(&block.crc)),
+                        None => (line, None),
                     };
                     self.send(frame, p, batch.next).await?;
                     // Counted in the stream's CRC once sent: a frame the
