@@ -40,7 +40,7 @@ fn names(t: &Value) -> Vec<String> {
 async fn r8s_for(sim: &r8s_sim::SimHandle, consistent: Prove) -> R8s {
     let mut config = Config::default();
     config.upstream.servers = vec![sim.url()];
-    config.cache.resources = vec!["pods".into(), "services".into()];
+    config.cache.resources = vec!["pods".into(), "endpoints".into()];
     config.read.consistent_lists = consistent;
     start_r8s_config(config).await
 }
@@ -138,7 +138,7 @@ async fn should_pass_what_it_cannot_print() {
     let sim = start_sim(sim_config()).await;
     let r8s = r8s_for(&sim, Prove::Pass).await;
     let r = table(
-        &format!("{}/api/v1/services?resourceVersion=0", r8s.url()),
+        &format!("{}/api/v1/endpoints?resourceVersion=0", r8s.url()),
         TABLE_V1,
     )
     .await;
@@ -149,14 +149,14 @@ async fn should_pass_what_it_cannot_print() {
     assert_eq!(
         sample(
             &m,
-            r#"r8s_cache_requests_total{resource="v1/services",verb="list",result="no_printer"}"#
+            r#"r8s_cache_requests_total{resource="v1/endpoints",verb="list",result="no_printer"}"#
         ),
         1.0
     );
     let w = send(
         "GET",
         &format!(
-            "{}/api/v1/services?watch=1&resourceVersion=0&timeoutSeconds=1",
+            "{}/api/v1/endpoints?watch=1&resourceVersion=0&timeoutSeconds=1",
             r8s.url()
         ),
         &[("Accept", TABLE_V1)],
@@ -241,17 +241,24 @@ fn but_age(out: &[u8]) -> Vec<Vec<String>> {
         .collect()
 }
 
-/// Nodes, namespaces, config maps and secrets: r8s's printers and the
-/// sim's print the same Tables, and kubectl the same output through r8s
-/// (every list a hit) as straight from the sim.
+/// Nodes, namespaces, config maps, secrets, services and deployments:
+/// r8s's printers and the sim's print the same Tables, and kubectl the same
+/// output through r8s (every list a hit) as straight from the sim.
 #[tokio::test(flavor = "multi_thread")]
-async fn should_print_nodes_namespaces_config_maps_and_secrets() {
+async fn should_print_nodes_namespaces_config_maps_secrets_services_deployments() {
     let sim = start_sim(sim_config()).await;
     let mut config = Config::default();
     config.upstream.servers = vec![sim.url()];
-    config.cache.resources = ["nodes", "namespaces", "configmaps", "secrets"]
-        .map(String::from)
-        .to_vec();
+    config.cache.resources = [
+        "nodes",
+        "namespaces",
+        "configmaps",
+        "secrets",
+        "services",
+        "deployments",
+    ]
+    .map(String::from)
+    .to_vec();
     config.cache.exclude = vec![];
     config.read.consistent_lists = Prove::Prove;
     let r8s = start_r8s_config(config).await;
@@ -260,6 +267,8 @@ async fn should_print_nodes_namespaces_config_maps_and_secrets() {
         ("/api/v1/namespaces", 2),
         ("/api/v1/configmaps", 2),
         ("/api/v1/secrets", 3),
+        ("/api/v1/services", 5),
+        ("/apis/apps/v1/deployments", 4),
     ] {
         let via = table(&format!("{}{path}?resourceVersion=0", r8s.url()), TABLE_V1).await;
         assert_eq!(via.headers["x-r8s-cache"], "hit", "{path}");
@@ -284,17 +293,25 @@ async fn should_print_nodes_namespaces_config_maps_and_secrets() {
             let m = get(&format!("{admin}/metrics")).await.text();
             metric(
                 &m,
-                &format!(r#"r8s_cache_requests_total{{resource="v1/{resource}",verb="list",result="hit"}}"#),
+                &format!(
+                    r#"r8s_cache_requests_total{{resource="{resource}",verb="list",result="hit"}}"#
+                ),
             )
             .unwrap_or(0.0)
         }
     };
     for (args, resource) in [
-        (&["get", "nodes"][..], "nodes"),
-        (&["get", "nodes", "-o", "wide"], "nodes"),
-        (&["get", "namespaces"], "namespaces"),
-        (&["get", "configmaps", "-A"], "configmaps"),
-        (&["get", "secrets", "-A"], "secrets"),
+        (&["get", "nodes"][..], "v1/nodes"),
+        (&["get", "nodes", "-o", "wide"], "v1/nodes"),
+        (&["get", "namespaces"], "v1/namespaces"),
+        (&["get", "configmaps", "-A"], "v1/configmaps"),
+        (&["get", "secrets", "-A"], "v1/secrets"),
+        (&["get", "services", "-A", "-o", "wide"], "v1/services"),
+        (&["get", "deploy", "-A"], "apps/v1/deployments"),
+        (
+            &["get", "deploy", "-A", "-o", "wide"],
+            "apps/v1/deployments",
+        ),
     ] {
         let before = hits(resource).await;
         let via = kubectl(&r8s.url(), args, None, T).await;

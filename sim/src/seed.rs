@@ -252,7 +252,7 @@ pub fn seed(sim: &Sim) {
         Some("default"),
         json!({"kind": "Service", "apiVersion": "v1",
         "metadata": meta("kubernetes", Some("default")),
-        "spec": {"clusterIP": "10.96.0.1", "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}], "type": "ClusterIP"}}),
+        "spec": {"clusterIP": "10.96.0.1", "clusterIPs": ["10.96.0.1"], "selector": {"component": "apiserver"}, "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}], "type": "ClusterIP"}}),
     );
     put(
         sim,
@@ -290,7 +290,7 @@ pub fn seed(sim: &Sim) {
             "metadata": {"name": format!("app-{i}"), "namespace": ns, "uid": uuid(), "creationTimestamp": now(), "generation": 1},
             "spec": {"replicas": 3, "selector": {"matchLabels": {"app": format!("app-{i}")}},
                      "template": {"metadata": {"labels": {"app": format!("app-{i}")}}, "spec": {"containers": [{"name": "main", "image": "registry.example.com/app:1.4.2"}]}}},
-            "status": {"replicas": 3, "readyReplicas": 3}}),
+            "status": {"replicas": 3, "updatedReplicas": 3, "readyReplicas": 3, "availableReplicas": 3}}),
         );
     }
     put(

@@ -1,9 +1,9 @@
 //! Tables (`kubectl get`) as the sim prints them: its own reading of
 //! kube-apiserver's printers (`pkg/printers/internalversion/printers.go`),
 //! written apart from r8s's (`r8s::table`) so that each checks the other:
-//! pods, namespaces, nodes, config maps and secrets with the columns the
-//! apiserver prints for them, every other kind with the default `Name` and
-//! `Created At`.
+//! pods, namespaces, nodes, config maps, secrets, services and deployments
+//! with the columns the apiserver prints for them, every other kind with the
+//! default `Name` and `Created At`.
 
 use std::sync::Arc;
 
@@ -170,6 +170,204 @@ fn node_cells(o: &Value) -> Vec<Value> {
     ]
 }
 
+/// `k=v` pairs by key, comma-joined (`labels.FormatLabels`), `<none>` for none.
+fn label_pairs(m: &Value) -> String {
+    let mut pairs: Vec<String> = m
+        .as_object()
+        .map(|m| m.iter().map(|(k, v)| format!("{k}={}", text(v))).collect())
+        .unwrap_or_default();
+    pairs.sort();
+    if pairs.is_empty() {
+        "<none>".into()
+    } else {
+        pairs.join(",")
+    }
+}
+
+/// A label selector as apimachinery writes one (`LabelSelectorAsSelector`):
+/// requirements by key; nothing for none.
+fn selector_text(sel: &Value) -> String {
+    let mut reqs: Vec<(String, String)> = Vec::new();
+    if let Some(m) = sel["matchLabels"].as_object() {
+        for (k, v) in m {
+            reqs.push((k.clone(), format!("{k}={}", text(v))));
+        }
+    }
+    for e in sel["matchExpressions"].as_array().into_iter().flatten() {
+        let k = text(&e["key"]).to_string();
+        let mut vals: Vec<&str> = e["values"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(text)
+            .collect();
+        vals.sort();
+        let r = match text(&e["operator"]) {
+            "In" => format!("{k} in ({})", vals.join(",")),
+            "NotIn" => format!("{k} notin ({})", vals.join(",")),
+            "Exists" => k.clone(),
+            "DoesNotExist" => format!("!{k}"),
+            _ => return "<invalid>".into(),
+        };
+        reqs.push((k, r));
+    }
+    reqs.sort_by(|a, b| a.0.cmp(&b.0));
+    reqs.into_iter().map(|r| r.1).collect::<Vec<_>>().join(",")
+}
+
+fn deployment_printer() -> Printer {
+    let s = |name: &str, doc: &str| col(name, "string", "", 0, doc);
+    let wide = |name: &str, doc: &str| col(name, "string", "", 1, doc);
+    (
+        vec![
+            name_col(),
+            s("Ready", "Number of the pod with ready state"),
+            s(
+                "Up-to-date",
+                "Total number of non-terminating pods targeted by this deployment that have the desired template spec.",
+            ),
+            s(
+                "Available",
+                "Total number of available non-terminating pods (ready for at least minReadySeconds) targeted by this deployment.",
+            ),
+            age_col(),
+            wide("Containers", "Names of each container in the template."),
+            wide(
+                "Images",
+                "Images referenced by each container in the template.",
+            ),
+            wide(
+                "Selector",
+                "Label selector for pods. Existing ReplicaSets whose pods are selected by this will be the ones affected by this deployment.",
+            ),
+        ],
+        |o| {
+            let containers = o["spec"]["template"]["spec"]["containers"].as_array();
+            let field = |f: &str| -> String {
+                containers
+                    .into_iter()
+                    .flatten()
+                    .map(|c| text(&c[f]))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            };
+            let int = |v: &Value| v.as_i64().unwrap_or(0);
+            let selector = match &o["spec"]["selector"] {
+                Value::Null => String::new(),
+                s => selector_text(s),
+            };
+            vec![
+                json!(text(&o["metadata"]["name"])),
+                json!(format!(
+                    "{}/{}",
+                    int(&o["status"]["readyReplicas"]),
+                    int(&o["spec"]["replicas"])
+                )),
+                json!(int(&o["status"]["updatedReplicas"])),
+                json!(int(&o["status"]["availableReplicas"])),
+                json!(age(o)),
+                json!(field("name")),
+                json!(field("image")),
+                json!(selector),
+            ]
+        },
+    )
+}
+
+fn service_printer() -> Printer {
+    let s = |name: &str, doc: &str| col(name, "string", "", 0, doc);
+    (
+        vec![
+            name_col(),
+            s(
+                "Type",
+                "type determines how the Service is exposed. Defaults to ClusterIP. Valid options are ExternalName, ClusterIP, NodePort, and LoadBalancer. \"ClusterIP\" allocates a cluster-internal IP address for load-balancing to endpoints. Endpoints are determined by the selector or if that is not specified, by manual construction of an Endpoints object or EndpointSlice objects. If clusterIP is \"None\", no virtual IP is allocated and the endpoints are published as a set of endpoints rather than a virtual IP. \"NodePort\" builds on ClusterIP and allocates a port on every node which routes to the same endpoints as the clusterIP. \"LoadBalancer\" builds on NodePort and creates an external load-balancer (if supported in the current cloud) which routes to the same endpoints as the clusterIP. \"ExternalName\" aliases this service to the specified externalName. Several other fields do not apply to ExternalName services. More info: https://kubernetes.io/docs/concepts/services-networking/service/#publishing-services-service-types",
+            ),
+            s(
+                "Cluster-IP",
+                "clusterIP is the IP address of the service and is usually assigned randomly. If an address is specified manually, is in-range (as per system configuration), and is not in use, it will be allocated to the service; otherwise creation of the service will fail. This field may not be changed through updates unless the type field is also being changed to ExternalName (which requires this field to be blank) or the type field is being changed from ExternalName (in which case this field may optionally be specified, as describe above).  Valid values are \"None\", empty string (\"\"), or a valid IP address. Setting this to \"None\" makes a \"headless service\" (no virtual IP), which is useful when direct endpoint connections are preferred and proxying is not required.  Only applies to types ClusterIP, NodePort, and LoadBalancer. If this field is specified when creating a Service of type ExternalName, creation will fail. This field will be wiped when updating a Service to type ExternalName. More info: https://kubernetes.io/docs/concepts/services-networking/service/#virtual-ips-and-service-proxies",
+            ),
+            s(
+                "External-IP",
+                "externalIPs is a list of IP addresses for which nodes in the cluster will also accept traffic for this service.  These IPs are not managed by Kubernetes.  The user is responsible for ensuring that traffic arrives at a node with this IP.  A common example is external load-balancers that are not part of the Kubernetes system.",
+            ),
+            s(
+                "Port(s)",
+                "The list of ports that are exposed by this service. More info: https://kubernetes.io/docs/concepts/services-networking/service/#virtual-ips-and-service-proxies",
+            ),
+            age_col(),
+            col(
+                "Selector",
+                "string",
+                "",
+                1,
+                "Route service traffic to pods with label keys and values matching this selector. If empty or not present, the service is assumed to have an external process managing its endpoints, which Kubernetes will not modify. Only applies to types ClusterIP, NodePort, and LoadBalancer. Ignored if type is ExternalName. More info: https://kubernetes.io/docs/concepts/services-networking/service/",
+            ),
+        ],
+        |o| {
+            let spec = &o["spec"];
+            let list = |v: &Value| -> Vec<String> {
+                v.as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|x| text(x).to_string())
+                    .collect()
+            };
+            let external_ips = list(&spec["externalIPs"]);
+            let kind = text(&spec["type"]);
+            let external = match kind {
+                "ClusterIP" | "NodePort" => or(&external_ips.join(","), "<none>"),
+                "LoadBalancer" => {
+                    let mut lb: Vec<String> = o["status"]["loadBalancer"]["ingress"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|i| {
+                            [text(&i["ip"]), text(&i["hostname"])]
+                                .into_iter()
+                                .find(|s| !s.is_empty())
+                                .map(str::to_string)
+                        })
+                        .collect();
+                    lb.sort();
+                    lb.dedup();
+                    lb.extend(external_ips);
+                    or(&lb.join(","), "<pending>")
+                }
+                "ExternalName" => text(&spec["externalName"]).to_string(),
+                _ => "<unknown>".into(),
+            };
+            let ports: Vec<String> = spec["ports"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|p| {
+                    let node = p["nodePort"].as_i64().unwrap_or(0);
+                    let node = if node > 0 {
+                        format!(":{node}")
+                    } else {
+                        String::new()
+                    };
+                    format!(
+                        "{}{node}/{}",
+                        p["port"].as_i64().unwrap_or(0),
+                        text(&p["protocol"])
+                    )
+                })
+                .collect();
+            vec![
+                json!(text(&o["metadata"]["name"])),
+                json!(kind),
+                json!(spec["clusterIPs"][0].as_str().unwrap_or("<none>")),
+                json!(external),
+                json!(or(&ports.join(","), "<none>")),
+                json!(age(o)),
+                json!(label_pairs(&spec["selector"])),
+            ]
+        },
+    )
+}
+
 fn col(name: &str, ty: &str, format: &str, priority: u8, description: &str) -> Value {
     json!({"name": name, "type": ty, "format": format, "description": description, "priority": priority})
 }
@@ -189,10 +387,14 @@ type Printer = (Vec<Value>, fn(&Value) -> Vec<Value>);
 fn printer(def: &ResourceDef) -> Option<Printer> {
     let s = |name: &str, doc: &str| col(name, "string", "", 0, doc);
     let wide = |name: &str, doc: &str| col(name, "string", "", 1, doc);
+    if def.gvr.group() == "apps" && def.gvr.resource() == "deployments" {
+        return Some(deployment_printer());
+    }
     if !def.gvr.group().is_empty() {
         return None;
     }
     Some(match def.gvr.resource() {
+        "services" => service_printer(),
         "pods" => (
             vec![
                 name_col(),

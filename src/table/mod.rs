@@ -12,7 +12,10 @@ pub mod cell;
 pub mod core;
 mod duration;
 pub mod json;
+pub mod labels;
+pub mod network;
 pub mod pod;
+pub mod workload;
 
 use crate::api::Gvr;
 
@@ -71,6 +74,18 @@ static PRINTERS: &[Entry] = &[
         "serviceaccounts",
         core::SERVICE_ACCOUNT_COLUMNS,
         core::service_account_row,
+    ),
+    entry(
+        "",
+        "services",
+        network::SERVICE_COLUMNS,
+        network::service_row,
+    ),
+    entry(
+        "apps",
+        "deployments",
+        workload::DEPLOYMENT_COLUMNS,
+        workload::deployment_row,
     ),
 ];
 

@@ -1,0 +1,171 @@
+//! Printers of the networking kinds: services, as kube-apiserver's
+//! `printService` prints them (`pkg/printers/internalversion/printers.go`;
+//! column texts from Kubernetes 1.36's `ServiceSpec` documentation).
+
+use std::borrow::Cow;
+use std::collections::BTreeSet;
+
+use serde::Deserialize;
+
+use super::cell::{Cell, Column, Meta, Row, Text};
+use super::labels::{Labels, format_labels};
+
+/// `serviceColumnDefinitions`.
+pub static SERVICE_COLUMNS: &[Column] = &[
+    Column::name(),
+    Column::text(
+        "Type",
+        "type determines how the Service is exposed. Defaults to ClusterIP. Valid options are ExternalName, ClusterIP, NodePort, and LoadBalancer. \"ClusterIP\" allocates a cluster-internal IP address for load-balancing to endpoints. Endpoints are determined by the selector or if that is not specified, by manual construction of an Endpoints object or EndpointSlice objects. If clusterIP is \"None\", no virtual IP is allocated and the endpoints are published as a set of endpoints rather than a virtual IP. \"NodePort\" builds on ClusterIP and allocates a port on every node which routes to the same endpoints as the clusterIP. \"LoadBalancer\" builds on NodePort and creates an external load-balancer (if supported in the current cloud) which routes to the same endpoints as the clusterIP. \"ExternalName\" aliases this service to the specified externalName. Several other fields do not apply to ExternalName services. More info: https://kubernetes.io/docs/concepts/services-networking/service/#publishing-services-service-types",
+    ),
+    Column::text(
+        "Cluster-IP",
+        "clusterIP is the IP address of the service and is usually assigned randomly. If an address is specified manually, is in-range (as per system configuration), and is not in use, it will be allocated to the service; otherwise creation of the service will fail. This field may not be changed through updates unless the type field is also being changed to ExternalName (which requires this field to be blank) or the type field is being changed from ExternalName (in which case this field may optionally be specified, as describe above).  Valid values are \"None\", empty string (\"\"), or a valid IP address. Setting this to \"None\" makes a \"headless service\" (no virtual IP), which is useful when direct endpoint connections are preferred and proxying is not required.  Only applies to types ClusterIP, NodePort, and LoadBalancer. If this field is specified when creating a Service of type ExternalName, creation will fail. This field will be wiped when updating a Service to type ExternalName. More info: https://kubernetes.io/docs/concepts/services-networking/service/#virtual-ips-and-service-proxies",
+    ),
+    Column::text(
+        "External-IP",
+        "externalIPs is a list of IP addresses for which nodes in the cluster will also accept traffic for this service.  These IPs are not managed by Kubernetes.  The user is responsible for ensuring that traffic arrives at a node with this IP.  A common example is external load-balancers that are not part of the Kubernetes system.",
+    ),
+    Column::text(
+        "Port(s)",
+        "The list of ports that are exposed by this service. More info: https://kubernetes.io/docs/concepts/services-networking/service/#virtual-ips-and-service-proxies",
+    ),
+    Column::age(),
+    Column::text(
+        "Selector",
+        "Route service traffic to pods with label keys and values matching this selector. If empty or not present, the service is assumed to have an external process managing its endpoints, which Kubernetes will not modify. Only applies to types ClusterIP, NodePort, and LoadBalancer. Ignored if type is ExternalName. More info: https://kubernetes.io/docs/concepts/services-networking/service/",
+    )
+    .wide(),
+];
+
+#[derive(Deserialize, Default)]
+#[serde(default, rename_all = "camelCase")]
+struct Spec<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(rename = "clusterIPs", borrow)]
+    cluster_ips: Vec<Cow<'a, str>>,
+    #[serde(rename = "externalIPs", borrow)]
+    external_ips: Vec<Cow<'a, str>>,
+    #[serde(borrow)]
+    external_name: Cow<'a, str>,
+    ports: Vec<Port<'a>>,
+    #[serde(borrow)]
+    selector: Labels<'a>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default, rename_all = "camelCase")]
+struct Port<'a> {
+    port: i64,
+    node_port: i64,
+    #[serde(borrow)]
+    protocol: Cow<'a, str>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default, rename_all = "camelCase")]
+struct Status<'a> {
+    #[serde(borrow)]
+    load_balancer: LoadBalancer<'a>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct LoadBalancer<'a> {
+    #[serde(borrow)]
+    ingress: Vec<Ingress<'a>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Ingress<'a> {
+    #[serde(borrow)]
+    ip: Cow<'a, str>,
+    #[serde(borrow)]
+    hostname: Cow<'a, str>,
+}
+
+/// `loadBalancerStatusStringer`, wide (the apiserver prints every column):
+/// each ingress's IP, else its hostname, once each, in order, comma-joined.
+fn load_balancer(lb: &LoadBalancer) -> String {
+    let set: BTreeSet<&str> = lb
+        .ingress
+        .iter()
+        .filter_map(|i| match (&*i.ip, &*i.hostname) {
+            ("", "") => None,
+            ("", h) => Some(h),
+            (ip, _) => Some(ip),
+        })
+        .collect();
+    set.into_iter().collect::<Vec<_>>().join(",")
+}
+
+/// `getServiceExternalIP`.
+fn external_ip(spec: &Spec, status: &Status) -> String {
+    let external = spec.external_ips.join(",");
+    match &*spec.kind {
+        "ClusterIP" | "NodePort" if external.is_empty() => "<none>".into(),
+        "ClusterIP" | "NodePort" => external,
+        "LoadBalancer" => {
+            let lb = load_balancer(&status.load_balancer);
+            match (lb.is_empty(), external.is_empty()) {
+                (true, true) => "<pending>".into(),
+                (false, true) => lb,
+                (true, false) => external,
+                (false, false) => format!("{lb},{external}"),
+            }
+        }
+        "ExternalName" => spec.external_name.to_string(),
+        _ => "<unknown>".into(),
+    }
+}
+
+/// `makePortString`: `port/protocol`, or `port:nodePort/protocol`.
+fn ports(ports: &[Port]) -> String {
+    let pieces: Vec<String> = ports
+        .iter()
+        .map(|p| match p.node_port {
+            n if n > 0 => format!("{}:{n}/{}", p.port, p.protocol),
+            _ => format!("{}/{}", p.port, p.protocol),
+        })
+        .collect();
+    pieces.join(",")
+}
+
+/// A service's row: type, first cluster IP, external IPs, ports; wide: its
+/// selector.
+pub fn service_row(body: &[u8]) -> Option<Row> {
+    #[derive(Deserialize, Default)]
+    #[serde(default)]
+    struct Service<'a> {
+        #[serde(borrow)]
+        metadata: Meta<'a>,
+        #[serde(borrow)]
+        spec: Spec<'a>,
+        #[serde(borrow)]
+        status: Status<'a>,
+    }
+    let o: Service = serde_json::from_slice(body).ok()?;
+    let cluster_ip = o.spec.cluster_ips.first().map_or("<none>", |ip| &**ip);
+    let ports = match ports(&o.spec.ports) {
+        p if p.is_empty() => "<none>".to_string(),
+        p => p,
+    };
+    let text = |s: &str| Cell::Text(Text::from(s));
+    Some(Row {
+        cells: vec![
+            o.metadata.name(),
+            text(&o.spec.kind),
+            text(cluster_ip),
+            text(&external_ip(&o.spec, &o.status)),
+            text(&ports),
+            o.metadata.age(),
+            text(&format_labels(&o.spec.selector)),
+        ],
+        condition: None,
+    })
+}
+
+#[cfg(test)]
+#[path = "network_tests.rs"]
+mod tests;

@@ -1,0 +1,181 @@
+//! Goldens: kube-apiserver's `TestPrintService` and `TestPrintServiceList`
+//! (`pkg/printers/internalversion/printers_test.go`), every case, in JSON.
+
+use std::time::{Duration, SystemTime};
+
+use serde_json::{Value, json};
+
+use super::*;
+
+fn service(o: Value) -> Vec<String> {
+    let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_795_824_000);
+    service_row(&serde_json::to_vec(&o).unwrap())
+        .expect("a row")
+        .texts(now)
+}
+
+fn svc(name: &str, kind: &str, spec: Value, status: Value) -> Value {
+    let mut spec = spec;
+    spec["type"] = json!(kind);
+    json!({"metadata": {"name": name}, "spec": spec, "status": status})
+}
+
+#[test]
+fn should_print_services_as_the_apiservers_tests_do() {
+    let tcp = |port: i64| json!([{"protocol": "tcp", "port": port}]);
+    let cases = [
+        (
+            svc(
+                "test1",
+                "ClusterIP",
+                json!({"ports": tcp(2233), "clusterIPs": ["10.9.8.7"], "selector": {"foo": "bar"}}),
+                json!({}),
+            ),
+            [
+                "test1",
+                "ClusterIP",
+                "10.9.8.7",
+                "<none>",
+                "2233/tcp",
+                "<unknown>",
+                "foo=bar",
+            ],
+        ),
+        (
+            svc(
+                "test2",
+                "NodePort",
+                json!({"ports": [{"protocol": "tcp", "port": 8888, "nodePort": 9999}], "clusterIPs": ["10.9.8.7"]}),
+                json!({}),
+            ),
+            [
+                "test2",
+                "NodePort",
+                "10.9.8.7",
+                "<none>",
+                "8888:9999/tcp",
+                "<unknown>",
+                "<none>",
+            ],
+        ),
+        (
+            svc(
+                "test3",
+                "LoadBalancer",
+                json!({"ports": tcp(8888), "clusterIPs": ["10.9.8.7"]}),
+                json!({}),
+            ),
+            [
+                "test3",
+                "LoadBalancer",
+                "10.9.8.7",
+                "<pending>",
+                "8888/tcp",
+                "<unknown>",
+                "<none>",
+            ],
+        ),
+        (
+            svc(
+                "test4",
+                "LoadBalancer",
+                json!({"ports": tcp(8888), "clusterIPs": ["10.9.8.7"], "externalIPs": ["80.11.12.10"]}),
+                json!({}),
+            ),
+            [
+                "test4",
+                "LoadBalancer",
+                "10.9.8.7",
+                "80.11.12.10",
+                "8888/tcp",
+                "<unknown>",
+                "<none>",
+            ],
+        ),
+        (
+            svc(
+                "test5",
+                "LoadBalancer",
+                json!({"ports": tcp(8888), "clusterIPs": ["10.9.8.7"], "externalIPs": ["80.11.12.10"]}),
+                json!({"loadBalancer": {"ingress": [{"ip": "3.4.5.6", "hostname": "test.cluster.com"}]}}),
+            ),
+            [
+                "test5",
+                "LoadBalancer",
+                "10.9.8.7",
+                "3.4.5.6,80.11.12.10",
+                "8888/tcp",
+                "<unknown>",
+                "<none>",
+            ],
+        ),
+        (
+            svc(
+                "test6",
+                "LoadBalancer",
+                json!({"ports": tcp(8888), "clusterIPs": ["10.9.8.7"], "externalIPs": ["80.11.12.10", "80.11.12.11"]}),
+                json!({"loadBalancer": {"ingress": [
+                    {"ip": "2.3.4.5", "hostname": "test.cluster.local"},
+                    {"ip": "3.4.5.6", "hostname": "test.cluster.com"}]}}),
+            ),
+            [
+                "test6",
+                "LoadBalancer",
+                "10.9.8.7",
+                "2.3.4.5,3.4.5.6,80.11.12.10,80.11.12.11",
+                "8888/tcp",
+                "<unknown>",
+                "<none>",
+            ],
+        ),
+        (
+            svc(
+                "test7",
+                "ExternalName",
+                json!({"externalName": "my.database.example.com"}),
+                json!({}),
+            ),
+            [
+                "test7",
+                "ExternalName",
+                "<none>",
+                "my.database.example.com",
+                "<none>",
+                "<unknown>",
+                "<none>",
+            ],
+        ),
+        (
+            svc(
+                "service2",
+                "NodePort",
+                json!({"ports": [{"protocol": "udp", "port": 5566}], "clusterIPs": ["1.2.3.4"]}),
+                json!({}),
+            ),
+            [
+                "service2",
+                "NodePort",
+                "1.2.3.4",
+                "<none>",
+                "5566/udp",
+                "<unknown>",
+                "<none>",
+            ],
+        ),
+    ];
+    for (o, want) in cases {
+        assert_eq!(service(o), want);
+    }
+}
+
+/// A load balancer's hostnames stand in for its IPs, each once, in order.
+#[test]
+fn should_list_load_balancer_addresses_once_in_order() {
+    let o = svc(
+        "lb",
+        "LoadBalancer",
+        json!({"clusterIPs": ["10.0.0.1"]}),
+        json!({"loadBalancer": {"ingress": [{"hostname": "b.example.com"}, {"ip": "9.9.9.9"}, {"hostname": "b.example.com"}, {}]}}),
+    );
+    assert_eq!(service(o)[3], "9.9.9.9,b.example.com");
+}
