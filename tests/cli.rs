@@ -463,6 +463,14 @@ async fn should_run_the_demo_and_every_printed_command_works() {
         .filter(|l| !l.ends_with(" 0"))
         .collect();
     assert!(passed.is_empty(), "{passed:?}");
+    assert_eq!(
+        metric(
+            &m,
+            r#"r8s_cache_requests_total{resource="apps/v1/deployments",verb="list",result="hit"}"#
+        ),
+        Some(1.0),
+        "kubectl get deploy, printed by r8s"
+    );
     let _ = child.kill();
     let _ = child.wait();
 }

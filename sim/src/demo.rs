@@ -19,6 +19,7 @@ the upstream, read.consistent_lists = \"prove\", so they are answered from its c
   kubectl --server http://{api} get pods -A        # a hit: the Table printed by r8s
   kubectl --server http://{api} get pods -n ns-0 -o wide
   kubectl --server http://{api} get pods -n ns-0 -w   # the list and the watch of Tables: hits
+  kubectl --server http://{api} get deploy -A -o wide
   curl -s 'http://{api}/api/v1/pods?resourceVersion=0' | head -c 400; echo
   curl -sN 'http://{api}/api/v1/namespaces/ns-0/pods?watch=1&timeoutSeconds=5' | cut -c1-150
   curl -si 'http://{api}/api/v1/namespaces/ns-0/pods?resourceVersion=0&limit=1' | grep -i x-r8s-cache
