@@ -262,7 +262,7 @@ pub fn seed(sim: &Sim) {
         "metadata": meta("kubernetes.sim", Some("default")),
         "involvedObject": {"kind": "Service", "namespace": "default", "name": "kubernetes", "apiVersion": "v1"},
         "reason": "Seeded", "message": "the sim seeded its objects", "source": {"component": "sim"},
-        "firstTimestamp": now(), "lastTimestamp": now(), "count": 1, "type": "Normal",
+        "firstTimestamp": ago(36_000), "lastTimestamp": ago(36_000), "count": 1, "type": "Normal",
         "eventTime": null, "reportingComponent": "sim", "reportingInstance": ""}),
     );
     put(

@@ -11,6 +11,7 @@
 pub mod cell;
 pub mod core;
 mod duration;
+pub mod event;
 pub mod json;
 pub mod labels;
 pub mod network;
@@ -81,6 +82,7 @@ static PRINTERS: &[Entry] = &[
         network::SERVICE_COLUMNS,
         network::service_row,
     ),
+    entry("", "events", event::EVENT_COLUMNS, event::event_row),
     entry(
         "apps",
         "deployments",
