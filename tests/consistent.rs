@@ -497,19 +497,37 @@ async fn should_prove_through_a_tier_of_r8s() {
     sim.stop().await;
 }
 
-/// Consistent LISTs (no `resourceVersion`) pass through by default, and with
-/// `read.consistent_lists = "prove"` are answered from the cache once
-/// proven, containing every write acknowledged before them, pages included.
+/// Consistent LISTs (no `resourceVersion`, kubectl's) are answered from the
+/// cache once proven, by default against a current upstream (`auto`) and
+/// with `"prove"` against any, containing every write acknowledged before
+/// them, pages included; against an upstream before 1.31, or with `"pass"`,
+/// they go upstream.
 #[tokio::test(flavor = "multi_thread")]
-async fn should_prove_consistent_lists_only_when_asked() {
-    let sim = start_sim(churning_sim(Generation::Current)).await;
-    let default = r8s_proving(&sim, Prove::Auto).await;
-    let r = get(&format!("{}/api/v1/pods", default.url())).await;
+async fn should_prove_consistent_lists_by_default_against_current_upstreams() {
+    let lists = |sim_url: String, mode: Option<Prove>| async move {
+        let r8s = r8s_in_front_of(sim_url)
+            .caching(&["pods"])
+            .with(move |c| {
+                if let Some(mode) = mode {
+                    c.read.consistent_lists = mode;
+                }
+            })
+            .start()
+            .await;
+        let r = get(&format!("{}/api/v1/pods", r8s.url())).await;
+        r8s.stop().await;
+        r.headers["x-r8s-cache"].to_str().unwrap().to_string()
+    };
+    let old = start_sim(churning_sim(Generation::Pre131)).await;
     assert_eq!(
-        r.headers["x-r8s-cache"], "pass",
-        "consistent_lists defaults to pass"
+        lists(old.url(), None).await,
+        "pass",
+        "auto: not before 1.31"
     );
-    default.stop().await;
+    old.stop().await;
+    let sim = start_sim(churning_sim(Generation::Current)).await;
+    assert_eq!(lists(sim.url(), None).await, "hit", "auto, the default");
+    assert_eq!(lists(sim.url(), Some(Prove::Pass)).await, "pass");
 
     let mut config = Config::default();
     config.upstream.servers = vec![sim.url()];

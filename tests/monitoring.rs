@@ -373,6 +373,8 @@ async fn should_record_the_hit_ratio_prometheus_scrapes() {
             c.persist.dir = Some(state);
             c.persist.interval_seconds = 1;
             c.cache.consistency_check_interval_seconds = 1;
+            // Its passes are consistent lists sent upstream.
+            c.read.consistent_lists = r8s::config::Prove::Pass;
         })
         .start()
         .await;

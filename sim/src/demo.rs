@@ -15,7 +15,8 @@ pub fn instructions(api: SocketAddr, admin: SocketAddr, sim: SocketAddr, pods: u
         "r8s demo is up: r8s on http://{api} in front of the built-in upstream on http://{sim} ({pods} pods).
 
 Try (each command works as printed; r8s proves kubectl's consistent lists against
-the upstream, read.consistent_lists = \"prove\", so they are answered from its cache):
+the upstream, a current one, read.consistent_lists = \"auto\", so they are answered
+from its cache):
   kubectl --server http://{api} get pods -A        # a hit: the Table printed by r8s
   kubectl --server http://{api} get pods -n ns-0 -o wide
   kubectl --server http://{api} get pods -n ns-0 -w   # the list and the watch of Tables: hits
@@ -54,8 +55,6 @@ pub async fn run(args: DemoArgs) -> Result<(), String> {
         ..Config::default()
     };
     config.upstream.servers = vec![sim.url()];
-    // The sim proves a consistent read at once: kubectl's lists are hits.
-    config.read.consistent_lists = r8s::config::Prove::Prove;
     config.cache.resources = [
         "pods",
         "v1/configmaps",

@@ -199,9 +199,11 @@ pub struct ReadConfig {
     /// from the cache once it is proven as fresh as the upstream (`auto`:
     /// on upstreams reporting 1.31 or later; `prove`: always; `pass`: never).
     pub consistent_streaming_lists: Prove,
-    /// Consistent LISTs (no `resourceVersion`): `pass` (the upstream
-    /// answers) or `prove` (from the cache once proven, at up to a second
-    /// or two of added latency).
+    /// Consistent LISTs (no `resourceVersion`, kubectl's): `auto` (the
+    /// default: from the cache once proven, on upstreams reporting 1.31 or
+    /// later, where the proof costs milliseconds), `prove` (whatever the
+    /// upstream: up to a second or two of added latency on older ones) or
+    /// `pass` (the upstream answers).
     pub consistent_lists: Prove,
     /// Seconds a consistent read waits for its proof before it passes through.
     pub prove_timeout_seconds: f64,
@@ -441,7 +443,7 @@ impl Default for ReadConfig {
             on_too_new: OnTooNew::Pass,
             max_inflight_lists: 32,
             consistent_streaming_lists: Prove::Auto,
-            consistent_lists: Prove::Pass,
+            consistent_lists: Prove::Auto,
             prove_timeout_seconds: 3.0,
         }
     }
