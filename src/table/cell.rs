@@ -10,37 +10,53 @@ use serde::Deserialize;
 
 use super::duration;
 
-/// A `TableColumnDefinition`.
-#[derive(Debug, Clone, Copy)]
+/// A `TableColumnDefinition`: a built-in printer's, written in the code; a
+/// custom resource's, read from its definition.
+#[derive(Debug, Clone)]
 pub struct Column {
     /// `name`: the header kubectl prints, upper-cased.
-    pub name: &'static str,
+    pub name: Cow<'static, str>,
     /// `type`: `string`, `integer`, `number`, `boolean` or `date`.
-    pub ty: &'static str,
+    pub ty: Cow<'static, str>,
     /// `format`: `name` for the column kubectl uses as the object's name.
-    pub format: &'static str,
+    pub format: Cow<'static, str>,
     /// `description`: the field's API documentation.
-    pub description: &'static str,
-    /// `priority`: 0, or 1 for the columns kubectl shows with `-o wide`.
-    pub priority: u8,
+    pub description: Cow<'static, str>,
+    /// `priority`: 0, or more for the columns kubectl shows with `-o wide`.
+    pub priority: i32,
 }
 
 /// `metav1.ObjectMeta`'s documentation of `name` (Kubernetes 1.36).
-const NAME_DOC: &str = "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names";
+pub const NAME_DOC: &str = "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names";
 
 /// `metav1.ObjectMeta`'s documentation of `creationTimestamp` (Kubernetes 1.36).
 const CREATED_DOC: &str = "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata";
 
 impl Column {
+    /// A built-in printer's column.
+    const fn of(
+        name: &'static str,
+        format: &'static str,
+        description: &'static str,
+        priority: i32,
+    ) -> Column {
+        Column {
+            name: Cow::Borrowed(name),
+            ty: Cow::Borrowed("string"),
+            format: Cow::Borrowed(format),
+            description: Cow::Borrowed(description),
+            priority,
+        }
+    }
+
     /// The `Name` column every printer starts with.
     pub const fn name() -> Column {
-        Column {
-            name: "Name",
-            ty: "string",
-            format: "name",
-            description: NAME_DOC,
-            priority: 0,
-        }
+        Column::of("Name", "name", NAME_DOC, 0)
+    }
+
+    /// The `Name` column, shown only with `-o wide` (events').
+    pub const fn wide_name() -> Column {
+        Column::of("Name", "name", NAME_DOC, 1)
     }
 
     /// The `Age` column.
@@ -50,21 +66,12 @@ impl Column {
 
     /// A string column.
     pub const fn text(name: &'static str, description: &'static str) -> Column {
-        Column {
-            name,
-            ty: "string",
-            format: "",
-            description,
-            priority: 0,
-        }
+        Column::of(name, "", description, 0)
     }
 
-    /// This column, shown only with `-o wide` (priority 1).
-    pub const fn wide(self) -> Column {
-        Column {
-            priority: 1,
-            ..self
-        }
+    /// A string column shown only with `-o wide` (priority 1).
+    pub const fn wide(name: &'static str, description: &'static str) -> Column {
+        Column::of(name, "", description, 1)
     }
 }
 
@@ -78,6 +85,12 @@ pub enum Cell {
     Text(Text),
     /// An integer.
     Int(i64),
+    /// A number (a custom resource's `number` column).
+    Float(f64),
+    /// A boolean (a custom resource's `boolean` column).
+    Bool(bool),
+    /// No value: `null` (a custom resource's column its path finds nothing at).
+    Null,
     /// How long ago an instant was (`translateTimestampSince`);
     /// `<unknown>` without one.
     Since(Option<SystemTime>),
@@ -137,6 +150,13 @@ pub fn cell_text(c: &Cell, now: SystemTime, out: &mut String) {
         Cell::Int(i) => {
             let _ = write!(out, "{i}");
         }
+        Cell::Float(f) => {
+            let _ = write!(out, "{f}");
+        }
+        Cell::Bool(b) => {
+            let _ = write!(out, "{b}");
+        }
+        Cell::Null => {}
         Cell::Since(None) => out.push_str("<unknown>"),
         Cell::Since(Some(t)) => duration::human(duration::seconds_between(*t, now), out),
         Cell::Restarts { count, last } => {

@@ -184,23 +184,20 @@ pub static NODE_COLUMNS: &[Column] = &[
     Column::text("Roles", "The roles of the node"),
     Column::age(),
     Column::text("Version", "Kubelet Version reported by the node."),
-    Column::text("Internal-IP", ADDRESSES_DOC).wide(),
-    Column::text("External-IP", ADDRESSES_DOC).wide(),
-    Column::text(
+    Column::wide("Internal-IP", ADDRESSES_DOC),
+    Column::wide("External-IP", ADDRESSES_DOC),
+    Column::wide(
         "OS-Image",
         "OS Image reported by the node from /etc/os-release (e.g. Debian GNU/Linux 7 (wheezy)).",
-    )
-    .wide(),
-    Column::text(
+    ),
+    Column::wide(
         "Kernel-Version",
         "Kernel Version reported by the node from 'uname -r' (e.g. 3.16.0-0.bpo.4-amd64).",
-    )
-    .wide(),
-    Column::text(
+    ),
+    Column::wide(
         "Container-Runtime",
         "ContainerRuntime Version reported by the node through runtime remote API (e.g. containerd://1.4.2).",
-    )
-    .wide(),
+    ),
 ];
 
 /// A node's row: `Ready`/`NotReady`/`Unknown` (and `SchedulingDisabled`),

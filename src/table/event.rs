@@ -27,27 +27,24 @@ pub static EVENT_COLUMNS: &[Column] = &[
         "This should be a short, machine understandable string that gives the reason for the transition into the object's current status.",
     ),
     Column::text("Object", "The object that this event is about."),
-    Column::text(
+    Column::wide(
         "Subobject",
         "If referring to a piece of an object instead of an entire object, this string should contain a valid JSON/Go field access statement, such as desiredState.manifest.containers[2]. For example, if the object reference is to a container within a pod, this would take on a value like: \"spec.containers{name}\" (where \"name\" refers to the name of the container that triggered the event) or if no container name is specified \"spec.containers[2]\" (container with index 2 in this pod). This syntax is chosen only to have some well-defined way of referencing a part of an object.",
-    )
-    .wide(),
-    Column::text(
+    ),
+    Column::wide(
         "Source",
         "The component reporting this event. Should be a short machine understandable string.",
-    )
-    .wide(),
+    ),
     Column::text(
         "Message",
         "A human-readable description of the status of this operation.",
     ),
-    Column::text(
+    Column::wide(
         "First Seen",
         "The time at which the event was first recorded. (Time of server receipt is in TypeMeta.)",
-    )
-    .wide(),
-    Column::text("Count", "The number of times this event has occurred.").wide(),
-    Column::name().wide(),
+    ),
+    Column::wide("Count", "The number of times this event has occurred."),
+    Column::wide_name(),
 ];
 
 /// A `metav1.MicroTime` (`eventTime`, a series' `lastObservedTime`): RFC

@@ -47,13 +47,13 @@ pub fn put_columns(out: &mut BytesMut, columns: &[Column]) {
             out.put_u8(b',');
         }
         out.put_slice(b"{\"name\":");
-        put_json_str(out, c.name);
+        put_json_str(out, &c.name);
         out.put_slice(b",\"type\":");
-        put_json_str(out, c.ty);
+        put_json_str(out, &c.ty);
         out.put_slice(b",\"format\":");
-        put_json_str(out, c.format);
+        put_json_str(out, &c.format);
         out.put_slice(b",\"description\":");
-        put_json_str(out, c.description);
+        put_json_str(out, &c.description);
         out.put_slice(format!(",\"priority\":{}}}", c.priority).as_bytes());
     }
     out.put_u8(b']');
@@ -88,6 +88,9 @@ pub fn put_row(
         }
         match c {
             Cell::Int(n) => out.put_slice(n.to_string().as_bytes()),
+            Cell::Float(f) => out.put_slice(f.to_string().as_bytes()),
+            Cell::Bool(b) => out.put_slice(if *b { b"true" } else { b"false" }),
+            Cell::Null => out.put_slice(b"null"),
             Cell::Text(t) => put_json_str(out, t),
             _ => {
                 text.clear();

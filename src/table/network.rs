@@ -30,11 +30,10 @@ pub static SERVICE_COLUMNS: &[Column] = &[
         "The list of ports that are exposed by this service. More info: https://kubernetes.io/docs/concepts/services-networking/service/#virtual-ips-and-service-proxies",
     ),
     Column::age(),
-    Column::text(
+    Column::wide(
         "Selector",
         "Route service traffic to pods with label keys and values matching this selector. If empty or not present, the service is assumed to have an external process managing its endpoints, which Kubernetes will not modify. Only applies to types ClusterIP, NodePort, and LoadBalancer. Ignored if type is ExternalName. More info: https://kubernetes.io/docs/concepts/services-networking/service/",
-    )
-    .wide(),
+    ),
 ];
 
 #[derive(Deserialize, Default)]

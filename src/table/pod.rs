@@ -28,26 +28,22 @@ pub static COLUMNS: &[Column] = &[
         "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted.",
     ),
     Column::age(),
-    Column::text(
+    Column::wide(
         "IP",
         "podIP address allocated to the pod. Routable at least within the cluster. Empty if not yet allocated.",
-    )
-    .wide(),
-    Column::text(
+    ),
+    Column::wide(
         "Node",
         "NodeName indicates in which node this pod is scheduled. If empty, this pod is a candidate for scheduling by the scheduler defined in schedulerName. Once this field is set, the kubelet for this node becomes responsible for the lifecycle of this pod. This field should not be used to express a desire for the pod to be scheduled on a specific node. https://kubernetes.io/docs/concepts/scheduling-eviction/assign-pod-node/#nodename",
-    )
-    .wide(),
-    Column::text(
+    ),
+    Column::wide(
         "Nominated Node",
         "nominatedNodeName is set only when this pod preempts other pods on the node, but it cannot be scheduled right away as preemption victims receive their graceful termination periods. This field does not guarantee that the pod will be scheduled on this node. Scheduler may decide to place the pod elsewhere if other nodes become available sooner. Scheduler may also decide to give the resources on this node to a higher priority pod that is created after preemption. As a result, this field may be different than PodSpec.nodeName when the pod is scheduled.",
-    )
-    .wide(),
-    Column::text(
+    ),
+    Column::wide(
         "Readiness Gates",
         "If specified, all readiness gates will be evaluated for pod readiness. A pod is ready when all its containers are ready AND all conditions specified in the readiness gates have status equal to \"True\" More info: https://git.k8s.io/enhancements/keps/sig-network/580-pod-readiness-gates",
-    )
-    .wide(),
+    ),
 ];
 
 /// `podSuccessConditions` and `podFailedConditions`.

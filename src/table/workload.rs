@@ -9,13 +9,11 @@ use super::cell::{Cell, Column, Meta, Row, Text};
 use super::labels::{Selector, Template, containers, selector_string};
 
 /// The template columns every controller's wide output ends with.
-const CONTAINERS: Column =
-    Column::text("Containers", "Names of each container in the template.").wide();
-const IMAGES: Column = Column::text(
+const CONTAINERS: Column = Column::wide("Containers", "Names of each container in the template.");
+const IMAGES: Column = Column::wide(
     "Images",
     "Images referenced by each container in the template.",
-)
-.wide();
+);
 
 /// `deploymentColumnDefinitions`.
 pub static DEPLOYMENT_COLUMNS: &[Column] = &[
@@ -32,11 +30,10 @@ pub static DEPLOYMENT_COLUMNS: &[Column] = &[
     Column::age(),
     CONTAINERS,
     IMAGES,
-    Column::text(
+    Column::wide(
         "Selector",
         "Label selector for pods. Existing ReplicaSets whose pods are selected by this will be the ones affected by this deployment.",
-    )
-    .wide(),
+    ),
 ];
 
 /// A deployment's row: ready of desired, updated, available; wide: its
