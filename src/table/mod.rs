@@ -10,9 +10,11 @@
 
 pub mod cell;
 pub mod core;
+pub mod custom;
 mod duration;
 pub mod event;
 pub mod json;
+mod jsonpath;
 pub mod labels;
 pub mod network;
 pub mod pod;
