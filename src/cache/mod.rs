@@ -56,6 +56,11 @@ pub struct ResourceCache {
     pub label: String,
     /// Its watch metric handles, resolved on first use (after the recorder is installed).
     pub watch_metrics: std::sync::OnceLock<Arc<crate::metrics::WatchMetrics>>,
+    /// A custom resource's Table printer, made from its definition the first
+    /// time a Table is asked for once r8s has read that definition
+    /// (`serve`). A cache is restarted when its definition changes, so one
+    /// printer serves the cache's life, and every row it kept with it.
+    pub custom_printer: std::sync::OnceLock<Arc<crate::table::Custom>>,
 }
 
 impl ResourceCache {
@@ -90,6 +95,7 @@ impl ResourceCache {
             list_kind: format!("{}List", resource.kind),
             label: resource.gvr.to_string(),
             watch_metrics: Default::default(),
+            custom_printer: Default::default(),
             store: json,
             protobuf,
             resource,

@@ -99,7 +99,7 @@ impl CachedObject {
     pub fn row(&self, printer: &Printer) -> Option<&Row> {
         self.row
             .get_or_init(|| match self.encoding {
-                Encoding::Json => (printer.row)(&self.body).map(Box::new),
+                Encoding::Json => printer.row(&self.body).map(Box::new),
                 Encoding::Protobuf => None,
             })
             .as_deref()

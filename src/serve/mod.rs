@@ -127,6 +127,7 @@ impl Api {
         ar: &ApiRequest,
         caller: &Caller,
     ) -> Answer {
+        table::learn_custom_printer(&self.caches, cache, ar);
         if ar.verb == Verb::Watch && ar.path.subresource.is_none() {
             let plan = match watch::plan(cache, ar, &self.watch_policy, self.upstream.wire_rules())
             {

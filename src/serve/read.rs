@@ -164,14 +164,14 @@ pub async fn answer(
     policy: &ReadPolicy,
     proofs: &Proofs,
 ) -> Result<Response<Body>, PassReason> {
-    let table = table::ask(ar)?;
+    let table = table::ask(ar, cache)?;
     let (store, warning, shape, opts) = servable(cache, ar)?;
     let encoding = store.encoding();
     let at = Source {
         cache,
         store: store.as_ref(),
         proofs,
-        table,
+        table: table.as_ref(),
     };
     let result = if ar.verb == Verb::Get {
         get(at, &ar.path, opts, shape, policy).await
@@ -262,7 +262,7 @@ struct Source<'c> {
     /// Asked whether the upstream has a version the store has not reached.
     proofs: &'c Proofs,
     /// The Table asked for, if one was.
-    table: Option<TableAsk>,
+    table: Option<&'c TableAsk>,
 }
 
 /// How a read ends without a payload: the apiserver's error, answered from
@@ -544,7 +544,10 @@ fn assemble(at: Source<'_>, version: &Arc<Version>, ask: page::Ask<'_>) -> Resul
         let head = ask.head(version.rv, cont.as_deref(), remaining_count);
         let items: Vec<TableItem> = picked
             .into_iter()
-            .map(|object| TableItem { object, ask })
+            .map(|object| TableItem {
+                object,
+                ask: ask.clone(),
+            })
             .collect();
         let len = items.iter().map(ListItem::item_len).sum();
         return Ok(Payload::Table(ListBody::new(head, items, len, false)));

@@ -13,14 +13,17 @@ use std::time::SystemTime;
 use bytes::{Bytes, BytesMut};
 
 use super::outcome::PassReason;
+use crate::api::Gvr;
 use crate::api::media::Choice;
 use crate::api::request::{ApiRequest, Verb};
+use crate::cache::ResourceCache;
 use crate::cache::object::CachedObject;
+use crate::cache::registry::Registry;
 use crate::codec::json::ListItem;
 use crate::table::{self, Printer, RowObject};
 
 /// A Table asked for: how to print it and what each row carries.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct TableAsk {
     /// The resource's printer.
     pub printer: Printer,
@@ -43,10 +46,11 @@ pub enum Include {
     Object,
 }
 
-/// The Table `ar` asks for, if it asks for one: `Ok(None)` for any other
-/// answer; the reason it passes when r8s cannot print it (a kind without a
-/// printer, an `includeObject` the apiserver refuses).
-pub fn ask(ar: &ApiRequest) -> Result<Option<TableAsk>, PassReason> {
+/// The Table `ar` asks for of `cache`, if it asks for one: `Ok(None)` for
+/// any other answer; the reason it passes when r8s cannot print it (a kind
+/// without a printer, a custom resource whose definition r8s has not read,
+/// an `includeObject` the apiserver refuses).
+pub fn ask(ar: &ApiRequest, cache: &ResourceCache) -> Result<Option<TableAsk>, PassReason> {
     let Choice::Table(api_version) = ar.media else {
         return Ok(None);
     };
@@ -59,13 +63,43 @@ pub fn ask(ar: &ApiRequest) -> Result<Option<TableAsk>, PassReason> {
         Some("Object") => Include::Object,
         Some(_) => return Err(PassReason::Invalid),
     };
-    let printer = table::printer_for(&ar.path.gvr).ok_or(PassReason::NoPrinter)?;
+    let printer = table::printer_for(&ar.path.gvr)
+        .or_else(|| cache.custom_printer.get().cloned().map(Printer::Custom))
+        .ok_or(PassReason::NoPrinter)?;
     Ok(Some(TableAsk {
         printer,
         api_version,
         include,
         now: SystemTime::now(),
     }))
+}
+
+/// Where r8s reads custom resources' definitions: its cache of them.
+const DEFINITIONS: Gvr =
+    Gvr::from_static("apiextensions.k8s.io", "v1", "customresourcedefinitions");
+
+/// Makes a custom resource's printer from its definition, the first time a
+/// Table of it is asked for and r8s has the definition (it caches
+/// `customresourcedefinitions`); until then its Tables pass (`no_printer`).
+pub fn learn_custom_printer(caches: &Registry, cache: &ResourceCache, ar: &ApiRequest) {
+    let gvr = &cache.resource.gvr;
+    if !matches!(ar.media, Choice::Table(_))
+        || cache.custom_printer.get().is_some()
+        || table::printer_for(gvr).is_some()
+    {
+        return;
+    }
+    let Some(definitions) = caches.get(&DEFINITIONS) else {
+        return;
+    };
+    let name = format!("{}.{}", gvr.resource(), gvr.group());
+    let version = definitions.store.current();
+    let Some(crd) = version.objects.get(name.as_str()) else {
+        return;
+    };
+    if let Some(p) = table::Custom::from_definition(&crd.body, gvr.version()) {
+        let _ = cache.custom_printer.set(Arc::new(p));
+    }
 }
 
 impl TableAsk {
@@ -93,7 +127,7 @@ impl TableAsk {
             rv,
             cont,
             remaining,
-            Some(self.printer.columns),
+            Some(self.printer.columns()),
         );
         out.freeze()
     }

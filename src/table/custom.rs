@@ -13,7 +13,7 @@ use bytes::BytesMut;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::cell::{Cell, Column, Row, Text};
+use super::cell::{CREATED_DOC, Cell, Column, Row, Text};
 use super::json::put_json_str;
 use super::jsonpath::JsonPath;
 
@@ -77,7 +77,20 @@ impl Custom {
         let v = d.spec.versions.into_iter().find(|v| v.name == version)?;
         let mut columns = vec![Column::name()];
         let mut paths = Vec::new();
-        for c in v.additional_printer_columns {
+        let mut defined = v.additional_printer_columns;
+        if defined.is_empty() {
+            // `serveDefaultColumnsIfEmpty`: an Age column, documented as
+            // `creationTimestamp` is.
+            defined.push(PrinterColumn {
+                name: "Age".into(),
+                ty: "date".into(),
+                format: String::new(),
+                description: CREATED_DOC.into(),
+                priority: 0,
+                json_path: ".metadata.creationTimestamp".into(),
+            });
+        }
+        for c in defined {
             let kind = match c.ty.as_str() {
                 "integer" => Kind::Integer,
                 "number" => Kind::Number,

@@ -8,6 +8,7 @@ use std::time::SystemTime;
 use serde_json::{Value, json};
 
 use super::*;
+use crate::table::json::{RowObject, put_row};
 
 fn definition() -> Value {
     json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
@@ -52,13 +53,7 @@ fn gadget(name: &str, labels: Value, spec: Value) -> Vec<u8> {
 /// The row as the apiserver's JSON writes it.
 fn cells(row: &Row) -> Value {
     let mut out = BytesMut::new();
-    super::super::json::put_row(
-        &mut out,
-        row,
-        super::super::json::RowObject::None,
-        "meta.k8s.io/v1",
-        now(),
-    );
+    put_row(&mut out, row, RowObject::None, "meta.k8s.io/v1", now());
     serde_json::from_slice::<Value>(&out).unwrap()["cells"].clone()
 }
 
@@ -187,4 +182,22 @@ fn should_find_a_condition_by_its_type() {
     let row = p.row(&serde_json::to_vec(&o).unwrap()).unwrap();
     assert_eq!(cells(&row), json!(["c", "True"]));
     assert!(Custom::from_definition(&serde_json::to_vec(&d).unwrap(), "v2").is_none());
+}
+
+/// A definition with no columns is printed with an Age column, described as
+/// `creationTimestamp` is (1.36's Table of such a resource, recorded the same
+/// day).
+#[test]
+fn should_print_an_age_where_the_definition_has_no_columns() {
+    let d = json!({"spec": {"versions": [{"name": "v1", "served": true}]}});
+    let p = Custom::from_definition(&serde_json::to_vec(&d).unwrap(), "v1").unwrap();
+    let names: Vec<&str> = p.columns().iter().map(|c| &*c.name).collect();
+    assert_eq!(names, ["Name", "Age"]);
+    assert_eq!(p.columns()[1].ty, "date");
+    assert_eq!(p.columns()[1].description, CREATED_DOC);
+    let o = json!({"metadata": {"name": "p1", "creationTimestamp": "2026-11-28T10:27:19Z"}});
+    assert_eq!(
+        cells(&p.row(&serde_json::to_vec(&o).unwrap()).unwrap()),
+        json!(["p1", "0s"])
+    );
 }

@@ -20,19 +20,47 @@ pub mod network;
 pub mod pod;
 pub mod workload;
 
+use std::sync::Arc;
+
 use crate::api::Gvr;
 
 pub use cell::{Cell, Column, Row, RowCondition, Text};
+pub use custom::Custom;
 pub use json::{RowObject, put_head, put_row};
 
-/// What prints a resource's rows.
-#[derive(Debug, Clone, Copy)]
-pub struct Printer {
+/// What prints a resource's rows: a built-in kind's printer, or a custom
+/// resource's, made from its definition.
+#[derive(Debug, Clone)]
+pub enum Printer {
+    /// kube-apiserver's printer of a built-in kind.
+    Builtin {
+        /// The columns, in order.
+        columns: &'static [Column],
+        /// An object's row from its JSON; `None` when it does not parse as
+        /// the kind's JSON.
+        row: fn(&[u8]) -> Option<Row>,
+    },
+    /// A custom resource's columns (`additionalPrinterColumns`).
+    Custom(Arc<Custom>),
+}
+
+impl Printer {
     /// The columns, in order.
-    pub columns: &'static [Column],
-    /// An object's row from its JSON; `None` when it does not parse as the
-    /// kind's JSON.
-    pub row: fn(&[u8]) -> Option<Row>,
+    pub fn columns(&self) -> &[Column] {
+        match self {
+            Printer::Builtin { columns, .. } => columns,
+            Printer::Custom(c) => c.columns(),
+        }
+    }
+
+    /// An object's row from its JSON; `None` when the printer cannot read
+    /// it (the Table is then the upstream's to print).
+    pub fn row(&self, body: &[u8]) -> Option<Row> {
+        match self {
+            Printer::Builtin { row, .. } => row(body),
+            Printer::Custom(c) => c.row(body),
+        }
+    }
 }
 
 /// A printer, and the group and resource it prints.
@@ -51,7 +79,7 @@ const fn entry(
     Entry {
         group,
         resource,
-        printer: Printer { columns, row },
+        printer: Printer::Builtin { columns, row },
     }
 }
 
@@ -99,7 +127,7 @@ pub fn printer_for(gvr: &Gvr) -> Option<Printer> {
     PRINTERS
         .iter()
         .find(|e| e.group == gvr.group() && e.resource == gvr.resource())
-        .map(|e| e.printer)
+        .map(|e| e.printer.clone())
 }
 
 #[cfg(test)]
@@ -111,10 +139,10 @@ mod tests {
     #[test]
     fn should_print_an_empty_object_with_every_printer() {
         for e in PRINTERS {
-            let (r, p) = (e.resource, e.printer);
+            let (r, p) = (e.resource, &e.printer);
             assert!(printer_for(&Gvr::new(e.group, "v1", r)).is_some(), "{r}");
-            let row = (p.row)(br#"{"metadata":{"resourceVersion":"7"}}"#).expect(r);
-            assert_eq!(row.cells.len(), p.columns.len(), "{r}");
+            let row = p.row(br#"{"metadata":{"resourceVersion":"7"}}"#).expect(r);
+            assert_eq!(row.cells.len(), p.columns().len(), "{r}");
         }
     }
 }

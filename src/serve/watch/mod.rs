@@ -90,7 +90,7 @@ pub fn plan(
     rules: WireRules,
 ) -> Result<Plan, PassReason> {
     let (store, warning) = super::read::serving_store(cache, ar)?;
-    let table = super::table::ask(ar)?;
+    let table = super::table::ask(ar, cache)?;
     let form = match super::read::shape_for(ar) {
         Some(Shape::Object) => Form::Object,
         Some(Shape::Metadata) => Form::Metadata,

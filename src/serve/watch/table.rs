@@ -65,10 +65,14 @@ impl TableLines {
             format!(r#"{{"kind":"{kind}","apiVersion":"{api_version}","metadata":{meta}}}"#);
         // Every printer prints an empty object (a test holds them to it);
         // one that did not would still get its empty row.
-        let row = (self.ask.printer.row)(object.as_bytes()).unwrap_or_else(|| Row {
-            cells: Vec::new(),
-            condition: None,
-        });
+        let row = self
+            .ask
+            .printer
+            .row(object.as_bytes())
+            .unwrap_or_else(|| Row {
+                cells: Vec::new(),
+                condition: None,
+            });
         let carried = match self.ask.include {
             Include::None if !initial_end => RowObject::None,
             Include::Object => RowObject::Object(object.as_bytes()),
@@ -78,7 +82,7 @@ impl TableLines {
     }
 
     fn line(&self, kind: &str, rv: u64, row: &Row, object: RowObject) -> Bytes {
-        let columns = self.ask.printer.columns;
+        let columns = self.ask.printer.columns();
         let first = !self.headed.swap(true, Ordering::Relaxed);
         let mut out = BytesMut::with_capacity(256 + if first { 600 * columns.len() } else { 0 });
         out.put_slice(b"{\"type\":\"");

@@ -322,6 +322,7 @@ pub(super) mod tests {
             list_kind: "PodList".into(),
             label: "v1/pods".into(),
             watch_metrics: Default::default(),
+            custom_printer: Default::default(),
         }
     }
 
