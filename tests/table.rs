@@ -363,6 +363,19 @@ async fn table_events(url: &str, age: usize) -> (Vec<Value>, String) {
     (events, cache.unwrap_or_default().to_string())
 }
 
+/// A Table watch of `path` through r8s (a hit) and straight to the sim,
+/// side by side (each waits out its `timeoutSeconds`), ages left out.
+async fn both_watches(r8s: &R8s, sim: &r8s_sim::SimHandle, path: &str) -> (Vec<Value>, Vec<Value>) {
+    let (through, straight) = (
+        format!("{}{path}", r8s.url()),
+        format!("{}{path}", sim.url()),
+    );
+    let ((via, cache), (direct, _)) =
+        tokio::join!(table_events(&through, 4), table_events(&straight, 4));
+    assert_eq!(cache, "hit", "{path}");
+    (via, direct)
+}
+
 /// `kubectl get -w`'s watches as Tables, from the cache: every event a
 /// Table of one row, the column definitions with the first only, a
 /// bookmark the printer's row of the empty object, streaming lists and
@@ -404,14 +417,7 @@ async fn should_watch_tables_from_the_cache() {
 
     for include in ["", "&includeObject=None", "&includeObject=Object"] {
         let q = format!("?watch=1&resourceVersion={from}&timeoutSeconds=1{include}");
-        // Side by side: each waits out its timeoutSeconds.
-        let (through, straight) = (
-            format!("{}{pods}{q}", r8s.url()),
-            format!("{}{pods}{q}", sim.url()),
-        );
-        let ((via, cache), (direct, _)) =
-            tokio::join!(table_events(&through, 4), table_events(&straight, 4));
-        assert_eq!(cache, "hit", "{q}");
+        let (via, direct) = both_watches(&r8s, &sim, &format!("{pods}{q}")).await;
         assert_eq!(via.len(), 3, "{q}");
         for (a, b) in via.iter().zip(&direct) {
             assert_eq!(a, b, "{q}");
@@ -442,14 +448,7 @@ async fn should_watch_tables_from_the_cache() {
                 .expect("the end of the initial events");
             events[..=end].to_vec()
         };
-        // Side by side: each waits out its timeoutSeconds.
-        let (through, straight) = (
-            format!("{}{pods}{q}", r8s.url()),
-            format!("{}{pods}{q}", sim.url()),
-        );
-        let ((via, cache), (direct, _)) =
-            tokio::join!(table_events(&through, 4), table_events(&straight, 4));
-        assert_eq!(cache, "hit", "{q}");
+        let (via, direct) = both_watches(&r8s, &sim, &format!("{pods}{q}")).await;
         let (via_initial, direct_initial) = (initial(via.clone()), initial(direct));
         assert_eq!(via_initial.len(), names.len() + 1, "{q}");
         for (a, b) in via_initial.iter().zip(&direct_initial) {

@@ -136,6 +136,24 @@ impl Parser<'_> {
         Some(f)
     }
 
+    /// A string in single or double quotes at the cursor, and past it:
+    /// `Some(None)` where there is none, `None` for one never closed.
+    fn quoted(&mut self) -> Option<Option<String>> {
+        let Some(q) = self
+            .rest()
+            .chars()
+            .next()
+            .filter(|c| *c == '\'' || *c == '"')
+        else {
+            return Some(None);
+        };
+        self.i += 1;
+        let end = self.rest().find(q)?;
+        let text = self.rest()[..end].to_string();
+        self.i += end + 1;
+        Some(Some(text))
+    }
+
     /// After `[`: through its `]`.
     fn bracket(&mut self) -> Option<Step> {
         let step = if self.eat("*") {
@@ -146,16 +164,7 @@ impl Parser<'_> {
                 return None;
             }
             Step::Filter(f)
-        } else if let Some(q) = self
-            .rest()
-            .chars()
-            .next()
-            .filter(|c| *c == '\'' || *c == '"')
-        {
-            self.i += 1;
-            let end = self.rest().find(q)?;
-            let f = self.rest()[..end].to_string();
-            self.i += end + 1;
+        } else if let Some(f) = self.quoted()? {
             Step::Field(f)
         } else {
             let end = self.rest().find(']')?;
@@ -202,17 +211,8 @@ impl Parser<'_> {
             return Some(Filter { path, test: None });
         };
         while self.eat(" ") {}
-        let literal = if let Some(q) = self
-            .rest()
-            .chars()
-            .next()
-            .filter(|c| *c == '\'' || *c == '"')
-        {
-            self.i += 1;
-            let end = self.rest().find(q)?;
-            let v = Value::String(self.rest()[..end].to_string());
-            self.i += end + 1;
-            v
+        let literal = if let Some(text) = self.quoted()? {
+            Value::String(text)
         } else {
             let end = self.rest().find(')')?;
             let lit = self.rest()[..end].trim().to_string();
