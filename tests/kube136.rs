@@ -773,6 +773,20 @@ async fn should_watch_and_stream_lists_as_kube_apiserver_1_36_does() {
     ] {
         cases.push((path, JSON, Floor::AtLeast(0)));
     }
+    // Tables (kubectl get -w): from a version, and streaming lists, in each
+    // includeObject form; the column definitions with the first event only.
+    for include in ["", "&includeObject=None", "&includeObject=Object"] {
+        cases.push((
+            format!("{w}&resourceVersion={before}{include}"),
+            TABLE,
+            Floor::AtLeast(before),
+        ));
+        cases.push((
+            format!("{sl}&allowWatchBookmarks=true&resourceVersion={last}{include}"),
+            TABLE,
+            Floor::AtLeast(last),
+        ));
+    }
     // All at once: each ends after its 2 s.
     let asked = futures_util::future::join_all(cases.iter().flat_map(|(path, accept, floor)| {
         let rig = &rig;

@@ -371,6 +371,10 @@ pub fn events(r: &Resp, protobuf: bool) -> Vec<(String, String, u64, Value)> {
             out.push((t, String::new(), 0, status_of(o)));
             continue;
         }
+        if o["kind"] == "Table" {
+            out.push(table_event(t, o));
+            continue;
+        }
         let m = &o["metadata"];
         out.push((
             t,
@@ -388,6 +392,42 @@ pub fn events(r: &Resp, protobuf: bool) -> Vec<(String, String, u64, Value)> {
         ));
     }
     out
+}
+
+/// A Table watch's event: its type, its row's object's name, the Table's
+/// version, and what else it carries: whether it has the column
+/// definitions, its cells but ages (written when each is sent), its row's
+/// object (with the annotation that ends a streaming list's initial events).
+fn table_event(t: String, o: &Value) -> (String, String, u64, Value) {
+    let row = &o["rows"][0];
+    let m = &row["object"]["metadata"];
+    let age = |s: &str| {
+        s == "<unknown>"
+            || (!s.is_empty()
+                && s.trim_end_matches(|c: char| c.is_ascii_digit() || "smhdy".contains(c))
+                    .is_empty()
+                && s.ends_with(|c: char| "smhdy".contains(c)))
+    };
+    let cells: Vec<&Value> = row["cells"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| !c.as_str().is_some_and(age))
+        .collect();
+    (
+        t,
+        format!(
+            "{}/{}",
+            m["namespace"].as_str().unwrap_or(""),
+            m["name"].as_str().unwrap_or("")
+        ),
+        o["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap_or("0")
+            .parse()
+            .unwrap_or(0),
+        json!([o["columnDefinitions"].is_array(), cells, row["object"]]),
+    )
 }
 
 fn compare_watch_into(out: &mut Vec<String>, theirs: &Resp, ours: &Resp, floor: Floor) {

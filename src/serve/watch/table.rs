@@ -18,7 +18,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use super::super::table::{Include, TableAsk};
 use crate::cache::object::CachedObject;
 use crate::codec::json::WATCH_LINE_TAIL;
-use crate::table::{self, Row, RowObject};
+use crate::table::{self, Printer, Row, RowObject};
 
 /// How a Table watch prints its events, and whether its column definitions
 /// went out (with the first line it writes, whatever its type).
@@ -61,8 +61,23 @@ impl TableLines {
             ""
         };
         let meta = format!(r#"{{"resourceVersion":"{rv}"{annotations}}}"#);
-        let object =
-            format!(r#"{{"kind":"{kind}","apiVersion":"{api_version}","metadata":{meta}}}"#);
+        let object = match self.ask.printer {
+            // A custom resource's empty object is a map: its keys in order,
+            // as 1.36 writes it.
+            Printer::Custom(_) => {
+                let annotations = if initial_end {
+                    r#""annotations":{"k8s.io/initial-events-end":"true"},"#
+                } else {
+                    ""
+                };
+                format!(
+                    r#"{{"apiVersion":"{api_version}","kind":"{kind}","metadata":{{{annotations}"resourceVersion":"{rv}"}}}}"#
+                )
+            }
+            Printer::Builtin { .. } => {
+                format!(r#"{{"kind":"{kind}","apiVersion":"{api_version}","metadata":{meta}}}"#)
+            }
+        };
         // Every printer prints an empty object (a test holds them to it);
         // one that did not would still get its empty row.
         let row = self
