@@ -130,7 +130,7 @@ impl Custom {
         let name = v.pointer("/metadata/name").and_then(Value::as_str);
         let mut cells = vec![Cell::Text(Text::from(name.unwrap_or("")))];
         for (path, kind) in &self.paths {
-            cells.push(cell(*kind, path.first(&v))?);
+            cells.push(cell(*kind, path.first(&v).ok()?)?);
         }
         Some(Row {
             cells,
