@@ -38,9 +38,20 @@ async fn run(tiered: bool) {
     cfg.churn = 40.0;
     cfg.history = 100_000;
     let sim = start_sim(cfg).await;
-    let first = start_r8s_caching(vec![sim.url()], &["pods"]).await;
+    // kubectl's consistent lists pass through: a proof's probe is an upstream
+    // watch too, opened only when the cache is behind (so as busy as the
+    // machine is), and this test counts the reflectors' watches. Proofs are
+    // `consistent.rs`'s.
+    let caching = |upstream: String| {
+        let mut config = r8s::config::Config::default();
+        config.upstream.servers = vec![upstream];
+        config.cache.resources = vec!["pods".into()];
+        config.read.consistent_lists = r8s::config::Prove::Pass;
+        start_r8s_config(config)
+    };
+    let first = caching(sim.url()).await;
     let second = if tiered {
-        Some(start_r8s_caching(vec![first.url()], &["pods"]).await)
+        Some(caching(first.url()).await)
     } else {
         None
     };

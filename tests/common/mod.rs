@@ -472,17 +472,20 @@ pub async fn watch_replay(
     limit: Duration,
     who: &str,
 ) -> (Replay, String) {
-    watch_replay_stalled(url, replay, limit, who, Duration::ZERO).await
+    watch_replay_stalled(url, replay, limit, who, Duration::ZERO, None).await
 }
 
 /// [`watch_replay`] by a client that reads nothing for `stall` after the
-/// response head (with a 4 KiB socket receive buffer, so the server feels it).
+/// response head (with a 4 KiB socket receive buffer, so the server feels it);
+/// with `until`, it also stops once it has seen the version `until` is set
+/// to (0: not yet known), however long the watch would have gone on.
 pub async fn watch_replay_stalled(
     url: &str,
     mut replay: Replay,
     limit: Duration,
     who: &str,
     stall: Duration,
+    mut until: Option<tokio::sync::watch::Receiver<u64>>,
 ) -> (Replay, String) {
     let mut conn = HttpConnector::new();
     if !stall.is_zero() {
@@ -505,9 +508,30 @@ pub async fn watch_replay_stalled(
     tokio::time::sleep(stall).await;
     let mut buf: Vec<u8> = Vec::new();
     let deadline = Instant::now() + limit;
+    let reached = |until: &Option<tokio::sync::watch::Receiver<u64>>, last: u64| {
+        until
+            .as_ref()
+            .is_some_and(|u| *u.borrow() > 0 && last >= *u.borrow())
+    };
     loop {
+        if reached(&until, replay.last) {
+            break;
+        }
         let left = deadline.saturating_duration_since(Instant::now());
-        match tokio::time::timeout(left, body.frame()).await {
+        let frame = tokio::time::timeout(left, body.frame());
+        let frame = match until.as_mut() {
+            Some(u) => tokio::select! {
+                f = frame => f,
+                changed = u.changed() => {
+                    if changed.is_err() {
+                        until = None;
+                    }
+                    continue;
+                }
+            },
+            None => frame.await,
+        };
+        match frame {
             Ok(Some(Ok(f))) => {
                 if let Ok(d) = f.into_data() {
                     buf.extend_from_slice(&d);
