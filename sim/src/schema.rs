@@ -14,9 +14,12 @@
 //! repeated field. A name of `-` is an embedded Go struct whose JSON fields
 //! sit inline in the parent's. JSON fields the table does not know are left
 //! out, as the apiserver would have pruned them when they were written.
-//! The one approximation: a CustomResourceDefinition's versions leave out
+//! The approximations: a CustomResourceDefinition's versions leave out
 //! their `schema` (JSONSchemaProps, a recursive message the table does not
-//! hold) and additional printer columns.
+//! hold) and additional printer columns; the workload kinds (replica sets,
+//! stateful sets, daemon sets, jobs, cron jobs; layouts of Kubernetes
+//! 1.36's `apps/v1` and `batch/v1`) leave out what the sim never seeds
+//! (volume claim templates, ordinals, job failure and success policies).
 
 use std::collections::HashMap;
 use std::sync::LazyLock;
@@ -129,6 +132,29 @@ DeploymentStrategy: type 1 s; rollingUpdate 2 *RollingUpdateDeployment
 RollingUpdateDeployment: maxUnavailable 1 *ios; maxSurge 2 *ios
 DeploymentStatus: observedGeneration 1 i; replicas 2 i; updatedReplicas 3 i; availableReplicas 4 i; unavailableReplicas 5 i; conditions 6 []DeploymentCondition; readyReplicas 7 i; collisionCount 8 *i
 DeploymentCondition: type 1 s; status 2 s; reason 4 s; message 5 s; lastUpdateTime 6 t; lastTransitionTime 7 t
+ReplicaSet: metadata 1 ObjectMeta; spec 2 ReplicaSetSpec; status 3 ReplicaSetStatus
+ReplicaSetSpec: replicas 1 *i; selector 2 *LabelSelector; template 3 PodTemplateSpec; minReadySeconds 4 i
+ReplicaSetStatus: replicas 1 i; fullyLabeledReplicas 2 i; observedGeneration 3 i; readyReplicas 4 i; availableReplicas 5 i; conditions 6 []AppsCondition; terminatingReplicas 7 *i
+AppsCondition: type 1 s; status 2 s; lastTransitionTime 3 t; reason 4 s; message 5 s
+StatefulSet: metadata 1 ObjectMeta; spec 2 StatefulSetSpec; status 3 StatefulSetStatus
+StatefulSetSpec: replicas 1 *i; selector 2 *LabelSelector; template 3 PodTemplateSpec; serviceName 5 s; podManagementPolicy 6 s; updateStrategy 7 StatefulSetUpdateStrategy; revisionHistoryLimit 8 *i; minReadySeconds 9 i; persistentVolumeClaimRetentionPolicy 10 *StatefulSetPersistentVolumeClaimRetentionPolicy
+StatefulSetUpdateStrategy: type 1 s; rollingUpdate 2 *RollingUpdateStatefulSetStrategy
+RollingUpdateStatefulSetStrategy: partition 1 *i; maxUnavailable 2 *ios
+StatefulSetPersistentVolumeClaimRetentionPolicy: whenDeleted 1 s; whenScaled 2 s
+StatefulSetStatus: observedGeneration 1 i; replicas 2 i; readyReplicas 3 i; currentReplicas 4 i; updatedReplicas 5 i; currentRevision 6 s; updateRevision 7 s; collisionCount 9 *i; conditions 10 []AppsCondition; availableReplicas 11 i
+DaemonSet: metadata 1 ObjectMeta; spec 2 DaemonSetSpec; status 3 DaemonSetStatus
+DaemonSetSpec: selector 1 *LabelSelector; template 2 PodTemplateSpec; updateStrategy 3 DaemonSetUpdateStrategy; minReadySeconds 4 i; revisionHistoryLimit 6 *i
+DaemonSetUpdateStrategy: type 1 s; rollingUpdate 2 *RollingUpdateDaemonSet
+RollingUpdateDaemonSet: maxUnavailable 1 *ios; maxSurge 2 *ios
+DaemonSetStatus: currentNumberScheduled 1 i; numberMisscheduled 2 i; desiredNumberScheduled 3 i; numberReady 4 i; observedGeneration 5 i; updatedNumberScheduled 6 i; numberAvailable 7 i; numberUnavailable 8 i; collisionCount 9 *i; conditions 10 []AppsCondition
+Job: metadata 1 ObjectMeta; spec 2 JobSpec; status 3 JobStatus
+JobSpec: parallelism 1 *i; completions 2 *i; activeDeadlineSeconds 3 *i; selector 4 *LabelSelector; manualSelector 5 *b; template 6 PodTemplateSpec; backoffLimit 7 *i; ttlSecondsAfterFinished 8 *i; completionMode 9 *s; suspend 10 *b; podReplacementPolicy 14 *s; managedBy 15 *s
+JobStatus: conditions 1 []JobCondition; startTime 2 *t; completionTime 3 *t; active 4 i; succeeded 5 i; failed 6 i; completedIndexes 7 s; ready 9 *i; terminating 11 *i
+JobCondition: type 1 s; status 2 s; lastProbeTime 3 t; lastTransitionTime 4 t; reason 5 s; message 6 s
+CronJob: metadata 1 ObjectMeta; spec 2 CronJobSpec; status 3 CronJobStatus
+CronJobSpec: schedule 1 s; startingDeadlineSeconds 2 *i; concurrencyPolicy 3 s; suspend 4 *b; jobTemplate 5 JobTemplateSpec; successfulJobsHistoryLimit 6 *i; failedJobsHistoryLimit 7 *i; timeZone 8 *s
+JobTemplateSpec: metadata 1 ObjectMeta; spec 2 JobSpec
+CronJobStatus: active 1 []ObjectReference; lastScheduleTime 4 *t; lastSuccessfulTime 5 *t
 ";
 
 /// What a field holds.

@@ -281,13 +281,14 @@ pub fn seed(sim: &Sim) {
         "metadata": meta("db-password", Some("default")), "type": "Opaque", "data": {"password": "aHVudGVyMg=="}}),
     );
     let user_ns = &namespaces[2..];
+    let deployments: Vec<String> = user_ns.iter().map(|_| uuid()).collect();
     for (i, ns) in user_ns.iter().enumerate() {
         put(
             sim,
             ("apps", "v1", "deployments"),
             Some(ns),
             json!({"kind": "Deployment", "apiVersion": "apps/v1",
-            "metadata": {"name": format!("app-{i}"), "namespace": ns, "uid": uuid(), "creationTimestamp": now(), "generation": 1},
+            "metadata": {"name": format!("app-{i}"), "namespace": ns, "uid": deployments[i], "creationTimestamp": now(), "generation": 1},
             "spec": {"replicas": 3, "selector": {"matchLabels": {"app": format!("app-{i}")}},
                      "template": {"metadata": {"labels": {"app": format!("app-{i}")}}, "spec": {"containers": [{"name": "main", "image": "registry.example.com/app:1.4.2"}]}}},
             "status": {"replicas": 3, "updatedReplicas": 3, "readyReplicas": 3, "availableReplicas": 3}}),
@@ -320,6 +321,101 @@ pub fn seed(sim: &Sim) {
         ("apiextensions.k8s.io", "v1", "customresourcedefinitions"),
         None,
         widgets,
+    );
+    // The workload kinds, after everything above (whose versions they
+    // leave as they were).
+    seed_workloads(sim, user_ns, &deployments, nodes);
+}
+
+/// A replica set behind each deployment (`deployments`: their uids), a
+/// daemon set on every node, a stateful set, a finished job and the cron
+/// job that made it.
+fn seed_workloads(sim: &Sim, user_ns: &[String], deployments: &[String], nodes: usize) {
+    let containers = |name: &str, image: &str| json!([{"name": name, "image": image}]);
+    let template = |app: &str, name: &str, image: &str| json!({"metadata": {"labels": {"app": app}}, "spec": {"containers": containers(name, image)}});
+    let owned = |name: &str, ns: &str, owner: (&str, &str, &str, &Value)| {
+        let mut m = meta(name, Some(ns));
+        m["generation"] = json!(1);
+        let (api_version, kind, owner, uid) = owner;
+        m["ownerReferences"] = json!([{"apiVersion": api_version, "kind": kind, "name": owner,
+            "uid": uid, "controller": true, "blockOwnerDeletion": true}]);
+        m
+    };
+    for (i, ns) in user_ns.iter().enumerate() {
+        let app = format!("app-{i}");
+        put(
+            sim,
+            ("apps", "v1", "replicasets"),
+            Some(ns),
+            json!({"kind": "ReplicaSet", "apiVersion": "apps/v1",
+            "metadata": owned(&format!("{app}-7d4b9c8f6"), ns, ("apps/v1", "Deployment", &app, &json!(deployments[i]))),
+            "spec": {"replicas": 3, "selector": {"matchLabels": {"app": app}},
+                     "template": template(&app, "main", "registry.example.com/app:1.4.2")},
+            "status": {"replicas": 3, "fullyLabeledReplicas": 3, "readyReplicas": 3, "availableReplicas": 3, "observedGeneration": 1}}),
+        );
+    }
+    let mut agent = meta("node-agent", Some("kube-system"));
+    agent["generation"] = json!(1);
+    let n = nodes as i64;
+    put(
+        sim,
+        ("apps", "v1", "daemonsets"),
+        Some("kube-system"),
+        json!({"kind": "DaemonSet", "apiVersion": "apps/v1", "metadata": agent,
+        "spec": {"selector": {"matchLabels": {"app": "node-agent"}},
+                 "template": {"metadata": {"labels": {"app": "node-agent"}},
+                              "spec": {"nodeSelector": {"kubernetes.io/os": "linux"},
+                                       "containers": containers("agent", "registry.example.com/node-agent:0.9.1")}},
+                 "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}},
+                 "revisionHistoryLimit": 10},
+        "status": {"currentNumberScheduled": n, "desiredNumberScheduled": n, "numberReady": n,
+                   "updatedNumberScheduled": n, "numberAvailable": n, "observedGeneration": 1}}),
+    );
+    let Some(ns) = user_ns.first() else { return };
+    let mut db = meta("db", Some(ns));
+    db["generation"] = json!(1);
+    put(
+        sim,
+        ("apps", "v1", "statefulsets"),
+        Some(ns),
+        json!({"kind": "StatefulSet", "apiVersion": "apps/v1", "metadata": db,
+        "spec": {"replicas": 3, "serviceName": "db", "selector": {"matchLabels": {"app": "db"}},
+                 "template": template("db", "postgres", "registry.example.com/postgres:16.4"),
+                 "podManagementPolicy": "OrderedReady", "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}},
+                 "revisionHistoryLimit": 10},
+        "status": {"replicas": 3, "readyReplicas": 2, "currentReplicas": 3, "updatedReplicas": 3, "availableReplicas": 2,
+                   "currentRevision": "db-5b8c7d", "updateRevision": "db-5b8c7d", "observedGeneration": 1, "collisionCount": 0}}),
+    );
+    let job_spec = json!({"completions": 1, "parallelism": 1, "backoffLimit": 6,
+        "selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": "5f0c3e2a-1b7d-4c9e-8a6f-2d4b1e9c7a30"}},
+        "template": {"metadata": {"labels": {"job-name": "backup"}},
+                     "spec": {"containers": containers("backup", "registry.example.com/backup:2.1.0"), "restartPolicy": "OnFailure"}}});
+    let mut cron = meta("backup", Some(ns));
+    cron["generation"] = json!(1);
+    let cron_uid = cron["uid"].clone();
+    put(
+        sim,
+        ("batch", "v1", "cronjobs"),
+        Some(ns),
+        json!({"kind": "CronJob", "apiVersion": "batch/v1", "metadata": cron,
+        "spec": {"schedule": "0 2 * * *", "timeZone": "Etc/UTC", "concurrencyPolicy": "Forbid", "suspend": false,
+                 "successfulJobsHistoryLimit": 3, "failedJobsHistoryLimit": 1,
+                 "jobTemplate": {"metadata": {}, "spec": job_spec.clone()}},
+        "status": {"lastScheduleTime": ago(5_400), "lastSuccessfulTime": ago(5_250)}}),
+    );
+    let job = owned(
+        "backup-29412345",
+        ns,
+        ("batch/v1", "CronJob", "backup", &cron_uid),
+    );
+    put(
+        sim,
+        ("batch", "v1", "jobs"),
+        Some(ns),
+        json!({"kind": "Job", "apiVersion": "batch/v1", "metadata": job, "spec": job_spec,
+        "status": {"conditions": [{"type": "Complete", "status": "True",
+                                   "lastProbeTime": ago(5_250), "lastTransitionTime": ago(5_250)}],
+                   "startTime": ago(5_400), "completionTime": ago(5_250), "succeeded": 1, "ready": 0, "terminating": 0}}),
     );
 }
 

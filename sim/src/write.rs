@@ -227,7 +227,14 @@ pub fn create(
     }
     if matches!(
         def.gvr.resource(),
-        "deployments" | "widgets" | "customresourcedefinitions"
+        "deployments"
+            | "replicasets"
+            | "statefulsets"
+            | "daemonsets"
+            | "jobs"
+            | "cronjobs"
+            | "widgets"
+            | "customresourcedefinitions"
     ) {
         meta["generation"] = json!(1);
     }
@@ -273,7 +280,14 @@ fn carry_over(def: &ResourceDef, cur: &Value, next: &mut Value, status_only: boo
     }
     if matches!(
         def.gvr.resource(),
-        "deployments" | "widgets" | "customresourcedefinitions"
+        "deployments"
+            | "replicasets"
+            | "statefulsets"
+            | "daemonsets"
+            | "jobs"
+            | "cronjobs"
+            | "widgets"
+            | "customresourcedefinitions"
     ) && next.get("spec") != cur.get("spec")
     {
         let g = cur["metadata"]["generation"].as_i64().unwrap_or(0) + 1;

@@ -73,6 +73,22 @@ impl Column {
     pub const fn wide(name: &'static str, description: &'static str) -> Column {
         Column::of(name, "", description, 1)
     }
+
+    /// An `integer` column.
+    pub const fn int(name: &'static str, description: &'static str) -> Column {
+        Column::typed(name, "integer", description)
+    }
+
+    /// A column of another `type` (`boolean`, `number`), priority 0.
+    pub const fn typed(name: &'static str, ty: &'static str, description: &'static str) -> Column {
+        Column {
+            name: Cow::Borrowed(name),
+            ty: Cow::Borrowed(ty),
+            format: Cow::Borrowed(""),
+            description: Cow::Borrowed(description),
+            priority: 0,
+        }
+    }
 }
 
 /// A cell's text.

@@ -8,6 +8,7 @@
 //! clock (ages, "(5m ago)") is kept as the instant and written when the
 //! answer is made, as the apiserver writes it when it prints.
 
+pub mod batch;
 pub mod cell;
 pub mod core;
 pub mod custom;
@@ -118,6 +119,31 @@ static PRINTERS: &[Entry] = &[
         "deployments",
         workload::DEPLOYMENT_COLUMNS,
         workload::deployment_row,
+    ),
+    entry(
+        "apps",
+        "replicasets",
+        workload::REPLICA_SET_COLUMNS,
+        workload::replica_set_row,
+    ),
+    entry(
+        "apps",
+        "statefulsets",
+        workload::STATEFUL_SET_COLUMNS,
+        workload::stateful_set_row,
+    ),
+    entry(
+        "apps",
+        "daemonsets",
+        workload::DAEMON_SET_COLUMNS,
+        workload::daemon_set_row,
+    ),
+    entry("batch", "jobs", batch::JOB_COLUMNS, batch::job_row),
+    entry(
+        "batch",
+        "cronjobs",
+        batch::CRON_JOB_COLUMNS,
+        batch::cron_job_row,
     ),
 ];
 

@@ -1,16 +1,19 @@
-//! Printers of the workload controllers: deployments, as kube-apiserver's
-//! `printDeployment` prints them (`pkg/printers/internalversion/
-//! printers.go`; column texts from Kubernetes 1.36's `extensions/v1beta1`
-//! documentation, which its definitions cite).
+//! Printers of the workload controllers: deployments, replica sets,
+//! stateful sets and daemon sets, as kube-apiserver's `printDeployment`,
+//! `printReplicaSet`, `printStatefulSet` and `printDaemonSet` print them
+//! (`pkg/printers/internalversion/printers.go`; column texts from
+//! Kubernetes 1.36's `extensions/v1beta1` and `core/v1` documentation,
+//! which its definitions cite).
 
 use serde::Deserialize;
 
 use super::cell::{Cell, Column, Meta, Row, Text};
-use super::labels::{Selector, Template, containers, selector_string};
+use super::labels::{Selector, Template, containers, format_labels, selector_string};
 
 /// The template columns every controller's wide output ends with.
-const CONTAINERS: Column = Column::wide("Containers", "Names of each container in the template.");
-const IMAGES: Column = Column::wide(
+pub(super) const CONTAINERS: Column =
+    Column::wide("Containers", "Names of each container in the template.");
+pub(super) const IMAGES: Column = Column::wide(
     "Images",
     "Images referenced by each container in the template.",
 );
@@ -73,6 +76,172 @@ pub fn deployment_row(body: &[u8]) -> Option<Row> {
             Cell::Text(Text::from(ready)),
             Cell::Int(o.status.updated_replicas),
             Cell::Int(o.status.available_replicas),
+            o.metadata.age(),
+            Cell::Text(Text::from(names)),
+            Cell::Text(Text::from(images)),
+            Cell::Text(Text::from(selector_string(o.spec.selector.as_ref()))),
+        ],
+        condition: None,
+    })
+}
+
+/// `replicaSetColumnDefinitions`.
+pub static REPLICA_SET_COLUMNS: &[Column] = &[
+    Column::name(),
+    Column::int(
+        "Desired",
+        "Replicas is the number of desired pods. This is a pointer to distinguish between explicit zero and unspecified. Defaults to 1. More info: https://kubernetes.io/docs/concepts/workloads/controllers/replicaset",
+    ),
+    Column::int(
+        "Current",
+        "Replicas is the most recently observed number of non-terminating pods. More info: https://kubernetes.io/docs/concepts/workloads/controllers/replicaset",
+    ),
+    Column::int(
+        "Ready",
+        "The number of non-terminating pods targeted by this ReplicaSet with a Ready Condition.",
+    ),
+    Column::age(),
+    CONTAINERS,
+    IMAGES,
+    Column::wide(
+        "Selector",
+        "Selector is a label query over pods that should match the replica count. If the selector is empty, it is defaulted to the labels present on the pod template. Label keys and values that must match in order to be controlled by this replica set. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors",
+    ),
+];
+
+/// What a replica set's, stateful set's or daemon set's row reads.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Controller<'a> {
+    #[serde(borrow)]
+    metadata: Meta<'a>,
+    #[serde(borrow)]
+    spec: ControllerSpec<'a>,
+    status: ControllerStatus,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct ControllerSpec<'a> {
+    replicas: i64,
+    #[serde(borrow)]
+    selector: Option<Selector<'a>>,
+    #[serde(borrow)]
+    template: Template<'a>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default, rename_all = "camelCase")]
+struct ControllerStatus {
+    replicas: i64,
+    ready_replicas: i64,
+    desired_number_scheduled: i64,
+    current_number_scheduled: i64,
+    number_ready: i64,
+    updated_number_scheduled: i64,
+    number_available: i64,
+}
+
+/// A replica set's row: desired, current and ready replicas; wide: its
+/// template's containers and images, its selector.
+pub fn replica_set_row(body: &[u8]) -> Option<Row> {
+    let o: Controller = serde_json::from_slice(body).ok()?;
+    let (names, images) = containers(&o.spec.template.spec.containers);
+    Some(Row {
+        cells: vec![
+            o.metadata.name(),
+            Cell::Int(o.spec.replicas),
+            Cell::Int(o.status.replicas),
+            Cell::Int(o.status.ready_replicas),
+            o.metadata.age(),
+            Cell::Text(Text::from(names)),
+            Cell::Text(Text::from(images)),
+            Cell::Text(Text::from(selector_string(o.spec.selector.as_ref()))),
+        ],
+        condition: None,
+    })
+}
+
+/// `statefulSetColumnDefinitions`.
+pub static STATEFUL_SET_COLUMNS: &[Column] = &[
+    Column::name(),
+    Column::text("Ready", "Number of the pod with ready state"),
+    Column::age(),
+    CONTAINERS,
+    IMAGES,
+];
+
+/// A stateful set's row: ready of desired; wide: its template's containers
+/// and images.
+pub fn stateful_set_row(body: &[u8]) -> Option<Row> {
+    let o: Controller = serde_json::from_slice(body).ok()?;
+    let (names, images) = containers(&o.spec.template.spec.containers);
+    let ready = format!("{}/{}", o.status.ready_replicas, o.spec.replicas);
+    Some(Row {
+        cells: vec![
+            o.metadata.name(),
+            Cell::Text(Text::from(ready)),
+            o.metadata.age(),
+            Cell::Text(Text::from(names)),
+            Cell::Text(Text::from(images)),
+        ],
+        condition: None,
+    })
+}
+
+/// `daemonSetColumnDefinitions`.
+pub static DAEMON_SET_COLUMNS: &[Column] = &[
+    Column::name(),
+    Column::int(
+        "Desired",
+        "The total number of nodes that should be running the daemon pod (including nodes correctly running the daemon pod). More info: https://kubernetes.io/docs/concepts/workloads/controllers/daemonset/",
+    ),
+    Column::int(
+        "Current",
+        "The number of nodes that are running at least 1 daemon pod and are supposed to run the daemon pod. More info: https://kubernetes.io/docs/concepts/workloads/controllers/daemonset/",
+    ),
+    Column::int(
+        "Ready",
+        "The number of nodes that should be running the daemon pod and have one or more of the daemon pod running and ready.",
+    ),
+    Column::int(
+        "Up-to-date",
+        "The total number of nodes that are running updated daemon pod",
+    ),
+    Column::int(
+        "Available",
+        "The number of nodes that should be running the daemon pod and have one or more of the daemon pod running and available (ready for at least spec.minReadySeconds)",
+    ),
+    Column::text(
+        "Node Selector",
+        "NodeSelector is a selector which must be true for the pod to fit on a node. Selector which must match a node's labels for the pod to be scheduled on that node. More info: https://kubernetes.io/docs/concepts/configuration/assign-pod-node/",
+    ),
+    Column::age(),
+    CONTAINERS,
+    IMAGES,
+    Column::wide(
+        "Selector",
+        "A label query over pods that are managed by the daemon set. Must match in order to be controlled. If empty, defaulted to labels on Pod template. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors",
+    ),
+];
+
+/// A daemon set's row: desired, current, ready, updated and available
+/// counts, its template's node selector; wide: containers, images and its
+/// selector.
+pub fn daemon_set_row(body: &[u8]) -> Option<Row> {
+    let o: Controller = serde_json::from_slice(body).ok()?;
+    let spec = &o.spec.template.spec;
+    let (names, images) = containers(&spec.containers);
+    let s = &o.status;
+    Some(Row {
+        cells: vec![
+            o.metadata.name(),
+            Cell::Int(s.desired_number_scheduled),
+            Cell::Int(s.current_number_scheduled),
+            Cell::Int(s.number_ready),
+            Cell::Int(s.updated_number_scheduled),
+            Cell::Int(s.number_available),
+            Cell::Text(Text::from(format_labels(&spec.node_selector))),
             o.metadata.age(),
             Cell::Text(Text::from(names)),
             Cell::Text(Text::from(images)),

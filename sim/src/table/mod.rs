@@ -1,9 +1,10 @@
 //! Tables (`kubectl get`) as the sim prints them: its own reading of
 //! kube-apiserver's printers (`pkg/printers/internalversion/printers.go`),
 //! written apart from r8s's (`r8s::table`) so that each checks the other:
-//! pods, namespaces, nodes, config maps, secrets, services, events and
-//! deployments with the columns the apiserver prints for them, every other kind with the
-//! default `Name` and `Created At`.
+//! pods, namespaces, nodes, config maps, secrets, services, events,
+//! deployments, replica sets, stateful sets, daemon sets, jobs and cron jobs
+//! with the columns the apiserver prints for them, every other kind with
+//! the default `Name` and `Created At`.
 
 use std::sync::Arc;
 
@@ -11,6 +12,7 @@ use serde_json::{Value, json};
 
 mod cells;
 mod kinds;
+mod workloads;
 
 use super::resources::ResourceDef;
 use super::store::Obj;
@@ -124,11 +126,15 @@ fn node_cells(o: &Value) -> Vec<Value> {
 fn printer(def: &ResourceDef) -> Option<Printer> {
     let s = |name: &str, doc: &str| col(name, "string", "", 0, doc);
     let wide = |name: &str, doc: &str| col(name, "string", "", 1, doc);
-    if def.gvr.group() == "apps" && def.gvr.resource() == "deployments" {
-        return Some(deployment_printer());
-    }
-    if !def.gvr.group().is_empty() {
-        return None;
+    match (def.gvr.group(), def.gvr.resource()) {
+        ("apps", "deployments") => return Some(deployment_printer()),
+        ("apps", "replicasets") => return Some(workloads::replica_set_printer()),
+        ("apps", "statefulsets") => return Some(workloads::stateful_set_printer()),
+        ("apps", "daemonsets") => return Some(workloads::daemon_set_printer()),
+        ("batch", "jobs") => return Some(workloads::job_printer()),
+        ("batch", "cronjobs") => return Some(workloads::cron_job_printer()),
+        ("", _) => {}
+        _ => return None,
     }
     Some(match def.gvr.resource() {
         "services" => service_printer(),
