@@ -261,8 +261,9 @@ fn but_age(out: &[u8]) -> Vec<Vec<String>> {
 }
 
 /// Nodes, namespaces, config maps, secrets, services, events and the
-/// workload kinds: r8s's printers and the sim's print the same Tables, and kubectl the same
-/// output through r8s (every list a hit) as straight from the sim.
+/// workload kinds: r8s's printers and the sim's print the same Tables (lists
+/// and watches), and kubectl the same output through r8s (every list and
+/// watch a hit) as straight from the sim.
 #[tokio::test(flavor = "multi_thread")]
 async fn should_print_the_core_and_workload_kinds() {
     let sim = start_sim(sim_config()).await;
@@ -286,8 +287,10 @@ async fn should_print_the_core_and_workload_kinds() {
     .to_vec();
     config.cache.exclude = vec![];
     config.read.consistent_lists = Prove::Prove;
+    // kubectl's watch (no timeoutSeconds) ends after 1-2 s, and kubectl with it.
+    config.watch.min_timeout_seconds = 1;
     let r8s = start_r8s_config(config).await;
-    for (path, age) in [
+    let paths = [
         ("/api/v1/nodes", 3),
         ("/api/v1/namespaces", 2),
         ("/api/v1/configmaps", 2),
@@ -300,7 +303,8 @@ async fn should_print_the_core_and_workload_kinds() {
         ("/apis/apps/v1/daemonsets", 7),
         ("/apis/batch/v1/jobs", 4),
         ("/apis/batch/v1/cronjobs", 6),
-    ] {
+    ];
+    for (path, age) in paths {
         let via = table(&format!("{}{path}?resourceVersion=0", r8s.url()), TABLE_V1).await;
         assert_eq!(via.headers["x-r8s-cache"], "hit", "{path}");
         let via = via.json();
@@ -318,6 +322,30 @@ async fn should_print_the_core_and_workload_kinds() {
         );
         assert!(!rows(&via).is_empty(), "{path}");
     }
+    // What `kubectl get -w` streams, each kind at once (each waits out its
+    // timeout): the same Table events, the column definitions with the first
+    // only, the initial events' end a row of the printer's empty object.
+    let q = "?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion=0&allowWatchBookmarks=true&timeoutSeconds=1";
+    let initial = |events: Vec<Value>| {
+        let end = events.iter().position(|e| e["type"] == "BOOKMARK");
+        events[..=end.expect("the end of the initial events")].to_vec()
+    };
+    let streams = futures_util::future::join_all(paths.map(|(path, age)| {
+        let (through, straight) = (
+            format!("{}{path}{q}", r8s.url()),
+            format!("{}{path}{q}", sim.url()),
+        );
+        async move {
+            let (via, direct) =
+                tokio::join!(table_events(&through, age), table_events(&straight, age));
+            (path, via, direct.0)
+        }
+    }))
+    .await;
+    for (path, (via, cache), direct) in streams {
+        assert_eq!(cache, "hit", "{path}");
+        assert_eq!(initial(via), initial(direct), "{path}");
+    }
     let hits = |resource: &'static str| {
         let admin = r8s.admin_url();
         async move {
@@ -331,7 +359,7 @@ async fn should_print_the_core_and_workload_kinds() {
             .unwrap_or(0.0)
         }
     };
-    for (args, resource) in [
+    let asks: Vec<(Vec<&str>, &str)> = [
         (&["get", "nodes"][..], "v1/nodes"),
         (&["get", "nodes", "-o", "wide"], "v1/nodes"),
         (&["get", "namespaces"], "v1/namespaces"),
@@ -356,17 +384,66 @@ async fn should_print_the_core_and_workload_kinds() {
             vec!["get", kind, "-A", "-o", "name"],
         ]
         .map(|args| (args, resource))
-    })) {
-        let before = hits(resource).await;
-        let via = kubectl(&r8s.url(), &args, None, T).await;
-        assert_eq!(hits(resource).await - before, 1.0, "{args:?}");
-        let direct = kubectl(&sim.url(), &args, None, T).await;
+    }))
+    .collect();
+    // One resource's asks one after another (each must be one hit more),
+    // the resources side by side.
+    let resources: std::collections::BTreeSet<&str> = asks.iter().map(|a| a.1).collect();
+    let (r8s_url, sim_url) = (r8s.url(), sim.url());
+    futures_util::future::join_all(resources.into_iter().map(|resource| {
+        let (asks, hits) = (&asks, &hits);
+        let (r8s_url, sim_url) = (&r8s_url, &sim_url);
+        async move {
+            for (args, _) in asks.iter().filter(|a| a.1 == resource) {
+                let before = hits(resource).await;
+                let via = kubectl(r8s_url, args, None, T).await;
+                assert_eq!(hits(resource).await - before, 1.0, "{args:?}");
+                let direct = kubectl(sim_url, args, None, T).await;
+                assert!(
+                    via.status.success(),
+                    "{args:?}: {}",
+                    String::from_utf8_lossy(&via.stderr)
+                );
+                assert_eq!(but_age(&via.stdout), but_age(&direct.stdout), "{args:?}");
+            }
+        }
+    }))
+    .await;
+    // kubectl get -w of each kind through r8s, all at once: the list, then
+    // the watch (a hit) until r8s ends it (`watch.min_timeout_seconds`).
+    let watches = |resource: &'static str| {
+        let admin = r8s.admin_url();
+        async move {
+            let m = get(&format!("{admin}/metrics")).await.text();
+            let series = format!(
+                r#"r8s_cache_requests_total{{resource="{resource}",verb="watch",result="hit"}}"#
+            );
+            metric(&m, &series).unwrap_or(0.0)
+        }
+    };
+    let mut before = Vec::new();
+    for (_, resource) in WORKLOADS {
+        before.push(watches(resource).await);
+    }
+    let url = r8s.url();
+    let outs = futures_util::future::join_all(WORKLOADS.map(|(kind, _)| {
+        let url = url.clone();
+        async move { kubectl(&url, &["get", kind, "-A", "-w"], None, T).await }
+    }))
+    .await;
+    for (((kind, resource), out), before) in WORKLOADS.iter().zip(outs).zip(before) {
         assert!(
-            via.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&via.stderr)
+            out.status.success(),
+            "{kind}: {}",
+            String::from_utf8_lossy(&out.stderr)
         );
-        assert_eq!(but_age(&via.stdout), but_age(&direct.stdout), "{args:?}");
+        let listed = kubectl(&sim.url(), &["get", kind, "-A"], None, T).await;
+        assert_eq!(
+            but_age(&out.stdout),
+            but_age(&listed.stdout),
+            "get {kind} -w"
+        );
+        assert_eq!(watches(resource).await - before, 1.0, "get {kind} -w");
     }
     r8s.stop().await;
     sim.stop().await;
