@@ -172,7 +172,20 @@ async fn should_equal_the_upstream_after_crashes_while_appending_and_compacting(
                 );
             }
         }
-        // Run a while (appending, compacting), then crash.
+        // Run until each encoding has a snapshot and a log with records on
+        // disk (however long a busy machine takes), then a while more
+        // (appending, compacting), then crash: the damage below then always
+        // lands in a log the next start reads.
+        eventually("a snapshot and a log of each encoding", HANG, || async {
+            ["json", "protobuf"]
+                .iter()
+                .all(|e| {
+                    dir.join(format!("core_v1_pods.{e}.snap")).exists()
+                        && newest_segment(&dir, e).is_some()
+                })
+                .then_some(())
+        })
+        .await;
         tokio::time::sleep(Duration::from_millis(rng.u64(500..4_000))).await;
         let m = get(&format!("{admin}/metrics")).await.text();
         compactions += sample(

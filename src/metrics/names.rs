@@ -115,6 +115,8 @@ metrics! {
         "Time a proven consistent read waited for its proof, by resource and kind.";
     CONSISTENT_UPSTREAM_REQUESTS_TOTAL: Counter "r8s_consistent_upstream_requests_total" =
         "Requests proofs sent upstream, by resource and step: list (one per round), probe.";
+    CONSISTENT_PROOF_FAILURES_TOTAL: Counter "r8s_consistent_proof_failures_total" =
+        "Proofs that failed, by resource; after 2 in a row its consistent reads pass at once for 30 s, doubling with each further failure up to 5 min.";
     // Snapshots.
     PERSIST_WRITES_TOTAL: Counter "r8s_persist_writes_total" =
         "Snapshots written to persist.dir, by resource, encoding and result: ok, error.";
@@ -166,6 +168,6 @@ mod tests {
             );
             assert!(help.ends_with('.') && help.len() > 20, "{name}: {help}");
         }
-        assert_eq!(ALL.len(), 54);
+        assert_eq!(ALL.len(), 55);
     }
 }

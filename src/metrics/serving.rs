@@ -220,6 +220,8 @@ pub struct ProofSeries {
     waited: Vec<Histogram>,
     /// By [`ProofStep::ALL`].
     upstream: Vec<Counter>,
+    /// Proofs that failed.
+    failures: Counter,
 }
 
 impl ProofSeries {
@@ -248,6 +250,7 @@ impl ProofSeries {
                 .iter()
                 .map(|s| zero(metrics::counter!(names::CONSISTENT_UPSTREAM_REQUESTS_TOTAL, "resource" => r(), "step" => s.as_str())))
                 .collect(),
+            failures: zero(metrics::counter!(names::CONSISTENT_PROOF_FAILURES_TOTAL, "resource" => r())),
         }
     }
 
@@ -267,6 +270,11 @@ impl ProofSeries {
     /// Records a request a proof sent upstream.
     pub fn upstream(&self, step: ProofStep) {
         self.upstream[step.index()].increment(1);
+    }
+
+    /// Records a failed proof.
+    pub fn failed(&self) {
+        self.failures.increment(1);
     }
 }
 

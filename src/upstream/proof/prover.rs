@@ -101,6 +101,7 @@ impl Prover {
 
     /// Counts a failed proof; pauses proving after a few in a row.
     fn failed(&self, why: &ProofError) {
+        self.series.failed();
         let mut p = self.probes.locked();
         p.failures += 1;
         if p.failures >= FAILURES_BEFORE_PAUSE {
