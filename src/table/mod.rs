@@ -113,6 +113,12 @@ static PRINTERS: &[Entry] = &[
         network::SERVICE_COLUMNS,
         network::service_row,
     ),
+    entry(
+        "",
+        "endpoints",
+        network::ENDPOINTS_COLUMNS,
+        network::endpoints_row,
+    ),
     entry("", "events", event::EVENT_COLUMNS, event::event_row),
     entry(
         "apps",

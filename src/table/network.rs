@@ -1,6 +1,7 @@
-//! Printers of the networking kinds: services, as kube-apiserver's
-//! `printService` prints them (`pkg/printers/internalversion/printers.go`;
-//! column texts from Kubernetes 1.36's `ServiceSpec` documentation).
+//! Printers of the networking kinds: services and endpoints, as
+//! kube-apiserver's `printService` and `printEndpoints` print them
+//! (`pkg/printers/internalversion/printers.go`; column texts from
+//! Kubernetes 1.36's `ServiceSpec` and `Endpoints` documentation).
 
 use std::borrow::Cow;
 use std::collections::BTreeSet;
@@ -160,6 +161,84 @@ pub fn service_row(body: &[u8]) -> Option<Row> {
             text(&ports),
             o.metadata.age(),
             text(&format_labels(&o.spec.selector)),
+        ],
+        condition: None,
+    })
+}
+
+/// `endpointColumnDefinitions`.
+pub static ENDPOINTS_COLUMNS: &[Column] = &[
+    Column::name(),
+    Column::text(
+        "Endpoints",
+        "The set of all endpoints is the union of all subsets. Addresses are placed into subsets according to the IPs they share. A single address with multiple ports, some of which are ready and some of which are not (because they come from different containers) will result in the address being displayed in different subsets for the different ports. No address will appear in both Addresses and NotReadyAddresses in the same subset. Sets of addresses and ports that comprise a service.",
+    ),
+    Column::age(),
+];
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Subset<'a> {
+    #[serde(borrow)]
+    addresses: Vec<Address<'a>>,
+    ports: Vec<Port<'a>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Address<'a> {
+    #[serde(borrow)]
+    ip: Cow<'a, str>,
+}
+
+/// `formatEndpoints` with every port: the first three `ip:port` (an
+/// address alone for a subset without ports; IPv6 in brackets, as
+/// `net.JoinHostPort`), then `+ N more...`; `<none>` without subsets.
+fn endpoints(subsets: &[Subset]) -> String {
+    const MAX: usize = 3;
+    if subsets.is_empty() {
+        return "<none>".into();
+    }
+    let (mut list, mut count) = (Vec::with_capacity(MAX), 0);
+    for ss in subsets {
+        let ports: Vec<Option<i64>> = match ss.ports.len() {
+            0 => vec![None],
+            _ => ss.ports.iter().map(|p| Some(p.port)).collect(),
+        };
+        for port in ports {
+            count += ss.addresses.len();
+            for a in ss.addresses.iter().take(MAX - list.len()) {
+                list.push(match (port, a.ip.contains(':')) {
+                    (None, _) => a.ip.to_string(),
+                    (Some(p), true) => format!("[{}]:{p}", a.ip),
+                    (Some(p), false) => format!("{}:{p}", a.ip),
+                });
+            }
+        }
+    }
+    let shown = list.join(",");
+    match count > list.len() {
+        true => format!("{shown} + {} more...", count - MAX),
+        false => shown,
+    }
+}
+
+/// An endpoints object's row: its first addresses and ports.
+pub fn endpoints_row(body: &[u8]) -> Option<Row> {
+    #[derive(Deserialize, Default)]
+    #[serde(default)]
+    struct Endpoints<'a> {
+        #[serde(borrow)]
+        metadata: Meta<'a>,
+        #[serde(borrow)]
+        subsets: Vec<Subset<'a>>,
+    }
+    let o: Endpoints = serde_json::from_slice(body).ok()?;
+    Some(Row {
+        cells: vec![
+            o.metadata.name(),
+            Cell::Text(Text::from(endpoints(&o.subsets))),
+            o.metadata.age(),
         ],
         condition: None,
     })

@@ -179,3 +179,45 @@ fn should_list_load_balancer_addresses_once_in_order() {
     );
     assert_eq!(service(o)[3], "9.9.9.9,b.example.com");
 }
+
+fn endpoints(subsets: Value) -> String {
+    let mut o = json!({"metadata": {"name": "ep"}});
+    if !subsets.is_null() {
+        o["subsets"] = subsets;
+    }
+    let row = endpoints_row(&serde_json::to_vec(&o).unwrap()).unwrap();
+    row.texts(SystemTime::UNIX_EPOCH)[1].clone()
+}
+
+/// `formatEndpoints` (printers.go; printers_test.go has no test of it):
+/// none, a headless subset, ports by addresses, the first three then how
+/// many more, IPv6 as `net.JoinHostPort` writes it.
+#[test]
+fn should_print_endpoints_as_format_endpoints_does() {
+    assert_eq!(endpoints(json!(null)), "<none>");
+    assert_eq!(endpoints(json!([])), "<none>");
+    assert_eq!(
+        endpoints(json!([{"addresses": [{"ip": "10.0.0.1"}, {"ip": "10.0.0.2"}]}])),
+        "10.0.0.1,10.0.0.2"
+    );
+    assert_eq!(
+        endpoints(json!([{"addresses": [{"ip": "10.0.0.1"}],
+                          "ports": [{"port": 80}, {"port": 443}]}])),
+        "10.0.0.1:80,10.0.0.1:443"
+    );
+    assert_eq!(
+        endpoints(json!([
+            {"addresses": [{"ip": "10.0.0.1"}, {"ip": "10.0.0.2"}], "ports": [{"port": 80}, {"port": 443}]},
+            {"addresses": [{"ip": "10.0.1.1"}], "ports": [{"port": 8080}]}])),
+        "10.0.0.1:80,10.0.0.2:80,10.0.0.1:443 + 2 more..."
+    );
+    assert_eq!(
+        endpoints(json!([{"addresses": [{"ip": "fd00::1"}], "ports": [{"port": 6443}]}])),
+        "[fd00::1]:6443"
+    );
+    assert_eq!(
+        endpoints(json!([{"notReadyAddresses": [{"ip": "10.0.0.9"}], "ports": [{"port": 80}]}])),
+        "",
+        "not-ready addresses are not printed"
+    );
+}

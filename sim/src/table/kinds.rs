@@ -1,6 +1,6 @@
-//! The sim's printers of services, events and deployments, its own
-//! reading of kube-apiserver's `printService`, `printEvent` and
-//! `printDeployment`.
+//! The sim's printers of services, endpoints, events and deployments, its
+//! own reading of kube-apiserver's `printService`, `printEndpoints`,
+//! `printEvent` and `printDeployment`.
 
 use serde_json::{Value, json};
 
@@ -234,6 +234,61 @@ pub(super) fn service_printer() -> Printer {
                 json!(or(&ports.join(","), "<none>")),
                 json!(age(o)),
                 json!(label_pairs(&spec["selector"])),
+            ]
+        },
+    )
+}
+
+pub(super) fn endpoints_printer() -> Printer {
+    (
+        vec![
+            name_col(),
+            col(
+                "Endpoints",
+                "string",
+                "",
+                0,
+                "The set of all endpoints is the union of all subsets. Addresses are placed into subsets according to the IPs they share. A single address with multiple ports, some of which are ready and some of which are not (because they come from different containers) will result in the address being displayed in different subsets for the different ports. No address will appear in both Addresses and NotReadyAddresses in the same subset. Sets of addresses and ports that comprise a service.",
+            ),
+            age_col(),
+        ],
+        |o| {
+            let subsets = o["subsets"].as_array().cloned().unwrap_or_default();
+            let mut all: Vec<String> = Vec::new();
+            for ss in &subsets {
+                let ips: Vec<&str> = ss["addresses"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|a| text(&a["ip"]))
+                    .collect();
+                match ss["ports"].as_array().filter(|p| !p.is_empty()) {
+                    None => all.extend(ips.iter().map(|ip| ip.to_string())),
+                    Some(ports) => {
+                        for p in ports {
+                            let port = p["port"].as_i64().unwrap_or(0);
+                            all.extend(ips.iter().map(|ip| {
+                                if ip.contains(':') {
+                                    format!("[{ip}]:{port}")
+                                } else {
+                                    format!("{ip}:{port}")
+                                }
+                            }));
+                        }
+                    }
+                }
+            }
+            let shown = if subsets.is_empty() {
+                "<none>".to_string()
+            } else if all.len() > 3 {
+                format!("{} + {} more...", all[..3].join(","), all.len() - 3)
+            } else {
+                all.join(",")
+            };
+            vec![
+                json!(text(&o["metadata"]["name"])),
+                json!(shown),
+                json!(age(o)),
             ]
         },
     )

@@ -1,7 +1,7 @@
 //! Tables (`kubectl get`) as the sim prints them: its own reading of
 //! kube-apiserver's printers (`pkg/printers/internalversion/printers.go`),
 //! written apart from r8s's (`r8s::table`) so that each checks the other:
-//! pods, namespaces, nodes, config maps, secrets, services, events,
+//! pods, namespaces, nodes, config maps, secrets, services, endpoints, events,
 //! deployments, replica sets, stateful sets, daemon sets, jobs and cron jobs
 //! with the columns the apiserver prints for them, every other kind with
 //! the default `Name` and `Created At`.
@@ -138,6 +138,7 @@ fn printer(def: &ResourceDef) -> Option<Printer> {
     }
     Some(match def.gvr.resource() {
         "services" => service_printer(),
+        "endpoints" => kinds::endpoints_printer(),
         "events" => event_printer(),
         "pods" => (
             vec![
