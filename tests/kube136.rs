@@ -608,6 +608,9 @@ async fn should_answer_gets_and_lists_as_kube_apiserver_1_36_does() {
             "/apis/example.com/v2/namespaces/ns-b/widgets?resourceVersion=0",
             "/apis/example.com/v1/gizmos?resourceVersion=0",
             "/apis/example.com/v1/namespaces/ns-a/widgets/w-000?resourceVersion=0",
+            // The definitions themselves: the apiserver's default convertor.
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions?resourceVersion=0",
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gizmos.example.com?resourceVersion=0",
         ] {
             let path = format!("{path}{q}");
             let (t, o) = rig.both(&path, TABLE, false, Duration::from_secs(10)).await;
@@ -774,7 +777,13 @@ async fn should_watch_and_stream_lists_as_kube_apiserver_1_36_does() {
         cases.push((path, JSON, Floor::AtLeast(0)));
     }
     // Tables (kubectl get -w): from a version, and streaming lists, in each
-    // includeObject form; the column definitions with the first event only.
+    // includeObject form; the column definitions with the first event only;
+    // the definitions' (the default convertor's, its bookmark's zero time).
+    cases.push((
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions?watch=1&timeoutSeconds=2&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true".to_string(),
+        TABLE,
+        Floor::AtLeast(0),
+    ));
     for include in ["", "&includeObject=None", "&includeObject=Object"] {
         cases.push((
             format!("{w}&resourceVersion={before}{include}"),

@@ -40,7 +40,8 @@ fn names(t: &Value) -> Vec<String> {
 async fn r8s_for(sim: &r8s_sim::SimHandle, consistent: Prove) -> R8s {
     let mut config = Config::default();
     config.upstream.servers = vec![sim.url()];
-    config.cache.resources = vec!["pods".into(), "endpoints".into()];
+    // Widgets without their definition cached: r8s has no printer for them.
+    config.cache.resources = vec!["pods".into(), "example.r8s.dev/v1/widgets".into()];
     config.read.consistent_lists = consistent;
     start_r8s_config(config).await
 }
@@ -131,14 +132,18 @@ async fn should_print_pods_from_the_cache_as_the_upstream_does() {
     sim.stop().await;
 }
 
-/// What r8s cannot print is the upstream's: a kind without a printer here,
-/// listed or watched.
+/// What r8s cannot print is the upstream's: a kind without a printer here
+/// (a custom resource whose definition it does not cache), listed or
+/// watched.
 #[tokio::test(flavor = "multi_thread")]
 async fn should_pass_what_it_cannot_print() {
     let sim = start_sim(sim_config()).await;
     let r8s = r8s_for(&sim, Prove::Pass).await;
     let r = table(
-        &format!("{}/api/v1/endpoints?resourceVersion=0", r8s.url()),
+        &format!(
+            "{}/apis/example.r8s.dev/v1/widgets?resourceVersion=0",
+            r8s.url()
+        ),
         TABLE_V1,
     )
     .await;
@@ -149,14 +154,14 @@ async fn should_pass_what_it_cannot_print() {
     assert_eq!(
         sample(
             &m,
-            r#"r8s_cache_requests_total{resource="v1/endpoints",verb="list",result="no_printer"}"#
+            r#"r8s_cache_requests_total{resource="example.r8s.dev/v1/widgets",verb="list",result="no_printer"}"#
         ),
         1.0
     );
     let w = send(
         "GET",
         &format!(
-            "{}/api/v1/endpoints?watch=1&resourceVersion=0&timeoutSeconds=1",
+            "{}/apis/example.r8s.dev/v1/widgets?watch=1&resourceVersion=0&timeoutSeconds=1",
             r8s.url()
         ),
         &[("Accept", TABLE_V1)],
@@ -283,6 +288,7 @@ async fn should_print_the_core_and_workload_kinds() {
         "daemonsets",
         "jobs",
         "cronjobs",
+        "customresourcedefinitions",
     ]
     .map(String::from)
     .to_vec();
@@ -305,6 +311,8 @@ async fn should_print_the_core_and_workload_kinds() {
         ("/apis/apps/v1/daemonsets", 7),
         ("/apis/batch/v1/jobs", 4),
         ("/apis/batch/v1/cronjobs", 6),
+        // `Created At`, a date the apiserver's default convertor writes.
+        ("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", 1),
     ];
     for (path, age) in paths {
         let via = table(&format!("{}{path}?resourceVersion=0", r8s.url()), TABLE_V1).await;
@@ -369,6 +377,10 @@ async fn should_print_the_core_and_workload_kinds() {
         (&["get", "secrets", "-A"], "v1/secrets"),
         (&["get", "services", "-A", "-o", "wide"], "v1/services"),
         (&["get", "endpoints", "-A"], "v1/endpoints"),
+        (
+            &["get", "crd"],
+            "apiextensions.k8s.io/v1/customresourcedefinitions",
+        ),
         (&["get", "deploy", "-A"], "apps/v1/deployments"),
         (&["get", "events", "-A"], "v1/events"),
         (&["get", "events", "-A", "-o", "wide"], "v1/events"),

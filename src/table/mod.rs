@@ -18,6 +18,7 @@ pub mod json;
 mod jsonpath;
 pub mod labels;
 pub mod network;
+pub mod plain;
 pub mod pod;
 pub mod workload;
 
@@ -145,6 +146,12 @@ static PRINTERS: &[Entry] = &[
         workload::daemon_set_row,
     ),
     entry("batch", "jobs", batch::JOB_COLUMNS, batch::job_row),
+    entry(
+        "apiextensions.k8s.io",
+        "customresourcedefinitions",
+        plain::COLUMNS,
+        plain::row,
+    ),
     entry(
         "batch",
         "cronjobs",

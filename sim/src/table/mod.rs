@@ -288,7 +288,13 @@ pub fn table_of(
             let name = m.get("name").cloned().unwrap_or(json!(""));
             let mut row = match &printer {
                 Some((_, cells)) => json!({"cells": cells(&v)}),
-                None => json!({"cells": [name, m["creationTimestamp"]]}),
+                // The apiserver's default convertor: the zero time without one.
+                None => {
+                    let created = m["creationTimestamp"]
+                        .as_str()
+                        .unwrap_or("0001-01-01T00:00:00Z");
+                    json!({"cells": [name, created]})
+                }
             };
             row["object"] = match include {
                 IncludeObject::None => Value::Null,
