@@ -9,7 +9,7 @@ use serde::Deserialize;
 
 use super::cell::{Cell, Column, Meta, Row, Text, parse_time};
 use super::duration;
-use super::labels::{Selector, Template, containers, selector_string};
+use super::labels::{Selector, Template, containers, format_label_selector};
 use super::workload::{CONTAINERS, IMAGES};
 
 /// `JobSpec.selector`'s documentation, the `Selector` column of both kinds.
@@ -126,7 +126,7 @@ pub fn job_row(body: &[u8]) -> Option<Row> {
             o.metadata.age(),
             Cell::Text(Text::from(names)),
             Cell::Text(Text::from(images)),
-            Cell::Text(Text::from(selector_string(spec.selector.as_ref()))),
+            Cell::Text(Text::from(format_label_selector(spec.selector.as_ref()))),
         ],
         condition: None,
     })
@@ -219,7 +219,7 @@ pub fn cron_job_row(body: &[u8]) -> Option<Row> {
             o.metadata.age(),
             Cell::Text(Text::from(names)),
             Cell::Text(Text::from(images)),
-            Cell::Text(Text::from(selector_string(job.selector.as_ref()))),
+            Cell::Text(Text::from(format_label_selector(job.selector.as_ref()))),
         ],
         condition: None,
     })

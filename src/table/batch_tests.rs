@@ -63,41 +63,41 @@ fn should_print_jobs_as_the_apiservers_tests_do() {
             // `AddDate(-10, 0, 0)`: ten years and their leap days.
             json!({"metadata": meta("job2", &at(-(TEN_YEARS + 2.0 * 86_400.0))),
                    "status": {"succeeded": 0}}),
-            vec!["job2", "Running", "0/1", "", "10y", "", "", ""],
+            vec!["job2", "Running", "0/1", "", "10y", "", "", "<none>"],
         ),
         (
             json!({"metadata": meta("job3", &at(-TEN_YEARS)),
                    "status": {"startTime": at(60.0), "completionTime": at(31.0 * 60.0)}}),
-            vec!["job3", "Running", "0/1", "30m", "10y", "", "", ""],
+            vec!["job3", "Running", "0/1", "30m", "10y", "", "", "<none>"],
         ),
         (
             json!({"metadata": meta("job4", &at(-TEN_YEARS)),
                    "status": {"startTime": at(-20.0 * 60.0)}}),
-            vec!["job4", "Running", "0/1", "20m", "10y", "", "", ""],
+            vec!["job4", "Running", "0/1", "20m", "10y", "", "", "<none>"],
         ),
         (
             json!({"metadata": meta("job5", &soon),
                    "status": {"conditions": [{"type": "Complete", "status": "True"}]}}),
-            vec!["job5", "Complete", "0/1", "", "0s", "", "", ""],
+            vec!["job5", "Complete", "0/1", "", "0s", "", "", "<none>"],
         ),
         (
             json!({"metadata": meta("job6", &soon),
                    "status": {"conditions": [{"type": "Failed", "status": "True"}]}}),
-            vec!["job6", "Failed", "0/1", "", "0s", "", "", ""],
+            vec!["job6", "Failed", "0/1", "", "0s", "", "", "<none>"],
         ),
         (
             json!({"metadata": meta("job7", &soon),
                    "status": {"conditions": [{"type": "Suspended", "status": "True"}]}}),
-            vec!["job7", "Suspended", "0/1", "", "0s", "", "", ""],
+            vec!["job7", "Suspended", "0/1", "", "0s", "", "", "<none>"],
         ),
         (
             json!({"metadata": meta("job8", &soon),
                    "status": {"conditions": [{"type": "FailureTarget", "status": "True"}]}}),
-            vec!["job8", "FailureTarget", "0/1", "", "0s", "", "", ""],
+            vec!["job8", "FailureTarget", "0/1", "", "0s", "", "", "<none>"],
         ),
         (
             json!({"metadata": {"name": "job9", "creationTimestamp": soon, "deletionTimestamp": soon}}),
-            vec!["job9", "Terminating", "0/1", "", "0s", "", "", ""],
+            vec!["job9", "Terminating", "0/1", "", "0s", "", "", "<none>"],
         ),
         // TestPrintJobList's second job: running for 20 minutes.
         (
@@ -112,7 +112,7 @@ fn should_print_jobs_as_the_apiservers_tests_do() {
                 "0s",
                 "fake-job-container1,fake-job-container2",
                 "fake-job-image1,fake-job-image2",
-                "",
+                "<none>",
             ],
         ),
     ];
@@ -169,7 +169,7 @@ fn should_print_cron_jobs_as_print_cron_job_does() {
             "<unknown>",
             "",
             "",
-            ""
+            "<none>"
         ]
     );
 }

@@ -78,6 +78,17 @@ pub fn selector_string(s: Option<&Selector>) -> String {
     reqs.join(",")
 }
 
+/// `metav1.FormatLabelSelector`, what most printers write: as
+/// [`selector_string`], but `<none>` for no selector or an empty one and
+/// `<error>` for one that does not convert.
+pub fn format_label_selector(s: Option<&Selector>) -> String {
+    match selector_string(s) {
+        t if t.is_empty() => "<none>".into(),
+        t if t == "<invalid>" => "<error>".into(),
+        t => t,
+    }
+}
+
 /// A container of a pod template: its name and image.
 #[derive(Deserialize, Default, Debug)]
 #[serde(default)]
@@ -148,6 +159,22 @@ mod tests {
         assert_eq!(
             selector(r#"{"matchExpressions":[{"key":"k","operator":"Near"}]}"#),
             "<invalid>"
+        );
+    }
+
+    /// `FormatLabelSelector` (apimachinery's helpers.go).
+    #[test]
+    fn should_format_selectors_as_format_label_selector_does() {
+        let format = |json: &str| {
+            let s: Option<Selector> = serde_json::from_str(json).unwrap();
+            format_label_selector(s.as_ref())
+        };
+        assert_eq!(format("null"), "<none>");
+        assert_eq!(format("{}"), "<none>");
+        assert_eq!(format(r#"{"matchLabels":{"app":"db"}}"#), "app=db");
+        assert_eq!(
+            format(r#"{"matchExpressions":[{"key":"k","operator":"Near"}]}"#),
+            "<error>"
         );
     }
 

@@ -8,7 +8,9 @@
 use serde::Deserialize;
 
 use super::cell::{Cell, Column, Meta, Row, Text};
-use super::labels::{Selector, Template, containers, format_labels, selector_string};
+use super::labels::{
+    Selector, Template, containers, format_label_selector, format_labels, selector_string,
+};
 
 /// The template columns every controller's wide output ends with.
 pub(super) const CONTAINERS: Column =
@@ -156,7 +158,7 @@ pub fn replica_set_row(body: &[u8]) -> Option<Row> {
             o.metadata.age(),
             Cell::Text(Text::from(names)),
             Cell::Text(Text::from(images)),
-            Cell::Text(Text::from(selector_string(o.spec.selector.as_ref()))),
+            Cell::Text(Text::from(format_label_selector(o.spec.selector.as_ref()))),
         ],
         condition: None,
     })
@@ -245,7 +247,7 @@ pub fn daemon_set_row(body: &[u8]) -> Option<Row> {
             o.metadata.age(),
             Cell::Text(Text::from(names)),
             Cell::Text(Text::from(images)),
-            Cell::Text(Text::from(selector_string(o.spec.selector.as_ref()))),
+            Cell::Text(Text::from(format_label_selector(o.spec.selector.as_ref()))),
         ],
         condition: None,
     })

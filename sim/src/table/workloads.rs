@@ -20,11 +20,18 @@ fn template(t: &Value) -> (Value, Value) {
     (join("name"), join("image"))
 }
 
+/// `FormatLabelSelector`: `<none>` for none or an empty one, `<error>`
+/// for one that does not convert.
 fn selector(v: &Value) -> Value {
-    json!(if v.is_null() {
+    let text = if v.is_null() {
         String::new()
     } else {
         selector_text(v)
+    };
+    json!(match text.as_str() {
+        "" => "<none>",
+        "<invalid>" => "<error>",
+        t => t,
     })
 }
 
