@@ -268,11 +268,20 @@ async fn should_apply_the_shared_tier_and_name_only_what_exists() {
         "a dry run stored something"
     );
     for o in on_server.iter().filter(|o| o["kind"] != "Namespace") {
-        let path = match o["kind"].as_str().unwrap() {
-            "ConfigMap" => "api/v1/namespaces/r8s/configmaps",
-            "Service" => "api/v1/namespaces/r8s/services",
-            "Deployment" => "apis/apps/v1/namespaces/r8s/deployments",
-            k => panic!("unexpected served kind {k}"),
+        let def = r8s_sim::resources::builtins()
+            .into_iter()
+            .find(|r| {
+                o["kind"] == r.kind.as_str() && o["apiVersion"] == r.gvr.api_version().as_str()
+            })
+            .expect("a served kind");
+        let (g, v, resource) = (def.gvr.group(), def.gvr.version(), def.gvr.resource());
+        let prefix = match g {
+            "" => format!("api/{v}"),
+            g => format!("apis/{g}/{v}"),
+        };
+        let path = match def.namespaced {
+            true => format!("{prefix}/namespaces/r8s/{resource}"),
+            false => format!("{prefix}/{resource}"),
         };
         let name = o["metadata"]["name"].as_str().unwrap();
         let resp = crate::common::get(&format!("{}/{path}/{name}", sim.url())).await;

@@ -228,20 +228,45 @@ fn rows_but_age(t: &Value, age: usize) -> Vec<Vec<Value>> {
         .collect()
 }
 
-/// The workload kinds kubectl is asked for by their short names, and their
-/// resources.
-const WORKLOADS: [(&str, &str); 5] = [
-    ("rs", "apps/v1/replicasets"),
-    ("sts", "apps/v1/statefulsets"),
-    ("ds", "apps/v1/daemonsets"),
-    ("jobs", "batch/v1/jobs"),
-    ("cj", "batch/v1/cronjobs"),
+/// The workload and cluster kinds kubectl is asked for (by their short
+/// names where they have one), and their resources.
+const WORKLOADS: [(&str, &str, &str); 12] = [
+    ("rs", "apps/v1/replicasets", ALL),
+    ("sts", "apps/v1/statefulsets", ALL),
+    ("ds", "apps/v1/daemonsets", ALL),
+    ("jobs", "batch/v1/jobs", ALL),
+    ("cj", "batch/v1/cronjobs", ALL),
+    ("netpol", "networking.k8s.io/v1/networkpolicies", ALL),
+    ("roles", "rbac.authorization.k8s.io/v1/roles", ALL),
+    (
+        "clusterroles",
+        "rbac.authorization.k8s.io/v1/clusterroles",
+        CLUSTER,
+    ),
+    (
+        "rolebindings",
+        "rbac.authorization.k8s.io/v1/rolebindings",
+        ALL,
+    ),
+    (
+        "clusterrolebindings",
+        "rbac.authorization.k8s.io/v1/clusterrolebindings",
+        CLUSTER,
+    ),
+    ("leases", "coordination.k8s.io/v1/leases", ALL),
+    ("sc", "storage.k8s.io/v1/storageclasses", CLUSTER),
 ];
+
+/// kubectl's flag for every namespace.
+const ALL: &str = "-A";
+/// Its flag for a cluster-scoped kind (whose `get -A -w` kubectl prints
+/// with an empty NAMESPACE column): none that changes what it asks.
+const CLUSTER: &str = "--all-namespaces=false";
 
 /// kubectl's output with the AGE column left out, where there is one.
 /// Cells are split where kubectl pads them (at least two spaces), so a
 /// header or cell with one space in it (`NODE SELECTOR`, `0 2 * * *`) stays
-/// one cell; the seeded objects have no empty cells.
+/// one cell (an empty cell vanishes, from both sides alike).
 fn but_age(out: &[u8]) -> Vec<Vec<String>> {
     let text = String::from_utf8_lossy(out);
     let mut lines = text.lines().map(|l| {
@@ -265,8 +290,9 @@ fn but_age(out: &[u8]) -> Vec<Vec<String>> {
         .collect()
 }
 
-/// Nodes, namespaces, config maps, secrets, services, events and the
-/// workload kinds: r8s's printers and the sim's print the same Tables (lists
+/// Nodes, namespaces, config maps, secrets, services, endpoints, events, the
+/// workload kinds, definitions, RBAC, leases, storage classes and network
+/// policies: r8s's printers and the sim's print the same Tables (lists
 /// and watches), and kubectl the same output through r8s (every list and
 /// watch a hit) as straight from the sim.
 #[tokio::test(flavor = "multi_thread")]
@@ -289,6 +315,13 @@ async fn should_print_the_core_and_workload_kinds() {
         "jobs",
         "cronjobs",
         "customresourcedefinitions",
+        "networkpolicies",
+        "roles",
+        "clusterroles",
+        "rolebindings",
+        "clusterrolebindings",
+        "leases",
+        "storageclasses",
     ]
     .map(String::from)
     .to_vec();
@@ -313,6 +346,13 @@ async fn should_print_the_core_and_workload_kinds() {
         ("/apis/batch/v1/cronjobs", 6),
         // `Created At`, a date the apiserver's default convertor writes.
         ("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", 1),
+        ("/apis/networking.k8s.io/v1/networkpolicies", 2),
+        ("/apis/rbac.authorization.k8s.io/v1/roles", 1),
+        ("/apis/rbac.authorization.k8s.io/v1/clusterroles", 1),
+        ("/apis/rbac.authorization.k8s.io/v1/rolebindings", 2),
+        ("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", 2),
+        ("/apis/coordination.k8s.io/v1/leases", 2),
+        ("/apis/storage.k8s.io/v1/storageclasses", 5),
     ];
     for (path, age) in paths {
         let via = table(&format!("{}{path}?resourceVersion=0", r8s.url()), TABLE_V1).await;
@@ -391,12 +431,12 @@ async fn should_print_the_core_and_workload_kinds() {
     ]
     .into_iter()
     .map(|(args, resource)| (args.to_vec(), resource))
-    .chain(WORKLOADS.iter().flat_map(|&(kind, resource)| {
+    .chain(WORKLOADS.iter().flat_map(|&(kind, resource, all)| {
         [
-            vec!["get", kind, "-A"],
-            vec!["get", kind, "-A", "-o", "wide"],
-            vec!["get", kind, "-A", "--show-labels"],
-            vec!["get", kind, "-A", "-o", "name"],
+            vec!["get", kind, all],
+            vec!["get", kind, all, "-o", "wide"],
+            vec!["get", kind, all, "--show-labels"],
+            vec!["get", kind, all, "-o", "name"],
         ]
         .map(|args| (args, resource))
     }))
@@ -437,22 +477,22 @@ async fn should_print_the_core_and_workload_kinds() {
         }
     };
     let mut before = Vec::new();
-    for (_, resource) in WORKLOADS {
+    for (_, resource, _) in WORKLOADS {
         before.push(watches(resource).await);
     }
     let url = r8s.url();
-    let outs = futures_util::future::join_all(WORKLOADS.map(|(kind, _)| {
+    let outs = futures_util::future::join_all(WORKLOADS.map(|(kind, _, all)| {
         let url = url.clone();
-        async move { kubectl(&url, &["get", kind, "-A", "-w"], None, T).await }
+        async move { kubectl(&url, &["get", kind, all, "-w"], None, T).await }
     }))
     .await;
-    for (((kind, resource), out), before) in WORKLOADS.iter().zip(outs).zip(before) {
+    for (((kind, resource, all), out), before) in WORKLOADS.iter().zip(outs).zip(before) {
         assert!(
             out.status.success(),
             "{kind}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let listed = kubectl(&sim.url(), &["get", kind, "-A"], None, T).await;
+        let listed = kubectl(&sim.url(), &["get", kind, all], None, T).await;
         assert_eq!(
             but_age(&out.stdout),
             but_age(&listed.stdout),

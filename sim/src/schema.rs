@@ -18,8 +18,10 @@
 //! their `schema` (JSONSchemaProps, a recursive message the table does not
 //! hold) and additional printer columns; the workload kinds (replica sets,
 //! stateful sets, daemon sets, jobs, cron jobs; layouts of Kubernetes
-//! 1.36's `apps/v1` and `batch/v1`) leave out what the sim never seeds
-//! (volume claim templates, ordinals, job failure and success policies).
+//! 1.36's `apps/v1` and `batch/v1`) and the cluster kinds (`rbac/v1`,
+//! `coordination/v1`, `storage/v1`, `networking/v1`) leave out what the sim
+//! never seeds (volume claim templates, ordinals, job failure and success
+//! policies, network policies' rules, storage classes' topologies).
 
 use std::collections::HashMap;
 use std::sync::LazyLock;
@@ -155,6 +157,19 @@ CronJob: metadata 1 ObjectMeta; spec 2 CronJobSpec; status 3 CronJobStatus
 CronJobSpec: schedule 1 s; startingDeadlineSeconds 2 *i; concurrencyPolicy 3 s; suspend 4 *b; jobTemplate 5 JobTemplateSpec; successfulJobsHistoryLimit 6 *i; failedJobsHistoryLimit 7 *i; timeZone 8 *s
 JobTemplateSpec: metadata 1 ObjectMeta; spec 2 JobSpec
 CronJobStatus: active 1 []ObjectReference; lastScheduleTime 4 *t; lastSuccessfulTime 5 *t
+Role: metadata 1 ObjectMeta; rules 2 []PolicyRule
+ClusterRole: metadata 1 ObjectMeta; rules 2 []PolicyRule; aggregationRule 3 *AggregationRule
+PolicyRule: verbs 1 []s; apiGroups 2 []s; resources 3 []s; resourceNames 4 []s; nonResourceURLs 5 []s
+AggregationRule: clusterRoleSelectors 1 []LabelSelector
+RoleBinding: metadata 1 ObjectMeta; subjects 2 []Subject; roleRef 3 RoleRef
+ClusterRoleBinding: metadata 1 ObjectMeta; subjects 2 []Subject; roleRef 3 RoleRef
+Subject: kind 1 s; apiGroup 2 s; name 3 s; namespace 4 s
+RoleRef: apiGroup 1 s; kind 2 s; name 3 s
+Lease: metadata 1 ObjectMeta; spec 2 LeaseSpec
+LeaseSpec: holderIdentity 1 *s; leaseDurationSeconds 2 *i; acquireTime 3 *t; renewTime 4 *t; leaseTransitions 5 *i; strategy 6 *s; preferredHolder 7 *s
+StorageClass: metadata 1 ObjectMeta; provisioner 2 s; parameters 3 m; reclaimPolicy 4 *s; mountOptions 5 []s; allowVolumeExpansion 6 *b; volumeBindingMode 7 *s
+NetworkPolicy: metadata 1 ObjectMeta; spec 2 NetworkPolicySpec
+NetworkPolicySpec: podSelector 1 LabelSelector; policyTypes 4 []s
 ";
 
 /// What a field holds.

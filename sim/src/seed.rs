@@ -325,6 +325,7 @@ pub fn seed(sim: &Sim) {
     // The workload kinds, after everything above (whose versions they
     // leave as they were).
     seed_workloads(sim, user_ns, &deployments, nodes);
+    seed_cluster(sim, user_ns);
 }
 
 /// A replica set behind each deployment (`deployments`: their uids), a
@@ -417,6 +418,113 @@ fn seed_workloads(sim: &Sim, user_ns: &[String], deployments: &[String], nodes: 
                                    "lastProbeTime": ago(5_250), "lastTransitionTime": ago(5_250)}],
                    "startTime": ago(5_400), "completionTime": ago(5_250), "succeeded": 1, "ready": 0, "terminating": 0}}),
     );
+}
+
+/// Roles and their bindings, leader-election leases, storage classes and
+/// network policies, a few of each.
+fn seed_cluster(sim: &Sim, user_ns: &[String]) {
+    let rbac = |kind: &str, name: &str, ns: Option<&str>, body: Value| {
+        let mut v = json!({"kind": kind, "apiVersion": "rbac.authorization.k8s.io/v1", "metadata": meta(name, ns)});
+        for (k, x) in body.as_object().into_iter().flatten() {
+            v[k] = x.clone();
+        }
+        v
+    };
+    let read = json!({"rules": [{"apiGroups": [""], "resources": ["pods", "pods/log"], "verbs": ["get", "list", "watch"]}]});
+    put(
+        sim,
+        ("rbac.authorization.k8s.io", "v1", "clusterroles"),
+        None,
+        rbac("ClusterRole", "view", None, read.clone()),
+    );
+    put(
+        sim,
+        ("rbac.authorization.k8s.io", "v1", "clusterroles"),
+        None,
+        rbac(
+            "ClusterRole",
+            "admin",
+            None,
+            json!({"rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]}),
+        ),
+    );
+    put(
+        sim,
+        ("rbac.authorization.k8s.io", "v1", "clusterrolebindings"),
+        None,
+        rbac(
+            "ClusterRoleBinding",
+            "viewers",
+            None,
+            json!({
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "devs"},
+                         {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "jane"}]}),
+        ),
+    );
+    let leases = [
+        ("kube-scheduler", "cp-0_5f2c9e"),
+        ("kube-controller-manager", "cp-0_81d0a3"),
+    ];
+    for (name, holder) in leases {
+        put(
+            sim,
+            ("coordination.k8s.io", "v1", "leases"),
+            Some("kube-system"),
+            json!({"kind": "Lease", "apiVersion": "coordination.k8s.io/v1", "metadata": meta(name, Some("kube-system")),
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15, "leaseTransitions": 1}}),
+        );
+    }
+    let mut standard = meta("standard", None);
+    standard["annotations"] = json!({"storageclass.kubernetes.io/is-default-class": "true"});
+    put(
+        sim,
+        ("storage.k8s.io", "v1", "storageclasses"),
+        None,
+        json!({"kind": "StorageClass", "apiVersion": "storage.k8s.io/v1", "metadata": standard,
+        "provisioner": "rancher.io/local-path", "reclaimPolicy": "Delete", "volumeBindingMode": "WaitForFirstConsumer"}),
+    );
+    put(
+        sim,
+        ("storage.k8s.io", "v1", "storageclasses"),
+        None,
+        json!({"kind": "StorageClass", "apiVersion": "storage.k8s.io/v1", "metadata": meta("fast", None),
+        "provisioner": "ebs.csi.aws.com", "parameters": {"type": "gp3"}, "reclaimPolicy": "Retain",
+        "volumeBindingMode": "Immediate", "allowVolumeExpansion": true}),
+    );
+    let Some(ns) = user_ns.first() else { return };
+    put(
+        sim,
+        ("rbac.authorization.k8s.io", "v1", "roles"),
+        Some(ns),
+        rbac("Role", "pod-reader", Some(ns), read),
+    );
+    put(
+        sim,
+        ("rbac.authorization.k8s.io", "v1", "rolebindings"),
+        Some(ns),
+        rbac(
+            "RoleBinding",
+            "read-pods",
+            Some(ns),
+            json!({
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pod-reader"},
+            "subjects": [{"kind": "ServiceAccount", "name": "ci", "namespace": ns},
+                         {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "jane"}]}),
+        ),
+    );
+    for (name, selector) in [
+        ("default-deny", json!({})),
+        ("allow-web", json!({"matchLabels": {"app": "app-0"}})),
+    ] {
+        put(
+            sim,
+            ("networking.k8s.io", "v1", "networkpolicies"),
+            Some(ns),
+            json!({"kind": "NetworkPolicy", "apiVersion": "networking.k8s.io/v1", "metadata": meta(name, Some(ns)),
+            "spec": {"podSelector": selector, "policyTypes": ["Ingress"]}}),
+        );
+    }
 }
 
 /// Writes at `config.churn` per second: mostly pod updates, sometimes a

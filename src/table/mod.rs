@@ -10,6 +10,7 @@
 
 pub mod batch;
 pub mod cell;
+pub mod cluster;
 pub mod core;
 pub mod custom;
 mod duration;
@@ -146,6 +147,48 @@ static PRINTERS: &[Entry] = &[
         workload::daemon_set_row,
     ),
     entry("batch", "jobs", batch::JOB_COLUMNS, batch::job_row),
+    entry(
+        "networking.k8s.io",
+        "networkpolicies",
+        network::NETWORK_POLICY_COLUMNS,
+        network::network_policy_row,
+    ),
+    entry(
+        "rbac.authorization.k8s.io",
+        "roles",
+        plain::COLUMNS,
+        plain::row,
+    ),
+    entry(
+        "rbac.authorization.k8s.io",
+        "clusterroles",
+        plain::COLUMNS,
+        plain::row,
+    ),
+    entry(
+        "rbac.authorization.k8s.io",
+        "rolebindings",
+        cluster::ROLE_BINDING_COLUMNS,
+        cluster::binding_row,
+    ),
+    entry(
+        "rbac.authorization.k8s.io",
+        "clusterrolebindings",
+        cluster::CLUSTER_ROLE_BINDING_COLUMNS,
+        cluster::binding_row,
+    ),
+    entry(
+        "coordination.k8s.io",
+        "leases",
+        cluster::LEASE_COLUMNS,
+        cluster::lease_row,
+    ),
+    entry(
+        "storage.k8s.io",
+        "storageclasses",
+        cluster::STORAGE_CLASS_COLUMNS,
+        cluster::storage_class_row,
+    ),
     entry(
         "apiextensions.k8s.io",
         "customresourcedefinitions",

@@ -1,7 +1,8 @@
-//! Printers of the networking kinds: services and endpoints, as
-//! kube-apiserver's `printService` and `printEndpoints` print them
-//! (`pkg/printers/internalversion/printers.go`; column texts from
-//! Kubernetes 1.36's `ServiceSpec` and `Endpoints` documentation).
+//! Printers of the networking kinds: services, endpoints and network
+//! policies, as kube-apiserver's `printService`, `printEndpoints` and
+//! `printNetworkPolicy` print them (`pkg/printers/internalversion/
+//! printers.go`; column texts from Kubernetes 1.36's `ServiceSpec`,
+//! `Endpoints` and `extensions/v1beta1` `NetworkPolicySpec` documentation).
 
 use std::borrow::Cow;
 use std::collections::BTreeSet;
@@ -9,7 +10,7 @@ use std::collections::BTreeSet;
 use serde::Deserialize;
 
 use super::cell::{Cell, Column, Meta, Row, Text};
-use super::labels::{Labels, format_labels};
+use super::labels::{Labels, Selector, format_label_selector, format_labels};
 
 /// `serviceColumnDefinitions`.
 pub static SERVICE_COLUMNS: &[Column] = &[
@@ -238,6 +239,44 @@ pub fn endpoints_row(body: &[u8]) -> Option<Row> {
         cells: vec![
             o.metadata.name(),
             Cell::Text(Text::from(endpoints(&o.subsets))),
+            o.metadata.age(),
+        ],
+        condition: None,
+    })
+}
+
+/// `networkPolicyColumnDefinitioins` (sic).
+pub static NETWORK_POLICY_COLUMNS: &[Column] = &[
+    Column::name(),
+    Column::text(
+        "Pod-Selector",
+        "Selects the pods to which this NetworkPolicy object applies.  The array of ingress rules is applied to any pods selected by this field. Multiple network policies can select the same set of pods.  In this case, the ingress rules for each are combined additively. This field is NOT optional and follows standard label selector semantics. An empty podSelector matches all pods in this namespace.",
+    ),
+    Column::age(),
+];
+
+/// A network policy's row: the pods it selects (`<none>`: all of them).
+pub fn network_policy_row(body: &[u8]) -> Option<Row> {
+    #[derive(Deserialize, Default)]
+    #[serde(default)]
+    struct Policy<'a> {
+        #[serde(borrow)]
+        metadata: Meta<'a>,
+        #[serde(borrow)]
+        spec: PolicySpec<'a>,
+    }
+    #[derive(Deserialize, Default)]
+    #[serde(default, rename_all = "camelCase")]
+    struct PolicySpec<'a> {
+        #[serde(borrow)]
+        pod_selector: Selector<'a>,
+    }
+    let o: Policy = serde_json::from_slice(body).ok()?;
+    let selector = format_label_selector(Some(&o.spec.pod_selector));
+    Some(Row {
+        cells: vec![
+            o.metadata.name(),
+            Cell::Text(Text::from(selector)),
             o.metadata.age(),
         ],
         condition: None,

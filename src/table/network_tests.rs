@@ -221,3 +221,19 @@ fn should_print_endpoints_as_format_endpoints_does() {
         "not-ready addresses are not printed"
     );
 }
+
+/// `printNetworkPolicy` (printers.go): `FormatLabelSelector` of the pod
+/// selector, `<none>` for the empty one that selects every pod.
+#[test]
+fn should_print_network_policies_pod_selector() {
+    let row = |o: Value| {
+        network_policy_row(&serde_json::to_vec(&o).unwrap())
+            .unwrap()
+            .texts(SystemTime::UNIX_EPOCH)
+    };
+    let deny = json!({"metadata": {"name": "default-deny"}, "spec": {"podSelector": {}, "policyTypes": ["Ingress"]}});
+    assert_eq!(row(deny)[..2], ["default-deny", "<none>"]);
+    let web = json!({"metadata": {"name": "web"}, "spec": {"podSelector": {"matchLabels": {"app": "web"},
+        "matchExpressions": [{"key": "tier", "operator": "In", "values": ["b", "a"]}]}}});
+    assert_eq!(row(web)[1], "app=web,tier in (a,b)");
+}

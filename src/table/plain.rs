@@ -1,8 +1,9 @@
 //! The printer of kinds kube-apiserver has no printer for: its default
 //! Table convertor (`rest.NewDefaultTableConvertor`, `staging/src/k8s.io/
 //! apiserver/pkg/registry/rest/table.go`), `Name` and `Created At`. r8s
-//! uses it only where the apiserver does and the 1.36 kit shows it:
-//! custom resource definitions.
+//! uses it only where the apiserver does: custom resource definitions (as
+//! the 1.36 kit shows), roles and cluster roles (whose registries use it;
+//! `printers.go` has no printer of them).
 
 use std::time::SystemTime;
 

@@ -2,15 +2,18 @@
 //! kube-apiserver's printers (`pkg/printers/internalversion/printers.go`),
 //! written apart from r8s's (`r8s::table`) so that each checks the other:
 //! pods, namespaces, nodes, config maps, secrets, services, endpoints, events,
-//! deployments, replica sets, stateful sets, daemon sets, jobs and cron jobs
-//! with the columns the apiserver prints for them, every other kind with
-//! the default `Name` and `Created At`.
+//! deployments, replica sets, stateful sets, daemon sets, jobs, cron jobs,
+//! role bindings, leases, storage classes and network policies with the
+//! columns the apiserver prints for them, every other kind (roles and
+//! custom resource definitions among them) with the default `Name` and
+//! `Created At`.
 
 use std::sync::Arc;
 
 use serde_json::{Value, json};
 
 mod cells;
+mod cluster;
 mod kinds;
 mod workloads;
 
@@ -133,6 +136,15 @@ fn printer(def: &ResourceDef) -> Option<Printer> {
         ("apps", "daemonsets") => return Some(workloads::daemon_set_printer()),
         ("batch", "jobs") => return Some(workloads::job_printer()),
         ("batch", "cronjobs") => return Some(workloads::cron_job_printer()),
+        ("rbac.authorization.k8s.io", "rolebindings") => {
+            return Some(cluster::role_binding_printer());
+        }
+        ("rbac.authorization.k8s.io", "clusterrolebindings") => {
+            return Some(cluster::cluster_role_binding_printer());
+        }
+        ("coordination.k8s.io", "leases") => return Some(cluster::lease_printer()),
+        ("storage.k8s.io", "storageclasses") => return Some(cluster::storage_class_printer()),
+        ("networking.k8s.io", "networkpolicies") => return Some(cluster::network_policy_printer()),
         ("", _) => {}
         _ => return None,
     }
