@@ -230,7 +230,7 @@ fn rows_but_age(t: &Value, age: usize) -> Vec<Vec<Value>> {
 
 /// The workload and cluster kinds kubectl is asked for (by their short
 /// names where they have one), and their resources.
-const WORKLOADS: [(&str, &str, &str); 12] = [
+const WORKLOADS: [(&str, &str, &str); 17] = [
     ("rs", "apps/v1/replicasets", ALL),
     ("sts", "apps/v1/statefulsets", ALL),
     ("ds", "apps/v1/daemonsets", ALL),
@@ -255,6 +255,11 @@ const WORKLOADS: [(&str, &str, &str); 12] = [
     ),
     ("leases", "coordination.k8s.io/v1/leases", ALL),
     ("sc", "storage.k8s.io/v1/storageclasses", CLUSTER),
+    ("pv", "v1/persistentvolumes", CLUSTER),
+    ("pvc", "v1/persistentvolumeclaims", ALL),
+    ("pdb", "policy/v1/poddisruptionbudgets", ALL),
+    ("ing", "networking.k8s.io/v1/ingresses", ALL),
+    ("endpointslices", "discovery.k8s.io/v1/endpointslices", ALL),
 ];
 
 /// kubectl's flag for every namespace.
@@ -263,29 +268,43 @@ const ALL: &str = "-A";
 /// with an empty NAMESPACE column): none that changes what it asks.
 const CLUSTER: &str = "--all-namespaces=false";
 
-/// kubectl's output with the AGE column left out, where there is one.
-/// Cells are split where kubectl pads them (at least two spaces), so a
-/// header or cell with one space in it (`NODE SELECTOR`, `0 2 * * *`) stays
-/// one cell (an empty cell vanishes, from both sides alike).
+/// kubectl's output as cells, with the AGE column left out where there is
+/// one. Cells are cut where the header's columns start (kubectl pads every
+/// column to its widest cell), so a header or cell with a space in it
+/// (`ACCESS MODES`, `0 2 * * *`) stays one cell and an empty one stays.
 fn but_age(out: &[u8]) -> Vec<Vec<String>> {
     let text = String::from_utf8_lossy(out);
-    let mut lines = text.lines().map(|l| {
-        l.split("  ")
-            .map(str::trim)
-            .filter(|c| !c.is_empty())
-            .map(str::to_string)
-            .collect::<Vec<_>>()
-    });
+    let mut lines = text.lines();
     let head = lines.next().unwrap_or_default();
+    let b = head.as_bytes();
+    let starts: Vec<usize> = (0..b.len())
+        .filter(|&i| b[i] != b' ' && (i == 0 || (i >= 2 && b[i - 1] == b' ' && b[i - 2] == b' ')))
+        .collect();
+    let cells = |line: &str| -> Vec<String> {
+        starts
+            .iter()
+            .enumerate()
+            .map(|(n, &a)| {
+                let z = starts
+                    .get(n + 1)
+                    .copied()
+                    .unwrap_or(line.len())
+                    .min(line.len());
+                line.get(a.min(z)..z).unwrap_or_default().trim().to_string()
+            })
+            .collect()
+    };
+    let head_cells = cells(head);
     // Events have none: their times are the sim's, hours ago.
-    let age = head.iter().position(|h| h == "AGE");
-    std::iter::once(head.clone())
+    let age = head_cells.iter().position(|h| h == "AGE");
+    std::iter::once(head)
         .chain(lines)
-        .map(|mut cells| {
+        .map(|l| {
+            let mut c = cells(l);
             if let Some(age) = age {
-                cells.remove(age);
+                c.remove(age);
             }
-            cells
+            c
         })
         .collect()
 }
@@ -322,6 +341,11 @@ async fn should_print_the_core_and_workload_kinds() {
         "clusterrolebindings",
         "leases",
         "storageclasses",
+        "persistentvolumes",
+        "persistentvolumeclaims",
+        "poddisruptionbudgets",
+        "ingresses",
+        "endpointslices",
     ]
     .map(String::from)
     .to_vec();
@@ -353,6 +377,11 @@ async fn should_print_the_core_and_workload_kinds() {
         ("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", 2),
         ("/apis/coordination.k8s.io/v1/leases", 2),
         ("/apis/storage.k8s.io/v1/storageclasses", 5),
+        ("/api/v1/persistentvolumes", 9),
+        ("/api/v1/persistentvolumeclaims", 7),
+        ("/apis/policy/v1/poddisruptionbudgets", 4),
+        ("/apis/networking.k8s.io/v1/ingresses", 5),
+        ("/apis/discovery.k8s.io/v1/endpointslices", 4),
     ];
     for (path, age) in paths {
         let via = table(&format!("{}{path}?resourceVersion=0", r8s.url()), TABLE_V1).await;

@@ -21,7 +21,9 @@
 //! 1.36's `apps/v1` and `batch/v1`) and the cluster kinds (`rbac/v1`,
 //! `coordination/v1`, `storage/v1`, `networking/v1`) leave out what the sim
 //! never seeds (volume claim templates, ordinals, job failure and success
-//! policies, network policies' rules, storage classes' topologies).
+//! policies, network policies' rules, storage classes' topologies, volume
+//! sources but a host path, claims' data sources, ingresses' resource
+//! backends).
 
 use std::collections::HashMap;
 use std::sync::LazyLock;
@@ -170,6 +172,34 @@ LeaseSpec: holderIdentity 1 *s; leaseDurationSeconds 2 *i; acquireTime 3 *t; ren
 StorageClass: metadata 1 ObjectMeta; provisioner 2 s; parameters 3 m; reclaimPolicy 4 *s; mountOptions 5 []s; allowVolumeExpansion 6 *b; volumeBindingMode 7 *s
 NetworkPolicy: metadata 1 ObjectMeta; spec 2 NetworkPolicySpec
 NetworkPolicySpec: podSelector 1 LabelSelector; policyTypes 4 []s
+PersistentVolume: metadata 1 ObjectMeta; spec 2 PersistentVolumeSpec; status 3 PersistentVolumeStatus
+PersistentVolumeSpec: capacity 1 mq; - 2 PersistentVolumeSource; accessModes 3 []s; claimRef 4 *ObjectReference; persistentVolumeReclaimPolicy 5 s; storageClassName 6 s; mountOptions 7 []s; volumeMode 8 *s; volumeAttributesClassName 10 *s
+PersistentVolumeSource: hostPath 3 *HostPathVolumeSource
+PersistentVolumeStatus: phase 1 s; message 2 s; reason 3 s; lastPhaseTransitionTime 4 *t
+PersistentVolumeClaim: metadata 1 ObjectMeta; spec 2 PersistentVolumeClaimSpec; status 3 PersistentVolumeClaimStatus
+PersistentVolumeClaimSpec: accessModes 1 []s; resources 2 VolumeResourceRequirements; volumeName 3 s; selector 4 *LabelSelector; storageClassName 5 *s; volumeMode 6 *s; volumeAttributesClassName 9 *s
+VolumeResourceRequirements: limits 1 mq; requests 2 mq
+PersistentVolumeClaimStatus: phase 1 s; accessModes 2 []s; capacity 3 mq
+PodDisruptionBudget: metadata 1 ObjectMeta; spec 2 PodDisruptionBudgetSpec; status 3 PodDisruptionBudgetStatus
+PodDisruptionBudgetSpec: minAvailable 1 *ios; selector 2 *LabelSelector; maxUnavailable 3 *ios; unhealthyPodEvictionPolicy 4 *s
+PodDisruptionBudgetStatus: observedGeneration 1 i; disruptionsAllowed 3 i; currentHealthy 4 i; desiredHealthy 5 i; expectedPods 6 i; conditions 7 []Condition
+Ingress: metadata 1 ObjectMeta; spec 2 IngressSpec; status 3 IngressStatus
+IngressSpec: defaultBackend 1 *IngressBackend; tls 2 []IngressTLS; rules 3 []IngressRule; ingressClassName 4 *s
+IngressRule: host 1 s; - 2 IngressRuleValue
+IngressRuleValue: http 1 *HTTPIngressRuleValue
+HTTPIngressRuleValue: paths 1 []HTTPIngressPath
+HTTPIngressPath: path 1 s; backend 2 IngressBackend; pathType 3 *s
+IngressBackend: service 4 *IngressServiceBackend
+IngressServiceBackend: name 1 s; port 2 ServiceBackendPort
+ServiceBackendPort: name 1 s; number 2 i
+IngressTLS: hosts 1 []s; secretName 2 s
+IngressStatus: loadBalancer 1 IngressLoadBalancerStatus
+IngressLoadBalancerStatus: ingress 1 []IngressLoadBalancerIngress
+IngressLoadBalancerIngress: ip 1 s; hostname 2 s
+EndpointSlice: metadata 1 ObjectMeta; endpoints 2 []Endpoint; ports 3 []EndpointSlicePort; addressType 4 s
+Endpoint: addresses 1 []s; conditions 2 EndpointConditions; hostname 3 *s; targetRef 4 *ObjectReference; nodeName 6 *s; zone 7 *s
+EndpointConditions: ready 1 *b; serving 2 *b; terminating 3 *b
+EndpointSlicePort: name 1 *s; protocol 2 *s; port 3 *i; appProtocol 4 *s
 ";
 
 /// What a field holds.

@@ -326,6 +326,7 @@ pub fn seed(sim: &Sim) {
     // leave as they were).
     seed_workloads(sim, user_ns, &deployments, nodes);
     seed_cluster(sim, user_ns);
+    seed_storage_and_traffic(sim, user_ns);
 }
 
 /// A replica set behind each deployment (`deployments`: their uids), a
@@ -525,6 +526,76 @@ fn seed_cluster(sim: &Sim, user_ns: &[String]) {
             "spec": {"podSelector": selector, "policyTypes": ["Ingress"]}}),
         );
     }
+}
+
+/// The stateful set's volume and its claims (one bound, one pending), its
+/// disruption budget, an ingress in front of the first app, and the API
+/// server's endpoint slice.
+fn seed_storage_and_traffic(sim: &Sim, user_ns: &[String]) {
+    put(
+        sim,
+        ("discovery.k8s.io", "v1", "endpointslices"),
+        Some("default"),
+        json!({"kind": "EndpointSlice", "apiVersion": "discovery.k8s.io/v1",
+        "metadata": {"name": "kubernetes", "namespace": "default", "uid": uuid(), "creationTimestamp": now(),
+                     "labels": {"kubernetes.io/service-name": "kubernetes", "endpointslice.kubernetes.io/managed-by": "endpointslice-controller.k8s.io"}},
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": ["10.0.0.1"], "conditions": {"ready": true, "serving": true, "terminating": false}}],
+        "ports": [{"name": "https", "port": 6443, "protocol": "TCP"}]}),
+    );
+    let Some(ns) = user_ns.first() else { return };
+    put(
+        sim,
+        ("", "v1", "persistentvolumes"),
+        None,
+        json!({"kind": "PersistentVolume", "apiVersion": "v1", "metadata": meta("pv-data-db-0", None),
+        "spec": {"capacity": {"storage": "10Gi"}, "hostPath": {"path": "/var/lib/sim/pv-data-db-0", "type": ""},
+                 "accessModes": ["ReadWriteOnce"], "claimRef": {"kind": "PersistentVolumeClaim", "namespace": ns, "name": "data-db-0", "apiVersion": "v1"},
+                 "persistentVolumeReclaimPolicy": "Delete", "storageClassName": "standard", "volumeMode": "Filesystem"},
+        "status": {"phase": "Bound"}}),
+    );
+    let claim = |name: &str, bound: bool| {
+        let mut c = json!({"kind": "PersistentVolumeClaim", "apiVersion": "v1", "metadata": meta(name, Some(ns)),
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "10Gi"}},
+                     "storageClassName": "standard", "volumeMode": "Filesystem"},
+            "status": {"phase": "Pending"}});
+        if bound {
+            c["spec"]["volumeName"] = json!(format!("pv-{name}"));
+            c["status"] = json!({"phase": "Bound", "accessModes": ["ReadWriteOnce"], "capacity": {"storage": "10Gi"}});
+        }
+        c
+    };
+    put(
+        sim,
+        ("", "v1", "persistentvolumeclaims"),
+        Some(ns),
+        claim("data-db-0", true),
+    );
+    put(
+        sim,
+        ("", "v1", "persistentvolumeclaims"),
+        Some(ns),
+        claim("data-db-1", false),
+    );
+    put(
+        sim,
+        ("policy", "v1", "poddisruptionbudgets"),
+        Some(ns),
+        json!({"kind": "PodDisruptionBudget", "apiVersion": "policy/v1", "metadata": meta("db", Some(ns)),
+        "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "db"}}},
+        "status": {"observedGeneration": 1, "disruptionsAllowed": 0, "currentHealthy": 2, "desiredHealthy": 2, "expectedPods": 3}}),
+    );
+    put(
+        sim,
+        ("networking.k8s.io", "v1", "ingresses"),
+        Some(ns),
+        json!({"kind": "Ingress", "apiVersion": "networking.k8s.io/v1", "metadata": meta("web", Some(ns)),
+        "spec": {"ingressClassName": "nginx",
+                 "tls": [{"hosts": ["app.example.com"], "secretName": "web-tls"}],
+                 "rules": [{"host": "app.example.com", "http": {"paths": [{"path": "/", "pathType": "Prefix",
+                            "backend": {"service": {"name": "app-0", "port": {"number": 80}}}}]}}]},
+        "status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.10"}]}}}),
+    );
 }
 
 /// Writes at `config.churn` per second: mostly pod updates, sometimes a

@@ -21,6 +21,7 @@ pub mod labels;
 pub mod network;
 pub mod plain;
 pub mod pod;
+pub mod storage;
 pub mod workload;
 
 use std::sync::Arc;
@@ -123,6 +124,18 @@ static PRINTERS: &[Entry] = &[
     ),
     entry("", "events", event::EVENT_COLUMNS, event::event_row),
     entry(
+        "",
+        "persistentvolumes",
+        storage::PERSISTENT_VOLUME_COLUMNS,
+        storage::persistent_volume_row,
+    ),
+    entry(
+        "",
+        "persistentvolumeclaims",
+        storage::PERSISTENT_VOLUME_CLAIM_COLUMNS,
+        storage::persistent_volume_claim_row,
+    ),
+    entry(
         "apps",
         "deployments",
         workload::DEPLOYMENT_COLUMNS,
@@ -147,6 +160,24 @@ static PRINTERS: &[Entry] = &[
         workload::daemon_set_row,
     ),
     entry("batch", "jobs", batch::JOB_COLUMNS, batch::job_row),
+    entry(
+        "policy",
+        "poddisruptionbudgets",
+        workload::POD_DISRUPTION_BUDGET_COLUMNS,
+        workload::pod_disruption_budget_row,
+    ),
+    entry(
+        "networking.k8s.io",
+        "ingresses",
+        network::INGRESS_COLUMNS,
+        network::ingress_row,
+    ),
+    entry(
+        "discovery.k8s.io",
+        "endpointslices",
+        network::ENDPOINT_SLICE_COLUMNS,
+        network::endpoint_slice_row,
+    ),
     entry(
         "networking.k8s.io",
         "networkpolicies",

@@ -1,8 +1,10 @@
-//! Printers of the networking kinds: services, endpoints and network
-//! policies, as kube-apiserver's `printService`, `printEndpoints` and
+//! Printers of the networking kinds: services, endpoints, endpoint slices,
+//! ingresses and network policies, as kube-apiserver's `printService`,
+//! `printEndpoints`, `printEndpointSlice`, `printIngress` and
 //! `printNetworkPolicy` print them (`pkg/printers/internalversion/
 //! printers.go`; column texts from Kubernetes 1.36's `ServiceSpec`,
-//! `Endpoints` and `extensions/v1beta1` `NetworkPolicySpec` documentation).
+//! `Endpoints`, `discovery/v1beta1` `EndpointSlice` and `extensions/v1beta1`
+//! `NetworkPolicySpec` documentation, and the printers' own).
 
 use std::borrow::Cow;
 use std::collections::BTreeSet;
@@ -277,6 +279,175 @@ pub fn network_policy_row(body: &[u8]) -> Option<Row> {
         cells: vec![
             o.metadata.name(),
             Cell::Text(Text::from(selector)),
+            o.metadata.age(),
+        ],
+        condition: None,
+    })
+}
+
+/// `endpointSliceColumnDefinitions`.
+pub static ENDPOINT_SLICE_COLUMNS: &[Column] = &[
+    Column::name(),
+    Column::text(
+        "AddressType",
+        "addressType specifies the type of address carried by this EndpointSlice. All addresses in this slice must be the same type. This field is immutable after creation. The following address types are currently supported: * IPv4: Represents an IPv4 Address. * IPv6: Represents an IPv6 Address. * FQDN: Represents a Fully Qualified Domain Name.",
+    ),
+    Column::text(
+        "Ports",
+        "ports specifies the list of network ports exposed by each endpoint in this slice. Each port must have a unique name. When ports is empty, it indicates that there are no defined ports. When a port is defined with a nil port value, it indicates \"all ports\". Each slice may include a maximum of 100 ports.",
+    ),
+    Column::text(
+        "Endpoints",
+        "endpoints is a list of unique endpoints in this slice. Each slice may include a maximum of 1000 endpoints.",
+    ),
+    Column::age(),
+];
+
+/// `listWithMoreString`: the first three, then `+ N more...`; `<unset>`
+/// for none.
+fn with_more(all: Vec<String>) -> String {
+    const MAX: usize = 3;
+    match all.len() {
+        0 => "<unset>".into(),
+        n if n > MAX => format!("{} + {} more...", all[..MAX].join(","), n - MAX),
+        _ => all.join(","),
+    }
+}
+
+/// An endpoint slice's row: its address type, ports (a number, else the
+/// port's name, else `*`), its endpoints' addresses.
+pub fn endpoint_slice_row(body: &[u8]) -> Option<Row> {
+    #[derive(Deserialize, Default)]
+    #[serde(default, rename_all = "camelCase")]
+    struct Slice<'a> {
+        #[serde(borrow)]
+        metadata: Meta<'a>,
+        #[serde(borrow)]
+        address_type: Cow<'a, str>,
+        #[serde(borrow)]
+        ports: Vec<SlicePort<'a>>,
+        #[serde(borrow)]
+        endpoints: Vec<Endpoint<'a>>,
+    }
+    #[derive(Deserialize, Default)]
+    #[serde(default)]
+    struct SlicePort<'a> {
+        port: Option<i64>,
+        #[serde(borrow)]
+        name: Option<Cow<'a, str>>,
+    }
+    #[derive(Deserialize, Default)]
+    #[serde(default)]
+    struct Endpoint<'a> {
+        #[serde(borrow)]
+        addresses: Vec<Cow<'a, str>>,
+    }
+    let o: Slice = serde_json::from_slice(body).ok()?;
+    let ports = o
+        .ports
+        .iter()
+        .map(|p| match (p.port, &p.name) {
+            (Some(n), _) => n.to_string(),
+            (None, Some(name)) => name.to_string(),
+            (None, None) => "*".into(),
+        })
+        .collect();
+    let addresses = o
+        .endpoints
+        .iter()
+        .flat_map(|e| e.addresses.iter().map(|a| a.to_string()))
+        .collect();
+    Some(Row {
+        cells: vec![
+            o.metadata.name(),
+            Cell::Text(Text::from(&*o.address_type)),
+            Cell::Text(Text::from(with_more(ports))),
+            Cell::Text(Text::from(with_more(addresses))),
+            o.metadata.age(),
+        ],
+        condition: None,
+    })
+}
+
+/// `ingressColumnDefinitions`.
+pub static INGRESS_COLUMNS: &[Column] = &[
+    Column::name(),
+    Column::text(
+        "Class",
+        "The name of the IngressClass resource that should be used for additional configuration",
+    ),
+    Column::text(
+        "Hosts",
+        "Hosts that incoming requests are matched against before the ingress rule",
+    ),
+    Column::text(
+        "Address",
+        "Address is a list containing ingress points for the load-balancer",
+    ),
+    Column::text("Ports", "Ports of TLS configurations that open"),
+    Column::age(),
+];
+
+/// An ingress's row: its class, first three hosts (`*` for none), the
+/// load balancer's addresses, `80` or `80, 443` with TLS.
+pub fn ingress_row(body: &[u8]) -> Option<Row> {
+    #[derive(Deserialize, Default)]
+    #[serde(default)]
+    struct Ingress<'a> {
+        #[serde(borrow)]
+        metadata: Meta<'a>,
+        #[serde(borrow)]
+        spec: IngressSpec<'a>,
+        #[serde(borrow)]
+        status: Status<'a>,
+    }
+    #[derive(Deserialize, Default)]
+    #[serde(default, rename_all = "camelCase")]
+    struct IngressSpec<'a> {
+        #[serde(borrow)]
+        ingress_class_name: Option<Cow<'a, str>>,
+        #[serde(borrow)]
+        rules: Vec<Rule<'a>>,
+        tls: Vec<serde::de::IgnoredAny>,
+    }
+    #[derive(Deserialize, Default)]
+    #[serde(default)]
+    struct Rule<'a> {
+        #[serde(borrow)]
+        host: Cow<'a, str>,
+    }
+    let o: Ingress = serde_json::from_slice(body).ok()?;
+    // `formatHosts`: hosts of the rules before the fourth, then how many
+    // rules follow the third.
+    const MAX: usize = 3;
+    let mut hosts: Vec<&str> = Vec::with_capacity(MAX);
+    let mut more = false;
+    for r in &o.spec.rules {
+        if hosts.len() == MAX {
+            more = true;
+        }
+        if !more && !r.host.is_empty() {
+            hosts.push(&r.host);
+        }
+    }
+    let hosts = match (hosts.is_empty(), more) {
+        (true, _) => "*".to_string(),
+        (false, true) => format!("{} + {} more...", hosts.join(","), o.spec.rules.len() - MAX),
+        (false, false) => hosts.join(","),
+    };
+    let ports = if o.spec.tls.is_empty() {
+        "80"
+    } else {
+        "80, 443"
+    };
+    let text = |s: &str| Cell::Text(Text::from(s));
+    Some(Row {
+        cells: vec![
+            o.metadata.name(),
+            text(o.spec.ingress_class_name.as_deref().unwrap_or("<none>")),
+            text(&hosts),
+            text(&load_balancer(&o.status.load_balancer)),
+            text(ports),
             o.metadata.age(),
         ],
         condition: None,

@@ -237,3 +237,70 @@ fn should_print_network_policies_pod_selector() {
         "matchExpressions": [{"key": "tier", "operator": "In", "values": ["b", "a"]}]}}});
     assert_eq!(row(web)[1], "app=web,tier in (a,b)");
 }
+
+fn ingress(o: Value) -> Vec<String> {
+    let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_795_824_000);
+    ingress_row(&serde_json::to_vec(&o).unwrap())
+        .unwrap()
+        .texts(now)
+}
+
+/// `TestPrintIngress` (printers_test.go), and `formatHosts` and
+/// `formatPorts` (printers.go) for the rest.
+#[test]
+fn should_print_ingresses_as_the_apiservers_tests_do() {
+    let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_795_824_000);
+    let ten_years =
+        humantime::format_rfc3339(now - Duration::from_secs(10 * 365 * 86_400)).to_string();
+    let test1 = json!({"metadata": {"name": "test1", "creationTimestamp": ten_years},
+        "spec": {"ingressClassName": "foo",
+                 "defaultBackend": {"service": {"name": "default-backend", "port": {"name": "default-backend", "number": 80}}}},
+        "status": {"loadBalancer": {"ingress": [{"ip": "2.3.4.5", "hostname": "localhost.localdomain"}]}}});
+    assert_eq!(
+        ingress(test1),
+        ["test1", "foo", "*", "2.3.4.5", "80", "10y"]
+    );
+    let rules = |hosts: &[&str]| -> Value { hosts.iter().map(|h| json!({"host": h})).collect() };
+    let many = json!({"metadata": {"name": "many"},
+        "spec": {"rules": rules(&["a.example", "", "b.example", "c.example", "d.example"]), "tls": [{"hosts": ["a.example"]}]},
+        "status": {"loadBalancer": {"ingress": [{"hostname": "lb.example"}, {"ip": "10.0.0.9"}, {"ip": "10.0.0.9"}]}}});
+    assert_eq!(
+        ingress(many),
+        [
+            "many",
+            "<none>",
+            "a.example,b.example,c.example + 2 more...",
+            "10.0.0.9,lb.example",
+            "80, 443",
+            "<unknown>"
+        ]
+    );
+    let three = json!({"metadata": {"name": "three"}, "spec": {"rules": rules(&["a", "b", "c"])}});
+    assert_eq!(ingress(three)[2], "a,b,c");
+}
+
+/// `formatDiscoveryPorts`, `formatDiscoveryEndpoints` and
+/// `listWithMoreString` (printers.go; printers_test.go has no test).
+#[test]
+fn should_print_endpoint_slices_as_print_endpoint_slice_does() {
+    let row = |o: Value| {
+        endpoint_slice_row(&serde_json::to_vec(&o).unwrap())
+            .unwrap()
+            .texts(SystemTime::UNIX_EPOCH)
+    };
+    let o = json!({"metadata": {"name": "kubernetes"}, "addressType": "IPv4",
+        "ports": [{"name": "https", "port": 6443, "protocol": "TCP"}, {"name": "metrics"}, {}, {"port": 1}],
+        "endpoints": [{"addresses": ["10.0.0.1", "10.0.0.2"]}, {"addresses": ["10.0.0.3"]}]});
+    assert_eq!(
+        row(o),
+        [
+            "kubernetes",
+            "IPv4",
+            "6443,metrics,* + 1 more...",
+            "10.0.0.1,10.0.0.2,10.0.0.3",
+            "<unknown>"
+        ]
+    );
+    let empty = json!({"metadata": {"name": "e"}, "addressType": "IPv6"});
+    assert_eq!(row(empty), ["e", "IPv6", "<unset>", "<unset>", "<unknown>"]);
+}

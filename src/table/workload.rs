@@ -1,9 +1,12 @@
 //! Printers of the workload controllers: deployments, replica sets,
-//! stateful sets and daemon sets, as kube-apiserver's `printDeployment`,
-//! `printReplicaSet`, `printStatefulSet` and `printDaemonSet` print them
+//! stateful sets, daemon sets and pod disruption budgets, as
+//! kube-apiserver's `printDeployment`, `printReplicaSet`,
+//! `printStatefulSet`, `printDaemonSet` and `printPodDisruptionBudget` print them
 //! (`pkg/printers/internalversion/printers.go`; column texts from
 //! Kubernetes 1.36's `extensions/v1beta1` and `core/v1` documentation,
 //! which its definitions cite).
+
+use std::borrow::Cow;
 
 use serde::Deserialize;
 
@@ -248,6 +251,77 @@ pub fn daemon_set_row(body: &[u8]) -> Option<Row> {
             Cell::Text(Text::from(names)),
             Cell::Text(Text::from(images)),
             Cell::Text(Text::from(format_label_selector(o.spec.selector.as_ref()))),
+        ],
+        condition: None,
+    })
+}
+
+/// `podDisruptionBudgetColumnDefinitions`.
+pub static POD_DISRUPTION_BUDGET_COLUMNS: &[Column] = &[
+    Column::name(),
+    Column::text(
+        "Min Available",
+        "The minimum number of pods that must be available.",
+    ),
+    Column::text(
+        "Max Unavailable",
+        "The maximum number of pods that may be unavailable.",
+    ),
+    Column::int(
+        "Allowed Disruptions",
+        "Calculated number of pods that may be disrupted at this time.",
+    ),
+    Column::age(),
+];
+
+/// An `IntOrString` as its `String()`: the number, or the text.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum IntOrString<'a> {
+    Int(i64),
+    Str(#[serde(borrow)] Cow<'a, str>),
+}
+
+/// A budget's row: its minimum available and maximum unavailable (`N/A`
+/// where unset), the disruptions it allows now.
+pub fn pod_disruption_budget_row(body: &[u8]) -> Option<Row> {
+    #[derive(Deserialize, Default)]
+    #[serde(default)]
+    struct Budget<'a> {
+        #[serde(borrow)]
+        metadata: Meta<'a>,
+        #[serde(borrow)]
+        spec: BudgetSpec<'a>,
+        status: BudgetStatus,
+    }
+    #[derive(Deserialize, Default)]
+    #[serde(default, rename_all = "camelCase")]
+    struct BudgetSpec<'a> {
+        #[serde(borrow)]
+        min_available: Option<IntOrString<'a>>,
+        #[serde(borrow)]
+        max_unavailable: Option<IntOrString<'a>>,
+    }
+    #[derive(Deserialize, Default)]
+    #[serde(default, rename_all = "camelCase")]
+    struct BudgetStatus {
+        disruptions_allowed: i64,
+    }
+    let o: Budget = serde_json::from_slice(body).ok()?;
+    let text = |v: &Option<IntOrString>| {
+        Cell::Text(Text::from(match v {
+            None => "N/A".to_string(),
+            Some(IntOrString::Int(n)) => n.to_string(),
+            Some(IntOrString::Str(s)) => s.to_string(),
+        }))
+    };
+    Some(Row {
+        cells: vec![
+            o.metadata.name(),
+            text(&o.spec.min_available),
+            text(&o.spec.max_unavailable),
+            Cell::Int(o.status.disruptions_allowed),
+            o.metadata.age(),
         ],
         condition: None,
     })

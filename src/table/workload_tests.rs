@@ -143,3 +143,20 @@ fn should_print_stateful_sets_as_print_stateful_set_does() {
         ]
     );
 }
+
+/// `printPodDisruptionBudget` (printers.go): each bound as its
+/// `IntOrString`, `N/A` where unset; the allowed disruptions an integer.
+#[test]
+fn should_print_pod_disruption_budgets() {
+    let (now, soon) = soon();
+    let row =
+        |o: serde_json::Value| pod_disruption_budget_row(&serde_json::to_vec(&o).unwrap()).unwrap();
+    let min = row(
+        json!({"metadata": {"name": "db", "creationTimestamp": soon},
+                         "spec": {"minAvailable": 2}, "status": {"disruptionsAllowed": 1}}),
+    );
+    assert_eq!(min.texts(now), ["db", "2", "N/A", "1", "0s"]);
+    assert_eq!(min.cells[3], Cell::Int(1));
+    let max = row(json!({"metadata": {"name": "web"}, "spec": {"maxUnavailable": "25%"}}));
+    assert_eq!(max.texts(now), ["web", "N/A", "25%", "0", "<unknown>"]);
+}

@@ -3,7 +3,8 @@
 //! written apart from r8s's (`r8s::table`) so that each checks the other:
 //! pods, namespaces, nodes, config maps, secrets, services, endpoints, events,
 //! deployments, replica sets, stateful sets, daemon sets, jobs, cron jobs,
-//! role bindings, leases, storage classes and network policies with the
+//! role bindings, leases, storage classes, network policies, ingresses,
+//! endpoint slices, volumes, claims and disruption budgets with the
 //! columns the apiserver prints for them, every other kind (roles and
 //! custom resource definitions among them) with the default `Name` and
 //! `Created At`.
@@ -15,6 +16,7 @@ use serde_json::{Value, json};
 mod cells;
 mod cluster;
 mod kinds;
+mod storage;
 mod workloads;
 
 use super::resources::ResourceDef;
@@ -145,12 +147,17 @@ fn printer(def: &ResourceDef) -> Option<Printer> {
         ("coordination.k8s.io", "leases") => return Some(cluster::lease_printer()),
         ("storage.k8s.io", "storageclasses") => return Some(cluster::storage_class_printer()),
         ("networking.k8s.io", "networkpolicies") => return Some(cluster::network_policy_printer()),
+        ("networking.k8s.io", "ingresses") => return Some(storage::ingress_printer()),
+        ("discovery.k8s.io", "endpointslices") => return Some(storage::endpoint_slice_printer()),
+        ("policy", "poddisruptionbudgets") => return Some(storage::pod_disruption_budget_printer()),
         ("", _) => {}
         _ => return None,
     }
     Some(match def.gvr.resource() {
         "services" => service_printer(),
         "endpoints" => kinds::endpoints_printer(),
+        "persistentvolumes" => storage::persistent_volume_printer(),
+        "persistentvolumeclaims" => storage::persistent_volume_claim_printer(),
         "events" => event_printer(),
         "pods" => (
             vec![
