@@ -93,7 +93,7 @@ type Builtin = (
 );
 
 /// The types every sim serves, at these indexes in its [`Catalog`].
-const BUILTINS: [Builtin; 28] = [
+const BUILTINS: [Builtin; 29] = [
     (
         "",
         "v1",
@@ -400,6 +400,17 @@ const BUILTINS: [Builtin; 28] = [
         true,
         &[],
         &[],
+        false,
+    ),
+    (
+        "autoscaling",
+        "v2",
+        "horizontalpodautoscalers",
+        "horizontalpodautoscaler",
+        "HorizontalPodAutoscaler",
+        true,
+        &["hpa"],
+        &["status"],
         false,
     ),
 ];

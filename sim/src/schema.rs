@@ -23,7 +23,8 @@
 //! never seeds (volume claim templates, ordinals, job failure and success
 //! policies, network policies' rules, storage classes' topologies, volume
 //! sources but a host path, claims' data sources, ingresses' resource
-//! backends).
+//! backends, autoscalers' metrics but resource ones, their behavior and
+//! conditions).
 
 use std::collections::HashMap;
 use std::sync::LazyLock;
@@ -200,6 +201,16 @@ EndpointSlice: metadata 1 ObjectMeta; endpoints 2 []Endpoint; ports 3 []Endpoint
 Endpoint: addresses 1 []s; conditions 2 EndpointConditions; hostname 3 *s; targetRef 4 *ObjectReference; nodeName 6 *s; zone 7 *s
 EndpointConditions: ready 1 *b; serving 2 *b; terminating 3 *b
 EndpointSlicePort: name 1 *s; protocol 2 *s; port 3 *i; appProtocol 4 *s
+HorizontalPodAutoscaler: metadata 1 ObjectMeta; spec 2 HorizontalPodAutoscalerSpec; status 3 HorizontalPodAutoscalerStatus
+HorizontalPodAutoscalerSpec: scaleTargetRef 1 CrossVersionObjectReference; minReplicas 2 *i; maxReplicas 3 i; metrics 4 []MetricSpec
+CrossVersionObjectReference: kind 1 s; name 2 s; apiVersion 3 s
+MetricSpec: type 1 s; resource 4 *ResourceMetricSource
+ResourceMetricSource: name 1 s; target 2 MetricTarget
+MetricTarget: type 1 s; value 2 *q; averageValue 3 *q; averageUtilization 4 *i
+HorizontalPodAutoscalerStatus: observedGeneration 1 *i; lastScaleTime 2 *t; currentReplicas 3 i; desiredReplicas 4 i; currentMetrics 5 []MetricStatus
+MetricStatus: type 1 s; resource 4 *ResourceMetricStatus
+ResourceMetricStatus: name 1 s; current 2 MetricValueStatus
+MetricValueStatus: value 1 *q; averageValue 2 *q; averageUtilization 3 *i
 ";
 
 /// What a field holds.

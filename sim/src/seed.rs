@@ -529,8 +529,8 @@ fn seed_cluster(sim: &Sim, user_ns: &[String]) {
 }
 
 /// The stateful set's volume and its claims (one bound, one pending), its
-/// disruption budget, an ingress in front of the first app, and the API
-/// server's endpoint slice.
+/// disruption budget, an ingress in front of the first app and its
+/// autoscaler, and the API server's endpoint slice.
 fn seed_storage_and_traffic(sim: &Sim, user_ns: &[String]) {
     put(
         sim,
@@ -595,6 +595,19 @@ fn seed_storage_and_traffic(sim: &Sim, user_ns: &[String]) {
                  "rules": [{"host": "app.example.com", "http": {"paths": [{"path": "/", "pathType": "Prefix",
                             "backend": {"service": {"name": "app-0", "port": {"number": 80}}}}]}}]},
         "status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.10"}]}}}),
+    );
+    put(
+        sim,
+        ("autoscaling", "v2", "horizontalpodautoscalers"),
+        Some(ns),
+        json!({"kind": "HorizontalPodAutoscaler", "apiVersion": "autoscaling/v2", "metadata": meta("app-0", Some(ns)),
+        "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "app-0"},
+                 "minReplicas": 2, "maxReplicas": 10,
+                 "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}},
+                             {"type": "Resource", "resource": {"name": "memory", "target": {"type": "AverageValue", "averageValue": "512Mi"}}}]},
+        "status": {"observedGeneration": 1, "currentReplicas": 3, "desiredReplicas": 3,
+                   "currentMetrics": [{"type": "Resource", "resource": {"name": "cpu", "current": {"averageUtilization": 42, "averageValue": "210m"}}},
+                                      {"type": "Resource", "resource": {"name": "memory", "current": {"averageValue": "301Mi"}}}]}}),
     );
 }
 

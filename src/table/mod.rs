@@ -8,6 +8,7 @@
 //! clock (ages, "(5m ago)") is kept as the instant and written when the
 //! answer is made, as the apiserver writes it when it prints.
 
+pub mod autoscaling;
 pub mod batch;
 pub mod cell;
 pub mod cluster;
@@ -160,6 +161,12 @@ static PRINTERS: &[Entry] = &[
         workload::daemon_set_row,
     ),
     entry("batch", "jobs", batch::JOB_COLUMNS, batch::job_row),
+    entry(
+        "autoscaling",
+        "horizontalpodautoscalers",
+        autoscaling::HPA_COLUMNS,
+        autoscaling::hpa_row,
+    ),
     entry(
         "policy",
         "poddisruptionbudgets",

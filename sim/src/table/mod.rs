@@ -4,7 +4,8 @@
 //! pods, namespaces, nodes, config maps, secrets, services, endpoints, events,
 //! deployments, replica sets, stateful sets, daemon sets, jobs, cron jobs,
 //! role bindings, leases, storage classes, network policies, ingresses,
-//! endpoint slices, volumes, claims and disruption budgets with the
+//! endpoint slices, volumes, claims, disruption budgets and autoscalers
+//! with the
 //! columns the apiserver prints for them, every other kind (roles and
 //! custom resource definitions among them) with the default `Name` and
 //! `Created At`.
@@ -150,6 +151,7 @@ fn printer(def: &ResourceDef) -> Option<Printer> {
         ("networking.k8s.io", "ingresses") => return Some(storage::ingress_printer()),
         ("discovery.k8s.io", "endpointslices") => return Some(storage::endpoint_slice_printer()),
         ("policy", "poddisruptionbudgets") => return Some(storage::pod_disruption_budget_printer()),
+        ("autoscaling", "horizontalpodautoscalers") => return Some(storage::hpa_printer()),
         ("", _) => {}
         _ => return None,
     }

@@ -1,7 +1,8 @@
 //! The sim's printers of persistent volumes and claims, disruption budgets,
-//! ingresses and endpoint slices: its own reading of kube-apiserver's
-//! `printPersistentVolume`, `printPersistentVolumeClaim`,
-//! `printPodDisruptionBudget`, `printIngress` and `printEndpointSlice`.
+//! autoscalers, ingresses and endpoint slices: its own reading of
+//! kube-apiserver's `printPersistentVolume`, `printPersistentVolumeClaim`,
+//! `printPodDisruptionBudget`, `printHorizontalPodAutoscaler`,
+//! `printIngress` and `printEndpointSlice`.
 
 use serde_json::{Value, json};
 
@@ -318,6 +319,120 @@ pub(super) fn endpoint_slice_printer() -> Printer {
                 json!(text(&o["addressType"])),
                 json!(more(ports)),
                 json!(more(addrs)),
+                json!(age(o)),
+            ]
+        },
+    )
+}
+
+/// One metric as `formatHPAMetrics` writes it.
+fn hpa_metric(spec: &Value, status: &Value) -> String {
+    let field = match text(&spec["type"]) {
+        "Resource" => "resource",
+        "ContainerResource" => "containerResource",
+        "Pods" => "pods",
+        "Object" => "object",
+        "External" => "external",
+        _ => return "<unknown type>".into(),
+    };
+    let (src, cur) = (&spec[field], &status[field]["current"]);
+    let have = !status[field].is_null();
+    let target = &src["target"];
+    let q = |v: &Value| v.as_str().unwrap_or("<nil>").to_string();
+    let unknown = || "<unknown>".to_string();
+    match field {
+        "resource" | "containerResource" => {
+            let name = text(&src["name"]);
+            if !target["averageValue"].is_null() {
+                let now = if have {
+                    q(&cur["averageValue"])
+                } else {
+                    unknown()
+                };
+                format!("{name}: {now}/{}", q(&target["averageValue"]))
+            } else {
+                let pct = |v: &Value| v.as_i64().map(|u| format!("{u}%"));
+                let now = pct(&cur["averageUtilization"])
+                    .filter(|_| have)
+                    .unwrap_or_else(unknown);
+                let want = pct(&target["averageUtilization"]).unwrap_or_else(|| "<auto>".into());
+                format!("{name}: {now}/{want}")
+            }
+        }
+        "pods" => {
+            let now = if have {
+                q(&cur["averageValue"])
+            } else {
+                unknown()
+            };
+            format!("{now}/{}", q(&target["averageValue"]))
+        }
+        _ if !target["averageValue"].is_null() => {
+            let now = cur["averageValue"]
+                .as_str()
+                .filter(|_| have)
+                .map_or_else(unknown, str::to_string);
+            format!("{now}/{} (avg)", q(&target["averageValue"]))
+        }
+        _ => {
+            let now = if have { q(&cur["value"]) } else { unknown() };
+            format!("{now}/{}", q(&target["value"]))
+        }
+    }
+}
+
+pub(super) fn hpa_printer() -> Printer {
+    (
+        vec![
+            name_col(),
+            s(
+                "Reference",
+                "scaleTargetRef points to the target resource to scale, and is used to the pods for which metrics should be collected, as well as to actually change the replica count.",
+            ),
+            s(
+                "Targets",
+                "metrics contains the specifications for which to use to calculate the desired replica count (the maximum replica count across all metrics will be used).  The desired replica count is calculated multiplying the ratio between the target value and the current value by the current number of pods.  Ergo, metrics used must decrease as the pod count is increased, and vice-versa.  See the individual metric source types for more information about how each type of metric must respond. If not set, the default metric will be set to 80% average CPU utilization.",
+            ),
+            s(
+                "MinPods",
+                "minReplicas is the lower limit for the number of replicas to which the autoscaler can scale down.  It defaults to 1 pod.  minReplicas is allowed to be 0 if the alpha feature gate HPAScaleToZero is enabled and at least one Object or External metric is configured.  Scaling is active as long as at least one metric value is available.",
+            ),
+            s(
+                "MaxPods",
+                "maxReplicas is the upper limit for the number of replicas to which the autoscaler can scale up. It cannot be less that minReplicas.",
+            ),
+            s(
+                "Replicas",
+                "currentReplicas is current number of replicas of pods managed by this autoscaler, as last seen by the autoscaler.",
+            ),
+            age_col(),
+        ],
+        |o| {
+            let (spec, st) = (&o["spec"], &o["status"]);
+            let specs = spec["metrics"].as_array().cloned().unwrap_or_default();
+            let statuses = st["currentMetrics"].as_array().cloned().unwrap_or_default();
+            let shown: Vec<String> = specs
+                .iter()
+                .take(2)
+                .enumerate()
+                .map(|(i, m)| hpa_metric(m, statuses.get(i).unwrap_or(&Value::Null)))
+                .collect();
+            let targets = match specs.len() {
+                0 => "<none>".to_string(),
+                n if n > 2 => format!("{} + {} more...", shown.join(", "), n - 2),
+                _ => shown.join(", "),
+            };
+            let r = &spec["scaleTargetRef"];
+            let min = spec["minReplicas"]
+                .as_i64()
+                .map_or("<unset>".to_string(), |n| n.to_string());
+            vec![
+                name(o),
+                json!(format!("{}/{}", text(&r["kind"]), text(&r["name"]))),
+                json!(targets),
+                json!(min),
+                json!(spec["maxReplicas"].as_i64().unwrap_or(0)),
+                json!(st["currentReplicas"].as_i64().unwrap_or(0)),
                 json!(age(o)),
             ]
         },
