@@ -230,7 +230,7 @@ fn rows_but_age(t: &Value, age: usize) -> Vec<Vec<Value>> {
 
 /// The workload and cluster kinds kubectl is asked for (by their short
 /// names where they have one), and their resources.
-const WORKLOADS: [(&str, &str, &str); 18] = [
+const WORKLOADS: [(&str, &str, &str); 19] = [
     ("rs", "apps/v1/replicasets", ALL),
     ("sts", "apps/v1/statefulsets", ALL),
     ("ds", "apps/v1/daemonsets", ALL),
@@ -261,6 +261,7 @@ const WORKLOADS: [(&str, &str, &str); 18] = [
     ("ing", "networking.k8s.io/v1/ingresses", ALL),
     ("endpointslices", "discovery.k8s.io/v1/endpointslices", ALL),
     ("hpa", "autoscaling/v2/horizontalpodautoscalers", ALL),
+    ("sa", "v1/serviceaccounts", ALL),
 ];
 
 /// kubectl's flag for every namespace.
@@ -348,6 +349,7 @@ async fn should_print_the_core_and_workload_kinds() {
         "ingresses",
         "endpointslices",
         "horizontalpodautoscalers",
+        "serviceaccounts",
     ]
     .map(String::from)
     .to_vec();
@@ -385,6 +387,7 @@ async fn should_print_the_core_and_workload_kinds() {
         ("/apis/networking.k8s.io/v1/ingresses", 5),
         ("/apis/discovery.k8s.io/v1/endpointslices", 4),
         ("/apis/autoscaling/v2/horizontalpodautoscalers", 6),
+        ("/api/v1/serviceaccounts", 2),
     ];
     for (path, age) in paths {
         let via = table(&format!("{}{path}?resourceVersion=0", r8s.url()), TABLE_V1).await;

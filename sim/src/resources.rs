@@ -93,7 +93,7 @@ type Builtin = (
 );
 
 /// The types every sim serves, at these indexes in its [`Catalog`].
-const BUILTINS: [Builtin; 29] = [
+const BUILTINS: [Builtin; 30] = [
     (
         "",
         "v1",
@@ -411,6 +411,17 @@ const BUILTINS: [Builtin; 29] = [
         true,
         &["hpa"],
         &["status"],
+        false,
+    ),
+    (
+        "",
+        "v1",
+        "serviceaccounts",
+        "serviceaccount",
+        "ServiceAccount",
+        true,
+        &["sa"],
+        &[],
         false,
     ),
 ];

@@ -211,6 +211,7 @@ HorizontalPodAutoscalerStatus: observedGeneration 1 *i; lastScaleTime 2 *t; curr
 MetricStatus: type 1 s; resource 4 *ResourceMetricStatus
 ResourceMetricStatus: name 1 s; current 2 MetricValueStatus
 MetricValueStatus: value 1 *q; averageValue 2 *q; averageUtilization 3 *i
+ServiceAccount: metadata 1 ObjectMeta; secrets 2 []ObjectReference; imagePullSecrets 3 []LocalObjectReference; automountServiceAccountToken 4 *b
 ";
 
 /// What a field holds.

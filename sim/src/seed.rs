@@ -327,6 +327,25 @@ pub fn seed(sim: &Sim) {
     seed_workloads(sim, user_ns, &deployments, nodes);
     seed_cluster(sim, user_ns);
     seed_storage_and_traffic(sim, user_ns);
+    // Each namespace's default service account; the first namespace's CI
+    // one lists a token secret, as clusters before 1.24 made them.
+    for ns in &namespaces {
+        put(
+            sim,
+            ("", "v1", "serviceaccounts"),
+            Some(ns),
+            json!({"kind": "ServiceAccount", "apiVersion": "v1", "metadata": meta("default", Some(ns))}),
+        );
+    }
+    if let Some(ns) = user_ns.first() {
+        put(
+            sim,
+            ("", "v1", "serviceaccounts"),
+            Some(ns),
+            json!({"kind": "ServiceAccount", "apiVersion": "v1", "metadata": meta("ci", Some(ns)),
+            "secrets": [{"name": "ci-token-x7k2p"}], "automountServiceAccountToken": false}),
+        );
+    }
 }
 
 /// A replica set behind each deployment (`deployments`: their uids), a

@@ -1,6 +1,7 @@
-//! The sim's printers of services, endpoints, events and deployments, its
-//! own reading of kube-apiserver's `printService`, `printEndpoints`,
-//! `printEvent` and `printDeployment`.
+//! The sim's printers of services, endpoints, service accounts, events and
+//! deployments, its own reading of kube-apiserver's `printService`,
+//! `printEndpoints`, `printServiceAccount`, `printEvent` and
+//! `printDeployment`.
 
 use serde_json::{Value, json};
 
@@ -288,6 +289,30 @@ pub(super) fn endpoints_printer() -> Printer {
             vec![
                 json!(text(&o["metadata"]["name"])),
                 json!(shown),
+                json!(age(o)),
+            ]
+        },
+    )
+}
+
+pub(super) fn service_account_printer() -> Printer {
+    (
+        vec![
+            name_col(),
+            col(
+                "Secrets",
+                "string",
+                "",
+                0,
+                "Secrets is a list of the secrets in the same namespace that pods running using this ServiceAccount are allowed to use. Pods are only limited to this list if this service account has a \"kubernetes.io/enforce-mountable-secrets\" annotation set to \"true\". The \"kubernetes.io/enforce-mountable-secrets\" annotation is deprecated since v1.32. Prefer separate namespaces to isolate access to mounted secrets. This field should not be used to find auto-generated service account token secrets for use outside of pods. Instead, tokens can be requested directly using the TokenRequest API, or service account token secrets can be manually created. More info: https://kubernetes.io/docs/concepts/configuration/secret",
+            ),
+            age_col(),
+        ],
+        |o| {
+            let secrets = o["secrets"].as_array().map_or(0, |s| s.len());
+            vec![
+                json!(text(&o["metadata"]["name"])),
+                json!(secrets),
                 json!(age(o)),
             ]
         },

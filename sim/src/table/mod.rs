@@ -158,6 +158,7 @@ fn printer(def: &ResourceDef) -> Option<Printer> {
     Some(match def.gvr.resource() {
         "services" => service_printer(),
         "endpoints" => kinds::endpoints_printer(),
+        "serviceaccounts" => kinds::service_account_printer(),
         "persistentvolumes" => storage::persistent_volume_printer(),
         "persistentvolumeclaims" => storage::persistent_volume_claim_printer(),
         "events" => event_printer(),
