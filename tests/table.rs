@@ -228,9 +228,23 @@ fn rows_but_age(t: &Value, age: usize) -> Vec<Vec<Value>> {
         .collect()
 }
 
-/// The workload and cluster kinds kubectl is asked for (by their short
-/// names where they have one), and their resources.
-const WORKLOADS: [(&str, &str, &str); 19] = [
+/// Every kind r8s prints but pods (whose own tests are above), as kubectl
+/// is asked for them (by their short names where they have one), their
+/// resources, and whether they are listed in every namespace.
+const KINDS: [(&str, &str, &str); 28] = [
+    ("nodes", "v1/nodes", CLUSTER),
+    ("namespaces", "v1/namespaces", CLUSTER),
+    ("cm", "v1/configmaps", ALL),
+    ("secrets", "v1/secrets", ALL),
+    ("svc", "v1/services", ALL),
+    ("ep", "v1/endpoints", ALL),
+    ("events", "v1/events", ALL),
+    ("deploy", "apps/v1/deployments", ALL),
+    (
+        "crd",
+        "apiextensions.k8s.io/v1/customresourcedefinitions",
+        CLUSTER,
+    ),
     ("rs", "apps/v1/replicasets", ALL),
     ("sts", "apps/v1/statefulsets", ALL),
     ("ds", "apps/v1/daemonsets", ALL),
@@ -444,38 +458,18 @@ async fn should_print_the_core_and_workload_kinds() {
             .unwrap_or(0.0)
         }
     };
-    let asks: Vec<(Vec<&str>, &str)> = [
-        (&["get", "nodes"][..], "v1/nodes"),
-        (&["get", "nodes", "-o", "wide"], "v1/nodes"),
-        (&["get", "namespaces"], "v1/namespaces"),
-        (&["get", "configmaps", "-A"], "v1/configmaps"),
-        (&["get", "secrets", "-A"], "v1/secrets"),
-        (&["get", "services", "-A", "-o", "wide"], "v1/services"),
-        (&["get", "endpoints", "-A"], "v1/endpoints"),
-        (
-            &["get", "crd"],
-            "apiextensions.k8s.io/v1/customresourcedefinitions",
-        ),
-        (&["get", "deploy", "-A"], "apps/v1/deployments"),
-        (&["get", "events", "-A"], "v1/events"),
-        (&["get", "events", "-A", "-o", "wide"], "v1/events"),
-        (
-            &["get", "deploy", "-A", "-o", "wide"],
-            "apps/v1/deployments",
-        ),
-    ]
-    .into_iter()
-    .map(|(args, resource)| (args.to_vec(), resource))
-    .chain(WORKLOADS.iter().flat_map(|&(kind, resource, all)| {
-        [
-            vec!["get", kind, all],
-            vec!["get", kind, all, "-o", "wide"],
-            vec!["get", kind, all, "--show-labels"],
-            vec!["get", kind, all, "-o", "name"],
-        ]
-        .map(|args| (args, resource))
-    }))
-    .collect();
+    let asks: Vec<(Vec<&str>, &str)> = KINDS
+        .iter()
+        .flat_map(|&(kind, resource, all)| {
+            [
+                vec!["get", kind, all],
+                vec!["get", kind, all, "-o", "wide"],
+                vec!["get", kind, all, "--show-labels"],
+                vec!["get", kind, all, "-o", "name"],
+            ]
+            .map(|args| (args, resource))
+        })
+        .collect();
     // One resource's asks one after another (each must be one hit more),
     // the resources side by side.
     let resources: std::collections::BTreeSet<&str> = asks.iter().map(|a| a.1).collect();
@@ -512,16 +506,16 @@ async fn should_print_the_core_and_workload_kinds() {
         }
     };
     let mut before = Vec::new();
-    for (_, resource, _) in WORKLOADS {
+    for (_, resource, _) in KINDS {
         before.push(watches(resource).await);
     }
     let url = r8s.url();
-    let outs = futures_util::future::join_all(WORKLOADS.map(|(kind, _, all)| {
+    let outs = futures_util::future::join_all(KINDS.map(|(kind, _, all)| {
         let url = url.clone();
         async move { kubectl(&url, &["get", kind, all, "-w"], None, T).await }
     }))
     .await;
-    for (((kind, resource, all), out), before) in WORKLOADS.iter().zip(outs).zip(before) {
+    for (((kind, resource, all), out), before) in KINDS.iter().zip(outs).zip(before) {
         assert!(
             out.status.success(),
             "{kind}: {}",
