@@ -42,6 +42,7 @@ mod sim_crd;
 mod structure;
 mod systemd;
 mod table;
+mod table_kinds;
 mod upstream_down;
 mod watch;
 mod watch_clients;
