@@ -47,32 +47,7 @@ pub static DEPLOYMENT_COLUMNS: &[Column] = &[
 /// A deployment's row: ready of desired, updated, available; wide: its
 /// template's containers and images, its selector.
 pub fn deployment_row(body: &[u8]) -> Option<Row> {
-    #[derive(Deserialize, Default)]
-    #[serde(default)]
-    struct Deployment<'a> {
-        #[serde(borrow)]
-        metadata: Meta<'a>,
-        #[serde(borrow)]
-        spec: Spec<'a>,
-        status: Status,
-    }
-    #[derive(Deserialize, Default)]
-    #[serde(default)]
-    struct Spec<'a> {
-        replicas: i64,
-        #[serde(borrow)]
-        selector: Option<Selector<'a>>,
-        #[serde(borrow)]
-        template: Template<'a>,
-    }
-    #[derive(Deserialize, Default)]
-    #[serde(default, rename_all = "camelCase")]
-    struct Status {
-        updated_replicas: i64,
-        ready_replicas: i64,
-        available_replicas: i64,
-    }
-    let o: Deployment = serde_json::from_slice(body).ok()?;
+    let o: Controller = serde_json::from_slice(body).ok()?;
     let (names, images) = containers(&o.spec.template.spec.containers);
     let ready = format!("{}/{}", o.status.ready_replicas, o.spec.replicas);
     Some(Row {
@@ -114,7 +89,8 @@ pub static REPLICA_SET_COLUMNS: &[Column] = &[
     ),
 ];
 
-/// What a replica set's, stateful set's or daemon set's row reads.
+/// What a deployment's, replica set's, stateful set's or daemon set's row
+/// reads.
 #[derive(Deserialize, Default)]
 #[serde(default)]
 struct Controller<'a> {
@@ -140,6 +116,8 @@ struct ControllerSpec<'a> {
 struct ControllerStatus {
     replicas: i64,
     ready_replicas: i64,
+    updated_replicas: i64,
+    available_replicas: i64,
     desired_number_scheduled: i64,
     current_number_scheduled: i64,
     number_ready: i64,
