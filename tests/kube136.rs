@@ -115,9 +115,9 @@ fn gizmo(i: usize) -> Value {
 }
 
 /// The apiserver, r8s in front of it, and the state written.
-struct Rig {
-    kube: Kube136,
-    r8s: R8s,
+pub(crate) struct Rig {
+    pub(crate) kube: Kube136,
+    pub(crate) r8s: R8s,
     /// The resource version of every write, in order.
     writes: Vec<u64>,
     /// What was found, case by case.
@@ -128,7 +128,7 @@ struct Rig {
 }
 
 /// Sets up the apiserver with both definitions and their objects, then r8s.
-async fn rig(test: &str, widgets: usize) -> Option<Rig> {
+pub(crate) async fn rig(test: &str, widgets: usize) -> Option<Rig> {
     let kube = Kube136::start(test)?;
     let mut writes = Vec::new();
     for d in definitions() {

@@ -82,7 +82,7 @@ const CLUSTER: &str = "--all-namespaces=false";
 /// one. Cells are cut where the header's columns start (kubectl pads every
 /// column to its widest cell), so a header or cell with a space in it
 /// (`ACCESS MODES`, `0 2 * * *`) stays one cell and an empty one stays.
-fn but_age(out: &[u8]) -> Vec<Vec<String>> {
+pub(crate) fn but_age(out: &[u8]) -> Vec<Vec<String>> {
     let text = String::from_utf8_lossy(out);
     let mut lines = text.lines();
     let head = lines.next().unwrap_or_default();
