@@ -19,7 +19,7 @@ async fn kubectl_kit(kubeconfig: &std::path::Path, args: &[&str]) -> std::proces
         .env("HOME", &home)
         .stdin(std::process::Stdio::null())
         .kill_on_drop(true);
-    tokio::time::timeout(Duration::from_secs(60), cmd.output())
+    tokio::time::timeout(HANG, cmd.output())
         .await
         .expect("kubectl finished")
         .expect("kubectl is on the PATH")
