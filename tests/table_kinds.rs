@@ -25,7 +25,7 @@ fn rows_but_age(t: &Value, age: usize) -> Vec<Vec<Value>> {
 /// Every kind r8s prints but pods (whose own tests are above), as kubectl
 /// is asked for them (by their short names where they have one), their
 /// resources, and whether they are listed in every namespace.
-const KINDS: [(&str, &str, &str); 28] = [
+const KINDS: [(&str, &str, &str); 29] = [
     ("nodes", "v1/nodes", CLUSTER),
     ("namespaces", "v1/namespaces", CLUSTER),
     ("cm", "v1/configmaps", ALL),
@@ -70,6 +70,7 @@ const KINDS: [(&str, &str, &str); 28] = [
     ("endpointslices", "discovery.k8s.io/v1/endpointslices", ALL),
     ("hpa", "autoscaling/v2/horizontalpodautoscalers", ALL),
     ("sa", "v1/serviceaccounts", ALL),
+    ("widgets", "example.r8s.dev/v1/widgets", ALL),
 ];
 
 /// kubectl's flag for every namespace.
@@ -158,6 +159,7 @@ async fn should_print_the_core_and_workload_kinds() {
         "endpointslices",
         "horizontalpodautoscalers",
         "serviceaccounts",
+        "example.r8s.dev/v1/widgets",
     ]
     .map(String::from)
     .to_vec();
@@ -196,6 +198,7 @@ async fn should_print_the_core_and_workload_kinds() {
         ("/apis/discovery.k8s.io/v1/endpointslices", 4),
         ("/apis/autoscaling/v2/horizontalpodautoscalers", 6),
         ("/api/v1/serviceaccounts", 2),
+        ("/apis/example.r8s.dev/v1/widgets", 1),
     ];
     for (path, age) in paths {
         let via = table(&format!("{}{path}?resourceVersion=0", r8s.url()), TABLE_V1).await;

@@ -41,8 +41,9 @@ struct Spec {
     kind: String,
     short_names: Vec<String>,
     namespaced: bool,
-    /// Served versions, each with whether it has the status subresource.
-    versions: Vec<(String, bool)>,
+    /// Served versions, each with whether it has the status subresource,
+    /// and its printer columns.
+    versions: Vec<(String, bool, Vec<Value>)>,
     /// Whether its conversion strategy is `Webhook`.
     webhook: bool,
     /// A hash of its `spec` and `status.acceptedNames` (what the
@@ -59,7 +60,14 @@ impl Spec {
             .as_array()?
             .iter()
             .filter(|v| v["served"].as_bool().unwrap_or(false))
-            .map(|v| (s(&v["name"]), v["subresources"].get("status").is_some()))
+            .map(|v| {
+                let columns = v["additionalPrinterColumns"].as_array().cloned();
+                (
+                    s(&v["name"]),
+                    v["subresources"].get("status").is_some(),
+                    columns.unwrap_or_default(),
+                )
+            })
             .collect();
         Some(Spec {
             uid: s(&crd["metadata"]["uid"]),
@@ -84,13 +92,14 @@ impl Spec {
         })
     }
 
-    fn def(&self, version: &str, status: bool, storage: usize) -> ResourceDef {
+    fn def(&self, version: &str, status: bool, columns: &[Value], storage: usize) -> ResourceDef {
         let gvr = Gvr::new(self.group.clone(), version.to_string(), self.plural.clone());
         let mut def =
             ResourceDef::custom(gvr, &self.singular, &self.kind, self.namespaced, storage);
         def.short_names = self.short_names.clone();
         def.webhook = self.webhook;
         def.definition = self.definition;
+        def.columns = columns.to_vec();
         if status {
             def.subresources = vec!["status".into()];
         }
@@ -171,8 +180,8 @@ pub fn sync(sim: &Sim) {
         let storage = *storages
             .entry(spec.uid.clone())
             .or_insert_with(|| sim.store.add_resource(true));
-        for (version, status) in &spec.versions {
-            let def = spec.def(version, *status, storage);
+        for (version, status, columns) in &spec.versions {
+            let def = spec.def(version, *status, columns, storage);
             wanted.push((def.gvr.clone(), storage));
             match sim.resources.find(&def.gvr) {
                 // A built-in (the seeded widgets, whose definition is

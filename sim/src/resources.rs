@@ -35,6 +35,10 @@ pub struct ResourceDef {
     /// hash of its `spec` and accepted names): any change to it recreates
     /// the version's storage, as kube-apiserver's CRD handler does.
     pub definition: u64,
+    /// A custom resource's printer columns for this version
+    /// (`additionalPrinterColumns`, as its definition has them; none: the
+    /// default `Age`).
+    pub columns: Vec<serde_json::Value>,
 }
 
 /// The annotation the sim's stand-in for a conversion webhook adds to each
@@ -57,6 +61,7 @@ impl ResourceDef {
             custom: true,
             webhook: false,
             definition: 0,
+            columns: Vec::new(),
         }
     }
 
@@ -445,6 +450,7 @@ pub fn builtins() -> Vec<ResourceDef> {
                 custom: false,
                 webhook: false,
                 definition: 0,
+                columns: Vec::new(),
             },
         )
         .collect()

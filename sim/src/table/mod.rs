@@ -6,9 +6,9 @@
 //! role bindings, leases, storage classes, network policies, ingresses,
 //! endpoint slices, volumes, claims, disruption budgets and autoscalers
 //! with the
-//! columns the apiserver prints for them, every other kind (roles and
-//! custom resource definitions among them) with the default `Name` and
-//! `Created At`.
+//! columns the apiserver prints for them, custom resources with their
+//! definitions' columns (`custom`), every other kind (roles and custom
+//! resource definitions among them) with the default `Name` and `Created At`.
 
 use std::sync::Arc;
 
@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 
 mod cells;
 mod cluster;
+mod custom;
 mod kinds;
 mod storage;
 mod workloads;
@@ -303,15 +304,18 @@ pub fn table_of(
     items: Vec<Value>,
 ) -> Value {
     let printer = printer(def);
+    // A custom resource: its definition's columns.
+    let custom = (!def.gvr.is_builtin()).then(|| custom::columns(def));
     let rows: Vec<Value> = items
         .into_iter()
         .map(|v| {
             let m = &v["metadata"];
             let name = m.get("name").cloned().unwrap_or(json!(""));
-            let mut row = match &printer {
-                Some((_, cells)) => json!({"cells": cells(&v)}),
+            let mut row = match (&custom, &printer) {
+                (Some((_, paths)), _) => json!({"cells": custom::cells(&v, paths)}),
+                (None, Some((_, cells))) => json!({"cells": cells(&v)}),
                 // The apiserver's default convertor: the zero time without one.
-                None => {
+                (None, None) => {
                     let created = m["creationTimestamp"]
                         .as_str()
                         .unwrap_or("0001-01-01T00:00:00Z");
@@ -331,9 +335,9 @@ pub fn table_of(
     if let Some(c) = cont {
         meta["continue"] = json!(c);
     }
-    let columns = match printer {
-        Some((columns, _)) => columns,
-        None => vec![name_col(), col("Created At", "date", "", 0, CREATED_DOC)],
+    let columns = match (custom, printer) {
+        (Some((columns, _)), _) | (None, Some((columns, _))) => columns,
+        (None, None) => vec![name_col(), col("Created At", "date", "", 0, CREATED_DOC)],
     };
     json!({
         "kind": "Table", "apiVersion": api_version, "metadata": meta,
