@@ -573,6 +573,12 @@ async fn should_answer_gets_and_lists_as_kube_apiserver_1_36_does() {
             "protobuf, then JSON",
         ),
         (TABLE, "Table"),
+        // kube-apiserver transforms to a Table in JSON or YAML only
+        // (`RequestScope.AllowsMediaTypeTransform`): a 406 from both.
+        (
+            "application/vnd.kubernetes.protobuf;as=Table;v=v1;g=meta.k8s.io",
+            "protobuf Table",
+        ),
         ("application/yaml", "YAML"),
         ("text/html", "unacceptable"),
     ] {
