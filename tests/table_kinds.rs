@@ -292,14 +292,18 @@ async fn should_print_the_core_and_workload_kinds() {
     .await;
     // kubectl get -w of each kind through r8s, all at once: the list, then
     // the watch (a hit) until r8s ends it (`watch.min_timeout_seconds`).
+    // Its list and its watch hits, counted.
     let watches = |resource: &'static str| {
         let admin = r8s.admin_url();
         async move {
             let m = get(&format!("{admin}/metrics")).await.text();
-            let series = format!(
-                r#"r8s_cache_requests_total{{resource="{resource}",verb="watch",result="hit"}}"#
-            );
-            metric(&m, &series).unwrap_or(0.0)
+            let hits = |verb: &str| {
+                let series = format!(
+                    r#"r8s_cache_requests_total{{resource="{resource}",verb="{verb}",result="hit"}}"#
+                );
+                metric(&m, &series).unwrap_or(0.0)
+            };
+            (hits("list"), hits("watch"))
         }
     };
     let mut before = Vec::new();
@@ -324,7 +328,12 @@ async fn should_print_the_core_and_workload_kinds() {
             but_age(&listed.stdout),
             "get {kind} -w"
         );
-        assert_eq!(watches(resource).await - before, 1.0, "get {kind} -w");
+        let after = watches(resource).await;
+        assert_eq!(
+            (after.0 - before.0, after.1 - before.1),
+            (1.0, 1.0),
+            "get {kind} -w: its list and its watch, hits"
+        );
     }
     r8s.stop().await;
     sim.stop().await;
