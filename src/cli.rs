@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::config::{CacheOverrides, Overrides, UpstreamOverrides};
+use crate::config::{AuditOverrides, CacheOverrides, LogOverrides, Overrides, UpstreamOverrides};
 
 /// r8s: a watch cache for the Kubernetes API.
 ///
@@ -79,6 +79,23 @@ pub struct ServeArgs {
     /// [config: cache.resources]
     #[arg(long = "cache", value_name = "RESOURCE")]
     pub cache: Vec<String>,
+    /// Audit policy in kube-apiserver's format: audit events are written for the requests r8s
+    /// answers, as the policy says. Needs --audit-log-path or --audit-webhook-config-file.
+    /// [config: audit.policy_file]
+    #[arg(long, value_name = "FILE")]
+    pub audit_policy_file: Option<PathBuf>,
+    /// File audit events are written to, one JSON line each, rotated by size; - for standard
+    /// output. [config: audit.log_path; rotation: audit.log_maxsize, audit.log_maxbackup, ...]
+    #[arg(long, value_name = "PATH")]
+    pub audit_log_path: Option<PathBuf>,
+    /// Kubeconfig naming the webhook audit events are POSTed to, batched.
+    /// [config: audit.webhook_config_file; batching: audit.webhook_batch_*]
+    #[arg(long, value_name = "FILE")]
+    pub audit_webhook_config_file: Option<PathBuf>,
+    /// Log format: text, or json (kube components' field names: ts, caller, msg, v, err).
+    /// [config: log.format; default text]
+    #[arg(long, value_name = "FORMAT")]
+    pub log_format: Option<String>,
 }
 
 impl ServeArgs {
@@ -94,6 +111,14 @@ impl ServeArgs {
             },
             cache: CacheOverrides {
                 resources: (!self.cache.is_empty()).then(|| self.cache.clone()),
+            },
+            audit: AuditOverrides {
+                policy_file: self.audit_policy_file.clone(),
+                log_path: self.audit_log_path.clone(),
+                webhook_config_file: self.audit_webhook_config_file.clone(),
+            },
+            log: LogOverrides {
+                format: self.log_format.clone(),
             },
         }
     }

@@ -45,12 +45,14 @@
 pub mod admin;
 pub mod api;
 pub mod apis;
+pub mod audit;
 pub mod auth;
 pub mod body;
 pub mod cache;
 pub mod cli;
 pub mod codec;
 pub mod config;
+pub mod logging;
 pub mod metrics;
 pub mod notify;
 pub mod persist;
@@ -87,6 +89,8 @@ pub struct Listeners {
 pub struct Prepared {
     config: Config,
     upstream: Arc<Upstream>,
+    /// Where reviews go (`auth.review_kubeconfig`, else the upstream).
+    reviewer: Arc<Upstream>,
     /// The caches served, and the one handle that changes them.
     caches: (Arc<cache::registry::Registry>, cache::registry::Registrar),
     /// Each cache's store writers, for its reflectors.
@@ -101,6 +105,8 @@ pub struct Prepared {
     local: auth::local::LocalGuard,
     /// `persist.dir`, opened (None: nothing is saved).
     persist: Option<Arc<persist::Persist>>,
+    /// The auditor and its backends' writers (None: no auditing).
+    audit: Option<(Arc<audit::Auditor>, audit::Writers)>,
 }
 
 /// Why r8s could not be set up.
@@ -121,13 +127,18 @@ pub enum PrepareError {
     /// `persist.dir`.
     #[error(transparent)]
     Persist(#[from] persist::PersistError),
+    /// `audit.*`: the policy, the log file, the webhook's kubeconfig.
+    #[error(transparent)]
+    Audit(#[from] audit::AuditError),
 }
 
 /// The checks of a configuration that need more than `config` knows:
 /// `cache.indexes` against the resources' selectable fields. Pass it to
 /// [`config::load_checked`].
 pub fn check_config(config: &Config) -> Vec<(String, String)> {
-    cache::index::check(&config.cache.indexes)
+    let mut problems = cache::index::check(&config.cache.indexes);
+    problems.extend(audit::check(&config.audit));
+    problems
 }
 
 /// Checks the configuration: its values (again, for a configuration built by
@@ -146,6 +157,17 @@ pub async fn prepare(config: Config) -> Result<Prepared, PrepareError> {
         auth::local::LocalGuard::new(&config.server).map_err(|e| config::ConfigError(vec![e]))?;
     let tls = tls::Tls::load(&config.tls)?;
     let upstream = Arc::new(Upstream::new(&config.upstream).await?);
+    let reviewer = match &config.auth.review_kubeconfig {
+        Some(kubeconfig) => Arc::new(
+            Upstream::new(&config::UpstreamConfig {
+                kubeconfig: Some(kubeconfig.clone()),
+                ..Default::default()
+            })
+            .await?,
+        ),
+        None => upstream.clone(),
+    };
+    let audit = audit::Auditor::start(&config.audit).await?;
     let persist =
         persist::Persist::open(&config.persist, upstream.identity().to_string())?.map(Arc::new);
     let (entries, exclude) = (&config.cache.resources, &config.cache.exclude);
@@ -200,6 +222,7 @@ pub async fn prepare(config: Config) -> Result<Prepared, PrepareError> {
     Ok(Prepared {
         config,
         upstream,
+        reviewer,
         caches: cache::registry::Registry::new(caches),
         writers,
         budget,
@@ -208,6 +231,7 @@ pub async fn prepare(config: Config) -> Result<Prepared, PrepareError> {
         tls,
         local,
         persist,
+        audit,
     })
 }
 
@@ -222,6 +246,7 @@ impl Prepared {
         let Prepared {
             config,
             upstream,
+            reviewer,
             caches: (caches, registrar),
             writers,
             budget,
@@ -230,7 +255,9 @@ impl Prepared {
             tls,
             local,
             persist,
+            audit,
         } = self;
+        let (auditor, audit_writers) = audit.unzip();
         upstream.report_in_use();
         tracing::info!(
             api = %listeners.api.local_addr().map(|a| a.to_string()).unwrap_or_default(),
@@ -273,8 +300,20 @@ impl Prepared {
         );
         tokio::spawn(follower.run());
         let admin = serve_admin(listeners.admin, &config, health, metrics, &shutdown);
-        let api = build_api(&config, upstream, caches, local, proofs, &shutdown);
+        let api = build_api(
+            &config,
+            (upstream, reviewer),
+            caches,
+            local,
+            proofs,
+            auditor,
+            &shutdown,
+        );
         serve_api(listeners.api, &config, tls, api, shutdown).await;
+        if let Some(w) = audit_writers {
+            // Every request is done: the events they made are queued.
+            w.finish(AUDIT_FLUSH).await;
+        }
         // systemd hears STOPPING=1 before the process is gone (a drain with
         // nothing to drain ends at once).
         let _ = notifying.await;
@@ -431,6 +470,9 @@ fn timeouts(config: &Config, grace: Duration, goaway_chance: f64) -> server::Tim
     }
 }
 
+/// How long, at shutdown, the audit backends may take to write out their queues.
+const AUDIT_FLUSH: Duration = Duration::from_secs(10);
+
 /// Serves `/metrics` and health on the admin listener until shutdown.
 fn serve_admin(
     listener: TcpListener,
@@ -454,14 +496,16 @@ fn serve_admin(
 /// The API as the configuration says: auth, proofs, read and watch policies.
 fn build_api(
     config: &Config,
-    upstream: Arc<Upstream>,
+    (upstream, reviewer): (Arc<Upstream>, Arc<Upstream>),
     caches: Arc<cache::registry::Registry>,
     local: auth::local::LocalGuard,
     proofs: Arc<upstream::proof::Proofs>,
+    audit: Option<Arc<audit::Auditor>>,
     shutdown: &Signal,
 ) -> Arc<serve::Api> {
     Arc::new(serve::Api {
-        auth: auth::Auth::new(config.auth_mode(), &config.auth, local, upstream.clone()),
+        audit,
+        auth: auth::Auth::new(config.auth_mode(), &config.auth, local, reviewer),
         upstream,
         proofs,
         caches,

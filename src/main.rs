@@ -19,15 +19,8 @@ use r8s::{Listeners, config, shutdown};
 /// Exit code for bad usage or configuration (as clap uses for bad flags).
 const EXIT_CONFIG: u8 = 2;
 
-fn init_logging(level: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .or_else(|_| tracing_subscriber::EnvFilter::try_new(level))
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+fn init_logging(level: &str, format: config::LogFormat) {
+    r8s::logging::init(level, format);
 }
 
 fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {
@@ -118,7 +111,7 @@ fn main() -> ExitCode {
             Command::Sim(args) => run_sim(args).await,
             #[cfg(feature = "sim")]
             Command::Demo(args) => {
-                init_logging("info");
+                init_logging("info", config::LogFormat::Text);
                 match sim::demo::run(args).await {
                     Ok(()) => ExitCode::SUCCESS,
                     Err(e) => fail(EXIT_CONFIG, e),
@@ -137,7 +130,7 @@ async fn serve(args: ServeArgs) -> ExitCode {
         Ok(c) => c,
         Err(e) => return fail(EXIT_CONFIG, e),
     };
-    init_logging(&config.log.level);
+    init_logging(&config.log.level, config.log.format);
     let (listen, admin_listen) = (config.listen, config.admin_listen);
     let prepared = match r8s::prepare(config).await {
         Ok(p) => p,
@@ -172,7 +165,7 @@ async fn serve(args: ServeArgs) -> ExitCode {
 
 #[cfg(feature = "sim")]
 async fn run_sim(args: SimArgs) -> ExitCode {
-    init_logging("info");
+    init_logging("info", config::LogFormat::Text);
     let listener = match tokio::net::TcpListener::bind(args.listen).await {
         Ok(l) => l,
         Err(e) => {

@@ -64,7 +64,7 @@ const ALLOWED: &[(&[&str], &[&str], &str)] = &[
 
 /// A namespaced CRD with two versions (v1 stored), printer columns and a
 /// selectable field; and a cluster-scoped one with a selectable field.
-fn definitions() -> [Value; 2] {
+pub(crate) fn definitions() -> [Value; 2] {
     let schema = json!({"openAPIV3Schema": {"type": "object", "properties": {
         "spec": {"type": "object", "properties": {
             "size": {"type": "integer"}, "color": {"type": "string"}, "notes": {"type": "string"}}}}}});

@@ -26,6 +26,7 @@ mod faults;
 mod fuzz;
 mod gzip;
 mod kube136;
+mod kube136_audit;
 mod kube136_kubectl;
 mod kubectl;
 mod metrics;

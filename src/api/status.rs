@@ -39,6 +39,11 @@ pub struct Target<'a> {
     pub name: Option<&'a str>,
 }
 
+/// The `Status` a response of r8s's own carries, kept on it (a response
+/// extension) for the audit event that records its fields.
+#[derive(Debug, Clone)]
+pub struct Sent(pub std::sync::Arc<Status>);
+
 /// A failure answered as a Kubernetes `Status` object.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Status {
@@ -317,6 +322,17 @@ impl Status {
         self
     }
 
+    /// `.details` as written: the details, with `retryAfterSeconds`.
+    pub fn details_value(&self) -> Option<Map<String, Value>> {
+        let mut details = self.details.as_deref().cloned();
+        if let Some(secs) = self.retry_after {
+            details
+                .get_or_insert_with(Map::new)
+                .insert("retryAfterSeconds".into(), json!(secs));
+        }
+        details
+    }
+
     /// The `Status` object as JSON, fields in the apiserver's order.
     pub fn to_value(&self) -> Value {
         let mut m = Map::new();
@@ -332,13 +348,7 @@ impl Status {
         if !self.reason.is_empty() {
             m.insert("reason".into(), json!(self.reason));
         }
-        let mut details = self.details.as_deref().cloned();
-        if let Some(secs) = self.retry_after {
-            details
-                .get_or_insert_with(Map::new)
-                .insert("retryAfterSeconds".into(), json!(secs));
-        }
-        if let Some(d) = details {
+        if let Some(d) = self.details_value() {
             m.insert("details".into(), Value::Object(d));
         }
         m.insert("code".into(), json!(self.code));
@@ -428,6 +438,8 @@ impl Status {
                 HeaderValue::from_static("nosniff"),
             );
         }
+        resp.extensions_mut()
+            .insert(Sent(std::sync::Arc::new(self)));
         resp
     }
 }

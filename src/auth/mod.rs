@@ -35,6 +35,10 @@ use crate::upstream::{Creds, Upstream};
 use cache::{Lookup, ReviewCache, ReviewError, StaleIfError, Ttls};
 use review::{Attributes, Decision, TokenAnswer};
 
+/// The authorization reason of a request from a `Trusted` caller
+/// (`auth.mode = "none"`: the loopback guard let it act as r8s).
+const TRUSTED: &str = "r8s: auth.mode is none";
+
 /// Who a request comes from, once authenticated.
 #[derive(Debug, Clone)]
 pub enum Caller {
@@ -51,7 +55,12 @@ pub enum Caller {
     },
     /// A verified client certificate (after any impersonation it was allowed):
     /// passed through as r8s impersonating `user`.
-    Certificate(Arc<UserInfo>),
+    Certificate {
+        /// Who it acts as.
+        user: Arc<UserInfo>,
+        /// The certificate's own user, where it impersonates `user`.
+        by: Option<Arc<UserInfo>>,
+    },
 }
 
 impl Caller {
@@ -66,6 +75,25 @@ impl Caller {
         )
     }
 
+    /// The user it acts as (`None`: `Trusted`).
+    pub fn user(&self) -> Option<&Arc<UserInfo>> {
+        match self {
+            Caller::Trusted => None,
+            Caller::Client { user, .. } | Caller::Certificate { user, .. } => Some(user),
+        }
+    }
+
+    /// Who an audit event names: the user who sent the request, and the one
+    /// it acts as where that differs (`user`, `impersonatedUser`).
+    pub fn audit_users(&self) -> (Option<Arc<UserInfo>>, Option<Arc<UserInfo>>) {
+        match self {
+            Caller::Trusted => (None, None),
+            Caller::Client { user, .. } => (Some(user.clone()), None),
+            Caller::Certificate { user, by: None } => (Some(user.clone()), None),
+            Caller::Certificate { user, by: Some(by) } => (Some(by.clone()), Some(user.clone())),
+        }
+    }
+
     /// Rewrites a pass-through request's headers for this caller's identity;
     /// says whose credentials it goes with.
     pub fn forward_as(&self, headers: &mut HeaderMap) -> Creds {
@@ -73,7 +101,7 @@ impl Caller {
             Caller::Trusted if headers.contains_key(header::AUTHORIZATION) => Creds::Client,
             Caller::Trusted => Creds::Own,
             Caller::Client { .. } => Creds::Client,
-            Caller::Certificate(user) => {
+            Caller::Certificate { user, .. } => {
                 impersonate(headers, user);
                 Creds::Own
             }
@@ -88,6 +116,13 @@ pub enum Refusal {
     Unauthorized,
     /// 403 (or 400 for malformed impersonation) in the apiserver's words.
     Status(Status),
+    /// 403: the authorizer said no, for this reason (often empty).
+    Forbidden {
+        /// The apiserver's 403 for it.
+        status: Status,
+        /// The authorizer's reason.
+        reason: Arc<str>,
+    },
     /// 503: the upstream could not review (not cached; the client retries).
     Unavailable(ReviewError),
 }
@@ -98,7 +133,7 @@ impl Refusal {
     pub fn into_response(self, errors: ErrorEncoding) -> Response<Body> {
         let s = match self {
             Refusal::Unauthorized => Status::unauthorized(),
-            Refusal::Status(s) => s,
+            Refusal::Status(s) | Refusal::Forbidden { status: s, .. } => s,
             Refusal::Unavailable(e) => {
                 let mut s = Status::unavailable(format!(
                     "r8s could not check this request with the upstream: {e}"
@@ -253,12 +288,12 @@ impl Auth {
                     negative: secs(cfg.decision_denied_ttl_seconds),
                 },
                 |d, t| match d {
-                    Decision::Allowed => t.positive,
+                    Decision::Allowed(_) => t.positive,
                     Decision::Denied(_) => t.negative,
                 },
                 StaleIfError {
                     window: secs(cfg.stale_if_error_seconds),
-                    reusable: |d| matches!(d, Decision::Allowed),
+                    reusable: |d| matches!(d, Decision::Allowed(_)),
                 },
             ),
             outage_logged: [AtomicBool::new(false), AtomicBool::new(false)],
@@ -313,8 +348,9 @@ impl Auth {
         // kube-apiserver tries the x509 authenticator before bearer tokens.
         if let Some(user) = certificate {
             self.counters.authn(Authn::Certificate, Cached::No);
-            let user = self.impersonation(user, headers).await?;
-            return Ok(Caller::Certificate(user));
+            let acting = self.impersonation(user, headers).await?;
+            let by = (!Arc::ptr_eq(&acting, user)).then(|| user.clone());
+            return Ok(Caller::Certificate { user: acting, by });
         }
         let impersonating = sends_impersonation(headers);
         let token = headers
@@ -375,11 +411,12 @@ impl Auth {
     /// May `caller` do what `req` asks (a cache read, with its selectors for
     /// a list or watch)? Asked with the namespace and name RequestInfo gives
     /// it (a `metadata.name` field selector names the object; a namespace
-    /// object is in itself). `Trusted` always may.
-    pub async fn authorize(&self, caller: &Caller, req: &ApiRequest) -> Result<(), Refusal> {
+    /// object is in itself). `Trusted` always may. Allowed: the authorizer's
+    /// reason (for the audit log).
+    pub async fn authorize(&self, caller: &Caller, req: &ApiRequest) -> Result<Arc<str>, Refusal> {
         let user = match caller {
-            Caller::Trusted => return Ok(()),
-            Caller::Client { user, .. } | Caller::Certificate(user) => user,
+            Caller::Trusted => return Ok(Arc::from(TRUSTED)),
+            Caller::Client { user, .. } | Caller::Certificate { user, .. } => user,
         };
         let (mut field_selector, mut label_selector) = (String::new(), String::new());
         if matches!(req.verb, Verb::List | Verb::Watch)
@@ -403,7 +440,7 @@ impl Auth {
         self.decide(user, attrs).await
     }
 
-    async fn decide(&self, user: &Arc<UserInfo>, attrs: Attributes) -> Result<(), Refusal> {
+    async fn decide(&self, user: &Arc<UserInfo>, attrs: Attributes) -> Result<Arc<str>, Refusal> {
         let key = (user.clone(), attrs);
         let (decision, how) = self
             .decisions
@@ -420,9 +457,9 @@ impl Auth {
             self.noted(how, true);
         }
         match decision {
-            Ok(Decision::Allowed) => {
+            Ok(Decision::Allowed(reason)) => {
                 self.counters.authz(Authz::Allowed, how.label());
-                Ok(())
+                Ok(reason)
             }
             Ok(Decision::Denied(reason)) => {
                 self.counters.authz(Authz::Denied, how.label());
@@ -434,9 +471,10 @@ impl Auth {
                     namespace: Some(a.namespace.as_str()),
                     name: Some(a.name.as_str()),
                 };
-                Err(Refusal::Status(Status::forbidden(
-                    &user.name, a.verb, &target, &reason,
-                )))
+                Err(Refusal::Forbidden {
+                    status: Status::forbidden(&user.name, a.verb, &target, &reason),
+                    reason,
+                })
             }
             Err(e) => {
                 self.counters.authz(Authz::Error, how.label());
@@ -549,7 +587,11 @@ mod tests {
             extra,
         };
         assert_eq!(
-            Caller::Certificate(Arc::new(user)).forward_as(&mut h),
+            Caller::Certificate {
+                user: Arc::new(user),
+                by: None
+            }
+            .forward_as(&mut h),
             Creds::Own
         );
         assert_eq!(values(&h, "impersonate-user"), vec!["carol"]);

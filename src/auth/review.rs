@@ -27,8 +27,8 @@ pub enum TokenAnswer {
 /// What a SubjectAccessReview decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
-    /// Allowed.
-    Allowed,
+    /// Allowed, with the authorizer's reason (often empty).
+    Allowed(Arc<str>),
     /// Not allowed, with the authorizer's reason (often empty).
     Denied(Arc<str>),
 }
@@ -220,7 +220,7 @@ pub async fn access(
     // As kube-apiserver's webhook authorizer: not allowed (denied, or no
     // opinion, with or without an evaluation error) is a 403.
     if s.allowed {
-        Ok(Decision::Allowed)
+        Ok(Decision::Allowed(s.reason.into()))
     } else {
         Ok(Decision::Denied(s.reason.into()))
     }

@@ -26,6 +26,46 @@ pub struct Overrides {
     /// `--cache`.
     #[serde(skip_serializing_if = "CacheOverrides::is_empty")]
     pub cache: CacheOverrides,
+    /// `--audit-policy-file`, `--audit-log-path`, `--audit-webhook-config-file`.
+    #[serde(skip_serializing_if = "AuditOverrides::is_empty")]
+    pub audit: AuditOverrides,
+    /// `--log-format`.
+    #[serde(skip_serializing_if = "LogOverrides::is_empty")]
+    pub log: LogOverrides,
+}
+
+/// Audit flags, named as kube-apiserver's.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct AuditOverrides {
+    /// `--audit-policy-file`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy_file: Option<PathBuf>,
+    /// `--audit-log-path`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log_path: Option<PathBuf>,
+    /// `--audit-webhook-config-file`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub webhook_config_file: Option<PathBuf>,
+}
+
+impl AuditOverrides {
+    fn is_empty(&self) -> bool {
+        self.policy_file.is_none() && self.log_path.is_none() && self.webhook_config_file.is_none()
+    }
+}
+
+/// Logging flags.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct LogOverrides {
+    /// `--log-format`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub format: Option<String>,
+}
+
+impl LogOverrides {
+    fn is_empty(&self) -> bool {
+        self.format.is_none()
+    }
 }
 
 /// Upstream flags.

@@ -11,7 +11,8 @@ pub mod settings;
 pub mod validate;
 
 pub use load::{
-    CacheOverrides, Check, ConfigError, Overrides, UpstreamOverrides, load, load_checked,
+    AuditOverrides, CacheOverrides, Check, ConfigError, LogOverrides, Overrides, UpstreamOverrides,
+    load, load_checked,
 };
 pub use settings::*;
 pub use validate::validate_resource;

@@ -33,6 +33,8 @@ pub struct Config {
     pub auth: AuthConfig,
     /// Logging.
     pub log: LogConfig,
+    /// Audit events for the requests r8s answers (kube-apiserver's format).
+    pub audit: AuditConfig,
     /// Snapshots of the caches on local disk, for a warm restart.
     pub persist: PersistConfig,
 }
@@ -298,6 +300,10 @@ pub struct AuthConfig {
     /// applies): a black-holed upstream must not hang cached reads. 10 s, as
     /// kube-apiserver's delegated authentication and authorization wait.
     pub review_timeout_seconds: f64,
+    /// A kubeconfig for the server TokenReviews and SubjectAccessReviews go
+    /// to (as kube-apiserver's `--authentication-kubeconfig` and
+    /// `--authorization-kubeconfig`); unset: the upstream.
+    pub review_kubeconfig: Option<PathBuf>,
 }
 
 impl Default for AuthConfig {
@@ -312,6 +318,7 @@ impl Default for AuthConfig {
             cache_size: 10_000,
             stale_if_error_seconds: 300,
             review_timeout_seconds: 10.0,
+            review_kubeconfig: None,
         }
     }
 }
@@ -455,6 +462,84 @@ impl Default for ReadConfig {
 pub struct LogConfig {
     /// A tracing filter: `info`, `r8s=debug`, ... (`RUST_LOG` overrides it).
     pub level: String,
+    /// `text`, or `json`: one object per line, its fields named as kube
+    /// components' JSON logs name them (`ts`, `caller`, `msg`, `v`, `err`).
+    pub format: LogFormat,
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// For people: time, level, target, message, fields.
+    Text,
+    /// For log pipelines: kube's JSON format.
+    Json,
+}
+
+/// Audit events for the requests r8s answers, in kube-apiserver's format
+/// and under its policy; the keys named as its `--audit-*` flags.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuditConfig {
+    /// The audit policy (kube-apiserver's `--audit-policy-file` format);
+    /// unset: no auditing.
+    pub policy_file: Option<PathBuf>,
+    /// The file events are written to, one JSON line each; `-`: standard output.
+    pub log_path: Option<PathBuf>,
+    /// Megabytes before the log file is rotated (0: never).
+    pub log_maxsize: u64,
+    /// Rotated files kept (0: all).
+    pub log_maxbackup: usize,
+    /// Days a rotated file is kept (0: forever).
+    pub log_maxage: u64,
+    /// Gzip rotated files.
+    pub log_compress: bool,
+    /// Events queued for the log file at most; past it they are dropped and counted.
+    pub log_buffer_size: usize,
+    /// A kubeconfig naming the webhook events are POSTed to (kube-apiserver's
+    /// `--audit-webhook-config-file` format); unset: no webhook.
+    pub webhook_config_file: Option<PathBuf>,
+    /// Events queued for the webhook at most; past it they are dropped and counted.
+    pub webhook_batch_buffer_size: usize,
+    /// Events per webhook batch at most.
+    pub webhook_batch_max_size: usize,
+    /// Seconds a batch waits to fill before it is sent.
+    pub webhook_batch_max_wait_seconds: f64,
+    /// Limit the batches sent per second.
+    pub webhook_batch_throttle_enable: bool,
+    /// Batches per second on average, when throttled.
+    pub webhook_batch_throttle_qps: f64,
+    /// Batches sent at once when the rate has not been used.
+    pub webhook_batch_throttle_burst: u32,
+    /// Seconds before a failed batch's first retry (then ×1.5, 5 tries in all).
+    pub webhook_initial_backoff_seconds: f64,
+    /// Also audit requests passed to the upstream (which audits them itself,
+    /// as the caller), annotated `r8s.io/cache: pass`.
+    pub passthrough: bool,
+}
+
+impl Default for AuditConfig {
+    fn default() -> Self {
+        AuditConfig {
+            policy_file: None,
+            log_path: None,
+            log_maxsize: 100,
+            log_maxbackup: 100,
+            log_maxage: 366,
+            log_compress: false,
+            log_buffer_size: 10_000,
+            webhook_config_file: None,
+            webhook_batch_buffer_size: 10_000,
+            webhook_batch_max_size: 400,
+            webhook_batch_max_wait_seconds: 30.0,
+            webhook_batch_throttle_enable: true,
+            webhook_batch_throttle_qps: 10.0,
+            webhook_batch_throttle_burst: 15,
+            webhook_initial_backoff_seconds: 10.0,
+            passthrough: false,
+        }
+    }
 }
 
 impl Default for Config {
@@ -471,6 +556,7 @@ impl Default for Config {
             tls: TlsConfig::default(),
             auth: AuthConfig::default(),
             log: LogConfig::default(),
+            audit: AuditConfig::default(),
             persist: PersistConfig::default(),
         }
     }
@@ -499,6 +585,7 @@ impl Default for LogConfig {
     fn default() -> Self {
         LogConfig {
             level: "info".into(),
+            format: LogFormat::Text,
         }
     }
 }

@@ -186,6 +186,21 @@ impl Config {
                 dir.display().to_string()
             )));
         }
+        let au = &self.audit;
+        let backends = au.log_path.is_some() || au.webhook_config_file.is_some();
+        if au.policy_file.is_some() && !backends {
+            errs.push(("audit.policy_file", "config: \"audit.policy_file\" is set but no backend is: set \"audit.log_path\" (a file, or - for standard output) or \"audit.webhook_config_file\" for the events to go somewhere".to_string()));
+        }
+        if au.policy_file.is_none() && backends {
+            let key = if au.log_path.is_some() {
+                "audit.log_path"
+            } else {
+                "audit.webhook_config_file"
+            };
+            errs.push((key, format!(
+                "config: \"{key}\" is set but \"audit.policy_file\" is not: no event would be recorded; set it to a policy (kube-apiserver's format; `rules: [{{level: Metadata}}]` records every request's metadata)"
+            )));
+        }
         if let Err(e) = tracing_subscriber::EnvFilter::try_new(&self.log.level) {
             errs.push((
                 "log.level",
@@ -201,7 +216,7 @@ impl Config {
     /// Every number that becomes a duration, a size or a count, with the
     /// values it may take: anything else is rejected here, before a port is
     /// bound, instead of panicking or misbehaving later.
-    fn numbers(&self) -> [(&'static str, f64, Range); 36] {
+    fn numbers(&self) -> [(&'static str, f64, Range); 46] {
         let secs = |v: u64| v as f64;
         let (c, w, a) = (&self.cache, &self.watch, &self.auth);
         let ttl = range(0.0, DAY, "seconds");
@@ -385,6 +400,56 @@ impl Config {
                 "shutdown.watch_drain_seconds",
                 self.shutdown.watch_drain_seconds,
                 range(0.0, 3600.0, "seconds"),
+            ),
+            (
+                "audit.log_maxsize",
+                self.audit.log_maxsize as f64,
+                range(0.0, 1_000_000.0, "megabytes (0: never rotated)"),
+            ),
+            (
+                "audit.log_maxbackup",
+                self.audit.log_maxbackup as f64,
+                range(0.0, 1_000_000.0, "files (0: all kept)"),
+            ),
+            (
+                "audit.log_maxage",
+                self.audit.log_maxage as f64,
+                range(0.0, 36_500.0, "days (0: kept forever)"),
+            ),
+            (
+                "audit.log_buffer_size",
+                self.audit.log_buffer_size as f64,
+                range(1.0, 10_000_000.0, "events"),
+            ),
+            (
+                "audit.webhook_batch_buffer_size",
+                self.audit.webhook_batch_buffer_size as f64,
+                range(1.0, 10_000_000.0, "events"),
+            ),
+            (
+                "audit.webhook_batch_max_size",
+                self.audit.webhook_batch_max_size as f64,
+                range(1.0, 1_000_000.0, "events"),
+            ),
+            (
+                "audit.webhook_batch_max_wait_seconds",
+                self.audit.webhook_batch_max_wait_seconds,
+                range(0.001, 3600.0, "seconds"),
+            ),
+            (
+                "audit.webhook_batch_throttle_qps",
+                self.audit.webhook_batch_throttle_qps,
+                range(0.001, 1_000_000.0, "batches per second"),
+            ),
+            (
+                "audit.webhook_batch_throttle_burst",
+                f64::from(self.audit.webhook_batch_throttle_burst),
+                range(1.0, 1_000_000.0, "batches"),
+            ),
+            (
+                "audit.webhook_initial_backoff_seconds",
+                self.audit.webhook_initial_backoff_seconds,
+                range(0.001, 3600.0, "seconds"),
             ),
         ]
     }

@@ -114,6 +114,44 @@ label_values! {
 }
 
 label_values! {
+    /// An audit backend (`backend`).
+    pub enum AuditBackend {
+        /// The log file, or standard output (`audit.log_path`).
+        Log = "log",
+        /// The webhook (`audit.webhook_config_file`).
+        Webhook = "webhook",
+    }
+}
+
+label_values! {
+    /// Why an audit event was not written (`reason`).
+    pub enum AuditDrop {
+        /// The backend's queue was full.
+        QueueFull = "queue_full",
+        /// The log could not be written (a full disk, a permission).
+        WriteError = "write_error",
+        /// The webhook refused the batch, or did not answer, through every retry.
+        SendFailed = "send_failed",
+        /// The backend had stopped (shutdown).
+        Closed = "closed",
+    }
+}
+
+label_values! {
+    /// The level the audit policy gave a request (`level`).
+    pub enum AuditLevel {
+        /// No event.
+        None = "None",
+        /// Metadata only.
+        Metadata = "Metadata",
+        /// And the request's body.
+        Request = "Request",
+        /// And the response's body.
+        RequestResponse = "RequestResponse",
+    }
+}
+
+label_values! {
     /// How writing a snapshot went (`result` on `r8s_persist_writes_total`).
     pub enum PersistWrite {
         /// Written.

@@ -6,12 +6,14 @@
 //! with the request ([`serving::Family`]), or process-wide ([`recorder`]).
 //! Call sites pass enums and plain numbers, never label strings of their own.
 
+pub mod audit;
 pub mod labels;
 pub mod names;
 pub mod recorder;
 pub mod serving;
 pub mod store;
 
+pub use audit::AuditCounters;
 pub use labels::*;
 pub use names::*;
 pub use recorder::{

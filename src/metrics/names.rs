@@ -52,6 +52,13 @@ metrics! {
         "1 for the upstream server requests go to first (the last that answered), 0 for the others.";
     UPSTREAM_FAILOVERS_TOTAL: Counter "r8s_upstream_failovers_total" =
         "Times requests moved off an upstream server that went silent or failed a reflector's requests.";
+    // Auditing.
+    AUDIT_EVENTS_TOTAL: Counter "r8s_audit_events_total" =
+        "Audit events written, by backend: log, webhook.";
+    AUDIT_EVENTS_DROPPED_TOTAL: Counter "r8s_audit_events_dropped_total" =
+        "Audit events not written, by backend and reason: queue_full, write_error (a full disk, a permission), send_failed (the webhook, through every retry), closed.";
+    AUDIT_LEVEL_TOTAL: Counter "r8s_audit_level_total" =
+        "Requests audited, by the level the policy gave them (as apiserver_audit_level_total).";
     // Caches.
     CACHE_OBJECTS: Gauge "r8s_cache_objects" =
         "Objects in a cache, by resource and encoding.";

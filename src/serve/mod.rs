@@ -8,7 +8,8 @@
 //!              yes ─▶ watch::plan / read::answer ─ PassReason ─▶ passthrough::forward
 //!                        └─ hit ─▶ Auth::authorize ─ denied ───▶ refused (403/503)
 //!                                     └─ allowed ─────────────▶ the cache's answer
-//!         ─▶ finish: `X-R8s-Cache` and every metric, in one place
+//!         ─▶ the audit record (`audit::Pending`), where auditing is on
+//!         ─▶ finish: `X-R8s-Cache`, `Audit-Id` and every metric, in one place
 //! ```
 //!
 //! - [`read`]: get and list from the cache; [`watch`]: watches from the
@@ -24,14 +25,16 @@ pub mod watch;
 
 use std::borrow::Cow;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
-use http::{Request, Response, Uri};
+use http::{HeaderValue, Request, Response, Uri};
 use hyper::body::Incoming;
 
 use crate::api::media::ErrorEncoding;
 use crate::api::request::{ApiRequest, Verb};
-use crate::auth::{Auth, Caller};
+use crate::audit;
+use crate::audit::Auditor;
+use crate::auth::{Auth, Caller, Refusal};
 use crate::body::Body;
 use crate::cache::ResourceCache;
 use crate::cache::registry::Registry;
@@ -58,22 +61,37 @@ pub struct Api {
     pub shutdown: Signal,
     /// Proves caches fresh for consistent reads.
     pub proofs: Arc<Proofs>,
+    /// Writes audit events, where `audit.policy_file` is set.
+    pub audit: Option<Arc<Auditor>>,
 }
 
 impl Api {
     /// Answers one API request from `peer`.
     pub async fn handle(
         self: Arc<Self>,
-        req: Request<Incoming>,
+        mut req: Request<Incoming>,
         peer: Arc<Peer>,
     ) -> Response<Body> {
         let start = Instant::now();
+        let received = SystemTime::now();
+        let id = audit::id_of(req.headers());
         let ar = ApiRequest::parse(req.method(), req.uri(), req.headers());
         // r8s's own errors come in the negotiated encoding.
         let errors = ar.as_ref().map_or(ErrorEncoding::Json, |ar| ar.errors);
         let (verb, resource) = match &ar {
             Some(ar) => (ar.verb, ar.resource_label()),
             None => (Verb::Other, Cow::Owned(non_resource_label(req.uri()))),
+        };
+        let facts = |user, impersonated| audit::Facts {
+            id: &id,
+            method: req.method(),
+            uri: req.uri(),
+            headers: req.headers(),
+            peer: peer.addr.ip(),
+            received,
+            user,
+            impersonated,
+            request: ar.as_ref(),
         };
         let caller = match self
             .auth
@@ -83,9 +101,18 @@ impl Api {
             Ok(caller) => caller,
             Err(refusal) => {
                 let resp = refusal.into_response(errors);
-                return finish(resp, verb, &resource, Source::Auth, None, start);
+                if let Some(a) = &self.audit {
+                    a.unauthenticated(facts(None, None), &resp);
+                }
+                return finish(resp, verb, &resource, Source::Auth, None, start, id);
             }
         };
+        let pending = self.audit.as_ref().and_then(|a| {
+            let (user, impersonated) = caller.audit_users();
+            a.begin(facts(user, impersonated))
+        });
+        // A request passed on carries its audit ID: the upstream's event has it too.
+        req.headers_mut().insert(audit::AUDIT_ID, id.clone());
         let cached = ar
             .as_ref()
             .filter(|_| caller.cacheable())
@@ -96,10 +123,14 @@ impl Api {
         let cached = cached.as_ref().map(|(ar, c)| (*ar, c));
         let Some((ar, cache)) = cached else {
             let streaming = ar.as_ref().is_some_and(|ar| ar.streaming);
-            let resp = self.forward(req, streaming, &caller).await;
-            return finish(resp, verb, &resource, Source::Upstream, None, start);
+            let mut resp = self.forward(req, streaming, &caller).await;
+            if let Some(p) = pending {
+                p.finish(&mut resp, audit::Outcome::Pass(""), None);
+            }
+            return finish(resp, verb, &resource, Source::Upstream, None, start, id);
         };
-        let (resp, result) = match self.answer_from_cache(cache, ar, &caller).await {
+        let (answer, authz) = self.answer_from_cache(cache, ar, &caller).await;
+        let (mut resp, result) = match answer {
             Answer::Hit(resp) => (resp, CacheResult::Hit),
             Answer::Refused(refusal) => (refusal.into_response(errors), CacheResult::Refused),
             Answer::Pass(reason) => (
@@ -107,6 +138,14 @@ impl Api {
                 CacheResult::Pass(reason),
             ),
         };
+        if let Some(p) = pending {
+            let outcome = match result {
+                CacheResult::Hit => audit::Outcome::Hit,
+                CacheResult::Refused => audit::Outcome::Refused,
+                CacheResult::Pass(r) => audit::Outcome::Pass(r.as_str()),
+            };
+            p.finish(&mut resp, outcome, authz);
+        }
         finish(
             resp,
             verb,
@@ -114,10 +153,12 @@ impl Api {
             result.source(),
             Some((cache, result)),
             start,
+            id,
         )
     }
 
-    /// Answers from `cache` if it can and `caller` may see the answer.
+    /// Answers from `cache` if it can and `caller` may see the answer, and
+    /// says how r8s's authorization went, if it was asked.
     /// Authorized only once the cache would answer, so requests passed through
     /// cost no review: a watch before its watcher starts, a read after its
     /// answer is built (dropped unsent if the caller may not see it).
@@ -126,7 +167,7 @@ impl Api {
         cache: &Arc<ResourceCache>,
         ar: &ApiRequest,
         caller: &Caller,
-    ) -> Answer {
+    ) -> (Answer, Option<audit::Authz>) {
         table::learn_custom_printer(&self.caches, cache, ar);
         if ar.verb == Verb::Watch && ar.path.subresource.is_none() {
             let plan = match watch::plan(cache, ar, &self.watch_policy, self.upstream.wire_rules())
@@ -135,21 +176,27 @@ impl Api {
                 Err(reason) => Err(reason),
             };
             return match plan {
-                Err(reason) => Answer::Pass(reason),
+                Err(reason) => (Answer::Pass(reason), None),
                 Ok(plan) => match self.auth.authorize(caller, ar).await {
-                    Ok(()) => match plan.settle(&self.policy, &self.proofs).await {
-                        Ok(plan) => Answer::Hit(plan.start(&self.watch_policy, &self.shutdown)),
-                        Err(reason) => Answer::Pass(reason),
-                    },
-                    Err(refusal) => Answer::Refused(refusal),
+                    Ok(why) => {
+                        let authz = Some(audit::Authz::Allow(why));
+                        match plan.settle(&self.policy, &self.proofs).await {
+                            Ok(plan) => (
+                                Answer::Hit(plan.start(&self.watch_policy, &self.shutdown)),
+                                authz,
+                            ),
+                            Err(reason) => (Answer::Pass(reason), authz),
+                        }
+                    }
+                    Err(refusal) => refused(refusal),
                 },
             };
         }
         match read::answer(cache, ar, &self.policy, &self.proofs).await {
-            Err(reason) => Answer::Pass(reason),
+            Err(reason) => (Answer::Pass(reason), None),
             Ok(resp) => match self.auth.authorize(caller, ar).await {
-                Ok(()) => Answer::Hit(resp),
-                Err(refusal) => Answer::Refused(refusal),
+                Ok(why) => (Answer::Hit(resp), Some(audit::Authz::Allow(why))),
+                Err(refusal) => refused(refusal),
             },
         }
     }
@@ -164,6 +211,16 @@ impl Api {
     }
 }
 
+/// A refusal, and how the audit log records r8s's authorization of it.
+fn refused(refusal: Refusal) -> (Answer, Option<audit::Authz>) {
+    let authz = match &refusal {
+        Refusal::Forbidden { reason, .. } => Some(audit::Authz::Forbid(reason.clone())),
+        Refusal::Unavailable(_) => Some(audit::Authz::Error),
+        Refusal::Unauthorized | Refusal::Status(_) => None,
+    };
+    (Answer::Refused(refusal), authz)
+}
+
 /// The metrics' resource for a non-resource path: its first segment (`/apis`, `/version`).
 fn non_resource_label(uri: &Uri) -> String {
     let first = uri
@@ -175,8 +232,9 @@ fn non_resource_label(uri: &Uri) -> String {
     format!("/{first}")
 }
 
-/// Stamps where the answer came from and records the request: the one place
-/// that does either. `cached`: the resource's cache and what it made of it.
+/// Stamps where the answer came from and its audit ID, and records the
+/// request: the one place that does either. `cached`: the resource's cache
+/// and what it made of it.
 fn finish(
     mut resp: Response<Body>,
     verb: Verb,
@@ -184,10 +242,12 @@ fn finish(
     source: Source,
     cached: Option<(&ResourceCache, CacheResult)>,
     start: Instant,
+    audit_id: HeaderValue,
 ) -> Response<Body> {
     if let Some(v) = source.header() {
         resp.headers_mut().insert(CACHE_HEADER, v);
     }
+    resp.headers_mut().insert(audit::AUDIT_ID, audit_id);
     if let Some((cache, result)) = cached {
         metrics::cache_request(&cache.label, verb.as_str(), result.as_str());
     }

@@ -33,6 +33,8 @@ pub struct Kube136 {
     etcd: PathBuf,
     /// Its HTTPS port on 127.0.0.1.
     pub port: u16,
+    /// Its etcd's client port.
+    etcd_port: u16,
     /// A `system:masters` bearer token.
     token: String,
     tls: tokio_rustls::TlsConnector,
@@ -51,6 +53,12 @@ impl Kube136 {
     /// Starts one, or `None` (with a line saying the test skipped) where
     /// [`ENV`] is unset. A kit named but failing to start fails the test.
     pub fn start(test: &str) -> Option<Kube136> {
+        Self::start_with(test, "")
+    }
+
+    /// [`Kube136::start`], with `extra` appended to the apiserver's flags
+    /// (the kit's `EXTRA_ARGS`).
+    pub fn start_with(test: &str, extra: &str) -> Option<Kube136> {
         let Some(kit) = std::env::var_os(ENV).map(PathBuf::from) else {
             eprintln!(
                 "SKIPPED {test}: {ENV} is not set (the folder of a Kubernetes 1.36 apiserver kit with \
@@ -71,13 +79,15 @@ impl Kube136 {
         };
         std::fs::create_dir_all(&state).unwrap();
         let port = free_port();
+        let etcd_port = free_port();
         let out = Command::new(kit.join("start.sh"))
             .env("STATE_DIR", &state)
             .env("ETCD_DATA", &etcd)
-            .env("ETCD_PORT", free_port().to_string())
+            .env("ETCD_PORT", etcd_port.to_string())
             .env("ETCD_PEER_PORT", free_port().to_string())
             .env("API_PORT", port.to_string())
             .env("AUTH_PORT", free_port().to_string())
+            .env("EXTRA_ARGS", extra)
             .output()
             .unwrap_or_else(|e| panic!("{}: {e}", kit.join("start.sh").display()));
         let mut k = Kube136 {
@@ -85,6 +95,7 @@ impl Kube136 {
             state,
             etcd,
             port,
+            etcd_port,
             token: String::new(),
             tls: connector(Path::new("/dev/null")),
         };
@@ -109,6 +120,79 @@ impl Kube136 {
         format!("https://127.0.0.1:{}", self.port)
     }
 
+    /// A bearer token of the kit's: `ADMIN` (`system:masters`) or `ALICE`
+    /// (no grants).
+    pub fn token(&self, who: &str) -> String {
+        let env = std::fs::read_to_string(self.state.join("pki/tokens.env")).unwrap();
+        let key = format!("MODERN_TOKEN_{who}=");
+        env.split_whitespace()
+            .find_map(|w| w.strip_prefix(key.as_str()))
+            .unwrap_or_else(|| panic!("tokens.env names {key}"))
+            .to_string()
+    }
+
+    /// A kubeconfig for the kit's TokenReview and SubjectAccessReview
+    /// server (what its apiserver's delegated authentication asks).
+    pub fn reviewer_kubeconfig(&self) -> PathBuf {
+        self.state.join("pki/shim.kubeconfig")
+    }
+
+    /// A second apiserver of the kit's on its etcd, certificates and
+    /// review server, listening on `port`, with `extra` flags: to see what
+    /// the apiserver makes of its flags (it is stopped when dropped).
+    pub fn another_apiserver(&self, port: u16, extra: &[&str]) -> std::process::Child {
+        let pki = self.state.join("pki");
+        let p = |f: &str| pki.join(f).display().to_string();
+        Command::new(self.kit.join("bin/apiextensions-apiserver"))
+            .args([
+                "--etcd-servers",
+                &format!("http://127.0.0.1:{}", self.etcd_port),
+            ])
+            .args([
+                "--bind-address",
+                "127.0.0.1",
+                "--secure-port",
+                &port.to_string(),
+            ])
+            .args([
+                "--tls-cert-file",
+                &p("serving.crt"),
+                "--tls-private-key-file",
+                &p("serving.key"),
+            ])
+            .args(["--client-ca-file", &p("ca.crt")])
+            .args([
+                "--authentication-kubeconfig",
+                &p("shim.kubeconfig"),
+                "--authentication-skip-lookup",
+            ])
+            .args([
+                "--authorization-kubeconfig",
+                &p("shim.kubeconfig"),
+                "--kubeconfig",
+                &p("shim.kubeconfig"),
+            ])
+            .args(["--enable-priority-and-fairness=false"])
+            .args([
+                "--cert-dir",
+                &self
+                    .state
+                    .join(format!("certs-{port}"))
+                    .display()
+                    .to_string(),
+            ])
+            .args(extra)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("the kit's apiserver starts")
+    }
+
+    /// A free port on 127.0.0.1.
+    pub fn free_port() -> u16 {
+        free_port()
+    }
+
     /// A kubeconfig for it (client certificate of `system:masters`).
     pub fn kubeconfig(&self) -> PathBuf {
         self.state.join("pki/admin.kubeconfig")
@@ -117,6 +201,21 @@ impl Kube136 {
     /// One request as `system:masters`, its body read to the end (or for `limit`).
     pub async fn send(
         &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<&str>,
+        limit: Duration,
+    ) -> Resp {
+        let token = self.token.clone();
+        self.send_as(&token, method, path, headers, body, limit)
+            .await
+    }
+
+    /// [`Kube136::send`] with `token` as its bearer token.
+    pub async fn send_as(
+        &self,
+        token: &str,
         method: &str,
         path: &str,
         headers: &[(&str, &str)],
@@ -135,7 +234,7 @@ impl Kube136 {
             .method(method)
             .uri(path)
             .header("host", format!("127.0.0.1:{}", self.port))
-            .header("authorization", format!("Bearer {}", self.token));
+            .header("authorization", format!("Bearer {token}"));
         for (k, v) in headers {
             b = b.header(*k, *v);
         }

@@ -1,0 +1,153 @@
+//! The auditor: the policy and the backends every request's record writes
+//! through, started from `audit.*`, and their writers, waited for at
+//! shutdown.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use crate::config::AuditConfig;
+use crate::metrics::{AuditBackend, AuditCounters};
+
+use super::{policy, rotate, sink, webhook};
+
+/// The policy and the backends: what a request's record (`super::Pending`) writes through.
+pub struct Auditor {
+    pub(super) policy: policy::Policy,
+    queues: Vec<sink::Queue>,
+    pub(super) counters: Arc<AuditCounters>,
+    /// `audit.passthrough`: requests passed to the upstream are audited too.
+    pub(super) passthrough: bool,
+}
+
+/// The backends' writers, to be waited for at shutdown.
+pub struct Writers {
+    log: Option<std::thread::JoinHandle<()>>,
+    webhook: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// Why auditing could not start (a message naming the key).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct AuditError(pub String);
+
+impl Auditor {
+    /// Starts the backends `cfg` names; `None` when auditing is off.
+    pub async fn start(cfg: &AuditConfig) -> Result<Option<(Arc<Auditor>, Writers)>, AuditError> {
+        let Some(policy_file) = &cfg.policy_file else {
+            return Ok(None);
+        };
+        let (policy, warning) = policy::Policy::load(policy_file)
+            .map_err(|e| AuditError(format!("audit.policy_file: {e}")))?;
+        if let Some(w) = warning {
+            tracing::warn!(file = %policy_file.display(), "Audit policy contains errors, falling back to lenient decoding: {w}");
+        }
+        let counters = Arc::new(AuditCounters::new());
+        let mut queues = Vec::new();
+        let mut writers = Writers {
+            log: None,
+            webhook: None,
+        };
+        if let Some(path) = &cfg.log_path {
+            let (q, rx) =
+                sink::Queue::new(AuditBackend::Log, cfg.log_buffer_size, counters.clone());
+            let target = if sink::is_stdout(path) {
+                sink::LogTarget::Stdout
+            } else {
+                sink::LogTarget::File(
+                    path.clone(),
+                    rotate::Rotation {
+                        max_bytes: cfg.log_maxsize.saturating_mul(1 << 20),
+                        max_backups: cfg.log_maxbackup,
+                        max_age_days: cfg.log_maxage,
+                        compress: cfg.log_compress,
+                    },
+                )
+            };
+            let thread = sink::spawn_log(&target, rx, counters.clone()).map_err(|e| {
+                AuditError(format!(
+                    "audit.log_path: cannot open {}: {e}",
+                    path.display()
+                ))
+            })?;
+            writers.log = Some(thread);
+            queues.push(q);
+        }
+        if let Some(file) = &cfg.webhook_config_file {
+            let target = webhook::Target::from_kubeconfig(file).await.map_err(|e| {
+                AuditError(format!(
+                    "audit.webhook_config_file: {}: {e}",
+                    file.display()
+                ))
+            })?;
+            let (q, rx) = sink::Queue::new(
+                AuditBackend::Webhook,
+                cfg.webhook_batch_buffer_size,
+                counters.clone(),
+            );
+            let batching = webhook::Batching {
+                max_size: cfg.webhook_batch_max_size,
+                max_wait: Duration::from_secs_f64(cfg.webhook_batch_max_wait_seconds),
+                throttle_qps: if cfg.webhook_batch_throttle_enable {
+                    cfg.webhook_batch_throttle_qps
+                } else {
+                    0.0
+                },
+                throttle_burst: cfg.webhook_batch_throttle_burst,
+                initial_backoff: Duration::from_secs_f64(cfg.webhook_initial_backoff_seconds),
+            };
+            writers.webhook = Some(tokio::spawn(webhook::run(
+                Arc::new(target),
+                rx,
+                batching,
+                counters.clone(),
+            )));
+            queues.push(q);
+        }
+        tracing::info!(
+            policy = %policy_file.display(),
+            log = ?cfg.log_path.as_deref().map(Path::display).map(|d| d.to_string()),
+            webhook = ?cfg.webhook_config_file.as_deref().map(Path::display).map(|d| d.to_string()),
+            passthrough = cfg.passthrough,
+            "auditing the requests r8s answers"
+        );
+        let auditor = Auditor {
+            policy,
+            queues,
+            counters,
+            passthrough: cfg.passthrough,
+        };
+        Ok(Some((Arc::new(auditor), writers)))
+    }
+
+    /// Hands one event to every backend.
+    pub(super) fn emit(&self, event: Vec<u8>) {
+        let event = Bytes::from(event);
+        for q in &self.queues {
+            q.send(event.clone());
+        }
+    }
+}
+
+impl Writers {
+    /// Waits, up to `grace`, for the backends to write what they hold (the
+    /// auditor and every request's record gone: their queues closed).
+    pub async fn finish(self, grace: Duration) {
+        let log = self.log;
+        let done = async move {
+            if let Some(w) = self.webhook {
+                let _ = w.await;
+            }
+            if let Some(t) = log {
+                let _ = tokio::task::spawn_blocking(move || t.join()).await;
+            }
+        };
+        if tokio::time::timeout(grace, done).await.is_err() {
+            tracing::warn!(
+                "the audit backends did not write out their queues within {grace:?}; the rest is lost"
+            );
+        }
+    }
+}

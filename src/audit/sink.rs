@@ -1,0 +1,148 @@
+//! Where events go: each backend behind a bounded queue of written events.
+//!
+//! The policy for a full queue is to drop: a request never waits for the
+//! audit log. Every event is either written (`r8s_audit_events_total`) or
+//! counted as dropped (`r8s_audit_events_dropped_total`, by reason), and
+//! the first drop of a run of them is logged. The log backend writes from a
+//! thread of its own (a slow or full disk stalls no request); the webhook's
+//! task batches as the apiserver's does ([`super::webhook`]).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use bytes::Bytes;
+use tokio::sync::mpsc;
+
+use crate::metrics::{AuditBackend, AuditCounters, AuditDrop};
+
+use super::rotate::{Rotating, Rotation};
+
+/// One backend's intake.
+pub struct Queue {
+    tx: mpsc::Sender<Bytes>,
+    backend: AuditBackend,
+    counters: Arc<AuditCounters>,
+    /// Whether the current run of full-queue drops was logged.
+    full_logged: AtomicBool,
+}
+
+impl Queue {
+    /// A queue of `capacity` events and its receiving end.
+    pub fn new(
+        backend: AuditBackend,
+        capacity: usize,
+        counters: Arc<AuditCounters>,
+    ) -> (Queue, mpsc::Receiver<Bytes>) {
+        let (tx, rx) = mpsc::channel(capacity.max(1));
+        let q = Queue {
+            tx,
+            backend,
+            counters,
+            full_logged: AtomicBool::new(false),
+        };
+        (q, rx)
+    }
+
+    /// Hands one event (a JSON line) to the backend, or counts it dropped.
+    pub fn send(&self, event: Bytes) {
+        match self.tx.try_send(event) {
+            Ok(()) => {
+                if self.full_logged.load(Ordering::Relaxed) {
+                    self.full_logged.store(false, Ordering::Relaxed);
+                }
+            }
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                self.counters.dropped(self.backend, AuditDrop::QueueFull, 1);
+                if !self.full_logged.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        backend = self.backend.as_str(),
+                        "audit events dropped: the backend's queue is full (counted in r8s_audit_events_dropped_total)"
+                    );
+                }
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => {
+                self.counters.dropped(self.backend, AuditDrop::Closed, 1);
+            }
+        }
+    }
+}
+
+/// Where the log backend writes.
+#[derive(Debug, Clone)]
+pub enum LogTarget {
+    /// Standard output (`-`).
+    Stdout,
+    /// A file, rotated.
+    File(PathBuf, Rotation),
+}
+
+/// Writes a batch of events where the log goes.
+type Writer = Box<dyn FnMut(&[u8]) -> std::io::Result<()> + Send>;
+
+/// Events written at most per write call: one syscall for a burst.
+const BATCH: usize = 512;
+
+/// Starts the log backend's writer thread; it ends once every sender is
+/// gone and the queue is written out. Fails if the file cannot be opened.
+pub fn spawn_log(
+    target: &LogTarget,
+    mut rx: mpsc::Receiver<Bytes>,
+    counters: Arc<AuditCounters>,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    let mut out: Writer = match target {
+        LogTarget::Stdout => Box::new(|b: &[u8]| {
+            let mut s = std::io::stdout().lock();
+            s.write_all(b)?;
+            s.flush()
+        }),
+        LogTarget::File(path, rotation) => {
+            let mut f = Rotating::open(path, *rotation)?;
+            Box::new(move |b: &[u8]| f.write(b))
+        }
+    };
+    let shown = match target {
+        LogTarget::Stdout => "-".to_string(),
+        LogTarget::File(p, _) => p.display().to_string(),
+    };
+    std::thread::Builder::new()
+        .name("r8s-audit-log".into())
+        .spawn(move || {
+            let mut buf = Vec::with_capacity(64 << 10);
+            let mut failing = false;
+            while let Some(first) = rx.blocking_recv() {
+                buf.clear();
+                buf.extend_from_slice(&first);
+                let mut n = 1;
+                while n < BATCH {
+                    match rx.try_recv() {
+                        Ok(e) => {
+                            buf.extend_from_slice(&e);
+                            n += 1;
+                        }
+                        Err(_) => break,
+                    }
+                }
+                match out(&buf) {
+                    Ok(()) => {
+                        counters.written(AuditBackend::Log, n as u64);
+                        if std::mem::take(&mut failing) {
+                            tracing::info!(path = %shown, "the audit log is written again");
+                        }
+                    }
+                    Err(e) => {
+                        counters.dropped(AuditBackend::Log, AuditDrop::WriteError, n as u64);
+                        if !std::mem::replace(&mut failing, true) {
+                            tracing::error!(path = %shown, error = %e, "cannot write the audit log; its events are dropped (r8s_audit_events_dropped_total) until it can, and r8s goes on serving");
+                        }
+                    }
+                }
+            }
+        })
+}
+
+/// Whether `path` names standard output.
+pub fn is_stdout(path: &Path) -> bool {
+    path.as_os_str() == "-"
+}
