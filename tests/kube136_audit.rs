@@ -291,6 +291,28 @@ async fn should_audit_reads_as_kube_136_does() {
             ));
         }
     }
+    // A read r8s passes on (a Most Recent get) is the apiserver's to audit,
+    // under r8s's audit ID; r8s does not (audit.passthrough is off).
+    let pass = send(
+        "GET",
+        &format!("{}{widgets}/w1", r8s.url()),
+        &[
+            ("authorization", format!("Bearer {admin}").as_str()),
+            ("audit-id", "pass-r8s"),
+        ],
+        None,
+    )
+    .await;
+    assert_eq!(pass.headers["x-r8s-cache"], "pass");
+    assert_eq!(pass.headers["audit-id"], "pass-r8s");
+    eventually("the passed read audited by the apiserver", HANG, || async {
+        let by = events(&kube_log);
+        by.get("pass-r8s")
+            .is_some_and(|e| e.iter().any(|e| e["stage"] == "ResponseComplete"))
+            .then_some(())
+    })
+    .await;
+    assert!(!events(&r8s_log).contains_key("pass-r8s"));
     // r8s's own annotations say how it answered.
     let hit = &ours["get-r8s"].last().unwrap()["annotations"]["r8s.io/cache"];
     assert_eq!(hit, "hit");

@@ -8,6 +8,7 @@ mod common;
 mod source;
 
 mod apis;
+mod audit;
 mod auth;
 mod auth_tls;
 mod cache;

@@ -365,6 +365,14 @@ async fn should_record_the_hit_ratio_prometheus_scrapes() {
     let files = AuthFiles::write("monitoring", "", Some(""));
     let sim = start_sim(files.sim(sim_config())).await;
     let state = files.dir.join("state");
+    // Auditing, so its series exist too.
+    let policy = files.dir.join("audit-policy.yaml");
+    std::fs::write(
+        &policy,
+        "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n",
+    )
+    .unwrap();
+    let audit_log = files.dir.join("audit.log");
     let r8s = r8s_in_front_of(sim.url())
         .caching(&["pods"])
         .with(|c| {
@@ -375,6 +383,8 @@ async fn should_record_the_hit_ratio_prometheus_scrapes() {
             c.cache.consistency_check_interval_seconds = 1;
             // Its passes are consistent lists sent upstream.
             c.read.consistent_lists = r8s::config::Prove::Pass;
+            c.audit.policy_file = Some(policy);
+            c.audit.log_path = Some(audit_log);
         })
         .start()
         .await;

@@ -44,6 +44,9 @@ impl Auditor {
         if let Some(w) = warning {
             tracing::warn!(file = %policy_file.display(), "Audit policy contains errors, falling back to lenient decoding: {w}");
         }
+        // Started before `run` installs the recorder: install it now, or
+        // the counters would record nowhere.
+        crate::metrics::install();
         let counters = Arc::new(AuditCounters::new());
         let mut queues = Vec::new();
         let mut writers = Writers {

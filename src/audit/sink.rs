@@ -146,3 +146,63 @@ pub fn spawn_log(
 pub fn is_stdout(path: &Path) -> bool {
     path.as_os_str() == "-"
 }
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// The counters' values, from a recorder of the test's own.
+    pub(crate) fn counted(
+        handle: &metrics_exporter_prometheus::PrometheusHandle,
+        series: &str,
+    ) -> f64 {
+        handle
+            .render()
+            .lines()
+            .find(|l| l.starts_with(series) && l[series.len()..].starts_with(' '))
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+            .unwrap_or(0.0)
+    }
+
+    #[tokio::test]
+    async fn should_drop_and_count_what_a_full_queue_cannot_take() {
+        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        let counters = metrics::with_local_recorder(&recorder, || Arc::new(AuditCounters::new()));
+        let (q, mut rx) = Queue::new(AuditBackend::Log, 2, counters);
+        for i in 0..5 {
+            q.send(Bytes::from(format!("{i}\n")));
+        }
+        let dropped = r#"r8s_audit_events_dropped_total{backend="log",reason="queue_full"}"#;
+        assert_eq!(counted(&handle, dropped), 3.0);
+        // The first two were kept, in order.
+        assert_eq!(rx.recv().await.unwrap(), "0\n");
+        assert_eq!(rx.recv().await.unwrap(), "1\n");
+        drop(rx);
+        q.send(Bytes::from_static(b"late\n"));
+        let closed = r#"r8s_audit_events_dropped_total{backend="log",reason="closed"}"#;
+        assert_eq!(counted(&handle, closed), 1.0);
+    }
+
+    #[test]
+    fn should_write_what_the_file_takes_and_count_the_rest() {
+        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        let counters = metrics::with_local_recorder(&recorder, || Arc::new(AuditCounters::new()));
+        let dir = std::env::temp_dir().join(format!("r8s-sink-{}", fastrand::u64(..)));
+        let path = dir.join("audit.log");
+        let (q, rx) = Queue::new(AuditBackend::Log, 100, counters.clone());
+        let target = LogTarget::File(path.clone(), Rotation::default());
+        let writer = spawn_log(&target, rx, counters).unwrap();
+        for i in 0..10 {
+            q.send(Bytes::from(format!("{{\"n\":{i}}}\n")));
+        }
+        drop(q);
+        writer.join().unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text.lines().count(), 10);
+        let written = r#"r8s_audit_events_total{backend="log"}"#;
+        assert_eq!(counted(&handle, written), 10.0);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -56,6 +56,8 @@ impl Target {
             url.authority().map(|a| a.as_str()).unwrap_or("")
         );
         cfg.cluster_url = base.parse().map_err(|e| format!("server {url}: {e}"))?;
+        // The apiserver's backoff below is the only retry.
+        cfg.default_retry = false;
         let client = kube::Client::try_from(cfg).map_err(|e| e.to_string())?;
         Ok(Target {
             client,
@@ -186,3 +188,7 @@ async fn send(target: &Target, batch: &[Bytes], initial: Duration) -> Result<(),
     }
     Err(last)
 }
+
+#[cfg(test)]
+#[path = "webhook_tests.rs"]
+mod tests;
