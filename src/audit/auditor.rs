@@ -125,6 +125,11 @@ impl Auditor {
         Ok(Some((Arc::new(auditor), writers)))
     }
 
+    /// Whether requests passed to the upstream are audited too (`audit.passthrough`).
+    pub fn audits_passes(&self) -> bool {
+        self.passthrough
+    }
+
     /// Hands one event to every backend.
     pub(super) fn emit(&self, event: Vec<u8>) {
         let event = Bytes::from(event);

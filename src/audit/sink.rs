@@ -19,9 +19,16 @@ use crate::metrics::{AuditBackend, AuditCounters, AuditDrop};
 
 use super::rotate::{Rotating, Rotation};
 
+/// The bytes of events one queue holds at most, whatever their count: a
+/// `RequestResponse` event carries a whole answer (a list of 10,000 pods is
+/// 45 MB), and a slow backend must not let them pile up in memory.
+pub const MAX_QUEUED_BYTES: usize = 256 << 20;
+
 /// One backend's intake.
 pub struct Queue {
     tx: mpsc::Sender<Bytes>,
+    /// Bytes of the events queued now (the consumer takes off what it takes).
+    queued: Arc<std::sync::atomic::AtomicUsize>,
     backend: AuditBackend,
     counters: Arc<AuditCounters>,
     /// Whether the current run of full-queue drops was logged.
@@ -34,20 +41,32 @@ impl Queue {
         backend: AuditBackend,
         capacity: usize,
         counters: Arc<AuditCounters>,
-    ) -> (Queue, mpsc::Receiver<Bytes>) {
+    ) -> (Queue, Intake) {
         let (tx, rx) = mpsc::channel(capacity.max(1));
+        let queued = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let q = Queue {
             tx,
+            queued: queued.clone(),
             backend,
             counters,
             full_logged: AtomicBool::new(false),
         };
-        (q, rx)
+        (q, Intake { rx, queued })
     }
 
     /// Hands one event (a JSON line) to the backend, or counts it dropped.
     pub fn send(&self, event: Bytes) {
-        match self.tx.try_send(event) {
+        let len = event.len();
+        let over = self.queued.fetch_add(len, Ordering::Relaxed) + len > MAX_QUEUED_BYTES;
+        let sent = if over {
+            Err(mpsc::error::TrySendError::Full(event))
+        } else {
+            self.tx.try_send(event)
+        };
+        if sent.is_err() {
+            self.queued.fetch_sub(len, Ordering::Relaxed);
+        }
+        match sent {
             Ok(()) => {
                 if self.full_logged.load(Ordering::Relaxed) {
                     self.full_logged.store(false, Ordering::Relaxed);
@@ -66,6 +85,37 @@ impl Queue {
                 self.counters.dropped(self.backend, AuditDrop::Closed, 1);
             }
         }
+    }
+}
+
+/// A queue's receiving end: events in order, their bytes let go as taken.
+pub struct Intake {
+    rx: mpsc::Receiver<Bytes>,
+    queued: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Intake {
+    fn took(&self, e: Bytes) -> Bytes {
+        self.queued.fetch_sub(e.len(), Ordering::Relaxed);
+        e
+    }
+
+    /// The next event, waiting for one; `None` once every sender is gone.
+    pub async fn recv(&mut self) -> Option<Bytes> {
+        let e = self.rx.recv().await?;
+        Some(self.took(e))
+    }
+
+    /// The next event, waiting for one on this (non-async) thread.
+    pub fn blocking_recv(&mut self) -> Option<Bytes> {
+        let e = self.rx.blocking_recv()?;
+        Some(self.took(e))
+    }
+
+    /// The next event if one is queued.
+    pub fn try_recv(&mut self) -> Option<Bytes> {
+        let e = self.rx.try_recv().ok()?;
+        Some(self.took(e))
     }
 }
 
@@ -88,7 +138,7 @@ const BATCH: usize = 512;
 /// gone and the queue is written out. Fails if the file cannot be opened.
 pub fn spawn_log(
     target: &LogTarget,
-    mut rx: mpsc::Receiver<Bytes>,
+    mut rx: Intake,
     counters: Arc<AuditCounters>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     let mut out: Writer = match target {
@@ -117,11 +167,11 @@ pub fn spawn_log(
                 let mut n = 1;
                 while n < BATCH {
                     match rx.try_recv() {
-                        Ok(e) => {
+                        Some(e) => {
                             buf.extend_from_slice(&e);
                             n += 1;
                         }
-                        Err(_) => break,
+                        None => break,
                     }
                 }
                 match out(&buf) {
@@ -182,6 +232,27 @@ pub(crate) mod tests {
         q.send(Bytes::from_static(b"late\n"));
         let closed = r#"r8s_audit_events_dropped_total{backend="log",reason="closed"}"#;
         assert_eq!(counted(&handle, closed), 1.0);
+    }
+
+    #[tokio::test]
+    async fn should_bound_the_bytes_queued_too() {
+        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        let counters = metrics::with_local_recorder(&recorder, || Arc::new(AuditCounters::new()));
+        let (q, mut rx) = Queue::new(AuditBackend::Log, 100, counters);
+        let big = Bytes::from(vec![b'x'; MAX_QUEUED_BYTES / 2 + 1]);
+        q.send(big.clone());
+        q.send(big.clone());
+        let dropped = r#"r8s_audit_events_dropped_total{backend="log",reason="queue_full"}"#;
+        assert_eq!(
+            counted(&handle, dropped),
+            1.0,
+            "the second is over the bytes"
+        );
+        // Taken, its bytes are let go.
+        assert_eq!(rx.recv().await.unwrap().len(), big.len());
+        q.send(big);
+        assert_eq!(counted(&handle, dropped), 1.0);
     }
 
     #[test]

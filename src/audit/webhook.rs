@@ -10,7 +10,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::metrics::{AuditBackend, AuditCounters, AuditDrop};
@@ -125,7 +124,7 @@ impl Throttle {
 /// queue is sent out (or counted dropped).
 pub async fn run(
     target: Arc<Target>,
-    mut rx: mpsc::Receiver<Bytes>,
+    mut rx: super::sink::Intake,
     batching: Batching,
     counters: Arc<AuditCounters>,
 ) {

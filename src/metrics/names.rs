@@ -175,6 +175,6 @@ mod tests {
             );
             assert!(help.ends_with('.') && help.len() > 20, "{name}: {help}");
         }
-        assert_eq!(ALL.len(), 55);
+        assert_eq!(ALL.len(), 58);
     }
 }

@@ -107,12 +107,6 @@ impl Api {
                 return finish(resp, verb, &resource, Source::Auth, None, start, id);
             }
         };
-        let pending = self.audit.as_ref().and_then(|a| {
-            let (user, impersonated) = caller.audit_users();
-            a.begin(facts(user, impersonated))
-        });
-        // A request passed on carries its audit ID: the upstream's event has it too.
-        req.headers_mut().insert(audit::AUDIT_ID, id.clone());
         let cached = ar
             .as_ref()
             .filter(|_| caller.cacheable())
@@ -120,6 +114,17 @@ impl Api {
             // A path the upstream does not route (a cluster-scoped resource
             // under a namespace) gets the upstream's own 404.
             .filter(|(ar, c)| ar.path.routed(c.resource.namespaced));
+        // Recorded where r8s may answer it, or where passes are audited too.
+        let pending = self
+            .audit
+            .as_ref()
+            .filter(|a| cached.is_some() || a.audits_passes())
+            .and_then(|a| {
+                let (user, impersonated) = caller.audit_users();
+                a.begin(facts(user, impersonated))
+            });
+        // A request passed on carries its audit ID: the upstream's event has it too.
+        req.headers_mut().insert(audit::AUDIT_ID, id.clone());
         let cached = cached.as_ref().map(|(ar, c)| (*ar, c));
         let Some((ar, cache)) = cached else {
             let streaming = ar.as_ref().is_some_and(|ar| ar.streaming);
