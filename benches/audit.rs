@@ -233,7 +233,16 @@ async fn main() {
     // 10,000 watchers at once: every event written or counted dropped.
     let n: usize = env_or("AUDIT_WATCHERS", 10_000);
     let written = r#"r8s_audit_events_total{backend="log"}"#;
-    let before = metric(&c, &audited_admin, written).await;
+    // The rounds' last events written first (the writer lets a burst gather).
+    let mut before = metric(&c, &audited_admin, written).await;
+    loop {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let now = metric(&c, &audited_admin, written).await;
+        if now == before {
+            break;
+        }
+        before = now;
+    }
     let dropped_series = [
         r#"r8s_audit_events_dropped_total{backend="log",reason="queue_full"}"#,
         r#"r8s_audit_events_dropped_total{backend="log",reason="write_error"}"#,

@@ -2,8 +2,9 @@
 //! writes it: Go's JSON (fields in the type's order, empty ones left out,
 //! `<`, `>` and `&` escaped, map keys sorted), one line each.
 
+use std::borrow::Cow;
+use std::io::Write as _;
 use std::net::IpAddr;
-use std::sync::Arc;
 use std::time::SystemTime;
 
 use http::HeaderMap;
@@ -13,46 +14,47 @@ use crate::api::UserInfo;
 
 use super::policy::{Level, Stage};
 
-/// What every event of one request says alike.
+/// What every event of one request says alike, borrowed from the request
+/// while [`Frozen::new`] writes it once.
 #[derive(Debug, Clone)]
-pub struct Meta {
+pub struct Meta<'a> {
     /// `auditID`: the request's `Audit-Id`.
-    pub id: String,
+    pub id: &'a str,
     /// `level`.
     pub level: Level,
     /// `requestURI`: the path and query as sent.
-    pub request_uri: String,
+    pub request_uri: &'a str,
     /// `verb`.
-    pub verb: String,
+    pub verb: &'a str,
     /// `user`; `None` before authentication (written `{}`).
-    pub user: Option<Arc<UserInfo>>,
+    pub user: Option<&'a UserInfo>,
     /// `impersonatedUser`, where a client acts as someone else.
-    pub impersonated: Option<Arc<UserInfo>>,
+    pub impersonated: Option<&'a UserInfo>,
     /// `sourceIPs`: `X-Forwarded-For`, `X-Real-Ip`, then the peer.
-    pub source_ips: Vec<IpAddr>,
+    pub source_ips: &'a [IpAddr],
     /// `userAgent`.
-    pub user_agent: String,
+    pub user_agent: &'a str,
     /// `objectRef`, for a resource request.
-    pub object: Option<ObjectRef>,
+    pub object: Option<ObjectRef<'a>>,
     /// `requestReceivedTimestamp`.
     pub received: SystemTime,
 }
 
 /// `objectRef`: the object or collection a request is for.
-#[derive(Debug, Clone, Default)]
-pub struct ObjectRef {
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ObjectRef<'a> {
     /// `resource`.
-    pub resource: String,
+    pub resource: &'a str,
     /// `namespace`.
-    pub namespace: String,
+    pub namespace: &'a str,
     /// `name`.
-    pub name: String,
+    pub name: &'a str,
     /// `apiGroup`.
-    pub api_group: String,
+    pub api_group: &'a str,
     /// `apiVersion`.
-    pub api_version: String,
+    pub api_version: &'a str,
     /// `subresource`.
-    pub subresource: String,
+    pub subresource: &'a str,
 }
 
 /// `responseStatus`: the code, and for a `Status` answer its fields.
@@ -84,20 +86,19 @@ impl ResponseStatus {
 const MAX_USER_AGENT: usize = 1024;
 
 /// `userAgent` as the apiserver records it (over 1 KiB: cut, and marked).
-pub fn user_agent(headers: &HeaderMap) -> String {
-    let ua = headers
-        .get(http::header::USER_AGENT)
-        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
-        .unwrap_or_default();
-    if ua.len() > MAX_USER_AGENT {
-        let mut end = MAX_USER_AGENT;
-        while !ua.is_char_boundary(end) {
-            end -= 1;
-        }
-        format!("{}...TRUNCATED", &ua[..end])
-    } else {
-        ua
+pub fn user_agent(headers: &HeaderMap) -> Cow<'_, str> {
+    let Some(v) = headers.get(http::header::USER_AGENT) else {
+        return Cow::Borrowed("");
+    };
+    let ua = String::from_utf8_lossy(v.as_bytes());
+    if ua.len() <= MAX_USER_AGENT {
+        return ua;
     }
+    let mut end = MAX_USER_AGENT;
+    while !ua.is_char_boundary(end) {
+        end -= 1;
+    }
+    Cow::Owned(format!("{}...TRUNCATED", &ua[..end]))
 }
 
 /// The request's source IPs as the apiserver lists them (`utilnet.SourceIPs`):
@@ -141,44 +142,87 @@ pub fn new_id() -> String {
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
+/// The bytes Go's encoder may escape: in a string (`[0]`) or in raw JSON
+/// (`[1]`). 0xE2 starts U+2028 and U+2029, checked where one is found.
+const SPECIAL: [[bool; 256]; 2] = {
+    let mut t = [[false; 256]; 2];
+    let mut b = 0;
+    while b < 0x20 {
+        t[0][b] = true;
+        b += 1;
+    }
+    let mut i = 0;
+    let both = [b'<', b'>', b'&', 0xE2];
+    while i < both.len() {
+        t[0][both[i] as usize] = true;
+        t[1][both[i] as usize] = true;
+        i += 1;
+    }
+    t[0][b'"' as usize] = true;
+    t[0][b'\\' as usize] = true;
+    t
+};
+
 /// Appends `s` as a JSON string, escaped as Go's encoder escapes it.
 pub fn go_string(out: &mut Vec<u8>, s: &str) {
     out.push(b'"');
-    let bytes = s.as_bytes();
+    go_escaped(out, s.as_bytes(), true);
+    out.push(b'"');
+}
+
+/// Appends `bytes` (UTF-8) with Go's escapes: in a string (`quoted`) all of
+/// them; in raw JSON (an answer carried as `responseObject`, already valid
+/// JSON) only `<`, `>`, `&`, U+2028 and U+2029, which appear only inside
+/// its strings.
+fn go_escaped(out: &mut Vec<u8>, bytes: &[u8], quoted: bool) {
+    let special = &SPECIAL[usize::from(!quoted)];
     let mut start = 0;
-    for (i, c) in s.char_indices() {
-        let esc: Option<&[u8]> = match c {
-            '"' => Some(b"\\\""),
-            '\\' => Some(b"\\\\"),
-            '\n' => Some(b"\\n"),
-            '\r' => Some(b"\\r"),
-            '\t' => Some(b"\\t"),
-            '\u{8}' => Some(b"\\b"),
-            '\u{c}' => Some(b"\\f"),
-            _ => None,
-        };
-        let unicode = matches!(
-            c,
-            '\0'..='\u{1f}' | '<' | '>' | '&' | '\u{2028}' | '\u{2029}'
-        );
-        if esc.is_none() && !unicode {
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if !special[usize::from(b)] {
+            i += 1;
             continue;
         }
+        let esc: Option<&[u8]> = match b {
+            b'"' if quoted => Some(b"\\\""),
+            b'\\' if quoted => Some(b"\\\\"),
+            b'\n' if quoted => Some(b"\\n"),
+            b'\r' if quoted => Some(b"\\r"),
+            b'\t' if quoted => Some(b"\\t"),
+            0x08 if quoted => Some(b"\\b"),
+            0x0c if quoted => Some(b"\\f"),
+            b'<' => Some(b"\\u003c"),
+            b'>' => Some(b"\\u003e"),
+            b'&' => Some(b"\\u0026"),
+            0xE2 if bytes.get(i + 1) == Some(&0x80)
+                && matches!(bytes.get(i + 2), Some(0xA8 | 0xA9)) =>
+            {
+                Some(if bytes[i + 2] == 0xA8 {
+                    b"\\u2028"
+                } else {
+                    b"\\u2029"
+                })
+            }
+            c if c < 0x20 && quoted => None,
+            _ => {
+                i += 1;
+                continue;
+            }
+        };
         out.extend_from_slice(&bytes[start..i]);
         match esc {
             Some(e) => out.extend_from_slice(e),
             None => {
-                let n = c as u32;
-                out.extend_from_slice(b"\\u");
-                for shift in [12, 8, 4, 0] {
-                    out.push(HEX[((n >> shift) & 0xf) as usize]);
-                }
+                out.extend_from_slice(b"\\u00");
+                out.push(HEX[usize::from(b >> 4)]);
+                out.push(HEX[usize::from(b & 0xf)]);
             }
         }
-        start = i + c.len_utf8();
+        i += if b == 0xE2 { 3 } else { 1 };
+        start = i;
     }
     out.extend_from_slice(&bytes[start..]);
-    out.push(b'"');
 }
 
 /// A JSON object being written: a comma before every field but the first.
@@ -191,6 +235,11 @@ impl<'a> Obj<'a> {
     fn open(out: &'a mut Vec<u8>) -> Self {
         out.push(b'{');
         Obj { out, first: true }
+    }
+
+    /// An object whose opening and first fields are written already.
+    fn resume(out: &'a mut Vec<u8>) -> Self {
+        Obj { out, first: false }
     }
 
     /// Writes `"key":` and returns the buffer for the value.
@@ -284,7 +333,8 @@ pub struct Stamp<'a> {
     pub stage: Stage,
     /// `responseStatus`, once there is a response.
     pub status: Option<&'a ResponseStatus>,
-    /// `responseObject`: the answer's JSON (level `RequestResponse`).
+    /// `responseObject`: the answer's JSON, compact (level
+    /// `RequestResponse`); escaped as Go escapes it as it is written.
     pub response_object: Option<&'a [u8]>,
     /// `stageTimestamp`.
     pub at: SystemTime,
@@ -292,37 +342,78 @@ pub struct Stamp<'a> {
     pub annotations: &'a [(&'a str, &'a str)],
 }
 
+/// A request's shared fields, written once: each of its events is these
+/// bytes around its own stage, status, time and annotations (one escaping
+/// pass and one allocation a request, where writing each event whole cost
+/// a cached GET a third of its CPU; BENCHMARKS.md, "What auditing costs").
+#[derive(Debug, Clone)]
+pub struct Frozen {
+    /// `{"kind":...,"stage":"` · `","requestURI":...objectRef` · `,"requestReceivedTimestamp":"..."`.
+    bytes: Vec<u8>,
+    /// Where the second and third parts start.
+    cuts: [usize; 2],
+}
+
+impl Frozen {
+    /// Writes `m`'s fields.
+    pub fn new(m: &Meta<'_>) -> Frozen {
+        let mut out = Vec::with_capacity(768);
+        let mut o = Obj::open(&mut out);
+        o.str("kind", "Event");
+        o.str("apiVersion", "audit.k8s.io/v1");
+        o.str("level", m.level.as_str());
+        o.str("auditID", m.id);
+        o.key("stage").push(b'"');
+        let first = out.len();
+        let mut o = Obj::resume(&mut out);
+        o.out.push(b'"');
+        o.str("requestURI", m.request_uri);
+        o.str("verb", m.verb);
+        user(o.key("user"), m.user);
+        if let Some(imp) = m.impersonated {
+            user(o.key("impersonatedUser"), Some(imp));
+        }
+        if !m.source_ips.is_empty() {
+            strings(
+                o.key("sourceIPs"),
+                m.source_ips.iter().map(ToString::to_string),
+            );
+        }
+        o.str("userAgent", m.user_agent);
+        if let Some(r) = &m.object {
+            let mut obj = Obj::open(o.key("objectRef"));
+            obj.str("resource", r.resource);
+            obj.str("namespace", r.namespace);
+            obj.str("name", r.name);
+            obj.str("apiGroup", r.api_group);
+            obj.str("apiVersion", r.api_version);
+            obj.str("subresource", r.subresource);
+            obj.close();
+        }
+        let second = out.len();
+        timestamp(&mut out, "requestReceivedTimestamp", m.received);
+        Frozen {
+            bytes: out,
+            cuts: [first, second],
+        }
+    }
+}
+
+/// `,"key":"<RFC 3339 time, microseconds>"`.
+fn timestamp(out: &mut Vec<u8>, key: &str, t: SystemTime) {
+    out.extend_from_slice(b",\"");
+    out.extend_from_slice(key.as_bytes());
+    // (Writing to a Vec cannot fail.)
+    let _ = write!(out, "\":\"{}\"", humantime::format_rfc3339_micros(t));
+}
+
 /// Appends the event, and a newline.
-pub fn write(out: &mut Vec<u8>, m: &Meta, s: &Stamp<'_>) {
-    let mut o = Obj::open(out);
-    o.str("kind", "Event");
-    o.str("apiVersion", "audit.k8s.io/v1");
-    o.str("level", m.level.as_str());
-    o.str("auditID", &m.id);
-    o.str("stage", s.stage.as_str());
-    o.str("requestURI", &m.request_uri);
-    o.str("verb", &m.verb);
-    user(o.key("user"), m.user.as_deref());
-    if let Some(imp) = &m.impersonated {
-        user(o.key("impersonatedUser"), Some(imp));
-    }
-    if !m.source_ips.is_empty() {
-        strings(
-            o.key("sourceIPs"),
-            m.source_ips.iter().map(ToString::to_string),
-        );
-    }
-    o.str("userAgent", &m.user_agent);
-    if let Some(r) = &m.object {
-        let mut obj = Obj::open(o.key("objectRef"));
-        obj.str("resource", &r.resource);
-        obj.str("namespace", &r.namespace);
-        obj.str("name", &r.name);
-        obj.str("apiGroup", &r.api_group);
-        obj.str("apiVersion", &r.api_version);
-        obj.str("subresource", &r.subresource);
-        obj.close();
-    }
+pub fn write(out: &mut Vec<u8>, f: &Frozen, s: &Stamp<'_>) {
+    let [first, second] = f.cuts;
+    out.extend_from_slice(&f.bytes[..first]);
+    out.extend_from_slice(s.stage.as_str().as_bytes());
+    out.extend_from_slice(&f.bytes[first..second]);
+    let mut o = Obj::resume(out);
     if let Some(st) = s.status {
         let mut rs = Obj::open(o.key("responseStatus"));
         rs.key("metadata").extend_from_slice(b"{}");
@@ -337,21 +428,15 @@ pub fn write(out: &mut Vec<u8>, m: &Meta, s: &Stamp<'_>) {
             }
             det.close();
         }
-        rs.key("code")
-            .extend_from_slice(st.code.to_string().as_bytes());
+        // (Writing to a Vec cannot fail.)
+        let _ = write!(rs.key("code"), "{}", st.code);
         rs.close();
     }
     if let Some(body) = s.response_object {
-        o.key("responseObject").extend_from_slice(body);
+        go_escaped(o.key("responseObject"), body, false);
     }
-    o.str(
-        "requestReceivedTimestamp",
-        &humantime::format_rfc3339_micros(m.received).to_string(),
-    );
-    o.str(
-        "stageTimestamp",
-        &humantime::format_rfc3339_micros(s.at).to_string(),
-    );
+    o.out.extend_from_slice(&f.bytes[second..]);
+    timestamp(o.out, "stageTimestamp", s.at);
     if !s.annotations.is_empty() {
         let mut an = Obj::open(o.key("annotations"));
         for (k, v) in s.annotations {

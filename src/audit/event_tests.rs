@@ -10,32 +10,33 @@ fn at(s: &str) -> SystemTime {
     humantime::parse_rfc3339(s).unwrap()
 }
 
-fn admin() -> Arc<UserInfo> {
-    Arc::new(UserInfo {
+fn admin() -> UserInfo {
+    UserInfo {
         name: "admin".into(),
         uid: "admin".into(),
         groups: vec!["system:masters".into(), "system:authenticated".into()],
         extra: BTreeMap::new(),
-    })
+    }
 }
 
 #[test]
 fn should_write_a_list_event_as_the_apiserver_does() {
     let want = r#"{"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"Metadata","auditID":"eefeecac-88fa-4abb-8686-52e695d8e03b","stage":"ResponseStarted","requestURI":"/apis/example.com/v1/namespaces/default/widgets?watch=1\u0026resourceVersion=0\u0026timeoutSeconds=1","verb":"watch","user":{"username":"admin","uid":"admin","groups":["system:masters","system:authenticated"]},"sourceIPs":["127.0.0.1"],"userAgent":"curl/7.88.1","objectRef":{"resource":"widgets","namespace":"default","apiGroup":"example.com","apiVersion":"v1"},"responseStatus":{"metadata":{},"code":200},"requestReceivedTimestamp":"2026-11-28T15:17:01.255109Z","stageTimestamp":"2026-11-28T15:17:01.255525Z","annotations":{"authorization.k8s.io/decision":"allow","authorization.k8s.io/reason":""}}"#;
+    let admin = admin();
     let meta = Meta {
-        id: "eefeecac-88fa-4abb-8686-52e695d8e03b".into(),
+        id: "eefeecac-88fa-4abb-8686-52e695d8e03b",
         level: Level::Metadata,
-        request_uri: "/apis/example.com/v1/namespaces/default/widgets?watch=1&resourceVersion=0&timeoutSeconds=1".into(),
-        verb: "watch".into(),
-        user: Some(admin()),
+        request_uri: "/apis/example.com/v1/namespaces/default/widgets?watch=1&resourceVersion=0&timeoutSeconds=1",
+        verb: "watch",
+        user: Some(&admin),
         impersonated: None,
-        source_ips: vec!["127.0.0.1".parse().unwrap()],
-        user_agent: "curl/7.88.1".into(),
+        source_ips: &["127.0.0.1".parse().unwrap()],
+        user_agent: "curl/7.88.1",
         object: Some(ObjectRef {
-            resource: "widgets".into(),
-            namespace: "default".into(),
-            api_group: "example.com".into(),
-            api_version: "v1".into(),
+            resource: "widgets",
+            namespace: "default",
+            api_group: "example.com",
+            api_version: "v1",
             ..Default::default()
         }),
         received: at("2026-11-28T15:17:01.255109Z"),
@@ -43,7 +44,7 @@ fn should_write_a_list_event_as_the_apiserver_does() {
     let mut out = Vec::new();
     write(
         &mut out,
-        &meta,
+        &Frozen::new(&meta),
         &Stamp {
             stage: Stage::ResponseStarted,
             status: Some(&ResponseStatus::code(200)),
@@ -62,19 +63,19 @@ fn should_write_a_list_event_as_the_apiserver_does() {
 fn should_write_a_failure_and_an_unauthenticated_user_as_the_apiserver_does() {
     let want = r#"{"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"Metadata","auditID":"f81fab5d-fc21-478e-a497-24ee0a06b307","stage":"ResponseStarted","requestURI":"/apis/example.com/v1/namespaces/default/widgets?resourceVersion=0","verb":"list","user":{},"sourceIPs":["127.0.0.1"],"userAgent":"curl/7.88.1","objectRef":{"resource":"widgets","namespace":"default","apiGroup":"example.com","apiVersion":"v1"},"responseStatus":{"metadata":{},"status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401},"requestReceivedTimestamp":"2026-11-28T15:17:01.192254Z","stageTimestamp":"2026-11-28T15:17:01.234452Z"}"#;
     let meta = Meta {
-        id: "f81fab5d-fc21-478e-a497-24ee0a06b307".into(),
+        id: "f81fab5d-fc21-478e-a497-24ee0a06b307",
         level: Level::Metadata,
-        request_uri: "/apis/example.com/v1/namespaces/default/widgets?resourceVersion=0".into(),
-        verb: "list".into(),
+        request_uri: "/apis/example.com/v1/namespaces/default/widgets?resourceVersion=0",
+        verb: "list",
         user: None,
         impersonated: None,
-        source_ips: vec!["127.0.0.1".parse().unwrap()],
-        user_agent: "curl/7.88.1".into(),
+        source_ips: &["127.0.0.1".parse().unwrap()],
+        user_agent: "curl/7.88.1",
         object: Some(ObjectRef {
-            resource: "widgets".into(),
-            namespace: "default".into(),
-            api_group: "example.com".into(),
-            api_version: "v1".into(),
+            resource: "widgets",
+            namespace: "default",
+            api_group: "example.com",
+            api_version: "v1",
             ..Default::default()
         }),
         received: at("2026-11-28T15:17:01.192254Z"),
@@ -89,7 +90,7 @@ fn should_write_a_failure_and_an_unauthenticated_user_as_the_apiserver_does() {
     let mut out = Vec::new();
     write(
         &mut out,
-        &meta,
+        &Frozen::new(&meta),
         &Stamp {
             stage: Stage::ResponseStarted,
             status: Some(&status),
@@ -108,6 +109,17 @@ fn should_escape_strings_as_go_does() {
     assert_eq!(
         String::from_utf8(out).unwrap(),
         r#""a\u003cb\u003e\u0026c\"d\\e\n\u0001\u2028é""#
+    );
+    // An answer's JSON as `responseObject`: only what Go adds to valid JSON.
+    let mut raw = Vec::new();
+    go_escaped(
+        &mut raw,
+        "{\"a\":\"<x> & \\\"\u{2029}\u{2013}\"}".as_bytes(),
+        false,
+    );
+    assert_eq!(
+        String::from_utf8(raw).unwrap(),
+        r#"{"a":"\u003cx\u003e \u0026 \"\u2029–"}"#
     );
 }
 

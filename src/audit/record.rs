@@ -19,7 +19,7 @@ use crate::body::{Body, BoxError};
 use crate::metrics::AuditLevel;
 
 use super::auditor::Auditor;
-use super::event::{self, Meta, ObjectRef, ResponseStatus, Stamp};
+use super::event::{self, Frozen, Meta, ObjectRef, ResponseStatus, Stamp};
 use super::policy::{Attributes, Decision, Level, Stage, Target};
 
 /// What a request is, as its events record it.
@@ -69,7 +69,10 @@ pub enum Authz {
 /// A request being audited: what its events share, and what the policy said.
 pub struct Pending {
     auditor: Arc<Auditor>,
-    meta: Meta,
+    /// The fields its events share, written.
+    frozen: Frozen,
+    /// `requestReceivedTimestamp`, the time of its `RequestReceived` event.
+    received: SystemTime,
     decision: Decision,
     long_running: bool,
     done: bool,
@@ -98,24 +101,31 @@ impl Auditor {
     /// not: [`Auditor::unauthenticated`]).
     pub fn begin(self: &Arc<Self>, f: Facts<'_>) -> Option<Pending> {
         let verb = verb(f.method, f.request);
+        let name = f
+            .request
+            .map(|r| authz_name(r.verb, &r.path, r.options.as_ref().ok()));
+        let subresource = f
+            .request
+            .and_then(|r| r.path.subresource.as_deref())
+            .unwrap_or("");
         let object = f.request.map(|r| {
             let p = &r.path;
             ObjectRef {
-                resource: p.gvr.resource().to_string(),
-                namespace: p.authz_namespace().to_string(),
-                name: authz_name(r.verb, p, r.options.as_ref().ok()).into_owned(),
-                api_group: p.gvr.group().to_string(),
-                api_version: p.gvr.version().to_string(),
-                subresource: p.subresource.clone().unwrap_or_default(),
+                resource: p.gvr.resource(),
+                namespace: p.authz_namespace(),
+                name: name.as_deref().unwrap_or(""),
+                api_group: p.gvr.group(),
+                api_version: p.gvr.version(),
+                subresource,
             }
         });
         let target = match &object {
             Some(o) => Target::Resource {
-                group: &o.api_group,
-                resource: &o.resource,
-                subresource: &o.subresource,
-                namespace: &o.namespace,
-                name: &o.name,
+                group: o.api_group,
+                resource: o.resource,
+                subresource: o.subresource,
+                namespace: o.namespace,
+                name: o.name,
             },
             None => Target::Path(f.uri.path()),
         };
@@ -135,30 +145,33 @@ impl Auditor {
         }
         let long_running = verb == "watch"
             || verb == "proxy"
-            || object.as_ref().is_some_and(|o| {
-                matches!(
-                    o.subresource.as_str(),
-                    "attach" | "exec" | "proxy" | "log" | "portforward"
-                )
-            });
-        let meta = Meta {
-            id: String::from_utf8_lossy(f.id.as_bytes()).into_owned(),
+            || matches!(
+                subresource,
+                "attach" | "exec" | "proxy" | "log" | "portforward"
+            );
+        let id = String::from_utf8_lossy(f.id.as_bytes());
+        let user_agent = event::user_agent(f.headers);
+        let source_ips = event::source_ips(f.headers, f.peer);
+        let request_uri = f
+            .uri
+            .path_and_query()
+            .map_or(f.uri.path(), |pq| pq.as_str());
+        let frozen = Frozen::new(&Meta {
+            id: &id,
             level: decision.level,
-            request_uri: f
-                .uri
-                .path_and_query()
-                .map_or_else(|| f.uri.path().to_string(), |pq| pq.as_str().to_string()),
-            verb,
-            user: f.user,
-            impersonated: f.impersonated,
-            source_ips: event::source_ips(f.headers, f.peer),
-            user_agent: event::user_agent(f.headers),
+            request_uri,
+            verb: &verb,
+            user: f.user.as_deref(),
+            impersonated: f.impersonated.as_deref(),
+            source_ips: &source_ips,
+            user_agent: &user_agent,
             object,
             received: f.received,
-        };
+        });
         Some(Pending {
             auditor: self.clone(),
-            meta,
+            frozen,
+            received: f.received,
             decision,
             long_running,
             done: false,
@@ -206,7 +219,7 @@ impl Pending {
         let mut out = Vec::with_capacity(1024 + body.map_or(0, <[u8]>::len));
         event::write(
             &mut out,
-            &self.meta,
+            &self.frozen,
             &Stamp {
                 stage,
                 status,
@@ -230,16 +243,15 @@ impl Pending {
         }
         let omit = self.decision.omit_stages;
         if !omit.has(Stage::RequestReceived) {
-            let at = self.meta.received;
             let mut out = Vec::with_capacity(1024);
             event::write(
                 &mut out,
-                &self.meta,
+                &self.frozen,
                 &Stamp {
                     stage: Stage::RequestReceived,
                     status: None,
                     response_object: None,
-                    at,
+                    at: self.received,
                     annotations: &[],
                 },
             );
@@ -248,7 +260,7 @@ impl Pending {
         let annotations = annotations(outcome, authz);
         let status = status_of(resp);
         if self.long_running && !omit.has(Stage::ResponseStarted) {
-            let a: Vec<(&str, &str)> = annotations.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            let a: Vec<(&str, &str)> = annotations.iter().map(|(k, v)| (*k, v.as_ref())).collect();
             self.emit(Stage::ResponseStarted, Some(&status), None, &a);
         }
         if omit.has(Stage::ResponseComplete) {
@@ -281,29 +293,33 @@ fn is_plain_json(resp: &Response<Body>) -> bool {
             .is_some_and(|ct| ct.starts_with("application/json"))
 }
 
+/// An annotation's value: a word of r8s's, or the authorizer's reason.
+type Value = std::borrow::Cow<'static, str>;
+
 /// The annotations of a response's events, sorted by key.
-fn annotations(outcome: Outcome, authz: Option<Authz>) -> Vec<(&'static str, String)> {
-    let mut a = Vec::with_capacity(4);
+fn annotations(outcome: Outcome, authz: Option<Authz>) -> Vec<(&'static str, Value)> {
+    let mut a: Vec<(&'static str, Value)> = Vec::with_capacity(4);
+    let reason = |r: Arc<str>| Value::Owned(r.to_string());
     match authz {
-        Some(Authz::Allow(reason)) => {
-            a.push(("authorization.k8s.io/decision", "allow".to_string()));
-            a.push(("authorization.k8s.io/reason", reason.to_string()));
+        Some(Authz::Allow(r)) => {
+            a.push(("authorization.k8s.io/decision", "allow".into()));
+            a.push(("authorization.k8s.io/reason", reason(r)));
         }
-        Some(Authz::Forbid(reason)) => {
-            a.push(("authorization.k8s.io/decision", "forbid".to_string()));
-            a.push(("authorization.k8s.io/reason", reason.to_string()));
+        Some(Authz::Forbid(r)) => {
+            a.push(("authorization.k8s.io/decision", "forbid".into()));
+            a.push(("authorization.k8s.io/reason", reason(r)));
         }
         Some(Authz::Error) => a.push(("authorization.k8s.io/reason", "internal error".into())),
         None => {}
     }
-    let (cache, reason) = match outcome {
+    let (cache, why) = match outcome {
         Outcome::Hit => ("hit", ""),
         Outcome::Refused => ("refused", ""),
         Outcome::Pass(r) => ("pass", r),
     };
-    a.push(("r8s.io/cache", cache.to_string()));
-    if !reason.is_empty() {
-        a.push(("r8s.io/pass-reason", reason.to_string()));
+    a.push(("r8s.io/cache", cache.into()));
+    if !why.is_empty() {
+        a.push(("r8s.io/pass-reason", why.into()));
     }
     a
 }
@@ -345,7 +361,7 @@ impl Drop for Pending {
 struct Complete {
     pending: Pending,
     status: ResponseStatus,
-    annotations: Vec<(&'static str, String)>,
+    annotations: Vec<(&'static str, Value)>,
 }
 
 /// A response body that records `ResponseComplete` when it is done or dropped.
@@ -394,7 +410,7 @@ impl Drop for Completing {
         let a: Vec<(&str, &str)> = c
             .annotations
             .iter()
-            .map(|(k, v)| (*k, v.as_str()))
+            .map(|(k, v)| (*k, v.as_ref()))
             .collect();
         c.pending.emit(
             Stage::ResponseComplete,
@@ -405,9 +421,9 @@ impl Drop for Completing {
     }
 }
 
-/// The answer's JSON as an event carries it: compact, escaped as Go
-/// escapes it (`<`, `>`, `&`, U+2028, U+2029: only ever inside strings),
-/// without `metadata.managedFields` where the policy says so.
+/// The answer's JSON as an event carries it: compact (no final newline),
+/// without `metadata.managedFields` where the policy says so (the event's
+/// writer escapes it as Go does).
 fn response_object(body: Vec<u8>, omit_managed_fields: bool) -> Vec<u8> {
     let mut body = body;
     while body.last().is_some_and(u8::is_ascii_whitespace) {
@@ -425,26 +441,5 @@ fn response_object(body: Vec<u8>, omit_managed_fields: bool) -> Vec<u8> {
         }
         body = serde_json::to_vec(&v).unwrap_or(body);
     }
-    let mut out = Vec::with_capacity(body.len());
-    let mut i = 0;
-    while i < body.len() {
-        match body[i] {
-            b'<' => out.extend_from_slice(b"\\u003c"),
-            b'>' => out.extend_from_slice(b"\\u003e"),
-            b'&' => out.extend_from_slice(b"\\u0026"),
-            0xE2 if body.get(i + 1) == Some(&0x80)
-                && matches!(body.get(i + 2), Some(0xA8 | 0xA9)) =>
-            {
-                out.extend_from_slice(if body[i + 2] == 0xA8 {
-                    b"\\u2028"
-                } else {
-                    b"\\u2029"
-                });
-                i += 2;
-            }
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    out
+    body
 }

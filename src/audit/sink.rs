@@ -132,7 +132,13 @@ pub enum LogTarget {
 type Writer = Box<dyn FnMut(&[u8]) -> std::io::Result<()> + Send>;
 
 /// Events written at most per write call: one syscall for a burst.
-const BATCH: usize = 512;
+const BATCH: usize = 4096;
+
+/// How long the writer lets a burst gather after its first event: one
+/// wake-up and one write for all of them, where waking for each event cost
+/// a cached GET more than the rest of its auditing (BENCHMARKS.md, "What
+/// auditing costs").
+const LINGER: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// Starts the log backend's writer thread; it ends once every sender is
 /// gone and the queue is written out. Fails if the file cannot be opened.
@@ -162,6 +168,7 @@ pub fn spawn_log(
             let mut buf = Vec::with_capacity(64 << 10);
             let mut failing = false;
             while let Some(first) = rx.blocking_recv() {
+                std::thread::sleep(LINGER);
                 buf.clear();
                 buf.extend_from_slice(&first);
                 let mut n = 1;
