@@ -15,6 +15,17 @@ use crate::common::*;
 
 const BIN: &str = env!("CARGO_BIN_EXE_r8s");
 
+/// A child r8s, killed if the test ends before it does (a failing test
+/// must not leave it running).
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 fn temp_dir(name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("r8s-{name}-{}", fastrand::u64(..)));
     std::fs::create_dir_all(&dir).unwrap();
@@ -48,22 +59,24 @@ async fn should_keep_serving_count_and_log_once_when_the_audit_disk_is_full() {
     let sim = start_sim(sim_config()).await;
     let dir = temp_dir("audit-full");
     let policy = write_policy(&dir, "- level: Metadata\n");
-    let mut child = Command::new(BIN)
-        .args(["serve", "--upstream", &sim.url(), "--cache", "pods"])
-        .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
-        .arg("--audit-policy-file")
-        .arg(&policy)
-        .args(["--audit-log-path", "/dev/full", "--log-format", "json"])
-        // /dev/full is not rotated.
-        .env("R8S_AUDIT__LOG_MAXSIZE", "0")
-        .env_remove("R8S_CONFIG")
-        .env_remove("RUST_LOG")
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = Killed(
+        Command::new(BIN)
+            .args(["serve", "--upstream", &sim.url(), "--cache", "pods"])
+            .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
+            .arg("--audit-policy-file")
+            .arg(&policy)
+            .args(["--audit-log-path", "/dev/full", "--log-format", "json"])
+            // /dev/full is not rotated.
+            .env("R8S_AUDIT__LOG_MAXSIZE", "0")
+            .env_remove("R8S_CONFIG")
+            .env_remove("RUST_LOG")
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
     let lines = Arc::new(Mutex::new(Vec::<String>::new()));
     let reader = {
-        let (lines, err) = (lines.clone(), child.stderr.take().unwrap());
+        let (lines, err) = (lines.clone(), child.0.stderr.take().unwrap());
         std::thread::spawn(move || {
             for l in BufReader::new(err).lines().map_while(Result::ok) {
                 lines.lock().unwrap().push(l);
@@ -108,9 +121,9 @@ async fn should_keep_serving_count_and_log_once_when_the_audit_disk_is_full() {
     assert_eq!(written, 0.0);
     // SIGTERM: it drains and exits 0.
     let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
+        .args(["-TERM", &child.0.id().to_string()])
         .status();
-    let status = child.wait().unwrap();
+    let status = child.0.wait().unwrap();
     reader.join().unwrap();
     assert!(status.success(), "{status}");
     let lines = lines.lock().unwrap().clone();
