@@ -69,11 +69,15 @@ impl Api {
     /// Answers one API request from `peer`.
     pub async fn handle(
         self: Arc<Self>,
-        mut req: Request<Incoming>,
+        req: Request<Incoming>,
         peer: Arc<Peer>,
     ) -> Response<Body> {
         let start = Instant::now();
-        let received = SystemTime::now();
+        // (Read only for an audit record.)
+        let received = match self.audit {
+            Some(_) => SystemTime::now(),
+            None => SystemTime::UNIX_EPOCH,
+        };
         let id = audit::id_of(req.headers());
         let ar = ApiRequest::parse(req.method(), req.uri(), req.headers());
         // r8s's own errors come in the negotiated encoding.
@@ -123,12 +127,10 @@ impl Api {
                 let (user, impersonated) = caller.audit_users();
                 a.begin(facts(user, impersonated))
             });
-        // A request passed on carries its audit ID: the upstream's event has it too.
-        req.headers_mut().insert(audit::AUDIT_ID, id.clone());
         let cached = cached.as_ref().map(|(ar, c)| (*ar, c));
         let Some((ar, cache)) = cached else {
             let streaming = ar.as_ref().is_some_and(|ar| ar.streaming);
-            let mut resp = self.forward(req, streaming, &caller).await;
+            let mut resp = self.forward(req, &id, streaming, &caller).await;
             if let Some(p) = pending {
                 p.finish(&mut resp, audit::Outcome::Pass(""), None);
             }
@@ -139,7 +141,7 @@ impl Api {
             Answer::Hit(resp) => (resp, CacheResult::Hit),
             Answer::Refused(refusal) => (refusal.into_response(errors), CacheResult::Refused),
             Answer::Pass(reason) => (
-                self.forward(req, ar.streaming, &caller).await,
+                self.forward(req, &id, ar.streaming, &caller).await,
                 CacheResult::Pass(reason),
             ),
         };
@@ -206,12 +208,15 @@ impl Api {
         }
     }
 
+    /// Relays `req` upstream with its audit ID (the upstream's event has it too).
     async fn forward(
         &self,
-        req: Request<Incoming>,
+        mut req: Request<Incoming>,
+        audit_id: &HeaderValue,
         streaming: bool,
         caller: &Caller,
     ) -> Response<Body> {
+        req.headers_mut().insert(audit::AUDIT_ID, audit_id.clone());
         passthrough::forward(&self.upstream, req, streaming, &self.shutdown, caller).await
     }
 }
