@@ -11,12 +11,15 @@ use bytes::Bytes;
 use crate::config::AuditConfig;
 use crate::metrics::{AuditBackend, AuditCounters};
 
-use super::{policy, rotate, sink, webhook};
+use super::{policy, rotate, sink, spool, webhook};
 
 /// The policy and the backends: what a request's record (`super::Pending`) writes through.
 pub struct Auditor {
     pub(super) policy: policy::Policy,
-    queues: Vec<sink::Queue>,
+    /// The log file's (or standard output's).
+    log: Option<spool::Spool>,
+    /// The webhook's.
+    webhook: Option<sink::Queue>,
     pub(super) counters: Arc<AuditCounters>,
     /// `audit.passthrough`: requests passed to the upstream are audited too.
     pub(super) passthrough: bool,
@@ -48,18 +51,16 @@ impl Auditor {
         // the counters would record nowhere.
         crate::metrics::install();
         let counters = Arc::new(AuditCounters::new());
-        let mut queues = Vec::new();
+        let (mut log, mut webhook) = (None, None);
         let mut writers = Writers {
             log: None,
             webhook: None,
         };
         if let Some(path) = &cfg.log_path {
-            let (q, rx) =
-                sink::Queue::new(AuditBackend::Log, cfg.log_buffer_size, counters.clone());
-            let target = if sink::is_stdout(path) {
-                sink::LogTarget::Stdout
+            let target = if spool::is_stdout(path) {
+                spool::LogTarget::Stdout
             } else {
-                sink::LogTarget::File(
+                spool::LogTarget::File(
                     path.clone(),
                     rotate::Rotation {
                         max_bytes: cfg.log_maxsize.saturating_mul(1 << 20),
@@ -69,14 +70,15 @@ impl Auditor {
                     },
                 )
             };
-            let thread = sink::spawn_log(&target, rx, counters.clone()).map_err(|e| {
+            let started = spool::Spool::start(&target, cfg.log_buffer_size, counters.clone());
+            let (spooled, thread) = started.map_err(|e| {
                 AuditError(format!(
                     "audit.log_path: cannot open {}: {e}",
                     path.display()
                 ))
             })?;
             writers.log = Some(thread);
-            queues.push(q);
+            log = Some(spooled);
         }
         if let Some(file) = &cfg.webhook_config_file {
             let target = webhook::Target::from_kubeconfig(file).await.map_err(|e| {
@@ -107,7 +109,7 @@ impl Auditor {
                 batching,
                 counters.clone(),
             )));
-            queues.push(q);
+            webhook = Some(q);
         }
         tracing::info!(
             policy = %policy_file.display(),
@@ -118,7 +120,8 @@ impl Auditor {
         );
         let auditor = Auditor {
             policy,
-            queues,
+            log,
+            webhook,
             counters,
             passthrough: cfg.passthrough,
         };
@@ -131,10 +134,12 @@ impl Auditor {
     }
 
     /// Hands one event to every backend.
-    pub(super) fn emit(&self, event: Vec<u8>) {
-        let event = Bytes::from(event);
-        for q in &self.queues {
-            q.send(event.clone());
+    pub(super) fn emit(&self, event: &[u8]) {
+        if let Some(log) = &self.log {
+            log.push(event);
+        }
+        if let Some(q) = &self.webhook {
+            q.send(Bytes::copy_from_slice(event));
         }
     }
 }

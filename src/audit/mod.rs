@@ -6,9 +6,9 @@
 //! writes `audit.k8s.io/v1` `Event`s ([`event`]) at its stages, as the
 //! apiserver's audit filter does: `RequestReceived`, `ResponseStarted` for
 //! long-running requests (watches), `ResponseComplete` once the body is
-//! done, or `Panic`. Each goes to every backend's bounded queue
-//! ([`sink`]): the log file, rotated ([`rotate`]), or standard output, and
-//! the webhook ([`webhook`]). Requests passed to the upstream are audited
+//! done, or `Panic`. Each goes to every backend, each bounded: the log
+//! file's spool ([`spool`]), rotated ([`rotate`]), or standard output, and
+//! the webhook's queue ([`sink`], [`webhook`]). Requests passed to the upstream are audited
 //! there, as the caller; r8s audits them too only with `audit.passthrough`.
 //!
 //! Every response carries an `Audit-Id` (the request's own, if it came
@@ -22,6 +22,7 @@ mod policy_raw;
 mod record;
 pub mod rotate;
 pub mod sink;
+pub mod spool;
 pub mod webhook;
 
 use http::{HeaderMap, HeaderName, HeaderValue};

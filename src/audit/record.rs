@@ -194,6 +194,31 @@ impl Auditor {
     }
 }
 
+/// An event written into this thread's buffer (kept from event to event:
+/// no allocation a request), handed to `emit`.
+fn written(frozen: &Frozen, stamp: &Stamp<'_>, emit: impl FnOnce(&[u8])) {
+    thread_local! {
+        static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    BUF.with(|b| match b.try_borrow_mut() {
+        Ok(mut buf) => {
+            buf.clear();
+            event::write(&mut buf, frozen, stamp);
+            emit(&buf);
+            // A RequestResponse answer's bytes are not kept past their event.
+            if buf.capacity() > 1 << 20 {
+                *buf = Vec::new();
+            }
+        }
+        // (An event made while this thread makes one: its own buffer.)
+        Err(_) => {
+            let mut buf = Vec::with_capacity(1024);
+            event::write(&mut buf, frozen, stamp);
+            emit(&buf);
+        }
+    });
+}
+
 /// The response's `responseStatus`: a `Status` of r8s's own in full, else its code.
 fn status_of(resp: &Response<Body>) -> ResponseStatus {
     match resp.extensions().get::<Sent>() {
@@ -216,19 +241,14 @@ impl Pending {
         body: Option<&[u8]>,
         annotations: &[(&str, &str)],
     ) {
-        let mut out = Vec::with_capacity(1024 + body.map_or(0, <[u8]>::len));
-        event::write(
-            &mut out,
-            &self.frozen,
-            &Stamp {
-                stage,
-                status,
-                response_object: body,
-                at: SystemTime::now(),
-                annotations,
-            },
-        );
-        self.auditor.emit(out);
+        let stamp = Stamp {
+            stage,
+            status,
+            response_object: body,
+            at: SystemTime::now(),
+            annotations,
+        };
+        written(&self.frozen, &stamp, |e| self.auditor.emit(e));
     }
 
     /// Records the response: `RequestReceived` (stamped when the request
@@ -243,19 +263,14 @@ impl Pending {
         }
         let omit = self.decision.omit_stages;
         if !omit.has(Stage::RequestReceived) {
-            let mut out = Vec::with_capacity(1024);
-            event::write(
-                &mut out,
-                &self.frozen,
-                &Stamp {
-                    stage: Stage::RequestReceived,
-                    status: None,
-                    response_object: None,
-                    at: self.received,
-                    annotations: &[],
-                },
-            );
-            self.auditor.emit(out);
+            let stamp = Stamp {
+                stage: Stage::RequestReceived,
+                status: None,
+                response_object: None,
+                at: self.received,
+                annotations: &[],
+            };
+            written(&self.frozen, &stamp, |e| self.auditor.emit(e));
         }
         let annotations = annotations(outcome, authz);
         let status = status_of(resp);

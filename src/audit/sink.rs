@@ -1,14 +1,12 @@
-//! Where events go: each backend behind a bounded queue of written events.
+//! The webhook's intake: a bounded queue of written events, which its task
+//! batches as the apiserver's does ([`super::webhook`]). (The log file's:
+//! [`super::spool`].)
 //!
 //! The policy for a full queue is to drop: a request never waits for the
 //! audit log. Every event is either written (`r8s_audit_events_total`) or
 //! counted as dropped (`r8s_audit_events_dropped_total`, by reason), and
-//! the first drop of a run of them is logged. The log backend writes from a
-//! thread of its own (a slow or full disk stalls no request); the webhook's
-//! task batches as the apiserver's does ([`super::webhook`]).
+//! the first drop of a run of them is logged.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -16,8 +14,6 @@ use bytes::Bytes;
 use tokio::sync::mpsc;
 
 use crate::metrics::{AuditBackend, AuditCounters, AuditDrop};
-
-use super::rotate::{Rotating, Rotation};
 
 /// The bytes of events one queue holds at most, whatever their count: a
 /// `RequestResponse` event carries a whole answer (a list of 10,000 pods is
@@ -119,91 +115,6 @@ impl Intake {
     }
 }
 
-/// Where the log backend writes.
-#[derive(Debug, Clone)]
-pub enum LogTarget {
-    /// Standard output (`-`).
-    Stdout,
-    /// A file, rotated.
-    File(PathBuf, Rotation),
-}
-
-/// Writes a batch of events where the log goes.
-type Writer = Box<dyn FnMut(&[u8]) -> std::io::Result<()> + Send>;
-
-/// Events written at most per write call: one syscall for a burst.
-const BATCH: usize = 4096;
-
-/// How long the writer lets a burst gather after its first event: one
-/// wake-up and one write for all of them, where waking for each event cost
-/// a cached GET more than the rest of its auditing (BENCHMARKS.md, "What
-/// auditing costs").
-const LINGER: std::time::Duration = std::time::Duration::from_millis(5);
-
-/// Starts the log backend's writer thread; it ends once every sender is
-/// gone and the queue is written out. Fails if the file cannot be opened.
-pub fn spawn_log(
-    target: &LogTarget,
-    mut rx: Intake,
-    counters: Arc<AuditCounters>,
-) -> std::io::Result<std::thread::JoinHandle<()>> {
-    let mut out: Writer = match target {
-        LogTarget::Stdout => Box::new(|b: &[u8]| {
-            let mut s = std::io::stdout().lock();
-            s.write_all(b)?;
-            s.flush()
-        }),
-        LogTarget::File(path, rotation) => {
-            let mut f = Rotating::open(path, *rotation)?;
-            Box::new(move |b: &[u8]| f.write(b))
-        }
-    };
-    let shown = match target {
-        LogTarget::Stdout => "-".to_string(),
-        LogTarget::File(p, _) => p.display().to_string(),
-    };
-    std::thread::Builder::new()
-        .name("r8s-audit-log".into())
-        .spawn(move || {
-            let mut buf = Vec::with_capacity(64 << 10);
-            let mut failing = false;
-            while let Some(first) = rx.blocking_recv() {
-                std::thread::sleep(LINGER);
-                buf.clear();
-                buf.extend_from_slice(&first);
-                let mut n = 1;
-                while n < BATCH {
-                    match rx.try_recv() {
-                        Some(e) => {
-                            buf.extend_from_slice(&e);
-                            n += 1;
-                        }
-                        None => break,
-                    }
-                }
-                match out(&buf) {
-                    Ok(()) => {
-                        counters.written(AuditBackend::Log, n as u64);
-                        if std::mem::take(&mut failing) {
-                            tracing::info!(path = %shown, "the audit log is written again");
-                        }
-                    }
-                    Err(e) => {
-                        counters.dropped(AuditBackend::Log, AuditDrop::WriteError, n as u64);
-                        if !std::mem::replace(&mut failing, true) {
-                            tracing::error!(path = %shown, error = %e, "cannot write the audit log; its events are dropped (r8s_audit_events_dropped_total) until it can, and r8s goes on serving");
-                        }
-                    }
-                }
-            }
-        })
-}
-
-/// Whether `path` names standard output.
-pub fn is_stdout(path: &Path) -> bool {
-    path.as_os_str() == "-"
-}
-
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -226,18 +137,18 @@ pub(crate) mod tests {
         let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
         let handle = recorder.handle();
         let counters = metrics::with_local_recorder(&recorder, || Arc::new(AuditCounters::new()));
-        let (q, mut rx) = Queue::new(AuditBackend::Log, 2, counters);
+        let (q, mut rx) = Queue::new(AuditBackend::Webhook, 2, counters);
         for i in 0..5 {
             q.send(Bytes::from(format!("{i}\n")));
         }
-        let dropped = r#"r8s_audit_events_dropped_total{backend="log",reason="queue_full"}"#;
+        let dropped = r#"r8s_audit_events_dropped_total{backend="webhook",reason="queue_full"}"#;
         assert_eq!(counted(&handle, dropped), 3.0);
         // The first two were kept, in order.
         assert_eq!(rx.recv().await.unwrap(), "0\n");
         assert_eq!(rx.recv().await.unwrap(), "1\n");
         drop(rx);
         q.send(Bytes::from_static(b"late\n"));
-        let closed = r#"r8s_audit_events_dropped_total{backend="log",reason="closed"}"#;
+        let closed = r#"r8s_audit_events_dropped_total{backend="webhook",reason="closed"}"#;
         assert_eq!(counted(&handle, closed), 1.0);
     }
 
@@ -246,11 +157,11 @@ pub(crate) mod tests {
         let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
         let handle = recorder.handle();
         let counters = metrics::with_local_recorder(&recorder, || Arc::new(AuditCounters::new()));
-        let (q, mut rx) = Queue::new(AuditBackend::Log, 100, counters);
+        let (q, mut rx) = Queue::new(AuditBackend::Webhook, 100, counters);
         let big = Bytes::from(vec![b'x'; MAX_QUEUED_BYTES / 2 + 1]);
         q.send(big.clone());
         q.send(big.clone());
-        let dropped = r#"r8s_audit_events_dropped_total{backend="log",reason="queue_full"}"#;
+        let dropped = r#"r8s_audit_events_dropped_total{backend="webhook",reason="queue_full"}"#;
         assert_eq!(
             counted(&handle, dropped),
             1.0,
@@ -260,27 +171,5 @@ pub(crate) mod tests {
         assert_eq!(rx.recv().await.unwrap().len(), big.len());
         q.send(big);
         assert_eq!(counted(&handle, dropped), 1.0);
-    }
-
-    #[test]
-    fn should_write_what_the_file_takes_and_count_the_rest() {
-        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
-        let handle = recorder.handle();
-        let counters = metrics::with_local_recorder(&recorder, || Arc::new(AuditCounters::new()));
-        let dir = std::env::temp_dir().join(format!("r8s-sink-{}", fastrand::u64(..)));
-        let path = dir.join("audit.log");
-        let (q, rx) = Queue::new(AuditBackend::Log, 100, counters.clone());
-        let target = LogTarget::File(path.clone(), Rotation::default());
-        let writer = spawn_log(&target, rx, counters).unwrap();
-        for i in 0..10 {
-            q.send(Bytes::from(format!("{{\"n\":{i}}}\n")));
-        }
-        drop(q);
-        writer.join().unwrap();
-        let text = std::fs::read_to_string(&path).unwrap();
-        assert_eq!(text.lines().count(), 10);
-        let written = r#"r8s_audit_events_total{backend="log"}"#;
-        assert_eq!(counted(&handle, written), 10.0);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
