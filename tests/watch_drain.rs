@@ -119,7 +119,7 @@ impl Observer for Reading {
 /// One kube-rs watcher's view.
 #[derive(Default)]
 struct View {
-    /// Initial lists (Init events): 1 unless it relisted.
+    /// Lists done (`InitDone` events): 1 unless it relisted.
     lists: usize,
     /// `namespace/name` → resourceVersion.
     state: BTreeMap<String, u64>,
@@ -200,15 +200,19 @@ async fn should_drain_watchers_with_a_final_bookmark_and_let_kube_rs_resume_else
                 let mut v = view.lock().unwrap();
                 match ev {
                     Err(_) => v.errors += 1,
-                    Ok(watcher::Event::Init) => {
-                        v.lists += 1;
-                        listing.clear();
-                    }
+                    // `Init` comes before each list is asked for, so a list
+                    // that failed and was asked again (a thousand connecting
+                    // at once to a busy machine) would count twice: a
+                    // relist is a second list done.
+                    Ok(watcher::Event::Init) => listing.clear(),
                     Ok(watcher::Event::InitApply(p)) => {
                         let (k, rv) = key_rv(&p);
                         listing.insert(k, rv);
                     }
-                    Ok(watcher::Event::InitDone) => v.state = std::mem::take(&mut listing),
+                    Ok(watcher::Event::InitDone) => {
+                        v.lists += 1;
+                        v.state = std::mem::take(&mut listing);
+                    }
                     Ok(watcher::Event::Apply(p)) => {
                         let (k, rv) = key_rv(&p);
                         v.state.insert(k, rv);
