@@ -293,14 +293,18 @@ async fn should_drain_watchers_with_a_final_bookmark_and_let_kube_rs_resume_else
         with_bookmark, WATCHERS,
         "every watch A closed ended with a BOOKMARK"
     );
-    let relisted: Vec<usize> = views
+    // (lists done, errors reported) of each watcher that listed again.
+    let relisted: Vec<(usize, usize)> = views
         .iter()
-        .map(|v| v.lock().unwrap().lists)
-        .filter(|n| *n != 1)
+        .map(|v| {
+            let v = v.lock().unwrap();
+            (v.lists, v.errors)
+        })
+        .filter(|(n, _)| *n != 1)
         .collect();
     assert!(
         relisted.is_empty(),
-        "{} kube-rs watchers listed more than once",
+        "{} kube-rs watchers listed more than once (lists, errors): {relisted:?}",
         relisted.len()
     );
     assert_eq!(
