@@ -6,7 +6,8 @@
 //! cached LIST of 10,000 pods ≤ 1.02×; 10,000 watchers opened at once:
 //! every event written or counted dropped.
 //!
-//! `cargo bench --bench audit` (results in BENCHMARKS.md). Rounds alternate
+//! `cargo bench --bench audit` (results in BENCHMARKS.md; `AUDIT_ROUNDS`,
+//! `AUDIT_GETS`, `AUDIT_LISTS` and `AUDIT_WATCHERS` size it). Rounds alternate
 //! between the two r8s so both see the same machine; r8s's CPU is read from
 //! /proc. Everything runs on 127.0.0.1 and stops by itself.
 
@@ -197,7 +198,7 @@ async fn main() {
     println!("|---|---|---|---|---|---|---|");
     let get = "/api/v1/namespaces/ns-3/pods/pod-00003?resourceVersion=0";
     let list = "/api/v1/pods?resourceVersion=0";
-    let rounds = 6;
+    let rounds = env_or("AUDIT_ROUNDS", 6);
     for (what, path, clients, per, unit) in [
         (
             "GET one pod, resourceVersion=0",

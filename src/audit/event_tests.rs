@@ -149,3 +149,129 @@ fn should_make_random_version_4_ids() {
     h.insert("user-agent", "x".repeat(1100).parse().unwrap());
     assert_eq!(user_agent(&h), format!("{}...TRUNCATED", "x".repeat(1024)));
 }
+
+#[test]
+fn should_find_every_word_that_may_need_escaping() {
+    // Seeded: words of bytes drawn from the specials and their neighbours,
+    // and of any bytes at all.
+    let mut rng = fastrand::Rng::with_seed(54);
+    let near = [
+        0x00, 0x1f, 0x20, 0x21, b'"', b'\\', b'<', b'>', b'&', 0xE2, 0xE1, 0xE3, 0x7f, 0x80, 0xff,
+        b'a', b'=', b'?', b'%', b';', b'[', b']',
+    ];
+    for round in 0..200_000 {
+        let bytes: [u8; 8] = std::array::from_fn(|_| {
+            if round % 2 == 0 {
+                near[rng.usize(..near.len())]
+            } else {
+                rng.u8(..)
+            }
+        });
+        let word = u64::from_le_bytes(bytes);
+        for (quoted, table) in [(true, &SPECIAL[0]), (false, &SPECIAL[1])] {
+            let any = bytes.iter().any(|b| table[usize::from(*b)]);
+            assert_eq!(may_escape(word, quoted), any, "{bytes:?} quoted={quoted}");
+        }
+    }
+}
+
+#[test]
+fn should_escape_long_strings_as_byte_by_byte() {
+    let mut rng = fastrand::Rng::with_seed(2028);
+    let pieces = [
+        "a",
+        "<",
+        ">",
+        "&",
+        "\"",
+        "\\",
+        "\n",
+        "\u{1}",
+        "\u{2028}",
+        "\u{2029}",
+        "é",
+        "€",
+        "xyzxyzxyz",
+    ];
+    for _ in 0..20_000 {
+        let s: String = (0..rng.usize(0..40))
+            .map(|_| pieces[rng.usize(..pieces.len())])
+            .collect();
+        let mut fast = Vec::new();
+        go_string(&mut fast, &s);
+        let mut slow = vec![b'"'];
+        for c in s.chars() {
+            let mut one = Vec::new();
+            go_escaped(&mut one, c.encode_utf8(&mut [0; 4]).as_bytes(), true);
+            slow.extend_from_slice(&one);
+        }
+        slow.push(b'"');
+        assert_eq!(
+            String::from_utf8(fast).unwrap(),
+            String::from_utf8(slow).unwrap(),
+            "{s:?}"
+        );
+    }
+}
+
+#[test]
+fn should_write_times_as_rfc_3339_with_microseconds() {
+    let mut rng = fastrand::Rng::with_seed(1970);
+    let mut at = vec![
+        SystemTime::UNIX_EPOCH,
+        at("2000-02-29T23:59:59.999999Z"),
+        at("2026-11-28T15:17:01.255109Z"),
+        at("2100-03-01T00:00:00Z"),
+        at("9999-12-31T23:59:59.999999Z"),
+    ];
+    for _ in 0..100_000 {
+        let us = rng.u64(..253_402_300_800_000_000);
+        at.push(SystemTime::UNIX_EPOCH + std::time::Duration::from_micros(us));
+    }
+    for t in at {
+        let mut out = Vec::new();
+        rfc3339_micros(&mut out, t);
+        let want = humantime::format_rfc3339_micros(t).to_string();
+        assert_eq!(String::from_utf8(out).unwrap(), want);
+    }
+}
+
+#[test]
+fn should_stamp_request_received_with_its_arrival_and_write_any_code() {
+    let t = at("2026-11-28T15:17:01.000042Z");
+    let meta = Meta {
+        id: "x",
+        level: Level::Metadata,
+        request_uri: "/api",
+        verb: "get",
+        user: None,
+        impersonated: None,
+        source_ips: &[],
+        user_agent: "",
+        object: None,
+        received: t,
+    };
+    let frozen = Frozen::new(&meta);
+    for code in [0, 7, 42, 404, 65535] {
+        let mut out = Vec::new();
+        let status = ResponseStatus::code(code);
+        write(
+            &mut out,
+            &frozen,
+            &Stamp {
+                stage: Stage::RequestReceived,
+                status: Some(&status),
+                response_object: None,
+                at: t,
+                annotations: &[],
+            },
+        );
+        let line = String::from_utf8(out).unwrap();
+        assert!(line.contains(&format!("\"code\":{code}}}")), "{line}");
+        assert!(
+            line.ends_with(r#""requestReceivedTimestamp":"2026-11-28T15:17:01.000042Z","stageTimestamp":"2026-11-28T15:17:01.000042Z"}
+"#),
+            "{line}"
+        );
+    }
+}
