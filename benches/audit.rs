@@ -8,7 +8,7 @@
 //!
 //! `cargo bench --bench audit` (results in BENCHMARKS.md; `AUDIT_ROUNDS`,
 //! `AUDIT_GETS`, `AUDIT_LISTS` and `AUDIT_WATCHERS` size it). Rounds alternate
-//! between the two r8s so both see the same machine; r8s's CPU is read from
+//! among the three r8s so all see the same machine; r8s's CPU is read from
 //! /proc. Everything runs on 127.0.0.1 and stops by itself.
 
 mod common;

@@ -459,7 +459,7 @@ fn timestamp(out: &mut Vec<u8>, key: &str, t: SystemTime) {
 
 /// `t` as `metav1.MicroTime` writes it (`2006-01-02T15:04:05.000000Z`), in
 /// place: the date from the days since 1970 (Hinnant's `civil_from_days`),
-/// where formatting through `fmt` cost a cached GET's auditing a tenth.
+/// where formatting through `fmt` was a tenth of writing a GET's events.
 fn rfc3339_micros(out: &mut Vec<u8>, t: SystemTime) {
     let since = t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
     let secs = since.as_secs();
