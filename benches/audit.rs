@@ -7,9 +7,11 @@
 //! every event written or counted dropped.
 //!
 //! `cargo bench --bench audit` (results in BENCHMARKS.md; `AUDIT_ROUNDS`,
-//! `AUDIT_GETS`, `AUDIT_LISTS` and `AUDIT_WATCHERS` size it). Rounds alternate
-//! among the three r8s so all see the same machine; r8s's CPU is read from
-//! /proc. Everything runs on 127.0.0.1 and stops by itself.
+//! `AUDIT_GETS`, `AUDIT_LISTS`, `AUDIT_WATCHERS` and `AUDIT_IN_PROCESS` size
+//! it; `AUDIT_THIRD` picks the third r8s). Rounds alternate among the three
+//! r8s so all see the same machine; r8s's CPU is read from /proc. First,
+//! the audit path alone is timed in this process. Everything runs on
+//! 127.0.0.1 and stops by itself.
 
 mod common;
 
@@ -39,20 +41,71 @@ async fn fetch(c: &C, url: &str) {
     resp.into_body().collect().await.unwrap();
 }
 
-/// r8s's CPU time over `per × clients` fetches of `url`.
-async fn round(c: &C, url: &str, pid: u32, clients: usize, per: usize) -> Duration {
-    let cpu0 = cpu_time(pid);
+/// What a process has spent so far: CPU (user and system), system CPU
+/// alone, and its threads' context switches.
+#[derive(Clone, Copy, Default)]
+struct Usage {
+    cpu: Duration,
+    sys: Duration,
+    switches: u64,
+}
+
+impl Usage {
+    fn of(pid: u32) -> Usage {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        // Fields after the parenthesized command name; stime is the 15th.
+        let rest = &stat[stat.rfind(')').unwrap() + 2..];
+        let stime: u64 = rest.split_whitespace().nth(12).unwrap().parse().unwrap();
+        let mut switches = 0;
+        for t in std::fs::read_dir(format!("/proc/{pid}/task"))
+            .unwrap()
+            .flatten()
+        {
+            let status = std::fs::read_to_string(t.path().join("status")).unwrap_or_default();
+            switches += status
+                .lines()
+                .filter(|l| l.contains("ctxt_switches:"))
+                .filter_map(|l| l.split_whitespace().last()?.parse::<u64>().ok())
+                .sum::<u64>();
+        }
+        Usage {
+            cpu: cpu_time(pid),
+            // USER_HZ is 100 on Linux.
+            sys: Duration::from_millis(stime * 10),
+            switches,
+        }
+    }
+
+    fn since(self, before: Usage) -> Usage {
+        Usage {
+            cpu: self.cpu - before.cpu,
+            sys: self.sys - before.sys,
+            switches: self.switches - before.switches,
+        }
+    }
+
+    fn add(&mut self, other: Usage) {
+        self.cpu += other.cpu;
+        self.sys += other.sys;
+        self.switches += other.switches;
+    }
+}
+
+/// What r8s spent over `per × clients` fetches of `url`.
+async fn round(c: &C, url: &str, pid: u32, clients: usize, per: usize) -> Usage {
+    let before = Usage::of(pid);
     let url: Arc<str> = url.into();
     load(vec![c.clone(); clients], per, move |c| {
         let url = url.clone();
         async move { fetch(&c, &url).await }
     })
     .await;
-    cpu_time(pid) - cpu0
+    Usage::of(pid).since(before)
 }
 
 /// CPU per request of each r8s over rounds in turn (each round starting
-/// with the next one, so drift in the machine spreads over all).
+/// with the next one, so drift in the machine spreads over all); the
+/// system CPU and context switches shown beside.
 async fn compare(
     c: &C,
     urls: [&str; 3],
@@ -61,15 +114,22 @@ async fn compare(
     clients: usize,
     per: usize,
 ) -> [Duration; 3] {
-    let mut cpu = [Duration::ZERO; 3];
+    let mut spent = [Usage::default(); 3];
     for i in 0..rounds {
         for j in 0..3 {
             let k = (i + j) % 3;
-            cpu[k] += round(c, urls[k], pids[k], clients, per).await;
+            spent[k].add(round(c, urls[k], pids[k], clients, per).await);
         }
     }
     let n = (rounds * clients * per) as u32;
-    cpu.map(|d| d / n)
+    let sys = spent.map(|u| format!("{:.2}", u.sys.as_secs_f64() * 1e6 / f64::from(n)));
+    let sw = spent.map(|u| format!("{:.3}", u.switches as f64 / f64::from(n)));
+    println!(
+        "(of which system CPU, µs a request: {}; context switches a request: {})",
+        sys.join(", "),
+        sw.join(", ")
+    );
+    spent.map(|u| u.cpu / n)
 }
 
 async fn metric(c: &C, admin: &str, series: &str) -> f64 {
@@ -119,6 +179,74 @@ async fn watchers(api: &str, n: usize) {
     while let Some(r) = all.join_next().await {
         r.unwrap();
     }
+}
+
+/// The audit path alone, in this process: CPU per GET of making its record,
+/// its events and their writing to a log file (the writer thread's CPU
+/// included), less the same response made and read without a record.
+/// No sockets, no other process: the part of the GETs' difference below
+/// that is auditing's own code.
+async fn in_process(dir: &Scratch, answer: Bytes, n: usize) -> (Duration, Duration) {
+    use r8s::api::request::ApiRequest;
+    use r8s::audit::{Auditor, Facts, Outcome};
+    let cfg = r8s::config::AuditConfig {
+        policy_file: Some(dir.join("policy.yaml")),
+        log_path: Some(dir.join("in-process.log")),
+        ..Default::default()
+    };
+    let (auditor, writers) = Auditor::start(&cfg).await.unwrap().unwrap();
+    let method = http::Method::GET;
+    let uri: http::Uri = "/api/v1/namespaces/ns-3/pods/pod-00003?resourceVersion=0"
+        .parse()
+        .unwrap();
+    let mut headers = http::HeaderMap::new();
+    headers.insert(
+        "user-agent",
+        "kubectl/v1.36.3 (linux/amd64) kubernetes/abcdef0"
+            .parse()
+            .unwrap(),
+    );
+    headers.insert("accept", "application/json".parse().unwrap());
+    let request = ApiRequest::parse(&method, &uri, &headers).unwrap();
+    let peer: std::net::IpAddr = "127.0.0.1".parse().unwrap();
+    let me = std::process::id();
+    let respond = || {
+        let mut resp = http::Response::new(r8s::body::full(answer.clone()));
+        resp.headers_mut()
+            .insert("content-type", "application/json".parse().unwrap());
+        resp
+    };
+    let mut took = [Duration::ZERO; 2];
+    for audited in [false, true, false, true] {
+        let cpu0 = cpu_time(me);
+        for _ in 0..n {
+            let mut resp = respond();
+            // (Every request's, audited or not.)
+            let id = std::hint::black_box(r8s::audit::id_of(&headers));
+            if audited {
+                let pending = auditor.begin(Facts {
+                    id: &id,
+                    method: &method,
+                    uri: &uri,
+                    headers: &headers,
+                    peer,
+                    received: std::time::SystemTime::now(),
+                    user: None,
+                    impersonated: None,
+                    request: Some(&request),
+                });
+                if let Some(p) = pending {
+                    p.finish(&mut resp, Outcome::Hit, None);
+                }
+            }
+            resp.into_body().collect().await.unwrap();
+        }
+        took[usize::from(audited)] += cpu_time(me) - cpu0;
+    }
+    drop(auditor);
+    writers.finish(Duration::from_secs(30)).await;
+    let per = (2 * n) as u32;
+    (took[0] / per, took[1] / per)
 }
 
 #[tokio::main]
@@ -171,16 +299,28 @@ async fn main() {
         log.display()
     );
     let (audited, audited_url, audited_admin) = serve("audited", &audit);
+    // The third r8s: `RequestResponse` events, or (`AUDIT_THIRD`) one that
+    // splits the `Metadata` r8s's cost: `none` consults a policy that says
+    // `None` (a record begun, nothing written), `devnull` writes its events
+    // to /dev/null (all but the file's own cost).
+    let third: String = env_or("AUDIT_THIRD", "bodies".to_string());
+    let (level, third_log) = match third.as_str() {
+        "bodies" => ("RequestResponse", dir.join("bodies.log")),
+        "none" => ("None", dir.join("none.log")),
+        "devnull" => ("Metadata", "/dev/null".into()),
+        other => panic!("AUDIT_THIRD={other}: bodies, none or devnull"),
+    };
     let bodies_policy = dir.join("bodies.yaml");
     std::fs::write(
         &bodies_policy,
-        "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: RequestResponse\n",
+        format!("apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: {level}\n"),
     )
     .unwrap();
     let bodies = format!(
-        "[audit]\npolicy_file = \"{}\"\nlog_path = \"{}\"\nlog_maxbackup = 1\n",
+        "[audit]\npolicy_file = \"{}\"\nlog_path = \"{}\"\nlog_maxbackup = 1\nlog_maxsize = {}\n",
         bodies_policy.display(),
-        dir.join("bodies.log").display()
+        third_log.display(),
+        if third == "devnull" { 0 } else { 100 },
     );
     let (with_bodies, bodies_url, bodies_admin) = serve("bodies", &bodies);
     for admin in [&plain_admin, &audited_admin, &bodies_admin] {
@@ -188,12 +328,41 @@ async fn main() {
     }
     let pids = [plain.0.id(), audited.0.id(), with_bodies.0.id()];
 
+    let pod = c
+        .get(
+            format!("{plain_url}/api/v1/namespaces/ns-3/pods/pod-00003?resourceVersion=0")
+                .parse()
+                .unwrap(),
+        )
+        .await
+        .unwrap()
+        .into_body()
+        .collect()
+        .await
+        .unwrap()
+        .to_bytes();
+    let n = env_or("AUDIT_IN_PROCESS", 200_000);
+    let (bare, audited_here) = in_process(&dir, pod, n).await;
+    println!(
+        "The audit path in this process (no sockets): a GET's response made and read {:.2} µs; with its Metadata record, events and their writing to a file {:.2} µs: +{:.2} µs ({} × 2 each)",
+        bare.as_secs_f64() * 1e6,
+        audited_here.as_secs_f64() * 1e6,
+        (audited_here.as_secs_f64() - bare.as_secs_f64()) * 1e6,
+        n
+    );
+    println!();
+
     println!(
         "r8s without auditing, and with Metadata events of every request to a log file; {pods} pods (sim)"
     );
     println!();
     println!(
-        "| request | rounds × requests | r8s CPU per request, no audit | Metadata | ratio | RequestResponse | ratio |"
+        "| request | rounds × requests | r8s CPU per request, no audit | Metadata | ratio | {} | ratio |",
+        match third.as_str() {
+            "bodies" => "RequestResponse",
+            "none" => "level None",
+            _ => "Metadata to /dev/null",
+        }
     );
     println!("|---|---|---|---|---|---|---|");
     let get = "/api/v1/namespaces/ns-3/pods/pod-00003?resourceVersion=0";

@@ -275,3 +275,22 @@ fn should_stamp_request_received_with_its_arrival_and_write_any_code() {
         );
     }
 }
+
+#[test]
+fn should_write_addresses_as_display_does() {
+    // Seeded: every octet's width, and the edges.
+    let mut rng = fastrand::Rng::with_seed(541);
+    let mut ips: Vec<IpAddr> = vec![
+        "0.0.0.0".parse().unwrap(),
+        "255.255.255.255".parse().unwrap(),
+        "10.0.100.9".parse().unwrap(),
+        "::1".parse().unwrap(),
+        "2001:db8::ff00:42:8329".parse().unwrap(),
+    ];
+    ips.extend((0..10_000).map(|_| IpAddr::from(rng.u32(..).to_be_bytes())));
+    for ip in ips {
+        let mut out = Vec::new();
+        address(&mut out, ip);
+        assert_eq!(String::from_utf8(out).unwrap(), ip.to_string());
+    }
+}

@@ -1,6 +1,7 @@
 //! One request's audit record: its events made at its stages, the last
 //! when its response's body is done (or dropped: a client gone, a panic).
 
+use std::borrow::Cow;
 use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -78,20 +79,25 @@ pub struct Pending {
     done: bool,
 }
 
-/// The verb as the apiserver's `RequestInfo` names it.
-fn verb(method: &Method, request: Option<&ApiRequest>) -> String {
+/// The verb as the apiserver's `RequestInfo` names it (borrowed but for an
+/// unusual method).
+fn verb(method: &Method, request: Option<&ApiRequest>) -> Cow<'static, str> {
+    let lower = |m: &Method| Cow::Owned(m.as_str().to_ascii_lowercase());
     let by_method = || match *method {
-        Method::GET | Method::HEAD => "get".to_string(),
-        Method::POST => "create".to_string(),
-        Method::PUT => "update".to_string(),
-        Method::PATCH => "patch".to_string(),
-        Method::DELETE => "delete".to_string(),
-        ref m => m.as_str().to_ascii_lowercase(),
+        Method::GET | Method::HEAD => Cow::Borrowed("get"),
+        Method::POST => Cow::Borrowed("create"),
+        Method::PUT => Cow::Borrowed("update"),
+        Method::PATCH => Cow::Borrowed("patch"),
+        Method::DELETE => Cow::Borrowed("delete"),
+        ref m => lower(m),
     };
     match request.map(|r| r.verb) {
         Some(Verb::Connect | Verb::Proxy | Verb::Other) => by_method(),
-        Some(v) => v.as_str().to_string(),
-        None => method.as_str().to_ascii_lowercase(),
+        Some(v) => Cow::Borrowed(v.as_str()),
+        None => match *method {
+            Method::GET => Cow::Borrowed("get"),
+            ref m => lower(m),
+        },
     }
 }
 
@@ -149,7 +155,10 @@ impl Auditor {
                 subresource,
                 "attach" | "exec" | "proxy" | "log" | "portforward"
             );
-        let id = String::from_utf8_lossy(f.id.as_bytes());
+        let id = match f.id.to_str() {
+            Ok(id) => Cow::Borrowed(id),
+            Err(_) => String::from_utf8_lossy(f.id.as_bytes()),
+        };
         let user_agent = event::user_agent(f.headers);
         let source_ips = event::source_ips(f.headers, f.peer);
         let request_uri = f
@@ -272,11 +281,11 @@ impl Pending {
             };
             written(&self.frozen, &stamp, |e| self.auditor.emit(e));
         }
-        let annotations = annotations(outcome, authz);
+        let annotations = Annotations { outcome, authz };
         let status = status_of(resp);
         if self.long_running && !omit.has(Stage::ResponseStarted) {
-            let a: Vec<(&str, &str)> = annotations.iter().map(|(k, v)| (*k, v.as_ref())).collect();
-            self.emit(Stage::ResponseStarted, Some(&status), None, &a);
+            let (a, n) = annotations.pairs();
+            self.emit(Stage::ResponseStarted, Some(&status), None, &a[..n]);
         }
         if omit.has(Stage::ResponseComplete) {
             return;
@@ -308,35 +317,45 @@ fn is_plain_json(resp: &Response<Body>) -> bool {
             .is_some_and(|ct| ct.starts_with("application/json"))
 }
 
-/// An annotation's value: a word of r8s's, or the authorizer's reason.
-type Value = std::borrow::Cow<'static, str>;
+/// What a response's events annotate: r8s's authorization of the request
+/// and what became of it.
+struct Annotations {
+    outcome: Outcome,
+    authz: Option<Authz>,
+}
 
-/// The annotations of a response's events, sorted by key.
-fn annotations(outcome: Outcome, authz: Option<Authz>) -> Vec<(&'static str, Value)> {
-    let mut a: Vec<(&'static str, Value)> = Vec::with_capacity(4);
-    let reason = |r: Arc<str>| Value::Owned(r.to_string());
-    match authz {
-        Some(Authz::Allow(r)) => {
-            a.push(("authorization.k8s.io/decision", "allow".into()));
-            a.push(("authorization.k8s.io/reason", reason(r)));
+impl Annotations {
+    /// The annotations, sorted by key, borrowed (no allocation a request).
+    fn pairs(&self) -> ([(&'static str, &str); 4], usize) {
+        let mut a = [("", ""); 4];
+        let mut n = 0;
+        let mut add = |k: &'static str, v| {
+            a[n] = (k, v);
+            n += 1;
+        };
+        match &self.authz {
+            Some(Authz::Allow(r)) => {
+                add("authorization.k8s.io/decision", "allow");
+                add("authorization.k8s.io/reason", r);
+            }
+            Some(Authz::Forbid(r)) => {
+                add("authorization.k8s.io/decision", "forbid");
+                add("authorization.k8s.io/reason", r);
+            }
+            Some(Authz::Error) => add("authorization.k8s.io/reason", "internal error"),
+            None => {}
         }
-        Some(Authz::Forbid(r)) => {
-            a.push(("authorization.k8s.io/decision", "forbid".into()));
-            a.push(("authorization.k8s.io/reason", reason(r)));
+        let (cache, why) = match self.outcome {
+            Outcome::Hit => ("hit", ""),
+            Outcome::Refused => ("refused", ""),
+            Outcome::Pass(r) => ("pass", r),
+        };
+        add("r8s.io/cache", cache);
+        if !why.is_empty() {
+            add("r8s.io/pass-reason", why);
         }
-        Some(Authz::Error) => a.push(("authorization.k8s.io/reason", "internal error".into())),
-        None => {}
+        (a, n)
     }
-    let (cache, why) = match outcome {
-        Outcome::Hit => ("hit", ""),
-        Outcome::Refused => ("refused", ""),
-        Outcome::Pass(r) => ("pass", r),
-    };
-    a.push(("r8s.io/cache", cache.into()));
-    if !why.is_empty() {
-        a.push(("r8s.io/pass-reason", why.into()));
-    }
-    a
 }
 
 impl Drop for Pending {
@@ -376,7 +395,7 @@ impl Drop for Pending {
 struct Complete {
     pending: Pending,
     status: ResponseStatus,
-    annotations: Vec<(&'static str, Value)>,
+    annotations: Annotations,
 }
 
 /// A response body that records `ResponseComplete` when it is done or dropped.
@@ -422,16 +441,12 @@ impl Drop for Completing {
             .captured
             .take()
             .map(|b| response_object(b, c.pending.decision.omit_managed_fields));
-        let a: Vec<(&str, &str)> = c
-            .annotations
-            .iter()
-            .map(|(k, v)| (*k, v.as_ref()))
-            .collect();
+        let (a, n) = c.annotations.pairs();
         c.pending.emit(
             Stage::ResponseComplete,
             Some(&c.status),
             object.as_deref(),
-            &a,
+            &a[..n],
         );
     }
 }
