@@ -9,6 +9,7 @@ pub mod path;
 pub mod query;
 pub mod request;
 pub mod selector;
+pub mod shard;
 pub mod status;
 pub mod user;
 

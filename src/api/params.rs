@@ -6,6 +6,7 @@
 
 use super::query::{Query, parse_bool};
 use super::selector::{FieldSelector, LabelSelector, Selectors, supported_fields};
+use super::shard::ShardSelector;
 use super::status::{Cause, Status};
 
 /// `resourceVersionMatch`.
@@ -34,8 +35,12 @@ pub struct ListOptions {
     pub label_selector: String,
     /// `fieldSelector`, raw (as authorizers see it).
     pub field_selector: String,
-    /// Both selectors parsed, or the apiserver's 400 for the first bad one.
+    /// The selectors parsed, or the apiserver's 400 for the first bad one.
     pub selectors: Result<Selectors, Status>,
+    /// `shardSelector` (absent or empty: none), or why 1.36 refuses it:
+    /// r8s answers that itself, as an upstream without sharding would
+    /// ignore the selector.
+    pub shard_selector: Result<Option<ShardSelector>, Status>,
     /// `allowWatchBookmarks`.
     pub allow_watch_bookmarks: bool,
     /// `sendInitialEvents` (None when unset).
@@ -69,10 +74,21 @@ impl ListOptions {
         let int = |k: &str| query.get(k).map(parse_int).transpose();
         let label_selector = text("labelSelector");
         let field_selector = text("fieldSelector");
+        let shard_selector = match query.get("shardSelector").filter(|s| !s.is_empty()) {
+            None => Ok(None),
+            Some(s) => ShardSelector::parse(s)
+                .map(Some)
+                .map_err(Status::bad_request),
+        };
         let selectors = LabelSelector::parse(&label_selector)
             .and_then(|labels| {
                 let fields = FieldSelector::parse(&field_selector, supported_fields(resource))?;
-                Ok(Selectors { labels, fields })
+                let shard = shard_selector.as_ref().ok().cloned().flatten();
+                Ok(Selectors {
+                    labels,
+                    fields,
+                    shard,
+                })
             })
             .map_err(Status::bad_request);
         Ok(ListOptions {
@@ -84,6 +100,7 @@ impl ListOptions {
             label_selector,
             field_selector,
             selectors,
+            shard_selector,
             allow_watch_bookmarks: flag("allowWatchBookmarks")?.unwrap_or(false),
             send_initial_events: flag("sendInitialEvents")?,
             timeout_seconds: int("timeoutSeconds")?.map(|t| t.max(0) as u64),

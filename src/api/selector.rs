@@ -4,6 +4,7 @@
 //! (`k8s.io/apimachinery/pkg/labels.Parse`, `pkg/fields.ParseSelector`),
 //! whose failures kube-apiserver answers with 400 `BadRequest`.
 
+use crate::api::shard::ShardSelector;
 use serde_json::Value;
 
 /// One label requirement operator.
@@ -384,19 +385,21 @@ impl LabelSelector {
     }
 }
 
-/// The label and field selectors of a list or watch, parsed.
+/// The label, field and shard selectors of a list or watch, parsed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Selectors {
     /// `labelSelector`.
     pub labels: LabelSelector,
     /// `fieldSelector`, its fields checked against the resource's.
     pub fields: FieldSelector,
+    /// `shardSelector`, where one was given.
+    pub shard: Option<ShardSelector>,
 }
 
 impl Selectors {
-    /// Whether both are empty (everything matches).
+    /// Whether all are empty (everything matches).
     pub fn is_empty(&self) -> bool {
-        self.labels.is_empty() && self.fields.is_empty()
+        self.labels.is_empty() && self.fields.is_empty() && self.shard.is_none()
     }
 }
 

@@ -150,6 +150,7 @@ fn should_walk_a_label_index_for_equality_and_set_selectors() {
         let s = Selectors {
             labels: LabelSelector::parse(labels).unwrap(),
             fields: FieldSelector::parse(fields, &["spec.nodeName"]).unwrap(),
+            ..Default::default()
         };
         v.walk(prefix, prefix, &s)
             .map(|(k, _)| k.to_string())

@@ -26,6 +26,8 @@ struct Meta<'a> {
     #[serde(borrow, default, rename = "resourceVersion")]
     resource_version: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
+    uid: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
     labels: Option<std::collections::BTreeMap<BStr<'a>, BStr<'a>>>,
 }
 
@@ -172,6 +174,7 @@ impl TypeInfo {
             .parse::<u64>()
             .map_err(|_| ObjectError::BadResourceVersion(rv_s.to_string()))?;
         let ns = p.metadata.namespace.as_deref().unwrap_or("");
+        let uid_hash = crate::api::shard::fnv1a(p.metadata.uid.as_deref().unwrap_or(""));
         let key: Arc<str> = if ns.is_empty() {
             Arc::from(name)
         } else {
@@ -278,6 +281,7 @@ impl TypeInfo {
             key,
             ns_len,
             rv,
+            uid_hash,
             body: json,
             encoding: Encoding::Json,
             item_skip,
@@ -323,6 +327,7 @@ pub(super) fn at_version(o: &CachedObject, rv: u64) -> CachedObject {
         key: o.key.clone(),
         ns_len: o.ns_len,
         rv,
+        uid_hash: o.uid_hash,
         body: json,
         encoding: Encoding::Json,
         item_skip: o.item_skip,
@@ -362,7 +367,7 @@ mod tests {
             resource: "pods".into(),
             items_typed: false,
         };
-        let src = br#"{"metadata":{"name":"p","namespace":"ns","resourceVersion":"7","labels":{"app":"web","esc\u0041":"x"}},"spec":{"nodeName":"n1","hostNetwork":true},"status":{"phase":"Running"}}"#;
+        let src = br#"{"metadata":{"name":"p","namespace":"ns","uid":"026a5438-d349-42d8-bf13-db56e82697dc","resourceVersion":"7","labels":{"app":"web","esc\u0041":"x"}},"spec":{"nodeName":"n1","hostNetwork":true},"status":{"phase":"Running"}}"#;
         let o = t.parse(src).unwrap();
         assert_eq!((o.namespace(), o.name(), o.rv), ("ns", "p", 7));
         assert_eq!(o.label("app"), Some("web"));
@@ -397,7 +402,28 @@ mod tests {
         let labels = LabelSelector::parse("app in (web)").unwrap();
         assert!(o.matches(&Selectors {
             labels,
-            fields: sel
+            fields: sel,
+            ..Default::default()
         }));
+        // Its uid's shard: the upper half (as 1.36 put this uid); its
+        // namespace's, by the namespace's own hash.
+        let shard = |range: &str| Selectors {
+            shard: Some(crate::api::shard::ShardSelector::parse(range).unwrap()),
+            ..Default::default()
+        };
+        let (low, high) = (
+            "'0x0000000000000000', '0x8000000000000000')",
+            "'0x8000000000000000', '0x10000000000000000')",
+        );
+        assert!(!o.matches(&shard(&format!("shardRange(object.metadata.uid, {low}"))));
+        assert!(o.matches(&shard(&format!("shardRange(object.metadata.uid, {high}"))));
+        let ns_high = crate::api::shard::fnv1a("ns") >= 1 << 63;
+        assert_eq!(
+            o.matches(&shard(&format!(
+                "shardRange(object.metadata.namespace, {high}"
+            ))),
+            ns_high
+        );
+        assert_eq!(at_version(&o, 9).uid_hash, o.uid_hash);
     }
 }

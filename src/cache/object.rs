@@ -13,6 +13,7 @@ use bytes::Bytes;
 
 use crate::api::media::Encoding;
 use crate::api::selector::Selectors;
+use crate::api::shard::{ShardKey, fnv1a};
 use crate::codec::json::{self, ListItem};
 use crate::codec::protobuf as pb;
 use crate::codec::run::{self, Form, Memo};
@@ -44,6 +45,9 @@ pub struct CachedObject {
     pub ns_len: usize,
     /// `metadata.resourceVersion`.
     pub rv: u64,
+    /// `metadata.uid`'s 64-bit FNV-1a hash, the shard a `shardSelector` on
+    /// uids puts it in (uids never change: nor does its shard).
+    pub uid_hash: u64,
     /// The object as a get or watch event carries it: JSON with `kind` and
     /// `apiVersion`, or the protobuf body (`k8s\0` + `runtime.Unknown`).
     pub body: Bytes,
@@ -227,7 +231,14 @@ impl CachedObject {
 
     /// Whether the object passes a request's selectors.
     pub fn matches(&self, s: &Selectors) -> bool {
-        s.labels.matches(|k| self.label(k)) && s.fields.matches_str(|f| self.field(f))
+        s.labels.matches(|k| self.label(k))
+            && s.fields.matches_str(|f| self.field(f))
+            && s.shard.as_ref().is_none_or(|shard| {
+                shard.selects(match shard.key() {
+                    ShardKey::Uid => self.uid_hash,
+                    ShardKey::Namespace => fnv1a(self.namespace()),
+                })
+            })
     }
 }
 

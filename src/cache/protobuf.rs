@@ -15,6 +15,7 @@ use crate::codec::protobuf::{self as pb, Malformed, Value};
 /// `ObjectMeta` field numbers r8s reads.
 const META_NAME: u32 = 1;
 const META_NAMESPACE: u32 = 3;
+const META_UID: u32 = 5;
 const META_RESOURCE_VERSION: u32 = 6;
 const META_LABELS: u32 = 11;
 
@@ -115,7 +116,7 @@ fn parse(
     fn text(b: &[u8]) -> Result<&str, ObjectError> {
         std::str::from_utf8(b).map_err(|_| ObjectError::Malformed("a string is not UTF-8".into()))
     }
-    let (mut name, mut namespace, mut rv) = ("", "", "");
+    let (mut name, mut namespace, mut rv, mut uid) = ("", "", "", "");
     let mut spans = Vec::new();
     for f in pb::fields(meta) {
         let f = f.map_err(malformed)?;
@@ -124,6 +125,7 @@ fn parse(
             META_NAME => name = text(v)?,
             META_NAMESPACE => namespace = text(v)?,
             META_RESOURCE_VERSION => rv = text(v)?,
+            META_UID => uid = text(v)?,
             META_LABELS => {
                 let k = pb::find(v, 1).map_err(malformed)?.unwrap_or_default();
                 let val = pb::find(v, 2).map_err(malformed)?.unwrap_or_default();
@@ -166,6 +168,7 @@ fn parse(
         key,
         ns_len: namespace.len(),
         rv,
+        uid_hash: crate::api::shard::fnv1a(uid),
         item_skip: u.raw_at,
         meta: (offset(meta), meta.len() as u32),
         spans: spans.into_boxed_slice(),
@@ -249,6 +252,7 @@ mod tests {
         let mut meta = bytes::BytesMut::new();
         pb::bytes_field(&mut meta, 1, b"p");
         pb::bytes_field(&mut meta, 3, b"ns");
+        pb::bytes_field(&mut meta, 5, b"13c3102a-ea00-469a-bb98-a197ea4c00d0");
         pb::bytes_field(&mut meta, 6, rv.as_bytes());
         let mut label = bytes::BytesMut::new();
         pb::bytes_field(&mut label, 1, b"app");
@@ -304,9 +308,21 @@ mod tests {
         let s = Selectors {
             labels: LabelSelector::parse("app=web").unwrap(),
             fields: FieldSelector::parse("spec.nodeName=n1", supported_fields("pods")).unwrap(),
+            ..Default::default()
         };
         assert!(o.matches(&s));
         assert_eq!(o.metadata(), pb::find(&raw, 1).unwrap().unwrap());
+        // Its uid's shard: the lower half (as 1.36 put this uid).
+        let shard = |range: &str| Selectors {
+            shard: Some(crate::api::shard::ShardSelector::parse(range).unwrap()),
+            ..Default::default()
+        };
+        assert!(o.matches(&shard(
+            "shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')"
+        )));
+        assert!(!o.matches(&shard(
+            "shardRange(object.metadata.uid, '0x8000000000000000', '0x10000000000000000')"
+        )));
     }
 
     #[test]
@@ -342,6 +358,7 @@ mod tests {
         let s = Selectors {
             labels: LabelSelector::parse("app,!x").unwrap(),
             fields: FieldSelector::parse("", supported_fields("pods")).unwrap(),
+            ..Default::default()
         };
         assert!(o.matches(&s));
     }

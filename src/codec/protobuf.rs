@@ -315,6 +315,13 @@ pub fn list_meta(rv: &str, cont: &str, remaining: Option<u64>) -> BytesMut {
     m
 }
 
+/// Appends `ListMeta.shardInfo` (field 5, `ShardInfo{1 selector}`) to a
+/// [`list_meta`]: the shard selector a list was limited by.
+pub fn shard_info(meta: &mut BytesMut, selector: &str) {
+    field_head(meta, 5, field_len(selector.len()));
+    bytes_field(meta, 1, selector.as_bytes());
+}
+
 /// The head of a list body whose items (each written as field 2 of the
 /// list) take `items_len` bytes: then the items, then [`UNKNOWN_TAIL`].
 pub fn list_head(api_version: &str, list_kind: &str, meta: &[u8], items_len: usize) -> Bytes {

@@ -92,6 +92,8 @@ metrics! {
     // Watches served.
     WATCHERS: Gauge "r8s_watchers" =
         "Watches served from a resource's cache now.";
+    WATCH_SHARDS: Gauge "r8s_watch_shards" =
+        "Watches served now that a shardSelector limits to a shard, by resource (kube-apiserver's apiserver_watch_shards_total).";
     WATCH_EVENTS_SENT_TOTAL: Counter "r8s_watch_events_sent_total" =
         "Watch events written to clients, by resource and type (BOOKMARK included).";
     WATCH_EVENT_DELIVERY_SECONDS: Histogram "r8s_watch_event_delivery_seconds" =
@@ -175,6 +177,6 @@ mod tests {
             );
             assert!(help.ends_with('.') && help.len() > 20, "{name}: {help}");
         }
-        assert_eq!(ALL.len(), 58);
+        assert_eq!(ALL.len(), 59);
     }
 }

@@ -166,6 +166,7 @@ pub struct WatchMetrics {
     /// Cursor lag.
     pub lag: Histogram,
     watchers: Gauge,
+    shards: Gauge,
 }
 
 impl WatchMetrics {
@@ -188,6 +189,7 @@ impl WatchMetrics {
             delivery: metrics::histogram!(names::WATCH_EVENT_DELIVERY_SECONDS, "resource" => r()),
             lag: metrics::histogram!(names::WATCH_LAG_EVENTS, "resource" => r()),
             watchers: metrics::gauge!(names::WATCHERS, "resource" => r()),
+            shards: metrics::gauge!(names::WATCH_SHARDS, "resource" => r()),
         }
     }
 
@@ -200,14 +202,20 @@ impl WatchMetrics {
         }
     }
 
-    /// A watcher started.
-    pub fn started(&self) {
+    /// A watcher started (`sharded`: limited to a shard by a `shardSelector`).
+    pub fn started(&self, sharded: bool) {
         self.watchers.increment(1.0);
+        if sharded {
+            self.shards.increment(1.0);
+        }
     }
 
-    /// A watcher ended.
-    pub fn ended(&self, why: WatchEnd) {
+    /// A watcher ended (`sharded` as it started).
+    pub fn ended(&self, why: WatchEnd, sharded: bool) {
         self.watchers.decrement(1.0);
+        if sharded {
+            self.shards.decrement(1.0);
+        }
         self.ended[why.index()].increment(1);
     }
 }

@@ -496,6 +496,7 @@ async fn list(
 fn assemble(at: Source<'_>, version: &Arc<Version>, ask: page::Ask<'_>) -> Result<Payload, Early> {
     let (cache, encoding, shape) = (at.cache, at.store.encoding(), ask.shape);
     let filtered = !ask.selectors.is_empty();
+    let shard = ask.selectors.shard.as_ref();
     let page::Cut {
         picked,
         items_len,
@@ -510,6 +511,11 @@ fn assemble(at: Source<'_>, version: &Arc<Version>, ask: page::Ask<'_>) -> Resul
     if at.table.is_some_and(|t| !t.prints(&picked)) {
         return Err(Early::Pass(PassReason::NoPrinter));
     }
+    // `shardInfo` echoes the selector on built-in lists (1.36 writes none
+    // on a custom resource's: its unstructured lists drop it).
+    let shard_info = shard
+        .filter(|_| cache.resource.gvr.is_builtin())
+        .map(|s| s.canonical());
     let head = |items_len: usize| match encoding {
         Encoding::Json => {
             let mut out = BytesMut::with_capacity(256);
@@ -528,15 +534,24 @@ fn assemble(at: Source<'_>, version: &Arc<Version>, ask: page::Ask<'_>) -> Resul
             if let Some(n) = remaining_count {
                 out.put_slice(format!(",\"remainingItemCount\":{n}").as_bytes());
             }
+            if let Some(selector) = shard_info {
+                // (A canonical selector has nothing JSON escapes.)
+                out.put_slice(b",\"shardInfo\":{\"selector\":\"");
+                out.put_slice(selector.as_bytes());
+                out.put_slice(b"\"}");
+            }
             out.put_slice(b"},\"items\":[");
             out.freeze()
         }
         Encoding::Protobuf => {
-            let meta = pb::list_meta(
+            let mut meta = pb::list_meta(
                 &version.rv.to_string(),
                 cont.as_deref().unwrap_or(""),
                 remaining_count,
             );
+            if let Some(selector) = shard_info {
+                pb::shard_info(&mut meta, selector);
+            }
             pb::list_head(&api_version, kind, &meta, items_len)
         }
     };

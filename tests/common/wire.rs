@@ -35,6 +35,15 @@ pub struct ListMeta {
     pub cont: Option<String>,
     #[prost(int64, optional, tag = "4")]
     pub remaining_item_count: Option<i64>,
+    #[prost(message, optional, tag = "5")]
+    pub shard_info: Option<ShardInfo>,
+}
+
+/// `metav1.ShardInfo`: the shard selector a list was limited by.
+#[derive(Clone, PartialEq, Message)]
+pub struct ShardInfo {
+    #[prost(string, optional, tag = "1")]
+    pub selector: Option<String>,
 }
 
 /// `metav1.ObjectMeta`, the fields the tests read.
@@ -44,6 +53,8 @@ pub struct ObjectMeta {
     pub name: Option<String>,
     #[prost(string, optional, tag = "3")]
     pub namespace: Option<String>,
+    #[prost(string, optional, tag = "5")]
+    pub uid: Option<String>,
     #[prost(string, optional, tag = "6")]
     pub resource_version: Option<String>,
     #[prost(btree_map = "string, string", tag = "12")]

@@ -118,7 +118,8 @@ impl Progress {
 impl Watcher {
     /// Runs the watch until it ends, then counts how it ended.
     pub async fn run(mut self, start: Start, timeout: Duration, active: ActiveGuard) {
-        self.metrics.started();
+        let sharded = self.filter.selectors.shard.is_some();
+        self.metrics.started(sharded);
         let end = self.serve(start, timeout).await;
         if let Some(crc) = &self.gz
             && !matches!(end, WatchEnd::Client | WatchEnd::Error)
@@ -129,7 +130,7 @@ impl Watcher {
             let _ = tokio::time::timeout(Duration::from_secs(1), self.tx.send(end_of_stream)).await;
         }
         self.flush_counts();
-        self.metrics.ended(end);
+        self.metrics.ended(end, sharded);
         drop(active);
     }
 
