@@ -132,16 +132,20 @@ async fn compare(
     spent.map(|u| u.cpu / n)
 }
 
-async fn metric(c: &C, admin: &str, series: &str) -> f64 {
-    let body = c
-        .get(format!("{admin}/metrics").parse().unwrap())
+/// The body `url` answers.
+async fn body(c: &C, url: &str) -> Bytes {
+    c.get(url.parse().unwrap())
         .await
         .unwrap()
         .into_body()
         .collect()
         .await
         .unwrap()
-        .to_bytes();
+        .to_bytes()
+}
+
+async fn metric(c: &C, admin: &str, series: &str) -> f64 {
+    let body = body(c, &format!("{admin}/metrics")).await;
     String::from_utf8_lossy(&body)
         .lines()
         .find(|l| l.starts_with(series) && l[series.len()..].starts_with(' '))
@@ -328,19 +332,11 @@ async fn main() {
     }
     let pids = [plain.0.id(), audited.0.id(), with_bodies.0.id()];
 
-    let pod = c
-        .get(
-            format!("{plain_url}/api/v1/namespaces/ns-3/pods/pod-00003?resourceVersion=0")
-                .parse()
-                .unwrap(),
-        )
-        .await
-        .unwrap()
-        .into_body()
-        .collect()
-        .await
-        .unwrap()
-        .to_bytes();
+    let pod = body(
+        &c,
+        &format!("{plain_url}/api/v1/namespaces/ns-3/pods/pod-00003?resourceVersion=0"),
+    )
+    .await;
     let n = env_or("AUDIT_IN_PROCESS", 200_000);
     let (bare, audited_here) = in_process(&dir, pod, n).await;
     println!(

@@ -169,26 +169,11 @@ async fn should_audit_reads_as_kube_136_does() {
     let Some(kube) = Kube136::start_with("kube136_audit::reads", &extra) else {
         return;
     };
-    let crd = &crate::kube136::definitions()[0];
-    let r = kube
-        .write(
-            "POST",
-            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-            crd,
-        )
-        .await;
-    assert_eq!(r.status, 201, "{}", r.text());
     let widgets = "/apis/example.com/v1/namespaces/ns-a/widgets";
-    let guard = HangGuard::new();
-    loop {
-        let w = serde_json::json!({"apiVersion": "example.com/v1", "kind": "Widget",
-            "metadata": {"name": "w1", "namespace": "ns-a"}, "spec": {"size": 1}});
-        if kube.write("POST", widgets, &w).await.status == 201 {
-            break;
-        }
-        guard.check(|| "the widgets' definition was not served".into());
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let w = serde_json::json!({"apiVersion": "example.com/v1", "kind": "Widget",
+        "metadata": {"name": "w1", "namespace": "ns-a"}, "spec": {"size": 1}});
+    kube.define_and_create(&crate::kube136::definitions()[0], widgets, &w)
+        .await;
     let (kubeconfig, reviewer) = (kube.kubeconfig(), kube.reviewer_kubeconfig());
     let (p, l) = (policy.clone(), r8s_log.clone());
     let r8s = R8sBuilder::from_config(r8s::config::Config::default())

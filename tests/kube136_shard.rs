@@ -13,18 +13,6 @@ use serde_json::Value;
 use crate::common::kube136::Kube136;
 use crate::common::*;
 
-/// `s` percent-encoded for a query.
-fn enc(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                char::from(b).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
 /// The names a list (or a watch's ADDED events) carries.
 fn names(body: &str, watch: bool) -> BTreeSet<String> {
     let items: Vec<Value> = if watch {
@@ -72,29 +60,20 @@ async fn should_shard_lists_and_watches_as_kube_136_does() {
     else {
         return;
     };
-    let crd = &crate::kube136::definitions()[0];
-    let r = kube
-        .write(
-            "POST",
-            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-            crd,
-        )
-        .await;
-    assert_eq!(r.status, 201, "{}", r.text());
-    let guard = HangGuard::new();
     let n = 60;
-    let mut made = 0;
-    while made < n {
-        let ns = format!("ns-{}", made % 4);
+    let widget = |i: usize| {
+        let ns = format!("ns-{}", i % 4);
         let w = serde_json::json!({"apiVersion": "example.com/v1", "kind": "Widget",
-            "metadata": {"name": format!("w-{made:02}"), "namespace": ns}, "spec": {"size": made}});
-        let path = format!("/apis/example.com/v1/namespaces/{ns}/widgets");
-        if kube.write("POST", &path, &w).await.status == 201 {
-            made += 1;
-            continue;
-        }
-        guard.check(|| "the widgets' definition was not served".into());
-        tokio::time::sleep(Duration::from_millis(100)).await;
+            "metadata": {"name": format!("w-{i:02}"), "namespace": ns}, "spec": {"size": i}});
+        (format!("/apis/example.com/v1/namespaces/{ns}/widgets"), w)
+    };
+    let (path, w) = widget(0);
+    kube.define_and_create(&crate::kube136::definitions()[0], &path, &w)
+        .await;
+    for i in 1..n {
+        let (path, w) = widget(i);
+        let r = kube.write("POST", &path, &w).await;
+        assert_eq!(r.status, 201, "{}", r.text());
     }
     let kubeconfig = kube.kubeconfig();
     let r8s = R8sBuilder::from_config(r8s::config::Config::default())
@@ -125,7 +104,7 @@ async fn should_shard_lists_and_watches_as_kube_136_does() {
     ];
     let mut covered = BTreeSet::new();
     for s in &selectors {
-        let list = format!("{all}?resourceVersion=0&shardSelector={}", enc(s));
+        let list = format!("{all}?resourceVersion=0&shardSelector={}", query_escape(s));
         let theirs = kube.send_as(&admin, "GET", &list, &[], None, limit).await;
         assert_eq!(theirs.status, 200, "1.36 {s}: {}", theirs.text());
         let want = names(&theirs.text(), false);
@@ -144,11 +123,11 @@ async fn should_shard_lists_and_watches_as_kube_136_does() {
             let page = format!(
                 "{}{all}?limit=7&shardSelector={}{}",
                 r8s.url(),
-                enc(s),
+                query_escape(s),
                 if cont.is_empty() {
                     String::new()
                 } else {
-                    format!("&continue={}", enc(&cont))
+                    format!("&continue={}", query_escape(&cont))
                 }
             );
             let r = send("GET", &page, &[], None).await;
@@ -164,7 +143,7 @@ async fn should_shard_lists_and_watches_as_kube_136_does() {
         // A watch from resourceVersion=0: the shard's objects, ADDED.
         let watch = format!(
             "{all}?watch=1&resourceVersion=0&timeoutSeconds=1&shardSelector={}",
-            enc(s)
+            query_escape(s)
         );
         let theirs = kube.send_as(&admin, "GET", &watch, &[], None, limit).await;
         let ours = send("GET", &format!("{}{watch}", r8s.url()), &[], None).await;
@@ -187,7 +166,10 @@ async fn should_shard_lists_and_watches_as_kube_136_does() {
         "shardRange(object.metadata.uid, '0x0', '0x8000000000000000')".to_string(),
         "shardRange(".to_string(),
     ] {
-        let list = format!("{all}?resourceVersion=0&shardSelector={}", enc(&bad));
+        let list = format!(
+            "{all}?resourceVersion=0&shardSelector={}",
+            query_escape(&bad)
+        );
         let theirs = kube.send_as(&admin, "GET", &list, &[], None, limit).await;
         let ours = send("GET", &format!("{}{list}", r8s.url()), &[], None).await;
         let message =

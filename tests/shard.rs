@@ -16,17 +16,6 @@ use r8s::api::shard::{ShardSelector, fnv1a};
 const LOWER: &str = "shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')";
 const OUTER: &str = "shardRange(object.metadata.uid, '0x0000000000000000', '0x4000000000000000') || shardRange(object.metadata.uid, '0xc000000000000000', '0x10000000000000000')";
 
-fn enc(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => {
-                char::from(b).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn should_echo_the_shard_and_keep_to_it_in_json_and_protobuf() {
     let sim = start_sim(sim_config()).await;
@@ -61,7 +50,7 @@ async fn should_echo_the_shard_and_keep_to_it_in_json_and_protobuf() {
         let url = format!(
             "{}/api/v1/pods?resourceVersion=0&shardSelector={}",
             r8s.url(),
-            enc(selector)
+            query_escape(selector)
         );
         let r = get(&url).await;
         assert_eq!(r.headers["x-r8s-cache"], "hit");
@@ -96,7 +85,7 @@ async fn should_echo_the_shard_and_keep_to_it_in_json_and_protobuf() {
         let stream = format!(
             "{}/api/v1/pods?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=1&shardSelector={}",
             r8s.url(),
-            enc(selector)
+            query_escape(selector)
         );
         let r = get(&stream).await;
         assert_eq!(r.headers["x-r8s-cache"], "hit", "{selector}: streaming");
@@ -133,7 +122,7 @@ async fn should_echo_the_shard_and_keep_to_it_in_json_and_protobuf() {
     let url = format!(
         "{}/api/v1/pods?watch=1&resourceVersion=0&timeoutSeconds=3&shardSelector={}",
         r8s.url(),
-        enc(LOWER)
+        query_escape(LOWER)
     );
     let watching = tokio::spawn(async move { get(&url).await });
     eventually("the sharded watch is counted", HANG, || async {

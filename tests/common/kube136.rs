@@ -265,6 +265,29 @@ impl Kube136 {
         )
         .await
     }
+
+    /// Defines `crd`, then POSTs `body` to `path` once the definition is
+    /// served (a new definition takes a moment to be).
+    pub async fn define_and_create(
+        &self,
+        crd: &serde_json::Value,
+        path: &str,
+        body: &serde_json::Value,
+    ) {
+        let r = self
+            .write(
+                "POST",
+                "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+                crd,
+            )
+            .await;
+        assert_eq!(r.status, 201, "{}", r.text());
+        let guard = super::HangGuard::new();
+        while self.write("POST", path, body).await.status != 201 {
+            guard.check(|| "the widgets' definition was not served".into());
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
 }
 
 impl Drop for Kube136 {

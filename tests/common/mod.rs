@@ -818,3 +818,15 @@ pub fn decode_yaml(yaml: &str) -> Vec<serde_json::Value> {
         .map(|v| v.expect("kubectl prints JSON"))
         .collect()
 }
+
+/// `s` percent-encoded for a query parameter's value.
+pub fn query_escape(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                char::from(b).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
