@@ -8,7 +8,9 @@ use std::time::Duration;
 use crate::common::*;
 use r8s::config::OnTooOld;
 
-const STALL: Duration = Duration::from_secs(10);
+/// Changes the stalled watchers are left behind by: far past the tight
+/// r8s's log (300 events), within the roomy one's (30,000).
+const STALL_CHANGES: u64 = 2_000;
 
 async fn r8s_with(sim_url: String, history_events: usize, on_too_old: OnTooOld) -> R8s {
     r8s_in_front_of(sim_url)
@@ -47,7 +49,10 @@ async fn should_let_a_stalled_watcher_lag_then_catch_up_or_end_it_past_the_log()
     // once its churn stops (however long a busy machine takes to get there);
     // the tight ones until r8s ends them.
     let (last_tx, last_rx) = tokio::sync::watch::channel(0u64);
-    let watch = |base: String, stall: Duration, who: &'static str, until| async move {
+    // The stalled ones read nothing until `resume` (once the sim has made
+    // `STALL_CHANGES` changes: a count, whatever the machine's speed).
+    let (resume_tx, resume_rx) = tokio::sync::watch::channel(false);
+    let watch = |base: String, stall: Option<_>, who: &'static str, until| async move {
         let list = get(&format!("{base}/api/v1/pods?resourceVersion=0"))
             .await
             .json();
@@ -62,32 +67,41 @@ async fn should_let_a_stalled_watcher_lag_then_catch_up_or_end_it_past_the_log()
     };
     let slow = tokio::spawn(watch(
         roomy.url(),
-        STALL,
+        Some(resume_rx.clone()),
         "stalled watcher",
         Some(last_rx.clone()),
     ));
-    let fast = tokio::spawn(watch(
-        roomy.url(),
-        Duration::ZERO,
-        "reading watcher",
-        Some(last_rx),
-    ));
+    let fast = tokio::spawn(watch(roomy.url(), None, "reading watcher", Some(last_rx)));
     let slow_410 = tokio::spawn(watch(
         tight_410.url(),
-        STALL,
+        Some(resume_rx.clone()),
         "stalled past the tail (410 mode)",
         None,
     ));
     let slow_pass = tokio::spawn(watch(
         tight_pass.url(),
-        STALL,
+        Some(resume_rx),
         "stalled past the tail (pass mode)",
         None,
     ));
 
+    // Once the four watch (the gauge is this process's, all three r8s's),
+    // every change after is one each must get.
+    let watchers = || async {
+        let m = get(&format!("{}/metrics", roomy.admin_url())).await.text();
+        metric(&m, r#"r8s_watchers{resource="v1/pods"}"#).unwrap_or(0.0)
+    };
+    eventually("the four watches open", HANG, || async {
+        (watchers().await >= 4.0).then_some(())
+    })
+    .await;
+    let started = sim.sim.store.current_rv();
     // Mid-stall: the stalled watchers are still open (not force-closed), and
     // the logs stay within their bounds however far behind a watcher is.
-    tokio::time::sleep(STALL - Duration::from_secs(2)).await;
+    eventually("the stall's changes made", HANG, || async {
+        (sim.sim.store.current_rv() >= started + STALL_CHANGES).then_some(())
+    })
+    .await;
     let m = get(&format!("{}/metrics", roomy.admin_url())).await.text();
     assert!(
         sample(&m, r#"r8s_watchers{resource="v1/pods"}"#) >= 2.0,
@@ -112,18 +126,18 @@ async fn should_let_a_stalled_watcher_lag_then_catch_up_or_end_it_past_the_log()
     );
     println!("delivered within 50 ms while a watcher stalls: {within} of {all}");
     // The churn stops as the stall ends: what the stalled watcher has to
-    // catch up on is then its stall's churn, whatever the machine's load,
-    // and both watchers end at the same last version.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // catch up on is then its stall's churn, and both watchers end at the
+    // same last version.
     sim.sim.pause_churn(true);
     last_tx.send_replace(sim.sim.store.current_rv());
+    resume_tx.send_replace(true);
 
     let fast = fast.await.unwrap();
     let slow = slow.await.unwrap();
     assert!(slow.error.is_none(), "the stalled watcher was not ended");
     assert!(
-        slow.events > 1000,
-        "it received the churn of its stall and after: {}",
+        slow.events as u64 >= STALL_CHANGES,
+        "it received the churn of its stall: {}",
         slow.events
     );
     // Both read up to the sim's last version: the stalled one caught up.

@@ -472,23 +472,24 @@ pub async fn watch_replay(
     limit: Duration,
     who: &str,
 ) -> (Replay, String) {
-    watch_replay_stalled(url, replay, limit, who, Duration::ZERO, None).await
+    watch_replay_stalled(url, replay, limit, who, None, None).await
 }
 
-/// [`watch_replay`] by a client that reads nothing for `stall` after the
-/// response head (with a 4 KiB socket receive buffer, so the server feels it);
-/// with `until`, it also stops once it has seen the version `until` is set
-/// to (0: not yet known), however long the watch would have gone on.
+/// [`watch_replay`] by a client that, with `stall`, reads nothing after the
+/// response head until `stall` is set to true (with a 4 KiB socket receive
+/// buffer, so the server feels it); with `until`, it also stops once it has
+/// seen the version `until` is set to (0: not yet known), however long the
+/// watch would have gone on.
 pub async fn watch_replay_stalled(
     url: &str,
     mut replay: Replay,
     limit: Duration,
     who: &str,
-    stall: Duration,
+    stall: Option<tokio::sync::watch::Receiver<bool>>,
     mut until: Option<tokio::sync::watch::Receiver<u64>>,
 ) -> (Replay, String) {
     let mut conn = HttpConnector::new();
-    if !stall.is_zero() {
+    if stall.is_some() {
         conn.set_recv_buffer_size(Some(4096));
     }
     let client: Client<HttpConnector, Full<Bytes>> =
@@ -505,7 +506,9 @@ pub async fn watch_replay_stalled(
         .map(|v| v.to_str().unwrap().to_string())
         .unwrap_or_default();
     let mut body = resp.into_body();
-    tokio::time::sleep(stall).await;
+    if let Some(mut resume) = stall {
+        let _ = resume.wait_for(|go| *go).await;
+    }
     let mut buf: Vec<u8> = Vec::new();
     let deadline = Instant::now() + limit;
     let reached = |until: &Option<tokio::sync::watch::Receiver<u64>>, last: u64| {
