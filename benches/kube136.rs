@@ -7,7 +7,8 @@
 //! (`K136_OBJECTS`, `K136_ROUNDS`, `K136_CHURN` change the defaults: 2,000
 //! widgets of ~3 KB, 200 requests per row, 50 writes/s). The kit runs with
 //! its own state and ports; r8s (this build) in front of it over TLS with
-//! `*`, `read.consistent_lists = "auto"`. Each row: the same request
+//! `*`, `read.consistent_lists = "auto"` (and `read.consistent_gets`, "auto"
+//! by default: a GET of one object is a row too, issue 55). Each row: the same request
 //! straight to the apiserver, through r8s as a consistent read (proved),
 //! and through r8s at `resourceVersion=0` (the cache's answer without a
 //! proof), one after another, p50 and p99; and how many of r8s's
@@ -355,16 +356,25 @@ async fn main() {
                 }
             })
         };
-        for plural in ["widgets", "gadgets"] {
-            for (shape, q) in [("LIST limit=500", LIST), ("streaming list", STREAM)] {
-                let path = format!("/apis/example.com/v1/namespaces/ns-3/{plural}?{q}");
-                let any = format!("{path}&resourceVersion=0");
+        for (plural, one) in [("widgets", "widget-00003"), ("gadgets", "gadget-00003")] {
+            let base = format!("/apis/example.com/v1/namespaces/ns-3/{plural}");
+            for (shape, path) in [
+                ("LIST limit=500", format!("{base}?{LIST}")),
+                ("streaming list", format!("{base}?{STREAM}")),
+                ("GET", format!("{base}/{one}")),
+            ] {
+                let streaming = shape == "streaming list";
+                let any = if shape == "GET" {
+                    format!("{path}?resourceVersion=0")
+                } else {
+                    format!("{path}&resourceVersion=0")
+                };
                 let mut straight = connect(kit.port, Some(&kit)).await;
                 let mut via = connect(port, None).await;
                 let mut via_any = connect(port, None).await;
                 let (mut a, mut b, mut z, mut hits) = (Vec::new(), Vec::new(), Vec::new(), 0);
                 for _ in 0..rounds {
-                    if q == STREAM {
+                    if streaming {
                         // A watch read to its bookmark leaves its connection
                         // busy: a new one each time, made before the clock starts.
                         straight = connect(kit.port, Some(&kit)).await;

@@ -275,6 +275,7 @@ impl Prepared {
             upstream::proof::ProofPolicy {
                 streaming_lists: config.read.consistent_streaming_lists,
                 lists: config.read.consistent_lists,
+                gets: config.read.consistent_gets,
                 timeout: Duration::from_secs_f64(config.read.prove_timeout_seconds),
             },
         ));

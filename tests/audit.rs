@@ -195,6 +195,8 @@ async fn should_record_passes_and_bodies_as_the_policy_asks() {
             c.audit.policy_file = Some(p);
             c.audit.log_path = Some(l);
             c.audit.passthrough = true;
+            // Consistent GETs passed: the one below is a pass.
+            c.read.consistent_gets = r8s::config::Prove::Pass;
         })
         .start()
         .await;

@@ -657,13 +657,15 @@ async fn should_answer_every_accept_identically_from_the_cache() {
                 accept.builtin_hit
             };
             let served = b.headers.get("x-r8s-cache").map(|v| v.to_str().unwrap());
-            // A list with no version is a consistent one, proven and served.
-            let consistent_list = c.name == "table cell" && !q.contains("resourceVersion=");
+            // A list or get with no version is a consistent one, proven and
+            // served (`read.consistent_lists`, `read.consistent_gets`).
+            let consistent =
+                matches!(c.name, "table cell" | "get cell") && !q.contains("resourceVersion=");
             if c.name.ends_with("cell")
-                && (!answered || (!q.contains("resourceVersion=") && !consistent_list))
+                && (!answered || (!q.contains("resourceVersion=") && !consistent))
             {
                 assert_eq!(served, Some("pass"), "{}: {}", accept.name, c.path);
-            } else if c.name.ends_with("cell") && (any_or_newer || consistent_list) {
+            } else if c.name.ends_with("cell") && (any_or_newer || consistent) {
                 assert_eq!(served, Some("hit"), "{}: {}", accept.name, c.path);
             }
             hits += usize::from(served == Some("hit"));
@@ -748,17 +750,12 @@ async fn should_answer_identically_from_the_cache() {
             );
         }
         if c.method == "GET" && c.name.ends_with("cell") && !q.contains("resourceVersion=") {
-            // A list with no version is proven and served (a consistent
-            // LIST); a get with none goes upstream.
-            let want = if c.name == "table cell" {
-                "hit"
-            } else {
-                "pass"
-            };
+            // A list or get with no version is proven and served (a
+            // consistent LIST, a consistent GET).
             assert_eq!(
                 served.as_deref(),
-                Some(want),
-                "case {}: most recent: a list proven, a get passed through",
+                Some("hit"),
+                "case {}: most recent: proven and served",
                 c.path
             );
         }

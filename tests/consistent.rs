@@ -521,7 +521,7 @@ async fn should_prove_through_a_tier_of_r8s() {
 /// cache once proven, by default against a current upstream (`auto`) and
 /// with `"prove"` against any, containing every write acknowledged before
 /// them, pages included; against an upstream before 1.31, or with `"pass"`,
-/// they go upstream.
+/// they go upstream. Consistent GETs likewise (`read.consistent_gets`).
 #[tokio::test(flavor = "multi_thread")]
 async fn should_prove_consistent_lists_by_default_against_current_upstreams() {
     let lists = |sim_url: String, mode: Option<Prove>| async move {
@@ -579,6 +579,21 @@ async fn should_prove_consistent_lists_by_default_against_current_upstreams() {
             .map(|o| (key_of(o), rv_of(o)))
             .collect();
         assert_eq!(got, truth(&sim, res, at, Some(&ns), None), "round {i}");
+        // A consistent GET of it, from the cache (`read.consistent_gets`,
+        // "auto" by default), sees it.
+        let one = get(&format!(
+            "{}/api/v1/namespaces/{ns}/pods/written-{:05}",
+            r8s.url(),
+            60_000 + i
+        ))
+        .await;
+        assert_eq!(one.status, 200, "round {i}: {}", one.text());
+        assert_eq!(one.headers["x-r8s-cache"], "hit", "round {i}");
+        assert_eq!(
+            rv_of(&one.json()),
+            written,
+            "round {i}: the GET saw the write"
+        );
     }
     // A page of a proven list continues from the same version.
     let first = get(&format!("{}/api/v1/pods?limit=5", r8s.url())).await;
@@ -608,7 +623,24 @@ async fn should_prove_consistent_lists_by_default_against_current_upstreams() {
         ),
         1.0
     );
-    // Consistent GETs always pass.
+    // A consistent GET of what does not exist: the apiserver's 404, proven.
+    let none = get(&format!("{}/api/v1/namespaces/ns-0/pods/nope", r8s.url())).await;
+    assert_eq!(none.status, 404);
+    assert_eq!(none.headers["x-r8s-cache"], "hit");
+    let m = get(&format!("{}/metrics", r8s.admin_url())).await.text();
+    assert!(
+        sample(
+            &m,
+            "r8s_consistent_reads_total{resource=\"v1/pods\",kind=\"get\",result=\"proven\"}"
+        ) >= 21.0
+    );
+    r8s.stop().await;
+    // With `read.consistent_gets = "pass"`, the upstream answers them.
+    let r8s = r8s_in_front_of(sim.url())
+        .caching(&["pods"])
+        .with(|c| c.read.consistent_gets = Prove::Pass)
+        .start()
+        .await;
     let one = get(&format!(
         "{}/api/v1/namespaces/ns-0/pods/pod-00000",
         r8s.url()

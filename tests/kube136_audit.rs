@@ -184,6 +184,8 @@ async fn should_audit_reads_as_kube_136_does() {
             c.auth.review_kubeconfig = Some(reviewer);
             c.audit.policy_file = Some(p);
             c.audit.log_path = Some(l);
+            // Consistent GETs passed on: the read below is one.
+            c.read.consistent_gets = r8s::config::Prove::Pass;
         })
         .start()
         .await;
@@ -276,7 +278,8 @@ async fn should_audit_reads_as_kube_136_does() {
             ));
         }
     }
-    // A read r8s passes on (a Most Recent get) is the apiserver's to audit,
+    // A read r8s passes on (a Most Recent get, with consistent GETs
+    // passed) is the apiserver's to audit,
     // under r8s's audit ID; r8s does not (audit.passthrough is off).
     let pass = send(
         "GET",

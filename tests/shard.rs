@@ -81,6 +81,32 @@ async fn should_echo_the_shard_and_keep_to_it_in_json_and_protobuf() {
             .map(|p| p.metadata.as_ref().unwrap().name.clone().unwrap())
             .collect();
         assert_eq!(got, want, "{selector}: protobuf");
+        // The sim serves it as 1.36 does with the gate on: the same bytes.
+        for accept in ["application/json", "application/vnd.kubernetes.protobuf"] {
+            let path = format!(
+                "/api/v1/pods?resourceVersion=0&shardSelector={}",
+                query_escape(selector)
+            );
+            let ours = send(
+                "GET",
+                &format!("{}{path}", r8s.url()),
+                &[("accept", accept)],
+                None,
+            )
+            .await;
+            let theirs = send(
+                "GET",
+                &format!("{}{path}", sim.url()),
+                &[("accept", accept)],
+                None,
+            )
+            .await;
+            assert_eq!(ours.status, 200);
+            assert_eq!(
+                ours.body, theirs.body,
+                "{selector}, {accept}: r8s and the sim"
+            );
+        }
         // A streaming list: the shard's objects, then the bookmark.
         let stream = format!(
             "{}/api/v1/pods?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=1&shardSelector={}",
@@ -114,6 +140,16 @@ async fn should_echo_the_shard_and_keep_to_it_in_json_and_protobuf() {
         .unwrap();
         assert!(plain["metadata"].get("shardInfo").is_none());
     }
+    // A bad selector: 1.36's message from both; the sim's code is 1.36's
+    // 500, r8s's a 400.
+    let bad = format!(
+        "/api/v1/pods?shardSelector={}",
+        query_escape("shardRange(object.metadata.name, '0x00', '0x80')")
+    );
+    let ours = get(&format!("{}{bad}", r8s.url())).await;
+    let theirs = get(&format!("{}{bad}", sim.url())).await;
+    assert_eq!((ours.status.as_u16(), theirs.status.as_u16()), (400, 500));
+    assert_eq!(ours.json()["message"], theirs.json()["message"]);
     // A sharded watch is counted while it lasts.
     let shards = || async {
         let m = get(&format!("{}/metrics", r8s.admin_url())).await.text();

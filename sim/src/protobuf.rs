@@ -208,6 +208,7 @@ pub fn list_body(
     rv: &str,
     cont: Option<&str>,
     remaining: Option<usize>,
+    shard_info: Option<&str>,
     items: &[std::sync::Arc<Obj>],
 ) -> Result<bytes::Bytes, Status> {
     let mut raws: Vec<Vec<u8>> = Vec::with_capacity(items.len());
@@ -228,7 +229,10 @@ pub fn list_body(
     } else {
         (def.gvr.api_version(), format!("{}List", def.kind))
     };
-    let meta = pb::list_meta(rv, cont.unwrap_or(""), remaining.map(|n| n as u64));
+    let mut meta = pb::list_meta(rv, cont.unwrap_or(""), remaining.map(|n| n as u64));
+    if let Some(s) = shard_info {
+        pb::shard_info(&mut meta, s);
+    }
     let items_len: usize = raws.iter().map(|r| pb::field_len(r.len())).sum();
     let mut out = bytes::BytesMut::from(&pb::list_head(&api_version, &kind, &meta, items_len)[..]);
     for r in &raws {

@@ -19,6 +19,7 @@ use r8s::api::media::{Choice, Encoding, Shape};
 use r8s::api::params::{ListOptions, RvMatch, parse_rv};
 use r8s::api::path::ResourcePath;
 use r8s::api::selector::{FieldSelector, LabelSelector, field_value, supported_fields};
+use r8s::api::shard::{ShardKey, ShardSelector, fnv1a};
 use r8s::api::status::Status;
 use r8s::body::Body;
 use r8s::codec::json::{META_API_VERSION, partial_object_metadata, top_level_value};
@@ -100,8 +101,52 @@ pub fn metadata_form(full: &[u8]) -> Bytes {
     Bytes::from(partial_object_metadata(&full[range]).concat())
 }
 
-/// Parses the selectors of a request (400 on bad syntax or unsupported fields).
-pub fn selectors(
+/// A request's selectors: labels, fields, and the shard (`shardSelector`,
+/// served as 1.36 serves it with `ShardedListAndWatch` on).
+pub struct Selectors {
+    /// `labelSelector`.
+    pub labels: LabelSelector,
+    /// `fieldSelector`.
+    pub fields: FieldSelector,
+    /// `shardSelector`, where given.
+    pub shard: Option<ShardSelector>,
+}
+
+impl Selectors {
+    /// Whether an object passes them.
+    pub fn pass(&self, obj: &Value) -> bool {
+        passes(obj, &self.labels, &self.fields)
+            && self.shard.as_ref().is_none_or(|s| {
+                let field = match s.key() {
+                    ShardKey::Uid => "uid",
+                    ShardKey::Namespace => "namespace",
+                };
+                s.selects(fnv1a(obj["metadata"][field].as_str().unwrap_or("")))
+            })
+    }
+
+    /// Whether they pass everything.
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty() && self.fields.is_empty() && self.shard.is_none()
+    }
+}
+
+/// Parses the selectors of a request (400 on bad syntax or unsupported
+/// fields; a bad shard selector is 1.36's reason-less 500).
+pub fn selectors(def: &ResourceDef, opts: &ListOptions) -> Result<Selectors, Status> {
+    let shard = match &opts.shard_selector {
+        Ok(s) => s.clone(),
+        Err(bad) => return Err(Status::internal(bad.message.clone())),
+    };
+    let (labels, fields) = label_and_field(def, opts)?;
+    Ok(Selectors {
+        labels,
+        fields,
+        shard,
+    })
+}
+
+fn label_and_field(
     def: &ResourceDef,
     opts: &ListOptions,
 ) -> Result<(LabelSelector, FieldSelector), Status> {
@@ -196,7 +241,7 @@ pub async fn list(
     let res = def.storage;
     opts.validate()?;
     let format = negotiate(r, def, true)?;
-    let (lsel, fsel) = selectors(def, opts)?;
+    let sel = selectors(def, opts)?;
     let rv = opts.resource_version.as_str();
     let at = if !opts.continue_token.is_empty() {
         // The token first, then the version (`storage.ValidateListOptions`).
@@ -227,8 +272,8 @@ pub async fn list(
             ReadAt::Current
         }
     };
-    let everything = lsel.is_empty() && fsel.is_empty();
-    let keep = |o: &Obj| everything || passes(&o.value(), &lsel, &fsel);
+    let everything = sel.is_empty();
+    let keep = |o: &Obj| everything || sel.pass(&o.value());
     let ns = rp.namespace.as_deref();
     let (list_rv, snapshot, start) = match at {
         // The current state is paged where it lies, as etcd reads a key
@@ -240,7 +285,7 @@ pub async fn list(
             if opts.resource_version.is_empty() {
                 sim.consistent_read(rv);
             }
-            return list_answer(def, format, rv, page, &lsel, &fsel);
+            return list_answer(def, format, rv, page, &sel);
         }
         ReadAt::Exact(n) => match sim.store.snapshot(res, Some(n)) {
             Ok((rv, m)) => (rv, m, None),
@@ -259,7 +304,7 @@ pub async fn list(
         }
     };
     let page = paginate(&snapshot, ns, start, opts.limit, keep);
-    list_answer(def, format, list_rv, page, &lsel, &fsel)
+    list_answer(def, format, list_rv, page, &sel)
 }
 
 /// The answer to a list: one page of the state at `list_rv`, in `format`.
@@ -268,8 +313,7 @@ fn list_answer(
     format: Format,
     list_rv: u64,
     page: Page,
-    lsel: &LabelSelector,
-    fsel: &FieldSelector,
+    sel: &Selectors,
 ) -> Result<Response<Body>, Status> {
     let mut page = page;
     if def.custom {
@@ -281,11 +325,18 @@ fn list_answer(
         .last_key
         .as_ref()
         .map(|k| ContinueToken::after(list_rv as i64, k).encode(TokenFormat::APISERVER));
-    let remaining = if lsel.is_empty() && fsel.is_empty() {
+    // 1.36 counts the whole collection's rest with only a shard selector.
+    let remaining = if sel.labels.is_empty() && sel.fields.is_empty() {
         page.remaining
     } else {
         None
     };
+    // `shardInfo` on a built-in's list (1.36's unstructured lists drop it).
+    let shard_info = sel
+        .shard
+        .as_ref()
+        .filter(|_| !def.custom)
+        .map(|s| s.canonical());
     let bytes = match format {
         Format::Protobuf | Format::ProtobufMetadata => {
             return Ok(protobuf_response(super::protobuf::list_body(
@@ -294,6 +345,7 @@ fn list_answer(
                 &list_rv.to_string(),
                 cont.as_deref(),
                 remaining,
+                shard_info,
                 &page.items,
             )?));
         }
@@ -303,6 +355,7 @@ fn list_answer(
             &list_rv.to_string(),
             cont.as_deref(),
             remaining,
+            shard_info,
             &page.items,
         ),
         Format::Table(v, inc) => {
@@ -392,6 +445,7 @@ pub fn list_json(
     rv: &str,
     cont: Option<&str>,
     remaining: Option<usize>,
+    shard_info: Option<&str>,
     items: &[Arc<Obj>],
 ) -> Bytes {
     let mut meta = serde_json::Map::new();
@@ -401,6 +455,9 @@ pub fn list_json(
     }
     if let Some(n) = remaining {
         meta.insert("remainingItemCount".into(), json!(n));
+    }
+    if let Some(s) = shard_info {
+        meta.insert("shardInfo".into(), json!({ "selector": s }));
     }
     let (kind, api_version) = if metadata_only {
         (

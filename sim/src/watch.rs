@@ -12,27 +12,25 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::read::{Format, metadata_form, negotiate, passes, selectors};
+use super::read::{Format, Selectors, metadata_form, negotiate, selectors};
 use super::resources::ResourceDef;
 use super::state::{Req, Sim};
 use super::store::{Event, EventType, Obj};
 use super::table::{IncludeObject, table, table_of};
 use r8s::api::params::{ListOptions, parse_rv};
 use r8s::api::path::ResourcePath;
-use r8s::api::selector::{FieldSelector, LabelSelector};
 use r8s::api::status::Status;
 use r8s::body::{self, Body};
 
 /// One watcher's filter.
 struct Filter {
     namespace: Option<String>,
-    labels: LabelSelector,
-    fields: FieldSelector,
+    selectors: Selectors,
 }
 
 impl Filter {
     fn passes(&self, o: &Obj) -> bool {
-        if self.namespace.is_none() && self.labels.is_empty() && self.fields.is_empty() {
+        if self.namespace.is_none() && self.selectors.is_empty() {
             return true;
         }
         let v = o.value();
@@ -40,7 +38,7 @@ impl Filter {
             .namespace
             .as_deref()
             .is_none_or(|ns| v["metadata"]["namespace"].as_str() == Some(ns));
-        ns_ok && passes(&v, &self.labels, &self.fields)
+        ns_ok && self.selectors.pass(&v)
     }
 }
 
@@ -69,7 +67,7 @@ pub fn watch(
         return Err(Status::unavailable("watches are refused (sim outage)"));
     }
     let format = negotiate(r, &def, false)?;
-    let (labels, fields) = selectors(&def, &opts)?;
+    let selectors = selectors(&def, &opts)?;
     let rv = opts.resource_version.as_str();
     let n = match rv {
         "" => None,
@@ -96,8 +94,7 @@ pub fn watch(
     };
     let filter = Filter {
         namespace: rp.namespace.clone(),
-        labels,
-        fields,
+        selectors,
     };
     let (tx, body) = body::channel(64);
     tokio::spawn(async move {

@@ -298,6 +298,7 @@ mod tests {
         let policy = ProofPolicy {
             streaming_lists: Prove::Auto,
             lists: Prove::Auto,
+            gets: Prove::Auto,
             timeout: Duration::from_secs(1),
         };
         let (checks, intake) = mpsc::unbounded_channel();

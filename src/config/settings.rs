@@ -207,6 +207,10 @@ pub struct ReadConfig {
     /// upstream: up to a second or two of added latency on older ones) or
     /// `pass` (the upstream answers).
     pub consistent_lists: Prove,
+    /// Consistent GETs (no `resourceVersion`: what controllers read before
+    /// they write): `auto`, `prove` or `pass`, as `consistent_lists`, with
+    /// the same proof; a proof slow or failed passes the GET through.
+    pub consistent_gets: Prove,
     /// Seconds a consistent read waits for its proof before it passes through.
     pub prove_timeout_seconds: f64,
 }
@@ -451,6 +455,7 @@ impl Default for ReadConfig {
             max_inflight_lists: 32,
             consistent_streaming_lists: Prove::Auto,
             consistent_lists: Prove::Auto,
+            consistent_gets: Prove::Auto,
             prove_timeout_seconds: 3.0,
         }
     }

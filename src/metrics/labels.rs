@@ -196,6 +196,8 @@ label_values! {
         StreamingList = "streaming_list",
         /// A LIST without `resourceVersion`.
         List = "list",
+        /// A GET without `resourceVersion`.
+        Get = "get",
     }
 }
 

@@ -157,7 +157,8 @@ pub fn fields_supported(cache: &ResourceCache, opts: &ListOptions) -> bool {
 /// The answer to a get or list from `cache`, or why the upstream must give
 /// it. A consistent LIST (no `resourceVersion`, no `continue`) is answered
 /// only once `proofs` show the cache as fresh as the upstream was when it
-/// arrived (`read.consistent_lists`); a consistent GET always passes.
+/// arrived (`read.consistent_lists`), a consistent GET likewise
+/// (`read.consistent_gets`).
 pub async fn answer(
     cache: &ResourceCache,
     ar: &ApiRequest,
@@ -174,7 +175,16 @@ pub async fn answer(
         table: table.as_ref(),
     };
     let result = if ar.verb == Verb::Get {
-        get(at, &ar.path, opts, shape, policy).await
+        let proven = if opts.resource_version.is_empty() {
+            let x = proofs
+                .prove(cache, store, ConsistentKind::Get)
+                .await
+                .map_err(unproven)?;
+            Some(x)
+        } else {
+            None
+        };
+        get(at, &ar.path, opts, shape, policy, proven).await
     } else {
         let consistent = opts.resource_version.is_empty() && opts.continue_token.is_empty();
         let proven = if consistent {
@@ -394,9 +404,13 @@ async fn get(
     opts: &ListOptions,
     shape: Shape,
     policy: &ReadPolicy,
+    proven: Option<u64>,
 ) -> Result<Payload, Early> {
     let version = match opts.resource_version.as_str() {
-        "" => return Err(Early::Pass(PassReason::MostRecent)),
+        "" => {
+            let x = proven.ok_or(Early::Pass(PassReason::MostRecent))?;
+            not_older_than(at, x, policy).await?
+        }
         "0" => at.store.current(),
         rv => {
             let n = rv

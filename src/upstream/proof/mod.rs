@@ -51,6 +51,8 @@ pub struct ProofPolicy {
     pub streaming_lists: Prove,
     /// `read.consistent_lists`.
     pub lists: Prove,
+    /// `read.consistent_gets`.
+    pub gets: Prove,
     /// `read.prove_timeout_seconds`.
     pub timeout: Duration,
 }
@@ -146,6 +148,7 @@ impl Proofs {
         let mode = match kind {
             ConsistentKind::StreamingList => self.policy.streaming_lists,
             ConsistentKind::List => self.policy.lists,
+            ConsistentKind::Get => self.policy.gets,
         };
         if mode == Prove::Pass {
             return Err(Unproven::Off);

@@ -53,6 +53,7 @@ async fn rig(rv: u64, answer: impl Fn(&str) -> Response<Body> + Send + Sync + 's
         ProofPolicy {
             streaming_lists: Prove::Prove,
             lists: Prove::Prove,
+            gets: Prove::Prove,
             timeout: TIMEOUT,
         },
     );
