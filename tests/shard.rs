@@ -1,7 +1,9 @@
 //! `shardSelector` on built-in resources, from the cache: a list echoes
 //! the selector in `ListMeta.shardInfo` (JSON and protobuf) and carries the
-//! objects whose uid hashes into the ranges; a sharded watch is counted in
-//! `r8s_watch_shards`. (Against 1.36 itself, for custom resources:
+//! objects whose uid hashes into the ranges, byte for byte as the sim (1.36
+//! with `ShardedListAndWatch` on) answers; streaming lists keep to the
+//! shard; a bad selector gets 1.36's message; a sharded watch is counted
+//! in `r8s_watch_shards`. (Against 1.36 itself, for custom resources:
 //! `kube136_shard`.)
 
 use std::collections::BTreeSet;
