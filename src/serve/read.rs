@@ -174,28 +174,23 @@ pub async fn answer(
         proofs,
         table: table.as_ref(),
     };
+    // A consistent read (no version; a list not continuing a page) is
+    // answered once proven, at least at the version the proof found.
+    let (kind, consistent) = match ar.verb {
+        Verb::Get => (ConsistentKind::Get, opts.resource_version.is_empty()),
+        _ => (
+            ConsistentKind::List,
+            opts.resource_version.is_empty() && opts.continue_token.is_empty(),
+        ),
+    };
+    let proven = if consistent {
+        Some(proofs.prove(cache, store, kind).await.map_err(unproven)?)
+    } else {
+        None
+    };
     let result = if ar.verb == Verb::Get {
-        let proven = if opts.resource_version.is_empty() {
-            let x = proofs
-                .prove(cache, store, ConsistentKind::Get)
-                .await
-                .map_err(unproven)?;
-            Some(x)
-        } else {
-            None
-        };
         get(at, &ar.path, opts, shape, policy, proven).await
     } else {
-        let consistent = opts.resource_version.is_empty() && opts.continue_token.is_empty();
-        let proven = if consistent {
-            let x = proofs
-                .prove(cache, store, ConsistentKind::List)
-                .await
-                .map_err(unproven)?;
-            Some(x)
-        } else {
-            None
-        };
         list(at, &ar.path, opts, shape, policy, proven).await
     };
     let pretty = ar.pretty && encoding == Encoding::Json;
