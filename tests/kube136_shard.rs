@@ -145,8 +145,12 @@ async fn should_shard_lists_and_watches_as_kube_136_does() {
             "{all}?watch=1&resourceVersion=0&timeoutSeconds=1&shardSelector={}",
             query_escape(s)
         );
-        let theirs = kube.send_as(&admin, "GET", &watch, &[], None, limit).await;
-        let ours = send("GET", &format!("{}{watch}", r8s.url()), &[], None).await;
+        // (Side by side: each lasts its timeoutSeconds.)
+        let ours_url = format!("{}{watch}", r8s.url());
+        let (theirs, ours) = tokio::join!(
+            kube.send_as(&admin, "GET", &watch, &[], None, limit),
+            send("GET", &ours_url, &[], None)
+        );
         assert_eq!(ours.headers["x-r8s-cache"], "hit", "{s}: watch");
         assert_eq!(
             names(&ours.text(), true),
