@@ -407,6 +407,7 @@ fn reflecting(config: &Config) -> upstream::reflector::ReflectorConfig {
         page_size: config.cache.page_size,
         streaming_lists: config.cache.streaming_lists,
         max_backoff: Duration::from_secs_f64(config.upstream.max_backoff_seconds),
+        drop_managed_fields: config.cache.managed_fields == config::ManagedFields::Drop,
     }
 }
 

@@ -31,6 +31,7 @@ mod kube136_audit;
 mod kube136_kubectl;
 mod kube136_shard;
 mod kubectl;
+mod managed_fields;
 mod metrics;
 mod monitoring;
 mod node_index;

@@ -101,6 +101,12 @@ pub fn metadata_form(full: &[u8]) -> Bytes {
     Bytes::from(partial_object_metadata(&full[range]).concat())
 }
 
+/// Whether the request's negotiated clause says `drop=metadata.managedFields`
+/// (a Table's objects are shown whole).
+pub fn drops_managed_fields(r: &Req) -> bool {
+    r.media.media().is_some_and(|m| m.drop_managed_fields)
+}
+
 /// A request's selectors: labels, fields, and the shard (`shardSelector`,
 /// served as 1.36 serves it with `ShardedListAndWatch` on).
 pub struct Selectors {
@@ -204,7 +210,7 @@ pub async fn get(
         .store
         .get(res, &key(rp.namespace.as_deref(), name))
         .ok_or_else(|| Status::not_found_in(def.gvr.group(), def.gvr.resource(), name))?
-        .served_as(def);
+        .shown(def, drops_managed_fields(r));
     let bytes = match format {
         Format::Json => obj.full.clone(),
         Format::Metadata => metadata_form(&obj.full),
@@ -285,7 +291,7 @@ pub async fn list(
             if opts.resource_version.is_empty() {
                 sim.consistent_read(rv);
             }
-            return list_answer(def, format, rv, page, &sel);
+            return list_answer(def, format, drops_managed_fields(r), rv, page, &sel);
         }
         ReadAt::Exact(n) => match sim.store.snapshot(res, Some(n)) {
             Ok((rv, m)) => (rv, m, None),
@@ -304,21 +310,22 @@ pub async fn list(
         }
     };
     let page = paginate(&snapshot, ns, start, opts.limit, keep);
-    list_answer(def, format, list_rv, page, &sel)
+    list_answer(def, format, drops_managed_fields(r), list_rv, page, &sel)
 }
 
 /// The answer to a list: one page of the state at `list_rv`, in `format`.
 fn list_answer(
     def: &ResourceDef,
     format: Format,
+    drop: bool,
     list_rv: u64,
     page: Page,
     sel: &Selectors,
 ) -> Result<Response<Body>, Status> {
     let mut page = page;
-    if def.custom {
+    if def.custom || drop {
         for o in &mut page.items {
-            *o = o.served_as(def);
+            *o = o.shown(def, drop);
         }
     }
     let cont = page

@@ -99,6 +99,25 @@ impl Obj {
         Obj::new(def.items_typed, value, self.rv)
     }
 
+    /// The object as served for `def` ([`Obj::served_as`]), and with `drop`
+    /// (`drop=metadata.managedFields`, KEP-5958) as a server whose encoder
+    /// skips `metadata.managedFields` writes it: the parsed object without
+    /// the field, encoded again (the sim's own reading, not r8s's cut).
+    pub fn shown(self: &Arc<Self>, def: &ResourceDef, drop: bool) -> Arc<Obj> {
+        let served = self.served_as(def);
+        if !drop {
+            return served;
+        }
+        let mut value = served.value();
+        match value["metadata"].as_object_mut() {
+            Some(meta) if meta.contains_key("managedFields") => {
+                meta.shift_remove("managedFields");
+            }
+            _ => return served,
+        }
+        Obj::new(def.items_typed, value, served.rv)
+    }
+
     /// The object, parsed from its JSON (each call parses it again).
     pub fn value(&self) -> Value {
         serde_json::from_slice(&self.full).expect("the sim's own JSON parses")

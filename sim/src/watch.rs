@@ -96,6 +96,7 @@ pub fn watch(
         namespace: rp.namespace.clone(),
         selectors,
     };
+    let drop = super::read::drops_managed_fields(r);
     let (tx, body) = body::channel(64);
     tokio::spawn(async move {
         let w = Watcher {
@@ -105,6 +106,7 @@ pub fn watch(
             res,
             filter,
             format,
+            drop,
             tx,
             bookmarks: opts.allow_watch_bookmarks,
             headed: AtomicBool::new(false),
@@ -131,6 +133,8 @@ struct Watcher {
     res: usize,
     filter: Filter,
     format: Format,
+    /// `drop=metadata.managedFields`.
+    drop: bool,
     tx: mpsc::Sender<Bytes>,
     bookmarks: bool,
     /// A Table watch's column definitions went out: they go with the first
@@ -178,7 +182,7 @@ impl Watcher {
     }
 
     async fn send_obj(&self, etype: &str, obj: &Arc<Obj>) -> bool {
-        let obj = &obj.served_as(&self.def);
+        let obj = &obj.shown(&self.def, self.drop);
         match self.format {
             Format::Json => self.send(etype, &obj.full).await,
             Format::Metadata => self.send(etype, &metadata_form(&obj.full)).await,
@@ -210,7 +214,7 @@ impl Watcher {
     /// serialized once for all watchers, wrapped in a `cachingObject`), so
     /// a streaming list costs kube-apiserver an encoding of every object.
     async fn send_initial(&self, obj: &Arc<Obj>) -> bool {
-        let obj = &obj.served_as(&self.def);
+        let obj = &obj.shown(&self.def, self.drop);
         match self.format {
             Format::Json => self.send("ADDED", &obj.full).await,
             Format::Protobuf => match super::protobuf::object_body(&self.def, &obj.value()) {

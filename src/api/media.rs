@@ -47,13 +47,27 @@ pub enum Shape {
     MetadataList,
 }
 
-/// An answer the cache can give: an encoding and a shape.
+/// An answer the cache can give: an encoding, a shape, and whether the
+/// objects come without `metadata.managedFields`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MediaType {
     /// JSON or protobuf.
     pub encoding: Encoding,
     /// Objects, or only their metadata.
     pub shape: Shape,
+    /// `drop=metadata.managedFields` (KEP-5958): every object answered
+    /// without its `metadata.managedFields`.
+    pub drop_managed_fields: bool,
+}
+
+/// The one `drop` target r8s knows (KEP-5958); others are ignored, as the
+/// KEP says, so that clients can ask for future ones of any server.
+pub const DROP_MANAGED_FIELDS: &str = "metadata.managedFields";
+
+/// Whether a `drop` parameter's value (targets joined by `+`) names
+/// `metadata.managedFields`.
+pub fn drops_managed_fields(drop: &str) -> bool {
+    drop.split('+').any(|t| t == DROP_MANAGED_FIELDS)
 }
 
 impl MediaType {
@@ -61,7 +75,17 @@ impl MediaType {
     pub const JSON: MediaType = MediaType {
         encoding: Encoding::Json,
         shape: Shape::Object,
+        drop_managed_fields: false,
     };
+
+    /// This encoding and shape, with managedFields.
+    pub const fn of(encoding: Encoding, shape: Shape) -> MediaType {
+        MediaType {
+            encoding,
+            shape,
+            drop_managed_fields: false,
+        }
+    }
 
     /// The response's `Content-Type`, as the apiserver writes it: no `as`,
     /// `g` or `v` parameters; protobuf watches say `;stream=watch`.
@@ -237,6 +261,8 @@ fn accepts(clause: &Clause<'_>, s: Serializer, offer: Offer) -> Option<Choice> {
         Serializer::Protobuf => Encoding::Protobuf,
         Serializer::Yaml => Encoding::Json, // unused: YAML is answered below
     };
+    // Unknown targets are ignored; the parameter never refuses a clause.
+    let drop_managed_fields = clause.param("drop").is_some_and(drops_managed_fields);
     let choice = if kind.is_none() && group.is_none() && version.is_none() {
         // No conversion: a custom resource has no protobuf encoding.
         match s {
@@ -245,6 +271,7 @@ fn accepts(clause: &Clause<'_>, s: Serializer, offer: Offer) -> Option<Choice> {
             _ => Choice::Media(MediaType {
                 encoding,
                 shape: Shape::Object,
+                drop_managed_fields,
             }),
         }
     } else {
@@ -266,7 +293,11 @@ fn accepts(clause: &Clause<'_>, s: Serializer, offer: Offer) -> Option<Choice> {
                 };
                 match (s, version) {
                     (Serializer::Yaml, _) | (_, Some("v1beta1")) => Choice::Other,
-                    _ => Choice::Media(MediaType { encoding, shape }),
+                    _ => Choice::Media(MediaType {
+                        encoding,
+                        shape,
+                        drop_managed_fields,
+                    }),
                 }
             }
             _ => return None,
@@ -355,13 +386,10 @@ pub fn accepts_gzip(headers: &HeaderMap) -> bool {
 mod tests {
     use super::*;
 
-    const PROTOBUF: MediaType = MediaType {
-        encoding: Encoding::Protobuf,
-        shape: Shape::Object,
-    };
+    const PROTOBUF: MediaType = MediaType::of(Encoding::Protobuf, Shape::Object);
 
     fn media(encoding: Encoding, shape: Shape) -> Choice {
-        Choice::Media(MediaType { encoding, shape })
+        Choice::Media(MediaType::of(encoding, shape))
     }
 
     #[test]
@@ -504,6 +532,93 @@ mod tests {
         for (accept, offer, want) in cases {
             assert_eq!(negotiate(*accept, *offer), *want, "{accept:?} on {offer:?}");
         }
+    }
+
+    /// KEP-5958's `drop` parameter, as kubernetes' negotiation test and
+    /// client-go's `TestDropManagedFieldsAccept` write it: on the clause
+    /// chosen, targets joined by `+`, unknown ones ignored.
+    #[test]
+    fn should_drop_managed_fields_where_the_chosen_clause_says_so() {
+        let dropped = |encoding, shape| {
+            Choice::Media(MediaType {
+                encoding,
+                shape,
+                drop_managed_fields: true,
+            })
+        };
+        let (j, p) = (Encoding::Json, Encoding::Protobuf);
+        let cases: &[(&str, Offer, Choice)] = &[
+            (
+                "application/json;drop=metadata.managedFields",
+                Offer::Builtin,
+                dropped(j, Shape::Object),
+            ),
+            // client-go's default Accept with the client gate on.
+            (
+                "application/json; drop=metadata.managedFields,*/*; drop=metadata.managedFields",
+                Offer::Custom,
+                dropped(j, Shape::Object),
+            ),
+            (
+                "application/vnd.kubernetes.protobuf;drop=metadata.managedFields, application/json",
+                Offer::Builtin,
+                dropped(p, Shape::Object),
+            ),
+            // Protobuf refused for a custom resource: the JSON clause, without drop.
+            (
+                "application/vnd.kubernetes.protobuf;drop=metadata.managedFields, application/json",
+                Offer::Custom,
+                Choice::Media(MediaType::JSON),
+            ),
+            (
+                "application/json; as=PartialObjectMetadata; drop=metadata.managedFields; g=meta.k8s.io; q=0.9; v=v1",
+                Offer::Custom,
+                dropped(j, Shape::Metadata),
+            ),
+            (
+                "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1;drop=metadata.managedFields",
+                Offer::Builtin,
+                dropped(p, Shape::MetadataList),
+            ),
+            (
+                "application/json;drop=spec.someFutureField+metadata.managedFields",
+                Offer::Builtin,
+                dropped(j, Shape::Object),
+            ),
+            // Unknown targets, and near misses, are ignored.
+            (
+                "application/json;drop=spec.someFutureField",
+                Offer::Builtin,
+                Choice::Media(MediaType::JSON),
+            ),
+            (
+                "application/json;drop=metadata.managedfields",
+                Offer::Builtin,
+                Choice::Media(MediaType::JSON),
+            ),
+            (
+                "application/json;drop=",
+                Offer::Builtin,
+                Choice::Media(MediaType::JSON),
+            ),
+            (
+                "application/json;as=Table;g=meta.k8s.io;v=v1;drop=metadata.managedFields",
+                Offer::Builtin,
+                Choice::Table("meta.k8s.io/v1"),
+            ),
+        ];
+        for (accept, offer, want) in cases {
+            assert_eq!(
+                negotiate(Some(accept), *offer),
+                *want,
+                "{accept:?} on {offer:?}"
+            );
+        }
+        // The answer's Content-Type does not carry the parameter.
+        let Choice::Media(m) = dropped(p, Shape::Object) else {
+            unreachable!()
+        };
+        assert_eq!(m.content_type(false), PROTOBUF.content_type(false));
     }
 
     #[test]

@@ -143,7 +143,8 @@ impl Starter {
                 .as_ref()
                 .filter(|(p, _)| p.covers(&resource.gvr))
             {
-                let info = TypeInfo::of(resource, store.encoding());
+                let mut info = TypeInfo::of(resource, store.encoding());
+                info.drop_managed_fields = self.reflecting.drop_managed_fields;
                 let identity = p.identity(&resource.gvr, store.encoding(), &info);
                 let target = persist::Target::new(store.clone(), identity.clone(), retired.clone());
                 if from_snapshot && p.has_snapshot(&identity) {
@@ -309,6 +310,7 @@ mod tests {
                 page_size: 500,
                 streaming_lists: false,
                 max_backoff: Duration::from_secs(1),
+                drop_managed_fields: false,
             },
             limits: Limits::for_tests(4, 100),
             budget: Arc::new(Budget::new(0, 0)),

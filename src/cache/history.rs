@@ -8,268 +8,12 @@
 //! triggers do.
 
 use std::collections::{HashMap, VecDeque};
-use std::hash::{Hash, Hasher};
-use std::sync::{Arc, OnceLock};
-use std::time::Instant;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
-use bytes::Bytes;
-
-use super::object::{CachedObject, Objects};
-use crate::api::media::Encoding;
-use crate::codec::gzip::{self, Block};
-
-/// What a watcher would have seen happen to one object.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EventKind {
-    /// Created (or entered the cache on a relist).
-    Added,
-    /// Updated.
-    Modified,
-    /// Deleted (or gone on a relist).
-    Deleted,
-}
-
-impl EventKind {
-    /// The watch event type.
-    pub fn as_str(self) -> &'static str {
-        self.metric().as_str()
-    }
-
-    /// Its type as the event counters label it.
-    pub fn metric(self) -> crate::metrics::EventType {
-        match self {
-            EventKind::Added => crate::metrics::EventType::Added,
-            EventKind::Modified => crate::metrics::EventType::Modified,
-            EventKind::Deleted => crate::metrics::EventType::Deleted,
-        }
-    }
-}
-
-/// What a watcher is sent of each object: the object, or only its metadata
-/// (a `PartialObjectMetadata`, for metadata-only informers).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Form {
-    /// The object as cached.
-    Object,
-    /// Its `PartialObjectMetadata`.
-    Metadata,
-}
-
-/// An exact value of an indexed field (hashed: a collision only costs a
-/// watcher a look at an event its filter then drops).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Trigger(u64);
-
-impl Trigger {
-    fn of(field: u8, value: &str) -> Self {
-        let mut h = std::hash::DefaultHasher::new();
-        field.hash(&mut h);
-        value.hash(&mut h);
-        Trigger(h.finish())
-    }
-
-    /// Objects in this namespace.
-    pub fn namespace(ns: &str) -> Self {
-        Self::of(0, ns)
-    }
-
-    /// Objects with this name (in any namespace).
-    pub fn name(name: &str) -> Self {
-        Self::of(1, name)
-    }
-
-    /// Pods bound to this node (`spec.nodeName`).
-    pub fn node(node: &str) -> Self {
-        Self::of(2, node)
-    }
-
-    /// The triggers an object's state concerns, appended to `out`.
-    fn of_object(o: &CachedObject, pods: bool, out: &mut Vec<Trigger>) {
-        if o.ns_len > 0 {
-            out.push(Trigger::namespace(o.namespace()));
-        }
-        out.push(Trigger::name(o.name()));
-        if pods {
-            out.push(Trigger::node(o.field("spec.nodeName")));
-        }
-    }
-}
-
-/// One change to the cache, for watchers: the object after it (for deletes,
-/// its last state stamped with the delete's version) and before it.
-#[derive(Debug)]
-pub struct Event {
-    /// Its place in the log (set when appended).
-    pub seq: u64,
-    /// The object's resource version, or for the events of a relist, the
-    /// relist's (they happened by then, in an unknown order), so a watcher
-    /// resuming after any earlier event gets them.
-    pub rv: u64,
-    /// What happened.
-    pub kind: EventKind,
-    /// The object after the change.
-    pub object: Arc<CachedObject>,
-    /// The object before it.
-    pub prev: Option<Arc<CachedObject>>,
-    /// When r8s applied it (for delivery latency).
-    pub arrived: Instant,
-    /// The event as its watchers get it (a JSON line, or a protobuf frame), serialized once when appended.
-    line: Bytes,
-    /// The other forms watchers may need ([`Event::line`]), each built once
-    /// on first use; most events never need one, so they cost a pointer.
-    others: OnceLock<Box<[OnceLock<Bytes>; 5]>>,
-    /// Its lines compressed on their own, for gzip streaming lists
-    /// ([`Event::gzip_line`]), each once on first use.
-    deflated: OnceLock<Box<[OnceLock<Block>; 6]>>,
-    triggers: Box<[Trigger]>,
-}
-
-impl Event {
-    /// An event not yet in the log.
-    pub fn new(
-        rv: u64,
-        kind: EventKind,
-        object: Arc<CachedObject>,
-        prev: Option<Arc<CachedObject>>,
-    ) -> Self {
-        Event {
-            seq: 0,
-            rv,
-            kind,
-            object,
-            prev,
-            arrived: Instant::now(),
-            line: Bytes::new(),
-            others: OnceLock::new(),
-            deflated: OnceLock::new(),
-            triggers: Box::new([]),
-        }
-    }
-
-    /// [`Event::line`] compressed on its own, once for every gzip watcher
-    /// that sends it (a streaming list's stream after its initial events).
-    pub fn gzip_line(&self, form: Form, kind: EventKind) -> Option<&Block> {
-        let line = self.line(form, kind)?;
-        let k = match kind {
-            _ if kind == self.kind => 0,
-            EventKind::Added => 1,
-            _ => 2,
-        };
-        let slot = match form {
-            Form::Object => k,
-            Form::Metadata => 3 + k,
-        };
-        let slots = self.deflated.get_or_init(Default::default);
-        Some(slots[slot].get_or_init(|| gzip::block(line)))
-    }
-
-    /// This event as a watcher sees it, shared by every watcher that does:
-    /// `kind` is what the watcher's filter makes of it (its own type; ADDED
-    /// for an object entering the filter; DELETED for one leaving it, whose
-    /// previous state is stamped with the version of the change, for a
-    /// relist's events the object's own, so the relist's events stay in
-    /// version order), and `form` the object or only its metadata. `None`
-    /// for a DELETED of an object that had no previous state.
-    pub fn line(&self, form: Form, kind: EventKind) -> Option<&Bytes> {
-        let own = kind == self.kind;
-        let slot = match (form, kind) {
-            (Form::Object, _) if own => return Some(&self.line),
-            (Form::Object, EventKind::Added) => 0,
-            (Form::Object, _) => 1,
-            (Form::Metadata, _) if own => 2,
-            (Form::Metadata, EventKind::Added) => 3,
-            (Form::Metadata, _) => 4,
-        };
-        // The previous state of an object leaving a filter is stamped with
-        // this event's version once, when its line is first built.
-        let leaving = !own && kind == EventKind::Deleted;
-        if leaving && self.prev.is_none() {
-            return None;
-        }
-        let slots = self.others.get_or_init(Default::default);
-        Some(slots[slot].get_or_init(|| {
-            count_encoding(self.object.encoding);
-            let stamped;
-            let object = match &self.prev {
-                Some(prev) if leaving => {
-                    stamped = at_version(prev, self.object.rv);
-                    &stamped
-                }
-                _ => &*self.object,
-            };
-            object.watch_event(kind.as_str(), form == Form::Metadata)
-        }))
-    }
-
-    /// The object a watcher sent this event as `kind` gets (as [`Event::line`]
-    /// encodes it): the object, or for one leaving the watcher's filter its
-    /// previous state stamped with this event's version (`None` without one).
-    pub fn object_as(&self, kind: EventKind) -> Option<Arc<CachedObject>> {
-        if kind == self.kind || kind != EventKind::Deleted {
-            return Some(self.object.clone());
-        }
-        let prev = self.prev.as_ref()?;
-        Some(Arc::new(at_version(prev, self.object.rv)))
-    }
-
-    /// The triggers this event concerns (of its object before and after).
-    pub fn triggers(&self) -> &[Trigger] {
-        &self.triggers
-    }
-
-    /// Bytes this event alone keeps alive: its line, the version it displaced,
-    /// and for a delete the final state too (current objects are counted with
-    /// the version that holds them).
-    fn held_bytes(&self) -> usize {
-        let prev = self.prev.as_ref().map_or(0, |p| p.size());
-        let own = if self.kind == EventKind::Deleted {
-            self.object.size()
-        } else {
-            0
-        };
-        // A line the object arrived in holds the object's bytes, counted
-        // with the object: only its framing is the line's own.
-        let line = if self.object.framed_line(self.kind.as_str()).is_some() {
-            self.line.len() - self.object.body.len()
-        } else {
-            self.line.len()
-        };
-        line + prev + own + std::mem::size_of::<Self>() + 16 * self.triggers.len()
-    }
-}
-
-/// An object's last state stamped with a later resource version (a delete
-/// found by a relist, an object leaving a watcher's filter), in its encoding.
-fn at_version(o: &CachedObject, rv: u64) -> CachedObject {
-    match o.encoding {
-        Encoding::Json => super::json::at_version(o, rv),
-        Encoding::Protobuf => super::protobuf::at_version(o, rv),
-    }
-}
-
-/// Watch events encoded since start, JSON then protobuf (every event once,
-/// plus the rare forms watchers need: ADDED/DELETED of objects moving across
-/// a selector, metadata-only): the benchmark checks one per event per encoding.
-static ENCODINGS: [std::sync::atomic::AtomicU64; 2] = [
-    std::sync::atomic::AtomicU64::new(0),
-    std::sync::atomic::AtomicU64::new(0),
-];
-
-fn slot(e: Encoding) -> usize {
-    match e {
-        Encoding::Json => 0,
-        Encoding::Protobuf => 1,
-    }
-}
-
-fn count_encoding(e: Encoding) {
-    ENCODINGS[slot(e)].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-}
-
-/// Watch events encoded in `e` so far, process-wide.
-pub fn encodings(e: Encoding) -> u64 {
-    ENCODINGS[slot(e)].load(std::sync::atomic::Ordering::Relaxed)
-}
+pub use super::event::{Event, EventKind, Trigger, encodings};
+use super::event::{at_version, count_encoding};
+use super::object::Objects;
 
 /// The events that turn `old` into `new` (a relist at `rv`): objects new or
 /// changed (ordered by their resource versions), then those gone (their last
@@ -335,6 +79,10 @@ pub struct History {
     index: HashMap<Trigger, VecDeque<u64>>,
     /// Bytes only the log keeps alive.
     bytes: usize,
+    /// Bytes of the forms its events' watchers asked for after they were
+    /// appended (metadata-only, without managedFields, ...), made and
+    /// counted by the readers ([`Event::line`]).
+    later: Arc<AtomicUsize>,
     max_events: usize,
     max_bytes: usize,
     /// When the log's end reaches this, indexed watchers must move their
@@ -366,6 +114,7 @@ impl History {
             gaps: VecDeque::new(),
             index: HashMap::new(),
             bytes: 0,
+            later: Arc::default(),
             max_events,
             max_bytes,
             next_refresh: 0,
@@ -392,13 +141,16 @@ impl History {
         self.events.is_empty()
     }
 
-    /// Bytes only the log keeps alive.
+    /// Bytes only the log keeps alive, the forms built since included.
     pub fn bytes(&self) -> usize {
-        self.bytes
+        self.bytes + self.later.load(Ordering::Relaxed)
     }
 
     /// Drops everything; the log is complete from `rv` on (a first sync, an eviction).
     pub fn restart_at(&mut self, rv: u64) {
+        for e in &self.events {
+            e.retire();
+        }
         self.bytes = 0;
         // One past the end: a watcher caught up with the old log (its cursor
         // at the old end) no longer holds a place in the new one.
@@ -439,12 +191,13 @@ impl History {
             }
             touched.extend_from_slice(&t);
             e.triggers = t.into_boxed_slice();
+            e.counted = Some(self.later.clone());
             added += e.held_bytes();
             self.events.push_back(Arc::new(e));
         }
         self.bytes += added;
         while self.events.len() > self.max_events
-            || (self.max_bytes > 0 && self.bytes > self.max_bytes && self.events.len() > 1)
+            || (self.max_bytes > 0 && self.bytes() > self.max_bytes && self.events.len() > 1)
         {
             self.pop_front();
         }
@@ -464,7 +217,7 @@ impl History {
     /// keeps its newest event); the bytes freed.
     pub fn trim_to(&mut self, max: usize) -> usize {
         let mut freed = 0;
-        while self.bytes > max && self.events.len() > 1 {
+        while self.bytes() > max && self.events.len() > 1 {
             freed += self.pop_front();
         }
         freed
@@ -491,7 +244,7 @@ impl History {
         }
         let b = e.held_bytes();
         self.bytes = self.bytes.saturating_sub(b);
-        b
+        b + e.retire()
     }
 
     /// The cursor of a watcher that has seen everything up to `rv`; `None`
@@ -549,7 +302,7 @@ impl History {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cache::object::TypeInfo;
+    use crate::cache::object::{CachedObject, TypeInfo};
 
     fn pod(name: &str, node: &str, rv: u64) -> Arc<CachedObject> {
         let t = TypeInfo {
@@ -557,6 +310,7 @@ mod tests {
             api_version: "v1".into(),
             resource: "pods".into(),
             items_typed: true,
+            drop_managed_fields: false,
         };
         let json = format!(
             r#"{{"kind":"Pod","apiVersion":"v1","metadata":{{"name":"{name}","namespace":"a","resourceVersion":"{rv}"}},"spec":{{"nodeName":"{node}"}}}}"#
@@ -571,6 +325,7 @@ mod tests {
             api_version: "v1".into(),
             resource: "pods".into(),
             items_typed: true,
+            drop_managed_fields: false,
         };
         // As an upstream's watch event carries it: no kind (it is added).
         let src = br#"{"metadata":{"name":"p","namespace":"a","resourceVersion":"5"}}"#;
@@ -596,6 +351,53 @@ mod tests {
             let own = e.held_bytes() - std::mem::size_of::<Event>() - 16 * e.triggers.len();
             assert_eq!(own, if inside { framing } else { line.len() }, "{kind:?}");
         }
+    }
+
+    /// Forms watchers ask for after an event is appended (metadata-only,
+    /// without managedFields) are counted in the log's bytes while it holds
+    /// the event, and no longer once it lets it go, even when a watcher
+    /// still holding the event builds one after that.
+    #[test]
+    fn should_count_forms_built_later_while_the_log_holds_their_event() {
+        use crate::cache::view::View;
+        let mut h = History::new(2, 0);
+        h.restart_at(1);
+        h.append(
+            vec![Event::new(2, EventKind::Added, pod("p", "n", 2), None)],
+            false,
+        );
+        let before = h.bytes();
+        let e = h.events[0].clone();
+        let line = e.line(View::METADATA, EventKind::Added).unwrap().len();
+        assert_eq!(h.bytes(), before + line);
+        // Asked again: made once, counted once.
+        e.line(View::METADATA, EventKind::Added).unwrap();
+        assert_eq!(h.bytes(), before + line);
+        // Nothing to drop: the same line, nothing more counted.
+        let same = e.line(
+            View {
+                drop_managed: true,
+                ..View::METADATA
+            },
+            EventKind::Added,
+        );
+        assert_eq!(same.unwrap().len(), line);
+        assert_eq!(h.bytes(), before + line);
+        // Pushed out of the log: its forms leave the count with it.
+        let later = vec![
+            Event::new(3, EventKind::Added, pod("q", "n", 3), None),
+            Event::new(4, EventKind::Added, pod("r", "n", 4), None),
+        ];
+        h.append(later, false);
+        let held = h.bytes();
+        assert!(e.line(View::METADATA, EventKind::Modified).is_some());
+        assert_eq!(
+            h.bytes(),
+            held,
+            "a form built for a retired event is not counted"
+        );
+        h.restart_at(5);
+        assert_eq!(h.bytes(), 0);
     }
 
     #[test]

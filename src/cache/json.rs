@@ -9,6 +9,7 @@ use bytes::Bytes;
 use serde::Deserialize;
 
 use super::object::{CachedObject, LABEL, ObjectError, Span, TypeInfo};
+use super::view::View;
 use crate::api::media::Encoding;
 use crate::api::selector::supported_fields;
 use crate::codec::json;
@@ -161,6 +162,20 @@ impl TypeInfo {
         src: &[u8],
         kind: Option<&'static str>,
     ) -> Result<CachedObject, ObjectError> {
+        let o = self.parse_json(src, kind)?;
+        if self.drop_managed_fields && o.has_managed_fields() {
+            // Kept without them: parsed again from the bytes without them
+            // (only objects that have them pay, once, as they arrive).
+            return self.parse_json(&o.body_as(View::DROPPED), kind);
+        }
+        Ok(o)
+    }
+
+    fn parse_json(
+        &self,
+        src: &[u8],
+        kind: Option<&'static str>,
+    ) -> Result<CachedObject, ObjectError> {
         let p: Probe =
             serde_json::from_slice(src).map_err(|e| ObjectError::Malformed(e.to_string()))?;
         let name = p
@@ -275,6 +290,9 @@ impl TypeInfo {
             1
         };
         let meta = meta_span(&json).ok_or_else(|| ObjectError::Malformed("no metadata".into()))?;
+        let (m0, mlen) = (meta.0 as usize, meta.1 as usize);
+        let managed = json::top_level_member(&json[m0..m0 + mlen], "managedFields")
+            .map_or((0, 0), |r| ((m0 + r.start) as u32, r.len() as u32));
         Ok(CachedObject {
             memo: crate::codec::run::Memo::new(&key),
             row: Default::default(),
@@ -286,6 +304,7 @@ impl TypeInfo {
             encoding: Encoding::Json,
             item_skip,
             meta,
+            managed,
             spans: spans.into_boxed_slice(),
             owned: owned.into_boxed_slice(),
             field_names,
@@ -332,6 +351,10 @@ pub(super) fn at_version(o: &CachedObject, rv: u64) -> CachedObject {
         encoding: Encoding::Json,
         item_skip: o.item_skip,
         meta,
+        managed: match o.managed {
+            (_, 0) => (0, 0),
+            (at, len) => (moved(at), len),
+        },
         spans: o
             .spans
             .iter()
@@ -366,6 +389,7 @@ mod tests {
             api_version: "v1".into(),
             resource: "pods".into(),
             items_typed: false,
+            drop_managed_fields: false,
         };
         let src = br#"{"metadata":{"name":"p","namespace":"ns","uid":"026a5438-d349-42d8-bf13-db56e82697dc","resourceVersion":"7","labels":{"app":"web","esc\u0041":"x"}},"spec":{"nodeName":"n1","hostNetwork":true},"status":{"phase":"Running"}}"#;
         let o = t.parse(src).unwrap();

@@ -1,6 +1,8 @@
 //! The watch cache: per resource, a versioned store kept current by a reflector.
 //!
 //! - [`object`]: a cached object (upstream bytes + parsed metadata).
+//! - [`view`]: what an answer shows of each object (its metadata only,
+//!   without managedFields), cut from its bytes.
 //! - [`json`], [`protobuf`]: cached objects parsed from the upstream's bodies.
 //! - [`store`]: immutable versions; a reader holds the store's lock only
 //!   to take one (an `Arc`), never while it serializes or waits.
@@ -10,11 +12,13 @@
 //! - [`registry`]: the caches served now, which change as the upstream's API does.
 //! - [`serving`]: whether a store answers requests, and its transitions.
 //! - [`budget`]: byte budgets shared by the stores, and how they make room.
+//! - [`event`]: one change as watchers get it, each form serialized once.
 //! - [`history`]: the event log watchers read, indexed by trigger.
 //! - [`wakers`]: the indexed watchers each event wakes.
 //! - [`staleness`]: how long a store has gone without word from its upstream.
 
 pub mod budget;
+pub mod event;
 pub mod history;
 pub mod index;
 #[cfg(test)]
@@ -29,6 +33,7 @@ pub mod store;
 #[cfg(test)]
 mod store_tests;
 pub mod version;
+pub mod view;
 pub mod wakers;
 pub mod writer;
 

@@ -14,9 +14,9 @@ use bytes::Bytes;
 use crate::api::media::Encoding;
 use crate::api::selector::Selectors;
 use crate::api::shard::{ShardKey, fnv1a};
-use crate::codec::json::{self, ListItem};
+use crate::codec::json;
 use crate::codec::protobuf as pb;
-use crate::codec::run::{self, Form, Memo};
+use crate::codec::run::Memo;
 use crate::table::{Printer, Row};
 
 /// Where a label or field value lives in the object's body.
@@ -60,6 +60,11 @@ pub struct CachedObject {
     pub item_skip: usize,
     /// Where the `metadata` value is in `body` (for metadata-only answers).
     pub(super) meta: (u32, u32),
+    /// Where `metadata.managedFields` lies in `body`, and how long, with
+    /// what goes with it (JSON: a comma; protobuf: every field 17 record,
+    /// one run): what [`super::view`] cuts for `drop=metadata.managedFields`.
+    /// `(0, 0)` without any.
+    pub(super) managed: (u32, u32),
     /// Labels and selectable field values, as spans into `body`.
     pub(super) spans: Box<[Span]>,
     /// Values that could not be spans (JSON escapes, booleans): rare.
@@ -159,23 +164,6 @@ impl CachedObject {
         }
     }
 
-    /// Its `PartialObjectMetadata` as a get answers it, in its encoding:
-    /// the metadata bytes cut from the object, never re-serialized.
-    pub fn metadata_body(&self) -> Bytes {
-        match self.encoding {
-            Encoding::Json => Bytes::from(json::partial_object_metadata(self.metadata()).concat()),
-            Encoding::Protobuf => {
-                let meta = self.metadata();
-                let head = pb::partial_object_metadata_head(meta.len());
-                pb::envelope(
-                    json::META_API_VERSION,
-                    "PartialObjectMetadata",
-                    &[&head, meta],
-                )
-            }
-        }
-    }
-
     /// The watch event of type `kind` this object arrived in (see
     /// [`CachedObject::framed`]), when it arrived in one of that type.
     pub fn framed_line(&self, kind: &str) -> Option<&Bytes> {
@@ -183,29 +171,6 @@ impl CachedObject {
             .as_ref()
             .filter(|(k, _)| *k == kind)
             .map(|(_, l)| l)
-    }
-
-    /// A watch event of type `kind` carrying this object (or, with
-    /// `metadata_only`, its `PartialObjectMetadata`), framed in its
-    /// encoding: a JSON line, or a length-prefixed protobuf `WatchEvent`.
-    pub fn watch_event(&self, kind: &str, metadata_only: bool) -> Bytes {
-        match (self.encoding, metadata_only) {
-            (Encoding::Json, false) => json::watch_line(kind, &self.body),
-            (Encoding::Json, true) => {
-                json::watch_line_of(kind, &json::partial_object_metadata(self.metadata()))
-            }
-            (Encoding::Protobuf, false) => pb::watch_frame(kind, &[&self.body]),
-            (Encoding::Protobuf, true) => {
-                let meta = self.metadata();
-                let raw_head = pb::partial_object_metadata_head(meta.len());
-                let head = pb::envelope_head(
-                    json::META_API_VERSION,
-                    "PartialObjectMetadata",
-                    raw_head.len() + meta.len(),
-                );
-                pb::watch_frame(kind, &[&head, &raw_head, meta, pb::UNKNOWN_TAIL])
-            }
-        }
     }
 
     /// A protobuf object's own message (its body without the envelope).
@@ -242,105 +207,6 @@ impl CachedObject {
     }
 }
 
-/// An object in a `PartialObjectMetadataList`: its metadata bytes, cut from
-/// the cached JSON (never re-serialized).
-pub struct MetadataItem(pub Arc<CachedObject>);
-
-impl MetadataItem {
-    /// [`ListItem::item_len`] of `o`'s metadata-only form.
-    pub fn len_of(o: &CachedObject) -> usize {
-        let meta = o.meta.1 as usize;
-        match o.encoding {
-            Encoding::Json => meta + json::PARTIAL_OBJECT_METADATA_HEAD.len() + 2,
-            Encoding::Protobuf => pb::field_len(pb::field_len(meta)),
-        }
-    }
-}
-
-impl ListItem for MetadataItem {
-    fn item_len(&self) -> usize {
-        Self::len_of(&self.0)
-    }
-
-    fn write_item(&self, out: &mut bytes::BytesMut) {
-        match self.0.encoding {
-            Encoding::Json => {
-                for part in json::partial_object_metadata(self.0.metadata()) {
-                    out.extend_from_slice(part);
-                }
-            }
-            Encoding::Protobuf => {
-                let meta = self.0.metadata();
-                pb::field_head(out, 2, pb::field_len(meta.len()));
-                pb::field_head(out, 1, meta.len());
-                out.extend_from_slice(meta);
-            }
-        }
-    }
-
-    fn memo(&self) -> Option<(&Memo, Form)> {
-        Some((&self.0.memo, run::METADATA))
-    }
-}
-
-/// Lists stream straight from cached objects.
-impl ListItem for CachedObject {
-    fn item_len(&self) -> usize {
-        match self.encoding {
-            Encoding::Json => self.body.len() + 1,
-            Encoding::Protobuf => pb::field_len(self.raw().len()),
-        }
-    }
-
-    /// The list-item form: built-ins drop `kind`/`apiVersion`, as the
-    /// apiserver does; a protobuf item is the object's raw (field 2 of the list).
-    fn write_item(&self, out: &mut bytes::BytesMut) {
-        match self.encoding {
-            Encoding::Json => {
-                out.extend_from_slice(b"{");
-                out.extend_from_slice(&self.body[self.item_skip..]);
-            }
-            Encoding::Protobuf => {
-                let raw = self.raw();
-                pb::field_head(out, 2, raw.len());
-                out.extend_from_slice(raw);
-            }
-        }
-    }
-
-    fn memo(&self) -> Option<(&Memo, Form)> {
-        Some((&self.memo, run::OBJECT))
-    }
-}
-
-/// An object as a streaming list's initial ADDED event, one of a run of
-/// them compressed for gzip streaming lists.
-pub struct AddedItem {
-    /// The object.
-    pub object: Arc<CachedObject>,
-    /// Its metadata only (`PartialObjectMetadata`).
-    pub metadata: bool,
-}
-
-impl ListItem for AddedItem {
-    fn item_len(&self) -> usize {
-        self.object.body.len() + 32
-    }
-
-    fn write_item(&self, out: &mut bytes::BytesMut) {
-        out.extend_from_slice(&self.object.watch_event("ADDED", self.metadata));
-    }
-
-    fn memo(&self) -> Option<(&Memo, Form)> {
-        let form = if self.metadata {
-            run::WATCH_METADATA
-        } else {
-            run::WATCH_OBJECT
-        };
-        Some((&self.object.memo, form))
-    }
-}
-
 /// Objects by key, ordered as the apiserver lists them (`namespace/name`).
 pub type Objects = imbl::OrdMap<Arc<str>, Arc<CachedObject>>;
 
@@ -367,6 +233,9 @@ pub struct TypeInfo {
     /// Whether the upstream's list items carry `kind`/`apiVersion` (custom
     /// resources) or not (built-ins); learned from the first list.
     pub items_typed: bool,
+    /// `cache.managed_fields = "drop"`: its objects are kept without
+    /// `metadata.managedFields`, so every answer comes without them.
+    pub drop_managed_fields: bool,
 }
 
 impl TypeInfo {
@@ -391,6 +260,7 @@ impl TypeInfo {
             // Built-in types' list items carry no kind; custom resources'
             // do. A paged LIST confirms it from the first page.
             items_typed: !builtin,
+            drop_managed_fields: false,
         }
     }
 }

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::object::{CachedObject, LABEL, ObjectError, Owned, Span, TypeInfo};
+use super::view::View;
 use crate::api::media::Encoding;
 use crate::api::selector::supported_fields;
 use crate::codec::protobuf::{self as pb, Malformed, Value};
@@ -18,6 +19,7 @@ const META_NAMESPACE: u32 = 3;
 const META_UID: u32 = 5;
 const META_RESOURCE_VERSION: u32 = 6;
 const META_LABELS: u32 = 11;
+const META_MANAGED_FIELDS: u32 = 17;
 
 /// Where a selectable field lies in a core/v1 object's message (the
 /// generated.proto numbers, stable across Kubernetes versions).
@@ -63,7 +65,12 @@ impl TypeInfo {
         } else {
             pb::envelope(&self.api_version, &self.kind, &[src])
         };
-        self.parse_protobuf_body(body)
+        let o = self.parse_protobuf_body(body)?;
+        if self.drop_managed_fields && o.has_managed_fields() {
+            // Kept without them (only objects that have them pay, once).
+            return self.parse_protobuf_body(o.body_as(View::DROPPED));
+        }
+        Ok(o)
     }
 
     /// [`TypeInfo::parse_protobuf`] of the object (a whole body) of a watch
@@ -77,7 +84,13 @@ impl TypeInfo {
         let frame = pb::watch_frame(kind, &[src]);
         let body = frame.slice(frame.len() - src.len()..);
         let mut o = self.parse_protobuf_body(body)?;
-        o.framed = Some((kind, frame));
+        if self.drop_managed_fields && o.has_managed_fields() {
+            return self.parse_protobuf_event(&o.body_as(View::DROPPED), kind);
+        }
+        // A body the parser rewrote (see `canonical`) is no longer the frame's.
+        if o.body.as_ptr() == frame[frame.len() - src.len()..].as_ptr() {
+            o.framed = Some((kind, frame));
+        }
         Ok(o)
     }
 
@@ -118,8 +131,19 @@ fn parse(
     }
     let (mut name, mut namespace, mut rv, mut uid) = ("", "", "", "");
     let mut spans = Vec::new();
+    // Where the managedFields records lie in `meta`, and whether they are
+    // one run (Go writes them so: field 17 is ObjectMeta's last).
+    let mut managed: Option<(usize, usize)> = None;
+    let mut scattered = false;
     for f in pb::fields(meta) {
         let f = f.map_err(malformed)?;
+        if f.number == META_MANAGED_FIELDS {
+            match managed {
+                None => managed = Some((f.at, f.end)),
+                Some((at, end)) if end == f.at => managed = Some((at, f.end)),
+                Some(_) => scattered = true,
+            }
+        }
         let Value::Bytes(v) = f.value else { continue };
         match f.number {
             META_NAME => name = text(v)?,
@@ -157,6 +181,15 @@ fn parse(
             _ => {}
         }
     }
+    if managed.is_some() && (scattered || !canonical(&body, u.raw_at, meta)) {
+        // Cut only from the layout an apiserver writes: anything else is
+        // written so first (the same message, fields in another order).
+        let body = canonical_body(&u, meta).map_err(malformed)?;
+        return parse(body, field_names, paths);
+    }
+    let managed = managed.map_or((0, 0), |(at, end)| {
+        (offset(meta) + at as u32, (end - at) as u32)
+    });
     let key: Arc<str> = if namespace.is_empty() {
         Arc::from(name)
     } else {
@@ -171,6 +204,7 @@ fn parse(
         uid_hash: crate::api::shard::fnv1a(uid),
         item_skip: u.raw_at,
         meta: (offset(meta), meta.len() as u32),
+        managed,
         spans: spans.into_boxed_slice(),
         owned: owned.into_boxed_slice(),
         field_names,
@@ -178,6 +212,56 @@ fn parse(
         body,
         framed: None,
     })
+}
+
+/// Whether the lengths enclosing `meta` (the metadata's in the raw, the
+/// raw's in the envelope) are minimal varints and the body ends as every
+/// apiserver's does, so that [`super::view`] can write them anew from
+/// their values alone.
+fn canonical(body: &[u8], raw_at: usize, meta: &[u8]) -> bool {
+    let head_ok = |n: u32, at: usize, len: usize| {
+        let mut h = bytes::BytesMut::new();
+        pb::field_head(&mut h, n, len);
+        at.checked_sub(h.len())
+            .is_some_and(|from| body[from..at] == h[..])
+    };
+    let raw_len = body.len().saturating_sub(raw_at + pb::UNKNOWN_TAIL.len());
+    let meta_at = meta.as_ptr() as usize - body.as_ptr() as usize;
+    body.ends_with(pb::UNKNOWN_TAIL)
+        && head_ok(2, raw_at, raw_len)
+        && head_ok(1, meta_at, meta.len())
+}
+
+/// The body re-written as an apiserver writes it: metadata's fields in
+/// order, managedFields' records after the others, minimal lengths.
+fn canonical_body(u: &pb::Unknown<'_>, meta: &[u8]) -> Result<Bytes, Malformed> {
+    let mut m = bytes::BytesMut::with_capacity(meta.len());
+    let mut managed = bytes::BytesMut::new();
+    for f in pb::fields(meta) {
+        let f = f?;
+        let to = if f.number == META_MANAGED_FIELDS {
+            &mut managed
+        } else {
+            &mut m
+        };
+        to.extend_from_slice(&meta[f.at..f.end]);
+    }
+    m.extend_from_slice(&managed);
+    let mut raw = bytes::BytesMut::with_capacity(u.raw.len());
+    let mut meta_done = false;
+    for f in pb::fields(u.raw) {
+        let f = f?;
+        match f.number {
+            1 if !meta_done => {
+                pb::bytes_field(&mut raw, 1, &m);
+                meta_done = true;
+            }
+            1 => {}
+            _ => raw.extend_from_slice(&u.raw[f.at..f.end]),
+        }
+    }
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    Ok(pb::envelope(&text(u.api_version), &text(u.kind), &[&raw]))
 }
 
 fn span(
@@ -276,6 +360,7 @@ mod tests {
             api_version: "v1".into(),
             resource: "pods".into(),
             items_typed: false,
+            drop_managed_fields: false,
         }
     }
 

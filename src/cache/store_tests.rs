@@ -44,6 +44,7 @@ fn obj(name: &str, rv: u64) -> Arc<CachedObject> {
         api_version: "v1".into(),
         resource: "configmaps".into(),
         items_typed: false,
+        drop_managed_fields: false,
     };
     let json =
         format!(r#"{{"metadata":{{"name":"{name}","namespace":"a","resourceVersion":"{rv}"}}}}"#);

@@ -276,6 +276,49 @@ pub fn top_level_value(json: &[u8], key: &str) -> Option<std::ops::Range<usize>>
     }
 }
 
+/// Where the member `key` of a JSON object lies, with one comma that joins
+/// it to a neighbour: the bytes to cut to leave the object without it, as
+/// an encoder that never wrote it would have (a scan, as
+/// [`top_level_value`]).
+pub fn top_level_member(json: &[u8], key: &str) -> Option<std::ops::Range<usize>> {
+    let mut i = skip_ws(json, 0);
+    if json.get(i) != Some(&b'{') {
+        return None;
+    }
+    i += 1;
+    let mut comma_before = None;
+    loop {
+        i = skip_ws(json, i);
+        if json.get(i) != Some(&b'"') {
+            return None;
+        }
+        let k_start = i;
+        let k_end = skip_string(json, i)?;
+        let k = &json[i + 1..k_end - 1];
+        i = skip_ws(json, k_end);
+        if json.get(i) != Some(&b':') {
+            return None;
+        }
+        let v_start = skip_ws(json, i + 1);
+        let v_end = skip_value(json, v_start)?;
+        let after = skip_ws(json, v_end);
+        if k == key.as_bytes() {
+            return Some(match (comma_before, json.get(after)) {
+                (Some(c), _) => c..v_end,
+                (None, Some(b',')) => k_start..after + 1,
+                (None, _) => k_start..v_end,
+            });
+        }
+        match json.get(after) {
+            Some(b',') => {
+                comma_before = Some(after);
+                i = after + 1;
+            }
+            _ => return None,
+        }
+    }
+}
+
 fn skip_ws(json: &[u8], mut i: usize) -> usize {
     while json.get(i).is_some_and(u8::is_ascii_whitespace) {
         i += 1;
@@ -403,6 +446,38 @@ mod tests {
         );
     }
 
+    /// Cutting a member leaves what an encoder without it writes: checked
+    /// against serde_json's own object without the key, wherever it is.
+    #[test]
+    fn should_cut_a_member_as_if_never_written() {
+        let mf = r#""managedFields":[{"manager":"m","fieldsV1":{"f:a":{}}}]"#;
+        for (before, after) in [
+            (r#""name":"a","#, ""),
+            ("", r#","name":"a""#),
+            (r#""a":{"managedFields":1},"#, r#","z":"]""#),
+            ("", ""),
+        ] {
+            let j = format!("{{{before}{mf}{after}}}");
+            let r = top_level_member(j.as_bytes(), "managedFields").unwrap();
+            let cut = [&j.as_bytes()[..r.start], &j.as_bytes()[r.end..]].concat();
+            let mut want: serde_json::Map<String, serde_json::Value> =
+                serde_json::from_str(&j).unwrap();
+            want.shift_remove("managedFields");
+            assert_eq!(
+                String::from_utf8(cut).unwrap(),
+                serde_json::to_string(&want).unwrap(),
+                "{j}"
+            );
+        }
+        assert_eq!(
+            top_level_member(br#"{"a":{"managedFields":1}}"#, "managedFields"),
+            None
+        );
+        assert_eq!(
+            top_level_member(br#"{"a":1,"managedFields""#, "managedFields"),
+            None
+        );
+    }
     #[test]
     fn should_end_initial_events_as_kube_apiserver_1_36_does() {
         // Recorded from kube-apiserver 1.36.3 (a custom resource's streaming list).

@@ -15,19 +15,27 @@ use crate::sync::MutexExt;
 /// Items per run, on average: one key in this many starts a run.
 pub const RUN_MEAN: u64 = 8;
 
-/// Which of an item's forms a run holds: the object, or its metadata only.
+/// Which of an item's forms a run holds: the object or its metadata only,
+/// with or without `metadata.managedFields`, as a list's item or as a
+/// streaming list's initial ADDED event.
 pub type Form = usize;
 /// [`Form`] of a list of the objects themselves.
 pub const OBJECT: Form = 0;
 /// [`Form`] of a `PartialObjectMetadataList`.
 pub const METADATA: Form = 1;
-/// [`Form`] of a streaming list's initial ADDED events.
-pub const WATCH_OBJECT: Form = 2;
-/// [`Form`] of a metadata-only streaming list's initial ADDED events.
-pub const WATCH_METADATA: Form = 3;
+/// [`OBJECT`] without managedFields (`drop=metadata.managedFields`).
+pub const OBJECT_DROPPED: Form = 2;
+/// [`METADATA`] without managedFields.
+pub const METADATA_DROPPED: Form = 3;
+/// A streaming list's initial ADDED events of form `list_form` (one of the four above).
+pub const fn watch(list_form: Form) -> Form {
+    4 + list_form
+}
+/// How many forms there are.
+const FORMS: usize = 8;
 
 /// A run per form, made on first use (most objects never need one).
-type Slots = [Mutex<Option<Arc<Run>>>; 4];
+type Slots = [Mutex<Option<Arc<Run>>>; FORMS];
 
 static SERIALS: AtomicU64 = AtomicU64::new(1);
 static RUN_BYTES: AtomicUsize = AtomicUsize::new(0);

@@ -160,6 +160,23 @@ pub struct CacheConfig {
     /// Caches started while r8s runs that may be syncing (listing) at once:
     /// a cluster installing 500 CRDs does not start 500 lists at once.
     pub max_concurrent_starts: usize,
+    /// `keep` (default) or `drop`: objects are kept without
+    /// `metadata.managedFields`, to save memory; every answer from the cache
+    /// then comes without them (`kubectl get --show-managed-fields` shows
+    /// none; reads that pass through still carry them).
+    pub managed_fields: ManagedFields,
+}
+
+/// What the cache keeps of `metadata.managedFields` (`cache.managed_fields`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum ManagedFields {
+    /// Kept: answers carry them unless a client asks
+    /// `drop=metadata.managedFields`.
+    #[default]
+    Keep,
+    /// Never stored: no answer from the cache carries them.
+    Drop,
 }
 
 impl Default for CacheConfig {
@@ -181,6 +198,7 @@ impl Default for CacheConfig {
             consistency_check_interval_seconds: 600,
             discovery_interval_seconds: 30,
             max_concurrent_starts: 4,
+            managed_fields: ManagedFields::Keep,
         }
     }
 }

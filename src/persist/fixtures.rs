@@ -16,6 +16,7 @@ pub fn info() -> TypeInfo {
         api_version: "v1".into(),
         resource: "pods".into(),
         items_typed: false,
+        drop_managed_fields: false,
     }
 }
 

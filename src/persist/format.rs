@@ -78,6 +78,12 @@ pub struct Identity {
     pub api_version: String,
     /// `json` or `protobuf`.
     pub encoding: String,
+    /// Its objects were kept without `metadata.managedFields`
+    /// (`cache.managed_fields = "drop"`): a cache that keeps them cannot
+    /// start from them, nor the other way round. (Written only when set,
+    /// so snapshots of caches that keep them read as before.)
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub managed_fields_dropped: bool,
 }
 
 impl Identity {
@@ -90,10 +96,20 @@ impl Identity {
             ("apiVersion", &self.api_version, &other.api_version),
             ("encoding", &self.encoding, &other.encoding),
         ];
+        let dropped = |d: bool| if d { "dropped" } else { "kept" };
         fields
             .into_iter()
             .find(|(_, a, b)| a != b)
             .map(|(what, a, b)| format!("its {what} is {a:?}, this cache's {b:?}"))
+            .or_else(|| {
+                (self.managed_fields_dropped != other.managed_fields_dropped).then(|| {
+                    format!(
+                        "its objects' managedFields were {}, this cache's are {} (cache.managed_fields)",
+                        dropped(self.managed_fields_dropped),
+                        dropped(other.managed_fields_dropped)
+                    )
+                })
+            })
     }
 }
 
@@ -500,6 +516,7 @@ pub(super) fn test_identity() -> Identity {
         kind: "Pod".into(),
         api_version: "v1".into(),
         encoding: "json".into(),
+        managed_fields_dropped: false,
     }
 }
 

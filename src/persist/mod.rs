@@ -171,6 +171,7 @@ impl Persist {
             kind: info.kind.clone(),
             api_version: info.api_version.clone(),
             encoding: encoding.as_str().to_string(),
+            managed_fields_dropped: info.drop_managed_fields,
         }
     }
 

@@ -12,11 +12,10 @@
 use std::sync::Arc;
 
 use crate::api::continue_token::{ContinueToken, Format, Left};
-use crate::api::media::Shape;
 use crate::api::selector::Selectors;
-use crate::cache::object::{CachedObject, MetadataItem};
+use crate::cache::object::CachedObject;
 use crate::cache::store::{Store, Version};
-use crate::codec::json::ListItem;
+use crate::cache::view::View;
 
 /// What a page asks for of a version.
 pub(super) struct Ask<'a> {
@@ -28,8 +27,8 @@ pub(super) struct Ask<'a> {
     pub limit: i64,
     /// The list's selectors.
     pub selectors: &'a Selectors,
-    /// The shape the items are written in (for their length).
-    pub shape: Shape,
+    /// How the items are shown (for their length).
+    pub view: View,
 }
 
 /// A page: its items and what comes after them.
@@ -71,10 +70,7 @@ pub(super) fn cut(store: &Store, version: &Arc<Version>, ask: Ask<'_>) -> Cut {
         if filtered && !o.matches(ask.selectors) {
             continue;
         }
-        items_len += match ask.shape {
-            Shape::MetadataList => MetadataItem::len_of(o),
-            _ => o.item_len(),
-        };
+        items_len += o.item_len_as(ask.view);
         picked.push(o.clone());
         if limit > 0 && picked.len() as i64 >= limit {
             last = Some(k.clone());

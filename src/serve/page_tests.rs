@@ -29,6 +29,7 @@ fn store() -> (Writer, Arc<Store>) {
         api_version: "v1".into(),
         resource: "configmaps".into(),
         items_typed: false,
+        drop_managed_fields: false,
     };
     let mut objects = OrdMap::new();
     let mut i = 0;
@@ -67,7 +68,7 @@ fn walk(
                 resume: resume.take(),
                 limit: 2,
                 selectors,
-                shape: Shape::Object,
+                view: View::OBJECT,
             },
         );
         let names = page.picked.iter().map(|o| o.key.to_string()).collect();
@@ -119,7 +120,7 @@ fn should_count_again_where_a_token_is_used_in_another_namespace() {
             resume: None,
             limit: 2,
             selectors: &none,
-            shape: Shape::Object,
+            view: View::OBJECT,
         },
     );
     let token = ContinueToken::decode(first.cont.as_deref().unwrap(), Format::R8S).unwrap();

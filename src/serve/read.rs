@@ -26,8 +26,9 @@ use crate::api::request::{ApiRequest, Verb};
 use crate::api::status::Status;
 use crate::body::{self, Body};
 use crate::cache::ResourceCache;
-use crate::cache::object::{CachedObject, MetadataItem};
+use crate::cache::object::CachedObject;
 use crate::cache::store::{Serving, Store, Version};
+use crate::cache::view::{Shown, View};
 use crate::codec::gzip::{GzipList, gzip as gzip_bytes};
 use crate::codec::json::{self, GZIP_MIN, ListBody, ListItem};
 use crate::codec::protobuf as pb;
@@ -116,6 +117,17 @@ pub fn shape_for(ar: &ApiRequest) -> Option<Shape> {
     }
 }
 
+/// What a request whose answer has `shape` shows of each object: its
+/// metadata only for metadata-only shapes; without managedFields where the
+/// negotiated clause says `drop=metadata.managedFields` (a Table, printed
+/// from the objects, shows them whole).
+pub fn view_for(ar: &ApiRequest, shape: Shape) -> View {
+    View {
+        metadata: shape != Shape::Object,
+        drop_managed: ar.media.media().is_some_and(|m| m.drop_managed_fields),
+    }
+}
+
 /// Why a consistent read passes through, as a [`PassReason`].
 pub fn unproven(u: Unproven) -> PassReason {
     match u {
@@ -127,7 +139,7 @@ pub fn unproven(u: Unproven) -> PassReason {
 
 /// What the cache would answer a get or list from: its store and shape,
 /// with its options checked; or why the upstream must answer.
-type Servable<'c> = (&'c Arc<Store>, Option<HeaderValue>, Shape, &'c ListOptions);
+type Servable<'c> = (&'c Arc<Store>, Option<HeaderValue>, View, &'c ListOptions);
 
 fn servable<'c>(cache: &'c ResourceCache, ar: &'c ApiRequest) -> Result<Servable<'c>, PassReason> {
     if !matches!(ar.verb, Verb::Get | Verb::List) || ar.path.subresource.is_some() {
@@ -139,7 +151,7 @@ fn servable<'c>(cache: &'c ResourceCache, ar: &'c ApiRequest) -> Result<Servable
     if opts.validate().is_err() || !fields_supported(cache, opts) {
         return Err(PassReason::Invalid);
     }
-    Ok((store, warning, shape, opts))
+    Ok((store, warning, view_for(ar, shape), opts))
 }
 
 /// Whether the field selector names only fields the resource has: a
@@ -166,7 +178,7 @@ pub async fn answer(
     proofs: &Proofs,
 ) -> Result<Response<Body>, PassReason> {
     let table = table::ask(ar, cache)?;
-    let (store, warning, shape, opts) = servable(cache, ar)?;
+    let (store, warning, view, opts) = servable(cache, ar)?;
     let encoding = store.encoding();
     let at = Source {
         cache,
@@ -189,9 +201,9 @@ pub async fn answer(
         None
     };
     let result = if ar.verb == Verb::Get {
-        get(at, &ar.path, opts, shape, policy, proven).await
+        get(at, &ar.path, opts, view, policy, proven).await
     } else {
-        list(at, &ar.path, opts, shape, policy, proven).await
+        list(at, &ar.path, opts, view, policy, proven).await
     };
     let pretty = ar.pretty && encoding == Encoding::Json;
     let mut resp = answered(result, &policy.lists, encoding, pretty, ar)?;
@@ -240,7 +252,7 @@ fn answered(
 fn admit(payload: Payload, slots: &Arc<tokio::sync::Semaphore>) -> Result<Payload, Early> {
     let len = match &payload {
         Payload::List(l) => l.estimated_len(),
-        Payload::MetadataList(l) => l.estimated_len(),
+        Payload::Shown(l) => l.estimated_len(),
         Payload::Table(l) => l.estimated_len(),
         Payload::Bytes(_) => return Ok(payload),
     };
@@ -253,7 +265,7 @@ fn admit(payload: Payload, slots: &Arc<tokio::sync::Semaphore>) -> Result<Payloa
     };
     Ok(match payload {
         Payload::List(l) => Payload::List(l.holding(slot)),
-        Payload::MetadataList(l) => Payload::MetadataList(l.holding(slot)),
+        Payload::Shown(l) => Payload::Shown(l.holding(slot)),
         Payload::Table(l) => Payload::Table(l.holding(slot)),
         Payload::Bytes(b) => Payload::Bytes(b),
     })
@@ -282,7 +294,7 @@ enum Early {
 enum Payload {
     Bytes(Bytes),
     List(ListBody<Arc<CachedObject>>),
-    MetadataList(ListBody<MetadataItem>),
+    Shown(ListBody<Shown>),
     Table(ListBody<TableItem>),
 }
 
@@ -311,10 +323,10 @@ fn respond(
 ) -> Response<Body> {
     let bytes = match payload {
         Payload::List(list) if !pretty => return stream(code, list, encoding, gzip),
-        Payload::MetadataList(list) if !pretty => return stream(code, list, encoding, gzip),
+        Payload::Shown(list) if !pretty => return stream(code, list, encoding, gzip),
         Payload::Table(list) if !pretty => return stream(code, list, encoding, gzip),
         Payload::List(list) => list.collect(),
-        Payload::MetadataList(list) => list.collect(),
+        Payload::Shown(list) => list.collect(),
         Payload::Table(list) => list.collect(),
         Payload::Bytes(b) => b,
     };
@@ -397,7 +409,7 @@ async fn get(
     at: Source<'_>,
     rp: &ResourcePath,
     opts: &ListOptions,
-    shape: Shape,
+    view: View,
     policy: &ReadPolicy,
     proven: Option<u64>,
 ) -> Result<Payload, Early> {
@@ -425,8 +437,7 @@ async fn get(
             .and_then(|t| t.one(o))
             .map(Payload::Bytes)
             .ok_or(Early::Pass(PassReason::NoPrinter)),
-        Some(o) if shape == Shape::Metadata => Ok(Payload::Bytes(o.metadata_body())),
-        Some(o) => Ok(Payload::Bytes(o.body.clone())),
+        Some(o) => Ok(Payload::Bytes(o.body_as(view))),
         None => Err(Early::Status(Status::not_found_in(
             at.cache.resource.gvr.group(),
             at.cache.resource.gvr.resource(),
@@ -441,7 +452,7 @@ async fn list(
     at: Source<'_>,
     rp: &ResourcePath,
     opts: &ListOptions,
-    shape: Shape,
+    view: View,
     policy: &ReadPolicy,
     proven: Option<u64>,
 ) -> Result<Payload, Early> {
@@ -496,14 +507,14 @@ async fn list(
         resume,
         limit: opts.limit,
         selectors,
-        shape,
+        view,
     };
     assemble(at, &version, ask)
 }
 
 /// The list response from pre-serialized items, in key order.
 fn assemble(at: Source<'_>, version: &Arc<Version>, ask: page::Ask<'_>) -> Result<Payload, Early> {
-    let (cache, encoding, shape) = (at.cache, at.store.encoding(), ask.shape);
+    let (cache, encoding, view) = (at.cache, at.store.encoding(), ask.view);
     let filtered = !ask.selectors.is_empty();
     let shard = ask.selectors.shard.as_ref();
     let page::Cut {
@@ -512,9 +523,10 @@ fn assemble(at: Source<'_>, version: &Arc<Version>, ask: page::Ask<'_>) -> Resul
         cont,
         remaining: remaining_count,
     } = page::cut(at.store, version, ask);
-    let (kind, api_version) = match shape {
-        Shape::MetadataList => ("PartialObjectMetadataList", json::META_API_VERSION.into()),
-        _ => (cache.list_kind.as_str(), cache.resource.gvr.api_version()),
+    let (kind, api_version) = if view.metadata {
+        ("PartialObjectMetadataList", json::META_API_VERSION.into())
+    } else {
+        (cache.list_kind.as_str(), cache.resource.gvr.api_version())
     };
     // Every row is printed before the answer starts, or none is.
     if at.table.is_some_and(|t| !t.prints(&picked)) {
@@ -577,15 +589,15 @@ fn assemble(at: Source<'_>, version: &Arc<Version>, ask: page::Ask<'_>) -> Resul
         return Ok(Payload::Table(ListBody::new(head, items, len, false)));
     }
     let protobuf = encoding == Encoding::Protobuf;
-    Ok(match shape {
-        Shape::MetadataList => {
-            let items: Vec<MetadataItem> = picked.into_iter().map(MetadataItem).collect();
-            let list = ListBody::new(head(items_len), items, items_len, protobuf);
-            Payload::MetadataList(if filtered { list } else { list.contiguous() })
-        }
-        _ => {
-            let list = ListBody::new(head(items_len), picked, items_len, protobuf);
-            Payload::List(if filtered { list } else { list.contiguous() })
-        }
+    Ok(if view == View::OBJECT {
+        let list = ListBody::new(head(items_len), picked, items_len, protobuf);
+        Payload::List(if filtered { list } else { list.contiguous() })
+    } else {
+        let items: Vec<Shown> = picked
+            .into_iter()
+            .map(|object| Shown { object, view })
+            .collect();
+        let list = ListBody::new(head(items_len), items, items_len, protobuf);
+        Payload::Shown(if filtered { list } else { list.contiguous() })
     })
 }

@@ -358,6 +358,7 @@ mod tests {
                 api_version: "v1".into(),
                 resource: "pods".into(),
                 items_typed: false,
+                drop_managed_fields: false,
             },
             encoding: Encoding::Protobuf,
         }

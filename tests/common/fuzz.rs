@@ -55,6 +55,7 @@ fn pods() -> TypeInfo {
         api_version: "v1".into(),
         resource: "pods".into(),
         items_typed: false,
+        drop_managed_fields: false,
     }
 }
 
@@ -208,6 +209,7 @@ fn snapshot_identity(encoding: &str) -> Identity {
         kind: "Pod".into(),
         api_version: "v1".into(),
         encoding: encoding.into(),
+        managed_fields_dropped: false,
     }
 }
 

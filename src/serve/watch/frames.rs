@@ -7,7 +7,7 @@ use bytes::Bytes;
 use super::watcher::Watcher;
 use crate::api::media::Encoding;
 use crate::api::status::Status;
-use crate::cache::history::{Event, EventKind, Form};
+use crate::cache::history::{Event, EventKind};
 use crate::cache::object::CachedObject;
 use crate::codec::gzip;
 use crate::codec::json::{META_API_VERSION, bookmark, initial_events_end, watch_line};
@@ -42,7 +42,7 @@ impl Watcher {
             return Ok(None);
         };
         let Some(table) = &self.table else {
-            return Ok(ev.line(self.form, kind).map(|l| (l.clone(), kind)));
+            return Ok(ev.line(self.view, kind).map(|l| (l.clone(), kind)));
         };
         let Some(object) = ev.object_as(kind) else {
             return Ok(None);
@@ -64,12 +64,13 @@ impl Watcher {
 
     /// The `kind` and `apiVersion` of what this watcher is sent.
     fn sent_type(&self) -> (&str, String) {
-        match self.form {
-            Form::Object => (
+        if self.view.metadata {
+            ("PartialObjectMetadata", META_API_VERSION.to_string())
+        } else {
+            (
                 &self.cache.resource.kind,
                 self.cache.resource.gvr.api_version(),
-            ),
-            Form::Metadata => ("PartialObjectMetadata", META_API_VERSION.to_string()),
+            )
         }
     }
 
@@ -93,10 +94,10 @@ impl Watcher {
                 bookmark(kind, &api_version, rv)
             };
         }
-        let template = match self.form {
-            Form::Object => self.store.empty_object(),
+        let template = match self.view.metadata {
+            false => self.store.empty_object(),
             // PartialObjectMetadata{1 ObjectMeta}: the type's empty metadata.
-            Form::Metadata => self.store.empty_object().and_then(|raw| {
+            true => self.store.empty_object().and_then(|raw| {
                 let meta = pb::find(&raw, 1).ok().flatten()?;
                 let mut m = bytes::BytesMut::new();
                 pb::bytes_field(&mut m, 1, meta);
@@ -130,7 +131,7 @@ impl Watcher {
     pub(super) fn added_line(&self, o: &CachedObject) -> Result<Bytes, WatchEnd> {
         match &self.table {
             Some(table) => table.event("ADDED", o).ok_or_else(|| self.unprintable(o)),
-            None => Ok(o.watch_event("ADDED", self.form == Form::Metadata)),
+            None => Ok(o.watch_event_as("ADDED", self.view)),
         }
     }
 }

@@ -5,8 +5,8 @@
 //! events are spliced from the compressed runs gzip lists keep.
 
 use super::watcher::{Progress, Watcher};
-use crate::cache::history::{Cursor, Form};
-use crate::cache::object::AddedItem;
+use crate::cache::history::Cursor;
+use crate::cache::view::AddedItem;
 use crate::codec::gzip::GzipList;
 use crate::metrics::{EventType, WatchEnd};
 
@@ -40,11 +40,11 @@ impl Watcher {
             .map(|(_, o)| o)
             .filter(|o| self.filter.passes(o));
         if self.gz.is_some() {
-            let metadata = self.form == Form::Metadata;
+            let view = self.view;
             let items: Vec<AddedItem> = objects
                 .map(|o| AddedItem {
                     object: o.clone(),
-                    metadata,
+                    view,
                 })
                 .collect();
             // Boxed: its state (a compressor's) would otherwise be part of

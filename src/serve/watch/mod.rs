@@ -38,8 +38,8 @@ use crate::api::request::ApiRequest;
 use crate::api::status::Status;
 use crate::body::{self, Body};
 use crate::cache::ResourceCache;
-use crate::cache::history::Form;
 use crate::cache::store::Store;
+use crate::cache::view::View;
 use crate::codec::InitialEnd;
 use crate::codec::crc::StreamCrc;
 use crate::config::{OnTooNew, OnTooOld};
@@ -65,7 +65,7 @@ pub struct Plan {
     filter: Filter,
     timeout_seconds: Option<u64>,
     bookmarks: bool,
-    form: Form,
+    view: View,
     /// A Table watch's printing (`kubectl get -w`).
     table: Option<super::table::TableAsk>,
     /// A consistent streaming list not proven yet.
@@ -91,9 +91,8 @@ pub fn plan(
 ) -> Result<Plan, PassReason> {
     let (store, warning) = super::read::serving_store(cache, ar)?;
     let table = super::table::ask(ar, cache)?;
-    let form = match super::read::shape_for(ar) {
-        Some(Shape::Object) => Form::Object,
-        Some(Shape::Metadata) => Form::Metadata,
+    let view = match super::read::shape_for(ar) {
+        Some(shape @ (Shape::Object | Shape::Metadata)) => super::read::view_for(ar, shape),
         _ => return Err(PassReason::MediaType),
     };
     let opts = ar.options.as_ref().map_err(|_| PassReason::Invalid)?;
@@ -151,7 +150,7 @@ pub fn plan(
         },
         timeout_seconds: opts.timeout_seconds,
         bookmarks: opts.allow_watch_bookmarks,
-        form,
+        view,
         table,
         consistent,
         warning,
@@ -231,7 +230,7 @@ impl Plan {
             filter: self.filter,
             tx,
             bookmarks: self.bookmarks,
-            form: self.form,
+            view: self.view,
             policy: policy.clone(),
             shutdown: shutdown.clone(),
             counts: EventCounts::default(),
@@ -240,10 +239,7 @@ impl Plan {
             table: self.table.map(TableLines::new),
         };
         let mut resp = crate::api::json_response(StatusCode::OK, body);
-        let media = MediaType {
-            encoding: w.store.encoding(),
-            shape: Shape::Object,
-        };
+        let media = MediaType::of(w.store.encoding(), Shape::Object);
         resp.headers_mut().insert(
             http::header::CONTENT_TYPE,
             http::HeaderValue::from_static(media.content_type(true)),

@@ -17,9 +17,10 @@ use super::filter::Filter;
 use super::policy::WatchPolicy;
 use crate::api::status::Status;
 use crate::cache::ResourceCache;
-use crate::cache::history::{Cursor, Form, Trigger};
+use crate::cache::history::{Cursor, Trigger};
 use crate::cache::serving::Serving;
 use crate::cache::store::Store;
+use crate::cache::view::View;
 use crate::codec::crc::StreamCrc;
 use crate::codec::gzip;
 use crate::config::OnTooOld;
@@ -73,7 +74,7 @@ pub struct Watcher {
     pub(super) trigger: Option<Trigger>,
     pub(super) tx: mpsc::Sender<Bytes>,
     pub(super) bookmarks: bool,
-    pub(super) form: Form,
+    pub(super) view: View,
     pub(super) policy: WatchPolicy,
     pub(super) shutdown: Signal,
     pub(super) metrics: Arc<WatchMetrics>,
@@ -367,7 +368,7 @@ impl Watcher {
             for ev in &batch.events {
                 if let Some((line, kind)) = self.line_for(ev)? {
                     // Compressed (once per event) only for a gzip stream.
-                    let block = self.gz.as_ref().and_then(|_| ev.gzip_line(self.form, kind));
+                    let block = self.gz.as_ref().and_then(|_| ev.gzip_line(self.view, kind));
                     let (frame, piece) = match block {
                         Some(block) => (block.deflate.clone(), Some(&block.crc)),
                         None => (line, None),

@@ -259,6 +259,8 @@ pub struct ReflectorConfig {
     pub streaming_lists: bool,
     /// The longest backoff (`upstream.max_backoff_seconds`).
     pub max_backoff: Duration,
+    /// `cache.managed_fields = "drop"`: objects stored without managedFields.
+    pub drop_managed_fields: bool,
 }
 
 /// Keeps a store equal to the upstream's state of its resource.
@@ -292,7 +294,8 @@ impl Reflector {
         config: ReflectorConfig,
     ) -> Self {
         let encoding = writer.store().encoding();
-        let info = TypeInfo::of(&resource, encoding);
+        let mut info = TypeInfo::of(&resource, encoding);
+        info.drop_managed_fields = config.drop_managed_fields;
         let lists = if config.streaming_lists {
             ListWith::Streaming
         } else {

@@ -55,6 +55,7 @@ pub(super) async fn reflector(servers: usize) -> Reflector {
             page_size: 500,
             streaming_lists: true,
             max_backoff: Duration::from_secs(30),
+            drop_managed_fields: false,
         },
     )
 }
