@@ -130,8 +130,8 @@ impl Setup {
             .unwrap_or(0.0)
     }
 
-    /// Every pod's path on the sim, and the cache's version.
-    async fn pods(&self) -> (Vec<String>, u64) {
+    /// Every pod's path on the sim and uid, and the cache's version.
+    async fn pods(&self) -> (Vec<String>, Vec<String>, u64) {
         let b = self
             .get(
                 &format!("{}/api/v1/pods?resourceVersion=0", self.r8s),
@@ -157,7 +157,13 @@ impl Setup {
             .unwrap()
             .parse()
             .unwrap();
-        (paths, rv)
+        let uids = v["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["metadata"]["uid"].as_str().unwrap().to_string())
+            .collect();
+        (paths, uids, rv)
     }
 }
 
@@ -196,16 +202,19 @@ async fn watch(c: C, url: String, accept: String, read: Arc<Read>, open: Arc<Ato
     }
 }
 
-/// Writes to random pods (seeded) at `rate` per second for `secs` seconds.
-async fn write(setup: &Setup, paths: &[String], rate: f64, secs: u64) -> u64 {
+/// Writes to random pods (seeded) at `rate` per second for `secs` seconds;
+/// the pods written (their indexes in `paths`).
+async fn write(setup: &Setup, paths: &[String], rate: f64, secs: u64) -> Vec<usize> {
     let mut rng = fastrand::Rng::with_seed(55);
     let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / rate));
     let end = Instant::now() + Duration::from_secs(secs);
     let mut tasks = tokio::task::JoinSet::new();
-    let mut n = 0;
+    let mut picked = Vec::new();
     while Instant::now() < end {
         tick.tick().await;
-        let url = format!("{}{}", setup.sim, paths[rng.usize(..paths.len())]);
+        let i = rng.usize(..paths.len());
+        picked.push(i);
+        let url = format!("{}{}", setup.sim, paths[i]);
         let stamp = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap()
@@ -220,20 +229,27 @@ async fn write(setup: &Setup, paths: &[String], rate: f64, secs: u64) -> u64 {
             let r = c.request(req).await.unwrap();
             let _ = r.into_body().collect().await;
         });
-        n += 1;
     }
     while tasks.join_next().await.is_some() {}
-    n
+    picked
+}
+
+/// What a run measured.
+struct Ran {
+    /// r8s's CPU per delivered event, µs.
+    per_event: f64,
+    /// What each group of watchers read.
+    reads: Vec<Arc<Read>>,
+    /// The uids of the pods written, a write each.
+    written: Vec<String>,
+    /// Every pod's uid.
+    uids: Vec<String>,
 }
 
 /// Opens the watchers (`(query, accept, group)` each), writes, waits for
 /// every event to arrive; r8s's CPU per delivered event and what each group read.
-async fn run(
-    setup: &Setup,
-    watchers: &[(String, String, usize)],
-    groups: usize,
-) -> (f64, Vec<Arc<Read>>) {
-    let (paths, rv) = setup.pods().await;
+async fn run(setup: &Setup, watchers: &[(String, String, usize)], groups: usize, rate: f64) -> Ran {
+    let (paths, uids, rv) = setup.pods().await;
     let reads: Vec<Arc<Read>> = (0..groups).map(|_| Arc::default()).collect();
     let open = Arc::new(AtomicU64::new(0));
     let mut tasks = Vec::new();
@@ -254,9 +270,10 @@ async fn run(
     while open.load(Ordering::Relaxed) < watchers.len() as u64 {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let (rate, secs) = (env_or("MANAGED_RATE", 100.0), env_or("MANAGED_SECONDS", 20));
+    let secs = env_or("MANAGED_SECONDS", 20);
     let cpu0 = cpu_time(setup.r8s_proc.0.id());
-    let written = write(setup, &paths, rate, secs).await;
+    let picked = write(setup, &paths, rate, secs).await;
+    let written = picked.len();
     // Every write reaches every watcher it concerns: wait until the events
     // stop coming (a second without one).
     let total = || {
@@ -280,11 +297,21 @@ async fn run(
     }
     let delivered = total();
     println!(
-        "    {} watchers, {written} writes: {delivered} events delivered, r8s CPU {:.2} s",
+        "    {} watchers, {written} writes ({rate}/s): {delivered} events delivered, r8s CPU {:.2} s",
         watchers.len(),
         cpu.as_secs_f64()
     );
-    (cpu.as_secs_f64() * 1e6 / delivered as f64, reads)
+    Ran {
+        per_event: cpu.as_secs_f64() * 1e6 / delivered as f64,
+        reads,
+        written: picked.into_iter().map(|i| uids[i].clone()).collect(),
+        uids,
+    }
+}
+
+/// Writes a second (`MANAGED_RATE`, 100).
+fn rate() -> f64 {
+    env_or("MANAGED_RATE", 100.0)
 }
 
 /// Heap bytes `f`'s result holds.
@@ -342,7 +369,9 @@ async fn informer_drop(pods: usize) {
         let watchers: Vec<(String, String, usize)> = (0..n)
             .map(|_| (String::new(), format!("{PROTOBUF}{drop}"), 0))
             .collect();
-        let (per_event, reads) = run(&setup, &watchers, 1).await;
+        let Ran {
+            per_event, reads, ..
+        } = run(&setup, &watchers, 1, rate()).await;
         let r = &reads[0];
         let (events, bytes) = (
             r.events.load(Ordering::Relaxed),
@@ -428,7 +457,6 @@ async fn sharded(pods: usize) {
     let plain: Vec<(String, String, usize)> = (0..n)
         .map(|_| (String::new(), PROTOBUF.to_string(), 0))
         .collect();
-    let (unsharded, _) = run(&setup, &plain, 1).await;
     let shards: Vec<(String, String, usize)> = (0..n)
         .map(|i| {
             let q = (i % 4) as u64;
@@ -439,23 +467,62 @@ async fn sharded(pods: usize) {
             )
         })
         .collect();
-    let (per_event, reads) = run(&setup, &shards, 4).await;
-    let each: Vec<f64> = reads
-        .iter()
-        .map(|r| r.events.load(Ordering::Relaxed) as f64 / (n / 4) as f64)
-        .collect();
-    let all: f64 = each.iter().sum();
-    println!("| shard | events a watcher | share |\n|---|---|---|");
-    for (i, e) in each.iter().enumerate() {
+    // Unsharded at the same write rate (four times the deliveries), and at
+    // a quarter of it (the same deliveries a second as the shards': what a
+    // delivery costs depends on how many come at once, as events that
+    // arrive together go out in one write).
+    let unsharded = run(&setup, &plain, 1, rate()).await.per_event;
+    // Pairs, alternated (the machine's state drifts over minutes): the
+    // last sharded run's deliveries are the table's.
+    let mut pairs = Vec::new();
+    for _ in 0..env_or("MANAGED_PAIRS", 3) - 1 {
+        let quarter = run(&setup, &plain, 1, rate() / 4.0).await.per_event;
+        pairs.push((quarter, run(&setup, &shards, 4, rate()).await.per_event));
+    }
+    let unsharded_quarter = run(&setup, &plain, 1, rate() / 4.0).await.per_event;
+    let Ran {
+        per_event,
+        reads,
+        written,
+        uids,
+    } = run(&setup, &shards, 4, rate()).await;
+    let of = |uid: &String| (r8s::api::shard::fnv1a(uid) >> 62) as usize;
+    let (mut pods_in, mut writes_in) = ([0usize; 4], [0usize; 4]);
+    uids.iter().for_each(|u| pods_in[of(u)] += 1);
+    written.iter().for_each(|u| writes_in[of(u)] += 1);
+    println!(
+        "| shard | its pods | events a watcher got | its pods' writes | share of the events |"
+    );
+    println!("|---|---|---|---|---|");
+    for (i, r) in reads.iter().enumerate() {
+        let got = r.events.load(Ordering::Relaxed) as f64 / (n / 4) as f64;
         println!(
-            "| {i} (uid hash in [{i}/4, {}/4)) | {e:.0} | {:.4} |",
+            "| {i} (uid hash in [{i}/4, {}/4)) | {} ({:.4}) | {got:.1} | {} | **{:.4}** |",
             i + 1,
-            e / all
+            pods_in[i],
+            pods_in[i] as f64 / uids.len() as f64,
+            writes_in[i],
+            got / written.len() as f64
         );
     }
+    pairs.push((unsharded_quarter, per_event));
+    let mut ratios: Vec<f64> = pairs.iter().map(|(u, s)| s / u).collect();
+    ratios.sort_by(f64::total_cmp);
     println!(
-        "\n| r8s CPU per delivered event | unsharded | sharded | sharded / unsharded |\n|---|---|---|---|\n| | {unsharded:.2} µs | {per_event:.2} µs | **{:.3}×** |\n",
-        per_event / unsharded
+        "\nsharded / unsharded at the same deliveries a second, pair by pair: {}; median **{:.3}×**",
+        pairs
+            .iter()
+            .map(|(u, s)| format!("{s:.2} / {u:.2} µs = {:.3}×", s / u))
+            .collect::<Vec<_>>()
+            .join(", "),
+        ratios[ratios.len() / 2]
+    );
+    let r = rate();
+    println!(
+        "\n| r8s CPU per delivered event | unsharded | sharded, {r}/s | sharded / unsharded |\n|---|---|---|---|\n| unsharded at {r} writes/s (4× the deliveries) | {unsharded:.2} µs | {per_event:.2} µs | {:.3}× |\n| unsharded at {} writes/s (the same deliveries a second) | {unsharded_quarter:.2} µs | {per_event:.2} µs | {:.3}× |\n",
+        per_event / unsharded,
+        r / 4.0,
+        per_event / unsharded_quarter
     );
 }
 

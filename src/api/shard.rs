@@ -82,6 +82,32 @@ impl ShardSelector {
     pub fn canonical(&self) -> &str {
         &self.canonical
     }
+
+    /// The [`BUCKETS`] (the hash's top bits) its ranges reach into, fully
+    /// or in part: an object in any other bucket is never selected, so a
+    /// watcher of this shard need not wake for it.
+    pub fn buckets(&self) -> Vec<u8> {
+        let mut out: Vec<u8> = Vec::new();
+        // (The parser refuses an empty range.)
+        for &(start, end) in &self.ranges {
+            let first = bucket(start);
+            let last = bucket((end - 1) as u64);
+            out.extend(first..=last);
+        }
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+}
+
+/// How many buckets [`bucket`] splits the hash space into: enough that a
+/// shard of an uneven split (thirds, fifths) wakes for few events beyond
+/// its own, few enough that a watcher registers in a handful.
+pub const BUCKETS: u32 = 64;
+
+/// The bucket a hash falls in: its top six bits.
+pub fn bucket(hash: u64) -> u8 {
+    (hash >> (64 - BUCKETS.trailing_zeros())) as u8
 }
 
 fn parse_selector(text: &str) -> Result<ShardSelector, String> {

@@ -321,3 +321,29 @@ fn should_never_panic_on_any_input() {
         let _ = ShardSelector::parse(&noise);
     }
 }
+
+/// A shard's buckets hold every hash it selects: an object outside them is
+/// never its, so its watchers need not wake for it.
+#[test]
+fn should_wake_a_shard_for_the_buckets_its_ranges_reach() {
+    let q = |a: &str, b: &str| {
+        ShardSelector::parse(&format!("shardRange(object.metadata.uid, '{a}', '{b}')")).unwrap()
+    };
+    let quarter = q("0x4000000000000000", "0x8000000000000000");
+    assert_eq!(quarter.buckets(), (16..32).collect::<Vec<u8>>());
+    let top = q("0xc000000000000000", "0x10000000000000000");
+    assert_eq!(top.buckets(), (48..64).collect::<Vec<u8>>());
+    // A third: the buckets it reaches into, the shared ones included.
+    let third = q("0x5555555555555555", "0xaaaaaaaaaaaaaaaa");
+    assert_eq!(third.buckets(), (21..=42).collect::<Vec<u8>>());
+    let mut rng = fastrand::Rng::with_seed(5866);
+    for s in [quarter, top, third] {
+        let buckets = s.buckets();
+        for _ in 0..20_000 {
+            let h = rng.u64(..);
+            if s.selects(h) {
+                assert!(buckets.contains(&bucket(h)), "{h:#x} in {}", s.canonical());
+            }
+        }
+    }
+}

@@ -15,6 +15,7 @@ use bytes::Bytes;
 use super::object::CachedObject;
 use super::view::View;
 use crate::api::media::Encoding;
+use crate::api::shard::{self, ShardKey};
 use crate::codec::gzip::{self, Block};
 
 /// What a watcher would have seen happen to one object.
@@ -70,6 +71,27 @@ impl Trigger {
     /// Pods bound to this node (`spec.nodeName`).
     pub fn node(node: &str) -> Self {
         Self::of(2, node)
+    }
+
+    /// Objects whose shard key hashes into `bucket` ([`shard::bucket`]):
+    /// it wakes the sharded watchers whose ranges reach into that bucket,
+    /// and indexes nothing (their reads filter the log).
+    pub fn shard(key: ShardKey, bucket: u8) -> Self {
+        let mut h = std::hash::DefaultHasher::new();
+        let field: u8 = match key {
+            ShardKey::Uid => 3,
+            ShardKey::Namespace => 4,
+        };
+        field.hash(&mut h);
+        bucket.hash(&mut h);
+        Trigger(h.finish())
+    }
+
+    /// The shard buckets an object's state is in, appended to `out`.
+    pub(super) fn shards_of(o: &CachedObject, out: &mut Vec<Trigger>) {
+        out.push(Self::shard(ShardKey::Uid, shard::bucket(o.uid_hash)));
+        let ns = shard::fnv1a(o.namespace());
+        out.push(Self::shard(ShardKey::Namespace, shard::bucket(ns)));
     }
 
     /// The triggers an object's state concerns, appended to `out`.

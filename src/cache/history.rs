@@ -191,6 +191,11 @@ impl History {
             }
             touched.extend_from_slice(&t);
             e.triggers = t.into_boxed_slice();
+            // Sharded watchers wake by bucket; nothing is indexed by them.
+            Trigger::shards_of(&e.object, &mut touched);
+            if let Some(p) = &e.prev {
+                Trigger::shards_of(p, &mut touched);
+            }
             e.counted = Some(self.later.clone());
             added += e.held_bytes();
             self.events.push_back(Arc::new(e));

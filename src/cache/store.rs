@@ -420,9 +420,10 @@ impl Store {
         (st.history.len(), st.history.bytes())
     }
 
-    /// Registers an indexed watcher: it is woken by the events on `trigger` only.
-    pub fn register(&self, trigger: Trigger) -> TriggerGuard<'_> {
-        self.wakers.register(trigger)
+    /// Registers an indexed or sharded watcher: it is woken by the events
+    /// on `triggers` only.
+    pub fn register(&self, triggers: &[Trigger]) -> TriggerGuard<'_> {
+        self.wakers.register(triggers)
     }
 
     /// Whether this store indexes pods' events by `spec.nodeName` (for

@@ -121,7 +121,7 @@ fn should_keep_a_quiet_indexed_watcher_inside_the_log() {
     let (mut w, s) = store(limits(40));
     w.apply(vec![Change::Replace(OrdMap::new(), 1)]);
     let quiet = Trigger::name("quiet");
-    let guard = s.register(quiet);
+    let guard = s.register(&[quiet]);
     let mut cursor = s.cursor_after(1).unwrap();
     let (mut wakes, mut steady_wakes) = (0, 0);
     for rv in 2..442u64 {
@@ -341,5 +341,59 @@ fn should_keep_versions_consistent_and_tell_older_ones() {
     assert!(
         item.body
             .starts_with(b"{\"kind\":\"ConfigMap\",\"apiVersion\":\"v1\",\"metadata\"")
+    );
+}
+
+/// A sharded watcher registered on its shard's buckets is woken by the
+/// events of objects whose uid hashes into them, and by no other (save the
+/// log's quarterly refresh), whatever their namespace or name.
+#[test]
+fn should_wake_a_sharded_watcher_for_its_shard_only() {
+    use crate::api::shard::{ShardKey, ShardSelector, fnv1a};
+    let (mut w, s) = store(limits(100_000));
+    w.apply(vec![Change::Replace(OrdMap::new(), 1)]);
+    // A long log: it refreshes its watchers once in the 400 events below.
+    for rv in 2..4_002 {
+        w.apply(vec![Change::Put(obj("warm", rv))]);
+    }
+    let lower = ShardSelector::parse(
+        "shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')",
+    )
+    .unwrap();
+    let triggers: Vec<Trigger> = lower
+        .buckets()
+        .into_iter()
+        .map(|b| Trigger::shard(ShardKey::Uid, b))
+        .collect();
+    let guard = s.register(&triggers);
+    let t = TypeInfo {
+        kind: "ConfigMap".into(),
+        api_version: "v1".into(),
+        resource: "configmaps".into(),
+        items_typed: false,
+        drop_managed_fields: false,
+    };
+    let (mut woken, mut mine) = (0, 0);
+    let mut rng = fastrand::Rng::with_seed(5866);
+    for rv in 4_002..4_402u64 {
+        let uid = format!("{:032x}", rng.u128(..));
+        let json = format!(
+            r#"{{"metadata":{{"name":"o-{rv}","namespace":"a","uid":"{uid}","resourceVersion":"{rv}"}}}}"#
+        );
+        w.apply(vec![Change::Put(Arc::new(
+            t.parse(json.as_bytes()).unwrap(),
+        ))]);
+        let selected = lower.selects(fnv1a(&uid));
+        mine += usize::from(selected);
+        let now = guard.notify.notified().now_or_never().is_some();
+        woken += usize::from(now);
+        assert!(now || !selected, "an event of its shard wakes it ({uid})");
+    }
+    assert!(mine > 150 && mine < 250, "{mine} of 400 in the lower half");
+    // Woken by its shard's events, and once by the log's refresh (a
+    // quarter of the log appended), not by the other half's ~200.
+    assert!(
+        (mine..=mine + 1).contains(&woken),
+        "woken {woken} times for {mine} events of its shard"
     );
 }

@@ -1,6 +1,8 @@
 //! Wakes the watchers waiting on a trigger (indexed watchers: pods of one
-//! node, one name, one namespace): each event wakes only those it concerns,
-//! so a kubelet's watch costs nothing when other nodes' pods change.
+//! node, one name, one namespace; sharded watchers, on the buckets of their
+//! ranges): each event wakes only those it concerns, so a kubelet's watch
+//! costs nothing when other nodes' pods change, nor a shard's when other
+//! shards' objects do.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -17,17 +19,16 @@ pub(super) struct Wakers {
 }
 
 impl Wakers {
-    /// Registers a watcher woken by the events on `trigger` only.
-    pub fn register(&self, trigger: Trigger) -> TriggerGuard<'_> {
+    /// Registers a watcher woken by the events on `triggers` only (any of them).
+    pub fn register(&self, triggers: &[Trigger]) -> TriggerGuard<'_> {
         let notify = Arc::new(Notify::new());
-        self.by_trigger
-            .locked()
-            .entry(trigger)
-            .or_default()
-            .push(notify.clone());
+        let mut m = self.by_trigger.locked();
+        for t in triggers {
+            m.entry(*t).or_default().push(notify.clone());
+        }
         TriggerGuard {
             wakers: self,
-            trigger,
+            triggers: triggers.into(),
             notify,
         }
     }
@@ -44,6 +45,8 @@ impl Wakers {
             m.values().flatten().for_each(|n| n.notify_one());
             return;
         }
+        // (A watcher of several triggers an event touches is notified
+        // twice: one stored permit, one wake-up.)
         for t in touched {
             for n in m.get(t).into_iter().flatten() {
                 n.notify_one();
@@ -55,7 +58,7 @@ impl Wakers {
 /// An indexed watcher's registration; unregisters when dropped.
 pub struct TriggerGuard<'a> {
     wakers: &'a Wakers,
-    trigger: Trigger,
+    triggers: Box<[Trigger]>,
     /// Woken (with a stored permit, so no wake-up is lost) by each event on the trigger.
     pub notify: Arc<Notify>,
 }
@@ -63,10 +66,12 @@ pub struct TriggerGuard<'a> {
 impl Drop for TriggerGuard<'_> {
     fn drop(&mut self) {
         let mut m = self.wakers.by_trigger.locked();
-        if let Some(v) = m.get_mut(&self.trigger) {
-            v.retain(|n| !Arc::ptr_eq(n, &self.notify));
-            if v.is_empty() {
-                m.remove(&self.trigger);
+        for t in &self.triggers {
+            if let Some(v) = m.get_mut(t) {
+                v.retain(|n| !Arc::ptr_eq(n, &self.notify));
+                if v.is_empty() {
+                    m.remove(t);
+                }
             }
         }
     }

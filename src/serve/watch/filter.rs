@@ -27,6 +27,23 @@ impl Filter {
             && o.matches(&self.selectors)
     }
 
+    /// What may concern this filter, for waking its watcher: its trigger;
+    /// for a shard, the hash buckets its ranges reach (an object outside
+    /// them can neither pass nor leave the filter); `None`: anything.
+    pub fn wakes_on(&self, nodes_indexed: bool) -> Option<Box<[Trigger]>> {
+        if let Some(t) = self.trigger(nodes_indexed) {
+            return Some(Box::new([t]));
+        }
+        let shard = self.selectors.shard.as_ref()?;
+        Some(
+            shard
+                .buckets()
+                .into_iter()
+                .map(|b| Trigger::shard(shard.key(), b))
+                .collect(),
+        )
+    }
+
     /// The indexed value this filter pins, if any: only events concerning it
     /// can pass (or leave) the filter.
     pub fn trigger(&self, nodes_indexed: bool) -> Option<Trigger> {

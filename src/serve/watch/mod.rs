@@ -10,7 +10,9 @@
 //!
 //! Watchers whose filter pins an indexed field (pods' `spec.nodeName`,
 //! `metadata.name`, the namespace) register on that trigger and are woken and
-//! fed only by the events concerning it; the others wake on every change.
+//! fed only by the events concerning it; sharded ones (`shardSelector`) are
+//! woken only by events in the hash buckets their ranges reach; the others
+//! wake on every change.
 //!
 //! A request becomes a [`Plan`] (checked, not started, so it can be
 //! authorized first), is proven and settled, then starts a
@@ -224,6 +226,7 @@ impl Plan {
         let cache = self.cache;
         let w = Watcher {
             trigger: self.filter.trigger(self.store.indexes_nodes()),
+            wake_on: self.filter.wakes_on(self.store.indexes_nodes()),
             metrics: cache.watch_metrics(),
             cache,
             store: self.store,

@@ -71,7 +71,10 @@ pub struct Watcher {
     /// The store it reads (of its encoding).
     pub(super) store: Arc<Store>,
     pub(super) filter: Filter,
+    /// What it reads: only the events of this trigger, or all of them.
     pub(super) trigger: Option<Trigger>,
+    /// What wakes it: these triggers' events, or (`None`) every change.
+    pub(super) wake_on: Option<Box<[Trigger]>>,
     pub(super) tx: mpsc::Sender<Bytes>,
     pub(super) bookmarks: bool,
     pub(super) view: View,
@@ -210,7 +213,7 @@ impl Watcher {
         let store = self.store.clone();
         let mut rx = store.subscribe();
         rx.borrow_and_update();
-        let guard = self.trigger.map(|t| store.register(t));
+        let guard = self.wake_on.as_deref().map(|ts| store.register(ts));
         let mut clock = BookmarkClock::new(self.policy.bookmark_interval, p.deadline);
         let mut next_lag_sample = Instant::now();
         // Made once and re-armed, not made anew per event: each is a
