@@ -272,7 +272,7 @@ async fn main() {
         );
         let mut cells = Vec::new();
         for (how, url) in [
-            ("proven from r8s's cache", format!("{r8s}{one}")),
+            ("through r8s, consistent", format!("{r8s}{one}")),
             ("straight to the sim", format!("{sim_url}{one}")),
             (
                 "r8s at resourceVersion=0",

@@ -277,6 +277,7 @@ impl Prepared {
                 lists: config.read.consistent_lists,
                 gets: config.read.consistent_gets,
                 timeout: Duration::from_secs_f64(config.read.prove_timeout_seconds),
+                get_wait: Duration::from_secs_f64(config.read.consistent_get_wait_seconds),
             },
         ));
         let (enrol, owners) = enrolment(&config, persist);

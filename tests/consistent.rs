@@ -651,6 +651,58 @@ async fn should_prove_consistent_lists_by_default_against_current_upstreams() {
     sim.stop().await;
 }
 
+/// A consistent GET waits for the cache only `read.consistent_get_wait_seconds`:
+/// of a resource nobody writes, on an upstream whose probe bookmark comes
+/// about a second later (the sim's), it passes through instead of waiting,
+/// and the resource's next consistent GETs pass at once, without asking the
+/// upstream for its version again.
+#[tokio::test(flavor = "multi_thread")]
+async fn should_pass_a_consistent_get_rather_than_wait_for_a_bookmark() {
+    let sim = start_sim(sim_config_of(Generation::Current)).await;
+    let r8s = r8s_in_front_of(sim.url())
+        .caching(&["pods", "v1/configmaps"])
+        .with(|c| c.read.consistent_get_wait_seconds = 0.05)
+        .start()
+        .await;
+    let list = get(&format!(
+        "{}/api/v1/configmaps?resourceVersion=0",
+        r8s.url()
+    ))
+    .await
+    .json();
+    let m = &list["items"][0]["metadata"];
+    let one = format!(
+        "{}/api/v1/namespaces/{}/configmaps/{}",
+        r8s.url(),
+        m["namespace"].as_str().unwrap(),
+        m["name"].as_str().unwrap()
+    );
+    // A write elsewhere: the upstream's version is past every configmap's.
+    write_pod(&sim, "ns-0", 80_000);
+    let lists = || async {
+        sample(
+            &get(&format!("{}/metrics", r8s.admin_url())).await.text(),
+            r#"r8s_consistent_upstream_requests_total{resource="v1/configmaps",step="list"}"#,
+        )
+    };
+    let first = get(&one).await;
+    assert_eq!(first.status, 200);
+    assert_eq!(
+        first.headers["x-r8s-cache"], "pass",
+        "waited in vain: passed"
+    );
+    let asked = lists().await;
+    assert!(
+        asked >= 1.0,
+        "the first GET asked for the upstream's version"
+    );
+    let next = get(&one).await;
+    assert_eq!(next.headers["x-r8s-cache"], "pass");
+    assert_eq!(lists().await, asked, "the next passes without asking");
+    r8s.stop().await;
+    sim.stop().await;
+}
+
 /// The progress a consistent read requests is what proves a resource nobody
 /// writes: with no churn at all, a write to pods (which this r8s does not
 /// cache) moves the upstream's version past every secret; a consistent

@@ -301,6 +301,7 @@ mod tests {
             lists: Prove::Auto,
             gets: Prove::Auto,
             timeout: Duration::from_secs(1),
+            get_wait: Duration::from_millis(50),
         };
         let (checks, intake) = mpsc::unbounded_channel();
         let starter = Starter {

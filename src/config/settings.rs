@@ -231,6 +231,12 @@ pub struct ReadConfig {
     pub consistent_gets: Prove,
     /// Seconds a consistent read waits for its proof before it passes through.
     pub prove_timeout_seconds: f64,
+    /// Seconds a consistent GET waits for the cache to reach the upstream's
+    /// version (the wait a resource nobody writes needs, for a bookmark)
+    /// before it passes through; after one did, that resource's consistent
+    /// GETs pass for 10 s. A GET costs the upstream little, and a
+    /// controller that waits for it much.
+    pub consistent_get_wait_seconds: f64,
 }
 
 /// Whether consistent reads are proven and served from the cache.
@@ -475,6 +481,7 @@ impl Default for ReadConfig {
             consistent_lists: Prove::Auto,
             consistent_gets: Prove::Auto,
             prove_timeout_seconds: 3.0,
+            consistent_get_wait_seconds: 0.05,
         }
     }
 }

@@ -216,7 +216,7 @@ impl Config {
     /// Every number that becomes a duration, a size or a count, with the
     /// values it may take: anything else is rejected here, before a port is
     /// bound, instead of panicking or misbehaving later.
-    fn numbers(&self) -> [(&'static str, f64, Range); 46] {
+    fn numbers(&self) -> [(&'static str, f64, Range); 47] {
         let secs = |v: u64| v as f64;
         let (c, w, a) = (&self.cache, &self.watch, &self.auth);
         let ttl = range(0.0, DAY, "seconds");
@@ -348,6 +348,11 @@ impl Config {
                 "read.prove_timeout_seconds",
                 self.read.prove_timeout_seconds,
                 range(0.1, 60.0, "seconds"),
+            ),
+            (
+                "read.consistent_get_wait_seconds",
+                self.read.consistent_get_wait_seconds,
+                range(0.0, 60.0, "seconds"),
             ),
             (
                 "watch.max_watchers",

@@ -113,6 +113,9 @@ impl R8sBuilder {
     /// `config` as given, with the tests' shorter waits.
     pub fn from_config(mut config: Config) -> Self {
         config.cache.wait_for_resource_version_seconds = 0.2;
+        // A consistent GET waits for the cache as long as a LIST does: a
+        // verdict of "hit" must not depend on how busy the machine is.
+        config.read.consistent_get_wait_seconds = config.read.prove_timeout_seconds;
         config.upstream.connect_timeout_seconds = 2.0;
         config.shutdown.grace_seconds = 5;
         R8sBuilder {

@@ -55,7 +55,13 @@ pub struct ProofPolicy {
     pub gets: Prove,
     /// `read.prove_timeout_seconds`.
     pub timeout: Duration,
+    /// `read.consistent_get_wait_seconds`.
+    pub get_wait: Duration,
 }
+
+/// How long consistent GETs of a resource pass at once after one waited
+/// past `read.consistent_get_wait_seconds`, before one is proven again.
+const SLOW_GETS_PASS_FOR: Duration = Duration::from_secs(10);
 
 /// Every cached resource's prover, and what they share.
 pub struct Proofs {
@@ -156,6 +162,9 @@ impl Proofs {
         let prover = self
             .prover(&cache.resource.gvr)
             .ok_or(Unproven::Unprovable)?;
+        if kind == ConsistentKind::Get && prover.gets_passing() {
+            return Err(Unproven::Failed);
+        }
         let returned_at = self.upstream.liveness().seen().returned_at;
         if prover.paused(returned_at.map(tokio::time::Instant::from_std)) {
             return Err(Unproven::Failed);
@@ -175,6 +184,13 @@ impl Proofs {
         // Subscribed before the probe can fail: only failures from now on count.
         let mut reports = prover.report.subscribe();
         prover.want(x, deadline, &self.upstream, self.policy.timeout);
+        // A GET costs the upstream little and its caller much when it
+        // waits: it waits for the cache a short while only, and when that
+        // is not enough, the resource's GETs pass for a while.
+        let wait_until = match kind {
+            ConsistentKind::Get => deadline.min(Instant::now() + self.policy.get_wait),
+            _ => deadline,
+        };
         let failed = async {
             while reports.changed().await.is_ok() {
                 if *reports.borrow_and_update() >= x {
@@ -184,8 +200,11 @@ impl Proofs {
             std::future::pending::<()>().await
         };
         tokio::select! {
-            reached = store.wait_for(x, deadline.saturating_duration_since(Instant::now())) => {
+            reached = store.wait_for(x, wait_until.saturating_duration_since(Instant::now())) => {
                 if !reached {
+                    if kind == ConsistentKind::Get && wait_until < deadline {
+                        prover.get_was_slow(SLOW_GETS_PASS_FOR);
+                    }
                     return Err(Unproven::Failed);
                 }
                 prover.succeeded();

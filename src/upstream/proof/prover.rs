@@ -37,6 +37,10 @@ pub struct Prover {
     pub(super) report: watch::Sender<u64>,
     /// Whether the resource is the upstream's own (not an aggregated API).
     local: Mutex<Option<bool>>,
+    /// Until when consistent GETs pass at once: one waited past
+    /// `read.consistent_get_wait_seconds` for the cache to catch up (a
+    /// resource nobody writes, on an upstream whose bookmarks are slow).
+    gets_pass_until: Mutex<Option<Instant>>,
 }
 
 #[derive(Default)]
@@ -85,7 +89,20 @@ impl Prover {
             probes: Mutex::new(Probes::default()),
             report: watch::Sender::new(0),
             local: Mutex::new(None),
+            gets_pass_until: Mutex::new(None),
         }
+    }
+
+    /// Whether consistent GETs pass at once, a recent one having waited in vain.
+    pub(super) fn gets_passing(&self) -> bool {
+        self.gets_pass_until
+            .locked()
+            .is_some_and(|t| Instant::now() < t)
+    }
+
+    /// A consistent GET waited in vain: GETs pass at once for `period`.
+    pub(super) fn get_was_slow(&self, period: Duration) {
+        *self.gets_pass_until.locked() = Some(Instant::now() + period);
     }
 
     fn path(&self) -> String {

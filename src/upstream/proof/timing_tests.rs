@@ -55,6 +55,7 @@ async fn rig(rv: u64, answer: impl Fn(&str) -> Response<Body> + Send + Sync + 's
             lists: Prove::Prove,
             gets: Prove::Prove,
             timeout: TIMEOUT,
+            get_wait: TIMEOUT,
         },
     );
     let (writer, store) = store(rv, Encoding::Json);
