@@ -11,9 +11,12 @@ use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 
-/// The objects a kube-rs reflector over `api` holds once its list (and the
-/// watch after it, given `settle`) went through r8s.
-async fn reflect<K>(api: kube::Api<K>, config: watcher::Config, settle: Duration) -> Vec<Arc<K>>
+/// A kube-rs reflector over `api`, synced (its list went through r8s):
+/// its store, and the task that keeps it watching.
+async fn synced_reflector<K>(
+    api: kube::Api<K>,
+    config: watcher::Config,
+) -> (reflector::Store<K>, tokio::task::JoinHandle<()>)
 where
     K: kube::Resource
         + Clone
@@ -36,6 +39,23 @@ where
         .await
         .unwrap()
         .unwrap();
+    (reader, task)
+}
+
+/// The objects a kube-rs reflector over `api` holds once its list (and the
+/// watch after it, given `settle`) went through r8s.
+async fn reflect<K>(api: kube::Api<K>, config: watcher::Config, settle: Duration) -> Vec<Arc<K>>
+where
+    K: kube::Resource
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+{
+    let (reader, task) = synced_reflector(api, config).await;
     tokio::time::sleep(settle).await;
     task.abort();
     reader.state()
@@ -257,18 +277,7 @@ async fn should_serve_a_kube_rs_reflector_that_drops_managed_fields() {
         .with_layer(&tower::util::MapRequestLayer::new(dropping_managed_fields))
         .build();
     let api: kube::Api<Pod> = kube::Api::all(client);
-    let (reader, writer) = reflector::store();
-    let stream = reflector(writer, watcher(api, watcher::Config::default())).applied_objects();
-    let task = tokio::spawn(async move {
-        let mut s = std::pin::pin!(stream);
-        while let Some(ev) = s.next().await {
-            ev.expect("watch through r8s works");
-        }
-    });
-    tokio::time::timeout(HANG, reader.wait_until_ready())
-        .await
-        .unwrap()
-        .unwrap();
+    let (reader, task) = synced_reflector(api, watcher::Config::default()).await;
     assert_eq!(reader.state().len(), items.len());
     assert!(
         reader

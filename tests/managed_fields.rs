@@ -177,10 +177,8 @@ async fn open(url: &str, accept: &str) -> (hyper::body::Incoming, String) {
     (resp.into_body(), cache)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn should_watch_without_managed_fields_as_the_sim_does() {
-    let sim = start_sim(sim_config()).await;
-    let r8s = start_r8s_caching(vec![sim.url()], &["pods"]).await;
+/// r8s's list of pods, its version, and its first pod's namespace and name.
+async fn first_pod(r8s: &R8s) -> (serde_json::Value, String, String, String) {
     let list = get(&format!("{}/api/v1/pods?resourceVersion=0", r8s.url()))
         .await
         .json();
@@ -189,10 +187,17 @@ async fn should_watch_without_managed_fields_as_the_sim_does() {
         .unwrap()
         .to_string();
     let pod = &list["items"][0]["metadata"];
-    let (ns, name) = (
-        pod["namespace"].as_str().unwrap(),
-        pod["name"].as_str().unwrap(),
-    );
+    let ns = pod["namespace"].as_str().unwrap().to_string();
+    let name = pod["name"].as_str().unwrap().to_string();
+    (list, rv, ns, name)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn should_watch_without_managed_fields_as_the_sim_does() {
+    let sim = start_sim(sim_config()).await;
+    let r8s = start_r8s_caching(vec![sim.url()], &["pods"]).await;
+    let (list, rv, ns, name) = first_pod(&r8s).await;
+    let (ns, name) = (ns.as_str(), name.as_str());
     let accepts = [
         format!("{JSON}{DROP}"),
         format!("{PROTOBUF}{DROP}"),
@@ -254,18 +259,8 @@ async fn should_keep_nothing_of_managed_fields_when_told_to_drop_them() {
         .with(|c| c.cache.managed_fields = r8s::config::ManagedFields::Drop)
         .start()
         .await;
-    let list = get(&format!("{}/api/v1/pods?resourceVersion=0", r8s.url()))
-        .await
-        .json();
-    let rv = list["metadata"]["resourceVersion"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let pod = &list["items"][0]["metadata"];
-    let (ns, name) = (
-        pod["namespace"].as_str().unwrap(),
-        pod["name"].as_str().unwrap(),
-    );
+    let (_, rv, ns, name) = first_pod(&r8s).await;
+    let (ns, name) = (ns.as_str(), name.as_str());
     let one = format!("/api/v1/namespaces/{ns}/pods/{name}?resourceVersion=0");
     for encoding in [JSON, PROTOBUF] {
         for (shape, path) in [

@@ -247,33 +247,7 @@ pub fn partial_object_metadata(meta: &[u8]) -> [&[u8]; 3] {
 /// escapes) and nested values are skipped over, so a key of the same name in
 /// a nested object is never taken for it.
 pub fn top_level_value(json: &[u8], key: &str) -> Option<std::ops::Range<usize>> {
-    let mut i = skip_ws(json, 0);
-    if json.get(i) != Some(&b'{') {
-        return None;
-    }
-    i += 1;
-    loop {
-        i = skip_ws(json, i);
-        if json.get(i) != Some(&b'"') {
-            return None;
-        }
-        let k_end = skip_string(json, i)?;
-        let k = &json[i + 1..k_end - 1];
-        i = skip_ws(json, k_end);
-        if json.get(i) != Some(&b':') {
-            return None;
-        }
-        let v_start = skip_ws(json, i + 1);
-        let v_end = skip_value(json, v_start)?;
-        if k == key.as_bytes() {
-            return Some(v_start..v_end);
-        }
-        i = skip_ws(json, v_end);
-        match json.get(i) {
-            Some(b',') => i += 1,
-            _ => return None,
-        }
-    }
+    find_member(json, key).map(|m| m.value)
 }
 
 /// Where the member `key` of a JSON object lies, with one comma that joins
@@ -281,6 +255,28 @@ pub fn top_level_value(json: &[u8], key: &str) -> Option<std::ops::Range<usize>>
 /// an encoder that never wrote it would have (a scan, as
 /// [`top_level_value`]).
 pub fn top_level_member(json: &[u8], key: &str) -> Option<std::ops::Range<usize>> {
+    let m = find_member(json, key)?;
+    Some(match (m.comma_before, json.get(m.after)) {
+        (Some(c), _) => c..m.value.end,
+        (None, Some(b',')) => m.key_at..m.after + 1,
+        (None, _) => m.key_at..m.value.end,
+    })
+}
+
+/// A top-level member of a JSON object, as [`find_member`] finds it.
+struct Member {
+    /// Where its key's opening quote is.
+    key_at: usize,
+    /// Its value's bytes.
+    value: std::ops::Range<usize>,
+    /// The first byte after the value and the whitespace after it.
+    after: usize,
+    /// The comma between it and the member before it, if one is.
+    comma_before: Option<usize>,
+}
+
+/// The top-level member `key` of the JSON object `json`.
+fn find_member(json: &[u8], key: &str) -> Option<Member> {
     let mut i = skip_ws(json, 0);
     if json.get(i) != Some(&b'{') {
         return None;
@@ -292,7 +288,7 @@ pub fn top_level_member(json: &[u8], key: &str) -> Option<std::ops::Range<usize>
         if json.get(i) != Some(&b'"') {
             return None;
         }
-        let k_start = i;
+        let key_at = i;
         let k_end = skip_string(json, i)?;
         let k = &json[i + 1..k_end - 1];
         i = skip_ws(json, k_end);
@@ -303,10 +299,11 @@ pub fn top_level_member(json: &[u8], key: &str) -> Option<std::ops::Range<usize>
         let v_end = skip_value(json, v_start)?;
         let after = skip_ws(json, v_end);
         if k == key.as_bytes() {
-            return Some(match (comma_before, json.get(after)) {
-                (Some(c), _) => c..v_end,
-                (None, Some(b',')) => k_start..after + 1,
-                (None, _) => k_start..v_end,
+            return Some(Member {
+                key_at,
+                value: v_start..v_end,
+                after,
+                comma_before,
             });
         }
         match json.get(after) {
