@@ -651,6 +651,49 @@ async fn should_prove_consistent_lists_by_default_against_current_upstreams() {
     sim.stop().await;
 }
 
+/// A consistent GET from the cache is, byte for byte, the sim's own answer
+/// to the same GET, in JSON and protobuf, whole and metadata-only, each
+/// right after a write of the object it reads.
+#[tokio::test(flavor = "multi_thread")]
+async fn should_answer_a_consistent_get_with_the_upstreams_bytes() {
+    let sim = start_sim(sim_config()).await;
+    let r8s = r8s_in_front_of(sim.url()).caching(&["pods"]).start().await;
+    let accepts = [
+        "application/json",
+        "application/vnd.kubernetes.protobuf",
+        "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
+        "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
+    ];
+    for i in 0..4 {
+        write_pod(&sim, "ns-1", 90_000 + i);
+        let path = format!("/api/v1/namespaces/ns-1/pods/written-{:05}", 90_000 + i);
+        for accept in accepts {
+            let ours = send(
+                "GET",
+                &format!("{}{path}", r8s.url()),
+                &[("accept", accept)],
+                None,
+            )
+            .await;
+            assert_eq!(ours.headers["x-r8s-cache"], "hit", "{path} as {accept}");
+            let theirs = send(
+                "GET",
+                &format!("{}{path}", sim.url()),
+                &[("accept", accept)],
+                None,
+            )
+            .await;
+            assert_eq!(ours.status, 200);
+            assert_eq!(
+                ours.body, theirs.body,
+                "{path} as {accept}: r8s and the sim"
+            );
+        }
+    }
+    r8s.stop().await;
+    sim.stop().await;
+}
+
 /// A consistent GET waits for the cache only `read.consistent_get_wait_seconds`:
 /// of a resource nobody writes, on an upstream whose probe bookmark comes
 /// about a second later (the sim's), it passes through instead of waiting,
