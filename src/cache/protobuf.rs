@@ -185,6 +185,13 @@ fn parse(
         // Cut only from the layout an apiserver writes: anything else is
         // written so first (the same message, fields in another order).
         let body = canonical_body(&u, meta).map_err(malformed)?;
+        let (managed, ok) = rewritten_layout(&body);
+        if !ok {
+            // Never expected: what `canonical_body` writes is canonical.
+            return Err(ObjectError::Malformed(format!(
+                "managedFields could not be laid out in one run ({managed} records)"
+            )));
+        }
         return parse(body, field_names, paths);
     }
     let managed = managed.map_or((0, 0), |(at, end)| {
@@ -230,6 +237,28 @@ fn canonical(body: &[u8], raw_at: usize, meta: &[u8]) -> bool {
     body.ends_with(pb::UNKNOWN_TAIL)
         && head_ok(2, raw_at, raw_len)
         && head_ok(1, meta_at, meta.len())
+}
+
+/// Whether a body [`canonical_body`] wrote is laid out as [`parse`] cuts
+/// it (so that parsing it again cannot rewrite it again), and how many
+/// managedFields records it holds.
+fn rewritten_layout(body: &[u8]) -> (usize, bool) {
+    let Ok(u) = pb::unwrap(body) else {
+        return (0, false);
+    };
+    let Ok(Some(meta)) = pb::find(u.raw, 1) else {
+        return (0, false);
+    };
+    let (mut n, mut run, mut end) = (0, true, None);
+    for f in pb::fields(meta) {
+        let Ok(f) = f else { return (n, false) };
+        if f.number == META_MANAGED_FIELDS {
+            run &= end.is_none_or(|e| e == f.at);
+            end = Some(f.end);
+            n += 1;
+        }
+    }
+    (n, run && canonical(body, u.raw_at, meta))
 }
 
 /// The body re-written as an apiserver writes it: metadata's fields in
