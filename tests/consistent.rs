@@ -668,22 +668,8 @@ async fn should_answer_a_consistent_get_with_the_upstreams_bytes() {
         write_pod(&sim, "ns-1", 90_000 + i);
         let path = format!("/api/v1/namespaces/ns-1/pods/written-{:05}", 90_000 + i);
         for accept in accepts {
-            let ours = send(
-                "GET",
-                &format!("{}{path}", r8s.url()),
-                &[("accept", accept)],
-                None,
-            )
-            .await;
-            assert_eq!(ours.headers["x-r8s-cache"], "hit", "{path} as {accept}");
-            let theirs = send(
-                "GET",
-                &format!("{}{path}", sim.url()),
-                &[("accept", accept)],
-                None,
-            )
-            .await;
-            assert_eq!(ours.status, 200);
+            let (ours, theirs) =
+                from_both(&r8s.url(), &sim.url(), &path, &[("accept", accept)]).await;
             assert_eq!(
                 ours.body, theirs.body,
                 "{path} as {accept}: r8s and the sim"

@@ -21,12 +21,7 @@ const META_LIST: &str = ";as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
 
 /// The same request to r8s (a hit, asserted) and to the sim: both answers.
 async fn both(r8s: &R8s, sim: &SimHandle, path: &str, headers: &[(&str, &str)]) -> (Resp, Resp) {
-    let ours = send("GET", &format!("{}{path}", r8s.url()), headers, None).await;
-    let theirs = send("GET", &format!("{}{path}", sim.url()), headers, None).await;
-    assert_eq!(ours.status, 200, "{path} {headers:?}: {}", ours.text());
-    assert_eq!(ours.headers["x-r8s-cache"], "hit", "{path} {headers:?}");
-    assert_eq!(theirs.status, 200, "{path} {headers:?}");
-    (ours, theirs)
+    from_both(&r8s.url(), &sim.url(), path, headers).await
 }
 
 fn gunzip(b: &[u8]) -> Vec<u8> {

@@ -89,21 +89,8 @@ async fn should_echo_the_shard_and_keep_to_it_in_json_and_protobuf() {
                 "/api/v1/pods?resourceVersion=0&shardSelector={}",
                 query_escape(selector)
             );
-            let ours = send(
-                "GET",
-                &format!("{}{path}", r8s.url()),
-                &[("accept", accept)],
-                None,
-            )
-            .await;
-            let theirs = send(
-                "GET",
-                &format!("{}{path}", sim.url()),
-                &[("accept", accept)],
-                None,
-            )
-            .await;
-            assert_eq!(ours.status, 200);
+            let (ours, theirs) =
+                from_both(&r8s.url(), &sim.url(), &path, &[("accept", accept)]).await;
             assert_eq!(
                 ours.body, theirs.body,
                 "{selector}, {accept}: r8s and the sim"

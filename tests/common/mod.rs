@@ -225,6 +225,17 @@ pub async fn send(method: &str, url: &str, headers: &[(&str, &str)], body: Optio
     read_response(resp, &format!("{method} {url}"), limit).await
 }
 
+/// The same GET of `path` to r8s (at `r8s`, a hit and a 200, asserted) and
+/// to the sim (at `sim`, a 200): both answers, to compare.
+pub async fn from_both(r8s: &str, sim: &str, path: &str, headers: &[(&str, &str)]) -> (Resp, Resp) {
+    let ours = send("GET", &format!("{r8s}{path}"), headers, None).await;
+    let theirs = send("GET", &format!("{sim}{path}"), headers, None).await;
+    assert_eq!(ours.status, 200, "{path} {headers:?}: {}", ours.text());
+    assert_eq!(ours.headers["x-r8s-cache"], "hit", "{path} {headers:?}");
+    assert_eq!(theirs.status, 200, "{path} {headers:?}");
+    (ours, theirs)
+}
+
 /// `resp` read to its end, or until `limit` from now (`complete` says which).
 pub async fn read_response(
     resp: http::Response<hyper::body::Incoming>,
