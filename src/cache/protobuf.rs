@@ -226,11 +226,25 @@ fn parse(
 /// apiserver's does, so that [`super::view`] can write them anew from
 /// their values alone.
 fn canonical(body: &[u8], raw_at: usize, meta: &[u8]) -> bool {
+    // The field's one-byte tag, then its length as a minimal varint, read
+    // back from where they must end (no buffer: this runs per object).
     let head_ok = |n: u32, at: usize, len: usize| {
-        let mut h = bytes::BytesMut::new();
-        pb::field_head(&mut h, n, len);
-        at.checked_sub(h.len())
-            .is_some_and(|from| body[from..at] == h[..])
+        let head = pb::field_len(len) - len;
+        let Some(from) = at.checked_sub(head) else {
+            return false;
+        };
+        let mut v = len as u64;
+        body[from] == (n << 3 | 2) as u8
+            && body[from + 1..at].iter().enumerate().all(|(i, &b)| {
+                let last = i + 2 == head;
+                let want = if last {
+                    v as u8
+                } else {
+                    (v as u8 & 0x7f) | 0x80
+                };
+                v >>= 7;
+                b == want
+            })
     };
     let raw_len = body.len().saturating_sub(raw_at + pb::UNKNOWN_TAIL.len());
     let meta_at = meta.as_ptr() as usize - body.as_ptr() as usize;

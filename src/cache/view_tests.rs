@@ -168,6 +168,16 @@ fn should_cut_protobuf_as_if_never_written() {
     // writes them.
     let ordered_body = pb_pod(&ordered, false);
     assert_eq!(with_mf(&ordered, false).body, ordered_body);
+    // ... kept inside the event's frame, not rewritten (a long length, too).
+    let event = pods(false)
+        .parse_protobuf_event(&ordered_body, "ADDED")
+        .unwrap();
+    assert!(event.framed_line("ADDED").is_some());
+    let long = [(1, &b"p"[..]), (6, b"7"), (17, &[b'x'; 300][..])];
+    let event = pods(false)
+        .parse_protobuf_event(&pb_pod(&long, false), "ADDED")
+        .unwrap();
+    assert!(event.has_managed_fields() && event.framed_line("ADDED").is_some());
     // Kept without them.
     let kept = pods(true).parse_protobuf(&ordered_body, true).unwrap();
     assert!(!kept.has_managed_fields());
