@@ -172,10 +172,11 @@ pub async fn prepare(config: Config) -> Result<Prepared, PrepareError> {
         persist::Persist::open(&config.persist, upstream.identity().to_string())?.map(Arc::new);
     let (entries, exclude) = (&config.cache.resources, &config.cache.exclude);
     let resolved = match upstream::discovery::resolve(&upstream, entries, exclude).await {
-        Ok(r) => {
+        Ok(mut r) => {
             if let Some(p) = &persist {
                 p.save_resources(entries, exclude, &r.resources);
             }
+            upstream::discovery::learn_selectable_fields(&upstream, &mut r.resources).await;
             r
         }
         // Unreachable: a warm start resolves as the last start did, and its

@@ -62,8 +62,7 @@ impl Gvr {
     /// resources): those have a protobuf encoding, and their list items carry
     /// no `kind`/`apiVersion`.
     pub fn is_builtin(&self) -> bool {
-        let g = self.group();
-        g.is_empty() || !g.contains('.') || (g.ends_with(".k8s.io") && !g.ends_with(".x-k8s.io"))
+        is_builtin_group(self.group())
     }
 
     /// `apiVersion` of its objects: `v1`, `apps/v1`.
@@ -97,6 +96,11 @@ impl fmt::Display for Gvr {
     }
 }
 
+/// Whether the API group `g` is Kubernetes' own (see [`Gvr::is_builtin`]).
+pub fn is_builtin_group(g: &str) -> bool {
+    g.is_empty() || !g.contains('.') || (g.ends_with(".k8s.io") && !g.ends_with(".x-k8s.io"))
+}
+
 /// A resource type as discovery describes it: what r8s caches.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiResource {
@@ -106,6 +110,94 @@ pub struct ApiResource {
     pub kind: String,
     /// Namespaced or cluster-scoped.
     pub namespaced: bool,
+    /// A custom resource's `selectableFields` (field labels, `spec.color`),
+    /// as its CRD names them for this version: read from the CRD when its
+    /// cache starts (discovery does not say); empty for built-ins, and for
+    /// a custom resource whose CRD r8s has not read.
+    pub selectable: &'static [&'static str],
+}
+
+/// One `'static` copy of a list of field labels: a custom resource's, read
+/// from its CRD. Each distinct list is made once for the daemon's life (as
+/// many as its CRDs' distinct `selectableFields` ever are), so objects and
+/// stores hold a plain reference, as they do a built-in's list.
+pub fn intern_fields<'a>(names: impl Iterator<Item = &'a str>) -> &'static [&'static str] {
+    static LISTS: std::sync::Mutex<Vec<&'static [&'static str]>> =
+        std::sync::Mutex::new(Vec::new());
+    let names: Vec<&str> = names.collect();
+    let mut lists = LISTS.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(l) = lists.iter().find(|l| **l == names.as_slice()) {
+        return l;
+    }
+    let owned: Vec<&'static str> = names
+        .iter()
+        .map(|n| &*Box::leak(Box::<str>::from(*n)))
+        .collect();
+    let list: &'static [&'static str] = Box::leak(owned.into_boxed_slice());
+    lists.push(list);
+    list
+}
+
+/// The selectable fields a CRD (its JSON) names for `version`, as field
+/// labels: each `selectableFields[].jsonPath` (a simple path, `.spec.color`)
+/// without its first dot, as apiextensions-apiserver names them.
+pub fn crd_selectable_fields(crd: &[u8], version: &str) -> &'static [&'static str] {
+    #[derive(serde::Deserialize)]
+    struct Crd {
+        #[serde(default)]
+        spec: Spec,
+    }
+    #[derive(serde::Deserialize, Default)]
+    struct Spec {
+        #[serde(default)]
+        versions: Vec<Version>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Version {
+        #[serde(default)]
+        name: String,
+        #[serde(default, rename = "selectableFields")]
+        selectable_fields: Vec<Field>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Field {
+        #[serde(default, rename = "jsonPath")]
+        json_path: String,
+    }
+    let Ok(crd) = serde_json::from_slice::<Crd>(crd) else {
+        return &[];
+    };
+    let found = crd.spec.versions.into_iter().find(|v| v.name == version);
+    let fields = found.map(|v| v.selectable_fields).unwrap_or_default();
+    intern_fields(
+        fields
+            .iter()
+            .map(|f| f.json_path.strip_prefix('.').unwrap_or(&f.json_path)),
+    )
+}
+
+impl ApiResource {
+    /// The field labels a field selector may use on its objects, as held in
+    /// `encoding`: a built-in's own; a custom resource's `metadata.name`,
+    /// `metadata.namespace` (namespaced only: apiextensions-apiserver's
+    /// `objectMetaFieldsSet`) and, in JSON, its selectable fields (its
+    /// protobuf store holds `PartialObjectMetadata`, without them).
+    pub fn fields(&self, encoding: crate::api::media::Encoding) -> &'static [&'static str] {
+        use crate::api::selector::supported_fields;
+        if self.gvr.is_builtin() {
+            return supported_fields(self.gvr.resource());
+        }
+        let meta: &[&str] = if self.namespaced {
+            &["metadata.name", "metadata.namespace"]
+        } else {
+            &["metadata.name"]
+        };
+        let custom = match encoding {
+            crate::api::media::Encoding::Json => self.selectable,
+            crate::api::media::Encoding::Protobuf => &[],
+        };
+        intern_fields(meta.iter().chain(custom).copied())
+    }
 }
 
 #[cfg(test)]

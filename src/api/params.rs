@@ -5,7 +5,7 @@
 //! the label and field selector parsers of apimachinery (400).
 
 use super::query::{Query, parse_bool};
-use super::selector::{FieldSelector, LabelSelector, Selectors, supported_fields};
+use super::selector::{FieldSelector, LabelSelector, Selectors};
 use super::shard::ShardSelector;
 use super::status::{Cause, Status};
 
@@ -65,10 +65,12 @@ pub fn parse_rv(v: &str) -> Result<u64, String> {
 }
 
 impl ListOptions {
-    /// The options of a request for `resource` (whose selectable fields the
-    /// field selector may use); bad numbers and booleans are 400s like the
-    /// apiserver's. Each parameter's first value counts.
-    pub fn parse(query: &Query, resource: &str) -> Result<Self, Status> {
+    /// The options of a request whose field selector may use `fields` (a
+    /// built-in resource's; `None`: a custom resource's, whose selectable
+    /// fields its CRD names, checked by its cache: here, the selector's
+    /// syntax only); bad numbers and booleans are 400s like the apiserver's.
+    /// Each parameter's first value counts.
+    pub fn parse(query: &Query, fields: Option<&[&str]>) -> Result<Self, Status> {
         let text = |k: &str| query.get(k).unwrap_or_default().to_string();
         let flag = |k: &str| query.get(k).map(parse_bool).transpose();
         let int = |k: &str| query.get(k).map(parse_int).transpose();
@@ -82,7 +84,10 @@ impl ListOptions {
         };
         let selectors = LabelSelector::parse(&label_selector)
             .and_then(|labels| {
-                let fields = FieldSelector::parse(&field_selector, supported_fields(resource))?;
+                let fields = match fields {
+                    Some(supported) => FieldSelector::parse(&field_selector, supported)?,
+                    None => FieldSelector::parse_syntax(&field_selector)?,
+                };
                 let shard = shard_selector.as_ref().ok().cloned().flatten();
                 Ok(Selectors {
                     labels,
@@ -192,9 +197,10 @@ impl ListOptions {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::selector::supported_fields;
 
     fn parse(q: &str) -> Result<ListOptions, Status> {
-        ListOptions::parse(&Query::parse(Some(q)), "pods")
+        ListOptions::parse(&Query::parse(Some(q)), Some(supported_fields("pods")))
     }
 
     fn msg(q: &str) -> String {

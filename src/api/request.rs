@@ -112,7 +112,11 @@ impl ApiRequest {
         };
         let query = Query::parse(uri.query());
         let verb = Verb::of(method, &path, query.flag("watch"));
-        let options = ListOptions::parse(&query, path.gvr.resource());
+        let fields = path
+            .gvr
+            .is_builtin()
+            .then(|| super::selector::supported_fields(path.gvr.resource()));
+        let options = ListOptions::parse(&query, fields);
         let pretty = match &options {
             Ok(o) => o
                 .pretty

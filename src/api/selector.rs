@@ -430,6 +430,11 @@ impl FieldSelector {
         self.reqs.iter().any(|(k, _, _)| k == field)
     }
 
+    /// The field labels its requirements are on.
+    pub fn labels(&self) -> impl Iterator<Item = &str> {
+        self.reqs.iter().map(|(k, _, _)| k.as_str())
+    }
+
     /// Parses a `fieldSelector` as `fields.ParseSelector` alone does, for
     /// any field: what RequestInfo reads a list's name from, before the
     /// handler checks the fields against the resource's.

@@ -330,6 +330,7 @@ mod tests {
             gvr: Gvr::from_static("", "v1", "configmaps"),
             kind: "ConfigMap".into(),
             namespaced: true,
+            selectable: &[],
         };
         ResourceCache::new(resource, s.protobuf, s.limits, &s.budget, &[])
     }

@@ -213,7 +213,12 @@ impl Follower {
                 self.start(r, None);
                 started = true;
             } else if let Some(crds) = &crds
-                && self.definitions.changed(crds, &r.gvr)
+                && let started_with = self
+                    .registrar
+                    .registry()
+                    .get(&r.gvr)
+                    .map_or(&[][..], |c| c.resource.selectable)
+                && self.definitions.changed(crds, &r.gvr, started_with)
             {
                 self.restart(r);
             }
@@ -246,7 +251,7 @@ impl Follower {
         };
         self.registrar.remove(&resource.gvr);
         self.starter.proofs.remove(&resource.gvr);
-        tracing::info!(resource = %resource.gvr, "its CustomResourceDefinition changed: restarting its cache (its watches end and its requests pass through until it syncs again), as the apiserver recreates its storage");
+        tracing::info!(resource = %resource.gvr, "its CustomResourceDefinition changed (or was first read, naming selectable fields its objects were not read for): restarting its cache (its watches end and its requests pass through until it syncs again), as the apiserver recreates its storage");
         let after = old.retire();
         self.start(resource, Some(after));
     }
@@ -254,9 +259,9 @@ impl Follower {
     /// Starts a cache for `resource`: in the registry at once (syncing),
     /// its reflectors when it gets a turn (and `after` the cache it
     /// replaces is retired).
-    fn start(&mut self, resource: ApiResource, after: Option<JoinHandle<()>>) {
+    fn start(&mut self, mut resource: ApiResource, after: Option<JoinHandle<()>>) {
         if let Some(crds) = self.crds() {
-            self.definitions.started(&crds, &resource.gvr);
+            resource.selectable = self.definitions.started(&crds, &resource.gvr);
         }
         let s = &self.starter;
         let indexes = crate::cache::index::configured(&s.indexes, &resource);

@@ -316,6 +316,7 @@ mod tests {
             resource: "pods".into(),
             items_typed: true,
             drop_managed_fields: false,
+            fields: crate::api::selector::supported_fields("pods"),
         };
         let json = format!(
             r#"{{"kind":"Pod","apiVersion":"v1","metadata":{{"name":"{name}","namespace":"a","resourceVersion":"{rv}"}},"spec":{{"nodeName":"{node}"}}}}"#
@@ -331,6 +332,7 @@ mod tests {
             resource: "pods".into(),
             items_typed: true,
             drop_managed_fields: false,
+            fields: crate::api::selector::supported_fields("pods"),
         };
         // As an upstream's watch event carries it: no kind (it is added).
         let src = br#"{"metadata":{"name":"p","namespace":"a","resourceVersion":"5"}}"#;

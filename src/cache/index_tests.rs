@@ -40,6 +40,7 @@ fn pod_in(
         gvr: Gvr::from_static("", "v1", "pods"),
         kind: "Pod".into(),
         namespaced: true,
+        selectable: &[],
     };
     let info = TypeInfo::of(&resource, encoding);
     let o = match encoding {
@@ -236,6 +237,7 @@ fn should_parse_index_entries_and_refuse_what_cannot_be_indexed() {
         gvr: Gvr::from_static("apps", "v1", "deployments"),
         kind: "Deployment".into(),
         namespaced: true,
+        selectable: &[],
     };
     assert_eq!(super::index::configured(&config, &deployments), [by_app()]);
 }

@@ -11,14 +11,13 @@ use serde::Deserialize;
 use super::object::{CachedObject, LABEL, ObjectError, Span, TypeInfo};
 use super::view::View;
 use crate::api::media::Encoding;
-use crate::api::selector::supported_fields;
 use crate::codec::json;
 
 /// A string borrowed from the input when it has no escapes.
 #[derive(Deserialize, PartialEq, Eq, PartialOrd, Ord)]
 struct BStr<'a>(#[serde(borrow)] Cow<'a, str>);
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
 struct Meta<'a> {
     #[serde(borrow, default)]
     name: Option<Cow<'a, str>>,
@@ -93,7 +92,19 @@ struct SourceProbe<'a> {
     component: Option<Scalar<'a>>,
 }
 
+/// What a custom resource's object is read for: its kind and metadata. Its
+/// other members are its CRD's own, of any shape (a `spec.nodeName` that is
+/// a number, a `source` that is a string): its selectable fields are found
+/// by their paths ([`json::value_at`]), never by the built-ins' probes.
 #[derive(Deserialize)]
+struct CustomProbe<'a> {
+    #[serde(borrow, default)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    metadata: Meta<'a>,
+}
+
+#[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
 struct Probe<'a> {
     #[serde(borrow, default)]
@@ -176,8 +187,18 @@ impl TypeInfo {
         src: &[u8],
         kind: Option<&'static str>,
     ) -> Result<CachedObject, ObjectError> {
-        let p: Probe =
-            serde_json::from_slice(src).map_err(|e| ObjectError::Malformed(e.to_string()))?;
+        let malformed = |e: serde_json::Error| ObjectError::Malformed(e.to_string());
+        let custom = self.is_custom();
+        let p: Probe = if custom {
+            let c: CustomProbe = serde_json::from_slice(src).map_err(malformed)?;
+            Probe {
+                kind: c.kind,
+                metadata: c.metadata,
+                ..Probe::default()
+            }
+        } else {
+            serde_json::from_slice(src).map_err(malformed)?
+        };
         let name = p
             .metadata
             .name
@@ -238,8 +259,18 @@ impl TypeInfo {
         for (BStr(k), BStr(v)) in p.metadata.labels.iter().flatten() {
             record(LABEL, k, v, matches!(v, Cow::Borrowed(_)));
         }
-        let field_names = supported_fields(&self.resource);
+        let field_names = self.fields;
         for (i, f) in field_names.iter().enumerate() {
+            if custom {
+                // (`metadata.*` are the key's; absent and `null` are "".)
+                if let Some(v) = custom_value(src, f).map_err(malformed)? {
+                    match v {
+                        Cow::Borrowed(s) => record(i as u8, &Cow::Borrowed(""), s, true),
+                        Cow::Owned(s) => record(i as u8, &Cow::Owned(String::new()), &s, false),
+                    }
+                }
+                continue;
+            }
             match p.field(f) {
                 Some(Scalar::Str(Cow::Borrowed(s))) if !s.is_empty() => {
                     record(i as u8, &Cow::Borrowed(""), s, true)
@@ -313,6 +344,37 @@ impl TypeInfo {
     }
 }
 
+impl TypeInfo {
+    /// Whether its objects are a custom resource's (whole: a custom
+    /// resource's protobuf store holds `PartialObjectMetadata`).
+    fn is_custom(&self) -> bool {
+        let group = self.api_version.rsplit_once('/').map_or("", |(g, _)| g);
+        !crate::api::gvr::is_builtin_group(group)
+    }
+}
+
+/// The value of a custom resource's selectable field `label` (`spec.color`)
+/// in `src`, as apiextensions-apiserver's field set gives it
+/// (`fmt.Sprint` of the value): a string's text, an integer's or boolean's
+/// as written; `None` for "" (absent, `null`, an empty string). The CRD
+/// allows only strings, integers and booleans; anything else counts as
+/// absent. Borrowed from `src` but for a string with escapes.
+fn custom_value<'s>(src: &'s [u8], label: &str) -> Result<Option<Cow<'s, str>>, serde_json::Error> {
+    let Some(r) = json::value_at(src, label) else {
+        return Ok(None);
+    };
+    let v = &src[r];
+    let text = |b: &'s [u8]| std::str::from_utf8(b).ok().map(Cow::Borrowed);
+    Ok(match v.first() {
+        Some(b'"') if v.len() > 2 && !v.contains(&b'\\') => text(&v[1..v.len() - 1]),
+        Some(b'"') => {
+            Some(Cow::<str>::Owned(serde_json::from_slice::<String>(v)?)).filter(|s| !s.is_empty())
+        }
+        Some(b't' | b'f' | b'-' | b'0'..=b'9') if v != b"null" => text(v),
+        _ => None,
+    })
+}
+
 /// This JSON object's last state as seen at resource version `rv` (a
 /// delete found by a relist): same bytes, `metadata.resourceVersion`
 /// rewritten. [`super::history`] picks this or the protobuf one.
@@ -379,7 +441,7 @@ fn meta_span(json: &[u8]) -> Option<(u32, u32)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::selector::{FieldSelector, LabelSelector, Selectors};
+    use crate::api::selector::{FieldSelector, LabelSelector, Selectors, supported_fields};
     use crate::codec::json::ListItem;
 
     #[test]
@@ -390,6 +452,7 @@ mod tests {
             resource: "pods".into(),
             items_typed: false,
             drop_managed_fields: false,
+            fields: supported_fields("pods"),
         };
         let src = br#"{"metadata":{"name":"p","namespace":"ns","uid":"026a5438-d349-42d8-bf13-db56e82697dc","resourceVersion":"7","labels":{"app":"web","esc\u0041":"x"}},"spec":{"nodeName":"n1","hostNetwork":true},"status":{"phase":"Running"}}"#;
         let o = t.parse(src).unwrap();
@@ -449,5 +512,58 @@ mod tests {
             ns_high
         );
         assert_eq!(at_version(&o, 9).uid_hash, o.uid_hash);
+    }
+
+    /// A custom resource's selectable fields, as apiextensions-apiserver's
+    /// `selectableFields` reads them (`fmt.Sprint` of the value at the path;
+    /// "" where absent or `null`), whatever shape its other members have.
+    #[test]
+    fn should_read_a_custom_resources_selectable_fields_by_path() {
+        let resource = crate::api::ApiResource {
+            gvr: crate::api::Gvr::from_static("example.com", "v1", "widgets"),
+            kind: "Widget".into(),
+            namespaced: true,
+            selectable: crate::api::gvr::intern_fields(
+                [
+                    "spec.color",
+                    "spec.size",
+                    "spec.on",
+                    "spec.deep.er",
+                    "spec.gone",
+                    "status.nil",
+                ]
+                .into_iter(),
+            ),
+        };
+        let t = TypeInfo::of(&resource, Encoding::Json);
+        assert_eq!(
+            t.fields.len(),
+            8,
+            "metadata.name, metadata.namespace and the six"
+        );
+        // `spec.nodeName` a number, `source` a string, `status.phase` an
+        // object: none of the built-ins' shapes is asked of it.
+        let src = br#"{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w","namespace":"ns","resourceVersion":"3"},"spec":{"color":"r\u00e9d","size":-42,"on":false,"deep":{"er":"x"},"nodeName":5},"source":"s","status":{"phase":{"a":1},"nil":null}}"#;
+        let o = t.parse(src).unwrap();
+        assert_eq!(o.field("spec.color"), "r\u{e9}d");
+        assert_eq!(o.field("spec.size"), "-42");
+        assert_eq!(o.field("spec.on"), "false");
+        assert_eq!(o.field("spec.deep.er"), "x");
+        assert_eq!(o.field("spec.gone"), "");
+        assert_eq!(o.field("status.nil"), "");
+        assert_eq!(o.field("metadata.name"), "w");
+        assert_eq!(o.owned.len(), 1, "only the escaped string is owned");
+        let sel = |s: &str| Selectors {
+            fields: FieldSelector::parse(s, t.fields).unwrap(),
+            ..Default::default()
+        };
+        assert!(o.matches(&sel("spec.color=r\u{e9}d,spec.size=-42,spec.on=false")));
+        assert!(o.matches(&sel("spec.gone=,status.nil=")));
+        assert!(!o.matches(&sel("spec.on!=false")));
+        // The protobuf store (`PartialObjectMetadata`) holds no selectable field.
+        assert_eq!(
+            TypeInfo::of(&resource, Encoding::Protobuf).fields,
+            ["metadata.name", "metadata.namespace"]
+        );
     }
 }

@@ -22,7 +22,7 @@ use crate::table::{Printer, Row};
 /// Where a label or field value lives in the object's body.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Span {
-    /// `LABEL`, or the index of the field in `supported_fields(resource)`.
+    /// `LABEL`, or the index of the field in its type's `fields`.
     pub(super) what: u8,
     pub(super) key_at: u32,
     pub(super) key_len: u16,
@@ -236,6 +236,9 @@ pub struct TypeInfo {
     /// `cache.managed_fields = "drop"`: its objects are kept without
     /// `metadata.managedFields`, so every answer comes without them.
     pub drop_managed_fields: bool,
+    /// The field labels its objects are filtered on ([`crate::api::ApiResource::fields`]):
+    /// each object keeps where their values lie.
+    pub fields: &'static [&'static str],
 }
 
 impl TypeInfo {
@@ -261,6 +264,7 @@ impl TypeInfo {
             // do. A paged LIST confirms it from the first page.
             items_typed: !builtin,
             drop_managed_fields: false,
+            fields: resource.fields(encoding),
         }
     }
 }

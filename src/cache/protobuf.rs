@@ -95,7 +95,7 @@ impl TypeInfo {
     }
 
     fn parse_protobuf_body(&self, body: Bytes) -> Result<CachedObject, ObjectError> {
-        let field_names = supported_fields(&self.resource);
+        let field_names = self.fields;
         // Field paths hold for core/v1 only (events.k8s.io's Event differs).
         let core = self.api_version == "v1";
         let paths: Vec<Option<&[u32]>> = field_names
@@ -404,6 +404,7 @@ mod tests {
             resource: "pods".into(),
             items_typed: false,
             drop_managed_fields: false,
+            fields: crate::api::selector::supported_fields("pods"),
         }
     }
 

@@ -45,6 +45,7 @@ fn obj(name: &str, rv: u64) -> Arc<CachedObject> {
         resource: "configmaps".into(),
         items_typed: false,
         drop_managed_fields: false,
+        fields: crate::api::selector::supported_fields("configmaps"),
     };
     let json =
         format!(r#"{{"metadata":{{"name":"{name}","namespace":"a","resourceVersion":"{rv}"}}}}"#);
@@ -372,6 +373,7 @@ fn should_wake_a_sharded_watcher_for_its_shard_only() {
         resource: "configmaps".into(),
         items_typed: false,
         drop_managed_fields: false,
+        fields: crate::api::selector::supported_fields("configmaps"),
     };
     let (mut woken, mut mine) = (0, 0);
     let mut rng = fastrand::Rng::with_seed(5866);

@@ -13,6 +13,7 @@ fn pods(drop_managed_fields: bool) -> TypeInfo {
         resource: "pods".into(),
         items_typed: false,
         drop_managed_fields,
+        fields: crate::api::selector::supported_fields("pods"),
     }
 }
 

@@ -250,6 +250,18 @@ pub fn top_level_value(json: &[u8], key: &str) -> Option<std::ops::Range<usize>>
     find_member(json, key).map(|m| m.value)
 }
 
+/// Where the value at `path` (member names joined by `.`: `spec.x.y`, a
+/// custom resource's selectable field) is in the JSON object `json`; `None`
+/// where a member is absent or a value on the way is not an object.
+pub fn value_at(json: &[u8], path: &str) -> Option<std::ops::Range<usize>> {
+    let mut at = 0..json.len();
+    for name in path.split('.') {
+        let inner = top_level_value(&json[at.clone()], name)?;
+        at = at.start + inner.start..at.start + inner.end;
+    }
+    Some(at)
+}
+
 /// Where the member `key` of a JSON object lies, with one comma that joins
 /// it to a neighbour: the bytes to cut to leave the object without it, as
 /// an encoder that never wrote it would have (a scan, as

@@ -17,6 +17,7 @@ pub fn info() -> TypeInfo {
         resource: "pods".into(),
         items_typed: false,
         drop_managed_fields: false,
+        fields: crate::api::selector::supported_fields("pods"),
     }
 }
 

@@ -98,6 +98,7 @@ impl Persist {
                     gvr: Gvr::new(g, v, res),
                     kind,
                     namespaced,
+                    selectable: &[],
                 })
                 .collect(),
         )

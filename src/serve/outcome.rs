@@ -41,6 +41,12 @@ pub enum PassReason {
     Encoding,
     /// A request the apiserver would reject: it gives its own error.
     Invalid,
+    /// A field selector on a field the cache does not hold: a custom
+    /// resource's field its CRD did not name selectable when the cache
+    /// started (or r8s does not read its CRD: `customresourcedefinitions`
+    /// not in `cache.resources`), or one asked of its protobuf store, which
+    /// holds metadata only.
+    FieldSelector,
     /// "Not older than" a version the cache did not reach in time (`read.on_too_new = "pass"`).
     TooNew,
     /// An Exact read of a version the cache no longer retains.
@@ -59,7 +65,7 @@ pub enum PassReason {
 
 impl PassReason {
     /// Every reason, in the order `docs/caching.md` lists them.
-    pub const ALL: [PassReason; 17] = [
+    pub const ALL: [PassReason; 18] = [
         PassReason::Verb,
         PassReason::MostRecent,
         PassReason::NotSynced,
@@ -71,6 +77,7 @@ impl PassReason {
         PassReason::NoPrinter,
         PassReason::Encoding,
         PassReason::Invalid,
+        PassReason::FieldSelector,
         PassReason::TooNew,
         PassReason::NotRetained,
         PassReason::ForeignContinue,
@@ -93,6 +100,7 @@ impl PassReason {
             PassReason::NoPrinter => "no_printer",
             PassReason::Encoding => "encoding",
             PassReason::Invalid => "invalid",
+            PassReason::FieldSelector => "field_selector",
             PassReason::TooNew => "too_new",
             PassReason::NotRetained => "not_retained",
             PassReason::ForeignContinue => "foreign_continue",

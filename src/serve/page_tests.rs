@@ -30,6 +30,7 @@ fn store() -> (Writer, Arc<Store>) {
         resource: "configmaps".into(),
         items_typed: false,
         drop_managed_fields: false,
+        fields: crate::api::selector::supported_fields("configmaps"),
     };
     let mut objects = OrdMap::new();
     let mut i = 0;

@@ -148,22 +148,32 @@ fn servable<'c>(cache: &'c ResourceCache, ar: &'c ApiRequest) -> Result<Servable
     let (store, warning) = serving_store(cache, ar)?;
     let shape = shape_for(ar).ok_or(PassReason::MediaType)?;
     let opts = ar.options.as_ref().map_err(|_| PassReason::Invalid)?;
-    if opts.validate().is_err() || !fields_supported(cache, opts) {
+    if opts.validate().is_err() {
         return Err(PassReason::Invalid);
     }
+    fields_held(cache, store, opts)?;
     Ok((store, warning, view_for(ar, shape), opts))
 }
 
-/// Whether the field selector names only fields the resource has: a
-/// cluster-scoped custom resource has no `metadata.namespace` field (the
-/// apiextensions-apiserver's `objectMetaFieldsSet`: 400 "field label not
-/// supported"), though a built-in cluster-scoped one has.
-pub fn fields_supported(cache: &ResourceCache, opts: &ListOptions) -> bool {
-    let r = &cache.resource;
+/// Whether `store` holds every field the field selector names. A built-in's
+/// fields were checked as the request was parsed. A custom resource's are
+/// `metadata.name`, `metadata.namespace` (namespaced only) and the
+/// selectable fields its CRD named when its cache started, in its JSON
+/// store (its protobuf one holds metadata only): any other passes, for the
+/// upstream to select by, or to refuse as not supported.
+pub fn fields_held(
+    cache: &ResourceCache,
+    store: &Store,
+    opts: &ListOptions,
+) -> Result<(), PassReason> {
     let Ok(selectors) = &opts.selectors else {
-        return true;
+        return Ok(());
     };
-    r.namespaced || r.gvr.is_builtin() || !selectors.fields.names("metadata.namespace")
+    let held = cache.resource.fields(store.encoding());
+    match selectors.fields.labels().all(|l| held.contains(&l)) {
+        true => Ok(()),
+        false => Err(PassReason::FieldSelector),
+    }
 }
 
 /// The answer to a get or list from `cache`, or why the upstream must give

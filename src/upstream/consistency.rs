@@ -471,6 +471,7 @@ mod tests {
                 gvr: Gvr::from_static("", "v1", resource),
                 kind: kind.into(),
                 namespaced: true,
+                selectable: &[],
             },
             stores: vec![Checked::new(store, Arc::new(Notify::new()))],
             retired,

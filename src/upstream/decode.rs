@@ -359,6 +359,7 @@ mod tests {
                 resource: "pods".into(),
                 items_typed: false,
                 drop_managed_fields: false,
+                fields: crate::api::selector::supported_fields("pods"),
             },
             encoding: Encoding::Protobuf,
         }

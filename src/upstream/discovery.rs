@@ -228,6 +228,39 @@ fn resolved(group: &str, version: &str, r: &Value) -> ApiResource {
         ),
         kind: r["kind"].as_str().unwrap_or_default().to_string(),
         namespaced: r["namespaced"].as_bool().unwrap_or(false),
+        selectable: &[],
+    }
+}
+
+/// Fills in the custom resources' selectable fields (`ApiResource::selectable`)
+/// from their CRDs, read in one LIST: discovery does not say which fields a
+/// field selector may use. Where the CRDs cannot be read (no permission, an
+/// upstream down), the fields stay unknown and such selectors pass through
+/// (`field_selector`) until a cache of the CRDs tells the follower, which
+/// then starts those caches again.
+pub async fn learn_selectable_fields(upstream: &Arc<Upstream>, resources: &mut [ApiResource]) {
+    if resources.iter().all(|r| r.gvr.is_builtin()) {
+        return;
+    }
+    let path = format!("/apis/{}/{}/{}", CRDS.0, CRDS.1, CRDS.2);
+    let list = match get_served(upstream, &path, "application/json").await {
+        Ok(Some(list)) => list,
+        Ok(None) => return,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the CustomResourceDefinitions: custom resources' field selectors on their selectableFields pass through (field_selector) until r8s reads them (grant list on customresourcedefinitions, or cache them)");
+            return;
+        }
+    };
+    let items = list["items"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+    for r in resources.iter_mut().filter(|r| !r.gvr.is_builtin()) {
+        let name = format!("{}.{}", r.gvr.resource(), r.gvr.group());
+        if let Some(crd) = items
+            .iter()
+            .find(|c| c["metadata"]["name"] == name.as_str())
+            && let Ok(body) = serde_json::to_vec(crd)
+        {
+            r.selectable = crate::api::gvr::crd_selectable_fields(&body, r.gvr.version());
+        }
     }
 }
 

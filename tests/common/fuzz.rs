@@ -56,6 +56,7 @@ fn pods() -> TypeInfo {
         resource: "pods".into(),
         items_typed: false,
         drop_managed_fields: false,
+        fields: r8s::api::selector::supported_fields("pods"),
     }
 }
 
@@ -147,6 +148,23 @@ fn json_object(input: &[u8]) {
         );
         let _ = o.metadata_body();
         let _ = o.watch_event("MODIFIED", true);
+    }
+    // The same bytes as a custom resource's, whose selectable fields are
+    // found by path (a pod's own among them).
+    let widgets = r8s::api::ApiResource {
+        gvr: r8s::api::Gvr::from_static("example.com", "v1", "widgets"),
+        kind: "Widget".into(),
+        namespaced: true,
+        selectable: r8s::api::gvr::intern_fields(
+            ["spec.nodeName", "status.phase", "spec.a.b"].into_iter(),
+        ),
+    };
+    if let Ok(o) = TypeInfo::of(&widgets, Encoding::Json).parse(input) {
+        let _ = (
+            o.field("spec.nodeName"),
+            o.field("status.phase"),
+            o.field("spec.a.b"),
+        );
     }
 }
 

@@ -98,9 +98,10 @@ pub fn plan(
         _ => return Err(PassReason::MediaType),
     };
     let opts = ar.options.as_ref().map_err(|_| PassReason::Invalid)?;
-    if opts.validate().is_err() || !super::read::fields_supported(cache, opts) {
+    if opts.validate().is_err() {
         return Err(PassReason::Invalid);
     }
+    super::read::fields_held(cache, store, opts)?;
     let selectors = opts.selectors.as_ref().map_err(|_| PassReason::Invalid)?;
     // A consistent streaming list: served once proven ([`Plan::prove`]).
     let consistent = opts.resource_version.is_empty() && opts.send_initial_events == Some(true);

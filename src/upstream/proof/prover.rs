@@ -334,6 +334,7 @@ pub(super) mod tests {
                 gvr: Gvr::from_static("", "v1", "pods"),
                 kind: "Pod".into(),
                 namespaced: true,
+                selectable: &[],
             },
             store,
             protobuf,

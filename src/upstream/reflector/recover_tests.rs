@@ -46,6 +46,7 @@ pub(super) async fn reflector(servers: usize) -> Reflector {
         gvr: Gvr::from_static("", "v1", "configmaps"),
         kind: "ConfigMap".into(),
         namespaced: true,
+        selectable: &[],
     };
     Reflector::new(
         upstream,
