@@ -177,6 +177,17 @@ pub fn crd_selectable_fields(crd: &[u8], version: &str) -> &'static [&'static st
 }
 
 impl ApiResource {
+    /// Whether its store in `encoding` holds field `label`: one of
+    /// [`ApiResource::fields`] (asked per request: no list made).
+    pub fn holds(&self, encoding: crate::api::media::Encoding, label: &str) -> bool {
+        if self.gvr.is_builtin() {
+            return crate::api::selector::supported_fields(self.gvr.resource()).contains(&label);
+        }
+        label == "metadata.name"
+            || (label == "metadata.namespace" && self.namespaced)
+            || (encoding == crate::api::media::Encoding::Json && self.selectable.contains(&label))
+    }
+
     /// The field labels a field selector may use on its objects, as held in
     /// `encoding`: a built-in's own; a custom resource's `metadata.name`,
     /// `metadata.namespace` (namespaced only: apiextensions-apiserver's
@@ -204,6 +215,51 @@ impl ApiResource {
 mod tests {
     use super::*;
     use std::collections::HashMap;
+
+    /// What a request is checked against is what the stores were built with.
+    #[test]
+    fn should_hold_the_fields_its_stores_read() {
+        use crate::api::media::Encoding;
+        let widgets = |namespaced| ApiResource {
+            gvr: Gvr::from_static("example.com", "v1", "widgets"),
+            kind: "Widget".into(),
+            namespaced,
+            selectable: intern_fields(["spec.color", "status.x.y"].into_iter()),
+        };
+        let pods = ApiResource {
+            gvr: Gvr::from_static("", "v1", "pods"),
+            kind: "Pod".into(),
+            namespaced: true,
+            selectable: &[],
+        };
+        let labels = [
+            "metadata.name",
+            "metadata.namespace",
+            "spec.color",
+            "status.x.y",
+            "spec.nodeName",
+            "x",
+        ];
+        for r in [widgets(true), widgets(false), pods] {
+            for e in [Encoding::Json, Encoding::Protobuf] {
+                for l in labels {
+                    assert_eq!(
+                        r.holds(e, l),
+                        r.fields(e).contains(&l),
+                        "{} {e:?} {l}",
+                        r.gvr
+                    );
+                }
+            }
+        }
+        assert!(
+            std::ptr::eq(
+                widgets(true).fields(Encoding::Json),
+                widgets(true).fields(Encoding::Json)
+            ),
+            "made once"
+        );
+    }
 
     #[test]
     fn should_name_core_and_grouped_resources() {

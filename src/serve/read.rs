@@ -169,8 +169,13 @@ pub fn fields_held(
     let Ok(selectors) = &opts.selectors else {
         return Ok(());
     };
-    let held = cache.resource.fields(store.encoding());
-    match selectors.fields.labels().all(|l| held.contains(&l)) {
+    let r = &cache.resource;
+    match r.gvr.is_builtin()
+        || selectors
+            .fields
+            .labels()
+            .all(|l| r.holds(store.encoding(), l))
+    {
         true => Ok(()),
         false => Err(PassReason::FieldSelector),
     }
