@@ -15,6 +15,9 @@
 //! consistent answers were hits. Two resources: `widgets` (written by the
 //! churn in its phase) and `gadgets` (never written after seeding: every
 //! proof of it needs a probe, as etcd's revision moves on without it).
+//! Their CRDs name `.spec.nodeName` selectable: the rows of one node's
+//! objects are what a DaemonSet agent watching its node's custom resources
+//! asks.
 
 mod common;
 
@@ -221,7 +224,8 @@ fn widget(kind: &str, i: usize) -> Value {
            "metadata": {"name": format!("{}-{i:05}", kind.to_lowercase()), "namespace": format!("ns-{}", i % 10),
                         "labels": {"app": format!("app-{}", i % 50), "tier": "web"},
                         "annotations": {"note": "x".repeat(600)}},
-           "spec": {"size": i, "color": "red", "notes": "n".repeat(1800)}})
+           "spec": {"size": i, "color": "red", "nodeName": format!("node-{}", i % 50),
+                    "notes": "n".repeat(1800)}})
 }
 
 fn crd(plural: &str, kind: &str) -> Value {
@@ -230,7 +234,12 @@ fn crd(plural: &str, kind: &str) -> Value {
            "spec": {"group": "example.com", "scope": "Namespaced",
                     "names": {"plural": plural, "singular": kind.to_lowercase(), "kind": kind},
                     "versions": [{"name": "v1", "served": true, "storage": true,
-                                  "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}})
+                                  "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                                      "spec": {"type": "object", "properties": {
+                                          "size": {"type": "integer"}, "color": {"type": "string"},
+                                          "nodeName": {"type": "string"}, "notes": {"type": "string"}}}}}},
+                                  // A DaemonSet agent's objects, by node (KEP-4358).
+                                  "selectableFields": [{"jsonPath": ".spec.nodeName"}]}]}})
 }
 
 #[tokio::main]
@@ -358,12 +367,18 @@ async fn main() {
         };
         for (plural, one) in [("widgets", "widget-00003"), ("gadgets", "gadget-00003")] {
             let base = format!("/apis/example.com/v1/namespaces/ns-3/{plural}");
+            // One node's objects, in every namespace: a selectable field
+            // (answered from the cache since stop 67; passed through before).
+            let node =
+                format!("/apis/example.com/v1/{plural}?fieldSelector=spec.nodeName%3Dnode-7");
             for (shape, path) in [
                 ("LIST limit=500", format!("{base}?{LIST}")),
                 ("streaming list", format!("{base}?{STREAM}")),
                 ("GET", format!("{base}/{one}")),
+                ("LIST of one node's, all namespaces", node.clone()),
+                ("streaming list of one node's", format!("{node}&{STREAM}")),
             ] {
-                let streaming = shape == "streaming list";
+                let streaming = shape.starts_with("streaming list");
                 let any = if shape == "GET" {
                     format!("{path}?resourceVersion=0")
                 } else {

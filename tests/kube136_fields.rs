@@ -193,6 +193,30 @@ async fn should_select_by_a_custom_resources_selectable_fields_as_kube_136_does(
     let ours = send("GET", &format!("{}{path}", r8s.url()), &[], None).await;
     assert_eq!(ours.headers["x-r8s-cache"], "hit");
     assert_eq!(items(&ours, "r8s"), items(&theirs, "1.36"));
+    // A consistent streaming list (client-go's first sync) by a field.
+    let stream = "/apis/example.com/v1/gadgets?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=1&fieldSelector=spec.on%3Dtrue";
+    let ours_url = format!("{}{stream}", r8s.url());
+    let (theirs, ours) = tokio::join!(
+        kube.send("GET", stream, &[], None, LIMIT),
+        send("GET", &ours_url, &[], None)
+    );
+    assert_eq!(ours.headers["x-r8s-cache"], "hit", "streaming list");
+    let added = |r: &Resp| {
+        let mut keys: Vec<String> = events(r, false)
+            .into_iter()
+            .filter(|(t, ..)| t == "ADDED")
+            .map(|(_, key, ..)| key)
+            .collect();
+        keys.sort();
+        keys
+    };
+    let want = added(&theirs);
+    assert!(!want.is_empty());
+    assert_eq!(added(&ours), want, "streaming list");
+    assert!(
+        events(&ours, false).iter().any(|(t, ..)| t == "BOOKMARK"),
+        "its end"
+    );
     // What r8s does not hold passes, to 1.36's answer: a field the CRD does
     // not name (its 400), and the protobuf metadata-only store.
     for (selector, accept) in [
