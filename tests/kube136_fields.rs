@@ -2,7 +2,8 @@
 //! Kubernetes 1.36: r8s, in front of the kit's apiserver, answers lists and
 //! watches whose field selectors use them from its cache, with the objects
 //! 1.36 selects (strings, integers, booleans, absent and `null` values),
-//! for a CRD read at startup and for one defined while r8s runs; a field
+//! for a CRD read at startup (indexed by one of them) and for one defined
+//! while r8s runs; a field
 //! the CRD does not name, and the metadata-only protobuf store, pass to
 //! 1.36's own answer. The kit is the oracle: answers are read with
 //! serde_json only. Skipped, saying so, without the kit
@@ -117,6 +118,10 @@ async fn should_select_by_a_custom_resources_selectable_fields_as_kube_136_does(
         .with(move |c| {
             c.upstream.kubeconfig = Some(kubeconfig);
             c.cache.resources = vec!["*".into()];
+            // Reads by color go through an index; the others walk.
+            c.cache
+                .indexes
+                .insert("example.com/v1/gadgets".into(), vec!["spec.color".into()]);
         })
         .start()
         .await;

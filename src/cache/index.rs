@@ -16,6 +16,7 @@ use imbl::OrdMap;
 
 use super::object::CachedObject;
 use crate::api::ApiResource;
+use crate::api::media::Encoding;
 use crate::api::selector::{self, Selectors};
 use crate::config::validate_resource;
 
@@ -44,11 +45,20 @@ impl IndexOn {
     /// `label:KEY`, or a field its field selectors support. The error says
     /// why the entry cannot be indexed.
     pub fn parse(resource: &str, entry: &str) -> Result<IndexOn, String> {
+        Self::parse_among(resource, selector::supported_fields(resource), entry)
+    }
+
+    /// [`IndexOn::parse`] for `r`'s stores: a custom resource's fields are
+    /// those its CRD names selectable (read when its cache starts).
+    pub fn parse_for(r: &ApiResource, entry: &str) -> Result<IndexOn, String> {
+        Self::parse_among(r.gvr.resource(), r.fields(Encoding::Json), entry)
+    }
+
+    fn parse_among(resource: &str, fields: &[&str], entry: &str) -> Result<IndexOn, String> {
         if let Some(key) = entry.strip_prefix(LABEL_PREFIX) {
             selector::validate_label_key(key)?;
             return Ok(IndexOn::Label(Arc::from(key)));
         }
-        let fields = selector::supported_fields(resource);
         match entry {
             "metadata.namespace" => Err(
                 "metadata.namespace needs no index: reads of a namespace go by key range".into(),
@@ -58,6 +68,15 @@ impl IndexOn {
                 "{resource} cannot be indexed by \"{f}\": expected \"label:KEY\" or one of its selectable fields ({})",
                 fields.join(", ")
             )),
+        }
+    }
+
+    /// Whether `r`'s store in `encoding` holds what it keys by (a custom
+    /// resource's protobuf store holds no selectable field of its own).
+    pub fn held_in(&self, r: &ApiResource, encoding: Encoding) -> bool {
+        match self {
+            IndexOn::Field(f) => r.holds(encoding, f),
+            IndexOn::Label(_) => true,
         }
     }
 
@@ -103,7 +122,7 @@ pub fn configured(indexes: &BTreeMap<String, Vec<String>>, r: &ApiResource) -> V
     entries.sort_by_key(|(e, _)| e.matches('/').count());
     for (entry, ons) in entries {
         for on in ons {
-            match IndexOn::parse(r.gvr.resource(), on) {
+            match IndexOn::parse_for(r, on) {
                 Ok(on) if !out.contains(&on) => out.push(on),
                 Ok(_) => {}
                 Err(e) => tracing::warn!(resource = %entry, "cache.indexes: {e}"),
@@ -131,8 +150,18 @@ pub fn check(indexes: &BTreeMap<String, Vec<String>>) -> Vec<(String, String)> {
             continue;
         }
         let resource = entry.rsplit('/').next().unwrap_or(entry);
+        // A custom resource's (`GROUP/VERSION/RESOURCE`): its fields are its
+        // CRD's, checked when its cache starts.
+        let custom = match entry.split('/').collect::<Vec<_>>().as_slice() {
+            [group, _, _] => !crate::api::gvr::is_builtin_group(group),
+            _ => false,
+        };
         for on in ons {
-            if let Err(e) = IndexOn::parse(resource, on) {
+            let parsed = match custom {
+                true => custom_entry(on),
+                false => IndexOn::parse(resource, on).map(|_| ()),
+            };
+            if let Err(e) = parsed {
                 errs.push((
                     key.clone(),
                     format!("config: bad value \"{on}\" for key \"cache.indexes.{entry}\": {e}"),
@@ -141,6 +170,31 @@ pub fn check(indexes: &BTreeMap<String, Vec<String>>) -> Vec<(String, String)> {
         }
     }
     errs
+}
+
+/// What can be checked of a custom resource's `cache.indexes` entry before
+/// its CRD is read: a label key, or a field label as `selectableFields`
+/// name them (`spec.x.y`).
+fn custom_entry(on: &str) -> Result<(), String> {
+    if let Some(key) = on.strip_prefix(LABEL_PREFIX) {
+        return selector::validate_label_key(key);
+    }
+    if on == "metadata.namespace" {
+        return Err(
+            "metadata.namespace needs no index: reads of a namespace go by key range".into(),
+        );
+    }
+    let simple = on.split('.').all(|p| {
+        !p.is_empty()
+            && p.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    });
+    match simple {
+        true => Ok(()),
+        false => Err(format!(
+            "\"{on}\" is not a field label (expected \"label:KEY\", metadata.name, or a path its CRD names in selectableFields, such as spec.nodeName)"
+        )),
+    }
 }
 
 impl fmt::Display for IndexOn {

@@ -242,6 +242,51 @@ fn should_parse_index_entries_and_refuse_what_cannot_be_indexed() {
     assert_eq!(super::index::configured(&config, &deployments), [by_app()]);
 }
 
+/// A custom resource's entries: any field label passes the configuration's
+/// check (its CRD is not read yet); its cache indexes those its CRD names
+/// selectable, in its JSON store only (its protobuf one holds metadata).
+#[test]
+fn should_index_a_custom_resource_by_the_fields_its_crd_names() {
+    let config = std::collections::BTreeMap::from([(
+        "example.com/v1/widgets".to_string(),
+        vec![
+            "spec.nodeName".to_string(),
+            "label:app".to_string(),
+            "spec.other".to_string(),
+        ],
+    )]);
+    assert!(super::index::check(&config).is_empty());
+    for bad in ["spec..x", "metadata.namespace", "spec.a b"] {
+        let config = std::collections::BTreeMap::from([(
+            "example.com/v1/widgets".to_string(),
+            vec![bad.to_string()],
+        )]);
+        assert_eq!(super::index::check(&config).len(), 1, "{bad}");
+    }
+    let widgets = |selectable| ApiResource {
+        gvr: Gvr::from_static("example.com", "v1", "widgets"),
+        kind: "Widget".into(),
+        namespaced: true,
+        selectable,
+    };
+    let node = IndexOn::Field("spec.nodeName".into());
+    let read = widgets(crate::api::gvr::intern_fields(
+        ["spec.nodeName"].into_iter(),
+    ));
+    assert_eq!(
+        super::index::configured(&config, &read),
+        [node.clone(), IndexOn::Label("app".into())],
+        "spec.other: not selectable, left out (and logged)"
+    );
+    assert!(node.held_in(&read, Encoding::Json));
+    assert!(!node.held_in(&read, Encoding::Protobuf));
+    assert_eq!(
+        super::index::configured(&config, &widgets(&[])),
+        [IndexOn::Label("app".into())],
+        "its CRD not read: no field to index"
+    );
+}
+
 /// The values the churn below gives pods' nodes and `app` labels (`""`:
 /// none).
 const NODES: [&str; 6] = ["", "n0", "n1", "n2", "n3", "n4"];

@@ -86,7 +86,11 @@ impl ResourceCache {
                 encoding,
                 limits,
                 budget.clone(),
-                indexes.to_vec(),
+                indexes
+                    .iter()
+                    .filter(|i| i.held_in(&resource, encoding))
+                    .cloned()
+                    .collect(),
             ))
         };
         let (json_w, json) = make(Encoding::Json);
