@@ -177,12 +177,9 @@ pub(crate) async fn rig(test: &str, widgets: usize) -> Option<Rig> {
         assert_eq!(r.status, 201, "{}", r.text());
         writes.push(rv_of(&r.json()));
     }
-    let kubeconfig = kube.kubeconfig();
-    let r8s = R8sBuilder::from_config(r8s::config::Config::default())
-        .with(|c| {
-            c.upstream.kubeconfig = Some(kubeconfig);
-            c.cache.resources = vec!["*".into()];
-        })
+    let r8s = kube
+        .r8s()
+        .with(|c| c.cache.resources = vec!["*".into()])
         .start()
         .await;
     let rig = Rig {

@@ -174,11 +174,11 @@ async fn should_audit_reads_as_kube_136_does() {
         "metadata": {"name": "w1", "namespace": "ns-a"}, "spec": {"size": 1}});
     kube.define_and_create(&crate::kube136::definitions()[0], widgets, &w)
         .await;
-    let (kubeconfig, reviewer) = (kube.kubeconfig(), kube.reviewer_kubeconfig());
+    let reviewer = kube.reviewer_kubeconfig();
     let (p, l) = (policy.clone(), r8s_log.clone());
-    let r8s = R8sBuilder::from_config(r8s::config::Config::default())
+    let r8s = kube
+        .r8s()
         .with(move |c| {
-            c.upstream.kubeconfig = Some(kubeconfig);
             c.cache.resources = vec!["example.com/v1/widgets".into()];
             c.auth.mode = Some(r8s::config::AuthMode::Delegated);
             c.auth.review_kubeconfig = Some(reviewer);

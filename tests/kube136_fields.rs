@@ -104,19 +104,13 @@ async fn should_select_by_a_custom_resources_selectable_fields_as_kube_136_does(
         return;
     };
     let n = 30;
-    let (path, o) = object("gadgets", "Gadget", 0);
-    kube.define_and_create(&definition("gadgets", "Gadget"), &path, &o)
+    let gadgets: Vec<_> = (0..n).map(|i| object("gadgets", "Gadget", i)).collect();
+    kube.define_and_create_all(&definition("gadgets", "Gadget"), &gadgets)
         .await;
-    for i in 1..n {
-        let (path, o) = object("gadgets", "Gadget", i);
-        let r = kube.write("POST", &path, &o).await;
-        assert_eq!(r.status, 201, "{}", r.text());
-    }
-    let kubeconfig = kube.kubeconfig();
     // `*`: the CRDs are cached too (the follower reads them while r8s runs).
-    let r8s = R8sBuilder::from_config(r8s::config::Config::default())
-        .with(move |c| {
-            c.upstream.kubeconfig = Some(kubeconfig);
+    let r8s = kube
+        .r8s()
+        .with(|c| {
             c.cache.resources = vec!["*".into()];
             // Reads by color go through an index; the others walk.
             c.cache
@@ -129,14 +123,7 @@ async fn should_select_by_a_custom_resources_selectable_fields_as_kube_136_does(
         "{}/apis/example.com/v1/gadgets?resourceVersion=0",
         r8s.url()
     );
-    eventually("r8s caches every gadget", HANG, || async {
-        let r = send("GET", &all, &[], None).await;
-        (r.status == 200
-            && r.headers["x-r8s-cache"] == "hit"
-            && r.json()["items"].as_array()?.len() == n)
-            .then_some(())
-    })
-    .await;
+    caches_all(&all, n).await;
     // Its CRD was read at startup: no selector here waits for a restart.
     let mut seen = std::collections::BTreeSet::new();
     for selector in [
@@ -293,31 +280,32 @@ async fn should_select_by_a_custom_resources_selectable_fields_as_kube_136_does(
     }
 
     // A CRD defined while r8s runs: its cache starts with its fields.
-    let (path, o) = object("doodads", "Doodad", 0);
-    kube.define_and_create(&definition("doodads", "Doodad"), &path, &o)
+    let doodads: Vec<_> = (0..10).map(|i| object("doodads", "Doodad", i)).collect();
+    kube.define_and_create_all(&definition("doodads", "Doodad"), &doodads)
         .await;
-    for i in 1..10 {
-        let (path, o) = object("doodads", "Doodad", i);
-        assert_eq!(kube.write("POST", &path, &o).await.status, 201);
-    }
-    let doodads = format!(
+    let url = format!(
         "{}/apis/example.com/v1/doodads?resourceVersion=0",
         r8s.url()
     );
-    eventually("r8s caches every doodad", HANG, || async {
-        let r = send("GET", &doodads, &[], None).await;
-        (r.status == 200
-            && r.headers["x-r8s-cache"] == "hit"
-            && r.json()["items"].as_array()?.len() == 10)
-            .then_some(())
-    })
-    .await;
+    caches_all(&url, 10).await;
     for selector in [
         "fieldSelector=spec.color%3Dgreen",
         "fieldSelector=spec.on%3Dfalse",
     ] {
         same_list(&kube, &r8s, "doodads", selector).await;
     }
+}
+
+/// Until r8s answers `url` (a list) from its cache with `n` items.
+async fn caches_all(url: &str, n: usize) {
+    eventually(&format!("r8s caches {n} at {url}"), HANG, || async {
+        let r = send("GET", url, &[], None).await;
+        (r.status == 200
+            && r.headers["x-r8s-cache"] == "hit"
+            && r.json()["items"].as_array()?.len() == n)
+            .then_some(())
+    })
+    .await;
 }
 
 /// The version of r8s's list at `url`.

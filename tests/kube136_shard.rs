@@ -67,20 +67,12 @@ async fn should_shard_lists_and_watches_as_kube_136_does() {
             "metadata": {"name": format!("w-{i:02}"), "namespace": ns}, "spec": {"size": i}});
         (format!("/apis/example.com/v1/namespaces/{ns}/widgets"), w)
     };
-    let (path, w) = widget(0);
-    kube.define_and_create(&crate::kube136::definitions()[0], &path, &w)
+    let widgets: Vec<_> = (0..n).map(widget).collect();
+    kube.define_and_create_all(&crate::kube136::definitions()[0], &widgets)
         .await;
-    for i in 1..n {
-        let (path, w) = widget(i);
-        let r = kube.write("POST", &path, &w).await;
-        assert_eq!(r.status, 201, "{}", r.text());
-    }
-    let kubeconfig = kube.kubeconfig();
-    let r8s = R8sBuilder::from_config(r8s::config::Config::default())
-        .with(move |c| {
-            c.upstream.kubeconfig = Some(kubeconfig);
-            c.cache.resources = vec!["example.com/v1/widgets".into()];
-        })
+    let r8s = kube
+        .r8s()
+        .with(|c| c.cache.resources = vec!["example.com/v1/widgets".into()])
         .start()
         .await;
     let all = "/apis/example.com/v1/widgets";

@@ -266,6 +266,30 @@ impl Kube136 {
         .await
     }
 
+    /// Defines `crd` and creates `objects` ((collection path, body) each):
+    /// the first once the definition is served, then the rest.
+    pub async fn define_and_create_all(
+        &self,
+        crd: &serde_json::Value,
+        objects: &[(String, serde_json::Value)],
+    ) {
+        let Some(((path, first), rest)) = objects.split_first() else {
+            return;
+        };
+        self.define_and_create(crd, path, first).await;
+        for (path, o) in rest {
+            let r = self.write("POST", path, o).await;
+            assert_eq!(r.status, 201, "{}", r.text());
+        }
+    }
+
+    /// An r8s in front of this apiserver (its kubeconfig), to configure.
+    pub fn r8s(&self) -> super::R8sBuilder {
+        let kubeconfig = self.kubeconfig();
+        super::R8sBuilder::from_config(r8s::config::Config::default())
+            .with(move |c| c.upstream.kubeconfig = Some(kubeconfig))
+    }
+
     /// Defines `crd`, then POSTs `body` to `path` once the definition is
     /// served (a new definition takes a moment to be).
     pub async fn define_and_create(
