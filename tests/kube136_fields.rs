@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::common::answers::events;
+use crate::common::answers::{events, names};
 use crate::common::kube136::Kube136;
 use crate::common::*;
 
@@ -64,19 +64,7 @@ fn object(plural: &str, kind: &str, i: usize) -> (String, Value) {
 fn items(r: &Resp, who: &str) -> Vec<String> {
     assert_eq!(r.status, 200, "{who}: {}", r.text());
     let v: Value = serde_json::from_str(&r.text()).unwrap();
-    let mut out: Vec<String> = v["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|o| {
-            let m = &o["metadata"];
-            format!(
-                "{}/{}",
-                m["namespace"].as_str().unwrap(),
-                m["name"].as_str().unwrap()
-            )
-        })
-        .collect();
+    let mut out = names(v["items"].as_array().unwrap());
     out.sort();
     out
 }
@@ -142,12 +130,12 @@ async fn should_select_by_a_custom_resources_selectable_fields_as_kube_136_does(
         "fieldSelector=spec.color%3Dred,metadata.namespace%3Dns-b",
         "fieldSelector=spec.color%3Dblue&labelSelector=half%3Dhigh",
     ] {
-        let names = same_list(&kube, &r8s, "gadgets", selector).await;
+        let got = same_list(&kube, &r8s, "gadgets", selector).await;
         assert!(
-            names.len() < n || selector.contains("!="),
+            got.len() < n || selector.contains("!="),
             "{selector} selects"
         );
-        seen.extend(names);
+        seen.extend(got);
     }
     assert_eq!(seen.len(), n, "every gadget selected by some selector");
     // Pages of 2, as kubectl asks (a consistent list, then its continue
@@ -166,9 +154,9 @@ async fn should_select_by_a_custom_resources_selectable_fields_as_kube_136_does(
         );
         let r = send("GET", &page, &[], None).await;
         assert_eq!(r.headers["x-r8s-cache"], "hit", "{page}: {}", r.text());
-        let names = items(&r, &page);
-        assert!(names.len() <= 2, "{page}");
-        paged.extend(names);
+        let got = items(&r, &page);
+        assert!(got.len() <= 2, "{page}");
+        paged.extend(got);
         cont = r.json()["metadata"]["continue"]
             .as_str()
             .unwrap_or("")

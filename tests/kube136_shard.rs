@@ -25,17 +25,7 @@ fn names(body: &str, watch: bool) -> BTreeSet<String> {
         let v: Value = serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"));
         v["items"].as_array().cloned().unwrap_or_default()
     };
-    items
-        .iter()
-        .map(|o| {
-            let m = &o["metadata"];
-            format!(
-                "{}/{}",
-                m["namespace"].as_str().unwrap(),
-                m["name"].as_str().unwrap()
-            )
-        })
-        .collect()
+    crate::common::answers::names(&items).into_iter().collect()
 }
 
 fn range(key: &str, start: u128, end: u128) -> String {
