@@ -370,7 +370,7 @@ fn custom_value<'s>(src: &'s [u8], label: &str) -> Result<Option<Cow<'s, str>>, 
         Some(b'"') => {
             Some(Cow::<str>::Owned(serde_json::from_slice::<String>(v)?)).filter(|s| !s.is_empty())
         }
-        Some(b't' | b'f' | b'-' | b'0'..=b'9') if v != b"null" => text(v),
+        Some(b't' | b'f' | b'-' | b'0'..=b'9') => text(v),
         _ => None,
     })
 }
