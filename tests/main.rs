@@ -28,6 +28,7 @@ mod fuzz;
 mod gzip;
 mod kube136;
 mod kube136_audit;
+mod kube136_conformance;
 mod kube136_fields;
 mod kube136_kubectl;
 mod kube136_shard;
