@@ -206,14 +206,11 @@ mod tests {
             "metadata": {"name": "widgets.example.com", "uid": "u", "generation": 1, "resourceVersion": "2"},
             "spec": {"versions": [{"name": "v1", "served": true, "selectableFields": fields}]}
         });
-        let info = TypeInfo {
-            kind: "CustomResourceDefinition".into(),
-            api_version: "apiextensions.k8s.io/v1".into(),
-            resource: "customresourcedefinitions".into(),
-            items_typed: false,
-            drop_managed_fields: false,
-            fields: crate::api::selector::supported_fields("customresourcedefinitions"),
-        };
+        let info = TypeInfo::for_tests(
+            "CustomResourceDefinition",
+            "apiextensions.k8s.io/v1",
+            "customresourcedefinitions",
+        );
         let o = info.parse(&serde_json::to_vec(&crd).unwrap()).unwrap();
         w.apply(vec![Change::Put(Arc::new(o))]);
         (w, s)

@@ -311,12 +311,8 @@ mod tests {
 
     fn pod(name: &str, node: &str, rv: u64) -> Arc<CachedObject> {
         let t = TypeInfo {
-            kind: "Pod".into(),
-            api_version: "v1".into(),
-            resource: "pods".into(),
             items_typed: true,
-            drop_managed_fields: false,
-            fields: crate::api::selector::supported_fields("pods"),
+            ..TypeInfo::for_tests("Pod", "v1", "pods")
         };
         let json = format!(
             r#"{{"kind":"Pod","apiVersion":"v1","metadata":{{"name":"{name}","namespace":"a","resourceVersion":"{rv}"}},"spec":{{"nodeName":"{node}"}}}}"#
@@ -327,12 +323,8 @@ mod tests {
     #[test]
     fn should_share_an_arrived_events_bytes_between_the_log_and_the_store() {
         let t = TypeInfo {
-            kind: "Pod".into(),
-            api_version: "v1".into(),
-            resource: "pods".into(),
             items_typed: true,
-            drop_managed_fields: false,
-            fields: crate::api::selector::supported_fields("pods"),
+            ..TypeInfo::for_tests("Pod", "v1", "pods")
         };
         // As an upstream's watch event carries it: no kind (it is added).
         let src = br#"{"metadata":{"name":"p","namespace":"a","resourceVersion":"5"}}"#;

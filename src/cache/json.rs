@@ -446,14 +446,7 @@ mod tests {
 
     #[test]
     fn should_find_labels_and_fields_in_the_stored_bytes() {
-        let t = TypeInfo {
-            kind: "Pod".into(),
-            api_version: "v1".into(),
-            resource: "pods".into(),
-            items_typed: false,
-            drop_managed_fields: false,
-            fields: supported_fields("pods"),
-        };
+        let t = TypeInfo::for_tests("Pod", "v1", "pods");
         let src = br#"{"metadata":{"name":"p","namespace":"ns","uid":"026a5438-d349-42d8-bf13-db56e82697dc","resourceVersion":"7","labels":{"app":"web","esc\u0041":"x"}},"spec":{"nodeName":"n1","hostNetwork":true},"status":{"phase":"Running"}}"#;
         let o = t.parse(src).unwrap();
         assert_eq!((o.namespace(), o.name(), o.rv), ("ns", "p", 7));

@@ -241,6 +241,22 @@ pub struct TypeInfo {
     pub fields: &'static [&'static str],
 }
 
+#[cfg(test)]
+impl TypeInfo {
+    /// A unit test's built-in type: `kind` of `api_version`, plural
+    /// `resource`, its list items without `kind`, managedFields kept.
+    pub(crate) fn for_tests(kind: &str, api_version: &str, resource: &str) -> TypeInfo {
+        TypeInfo {
+            kind: kind.into(),
+            api_version: api_version.into(),
+            resource: resource.into(),
+            items_typed: false,
+            drop_managed_fields: false,
+            fields: crate::api::selector::supported_fields(resource),
+        }
+    }
+}
+
 impl TypeInfo {
     /// What a store of `resource` in `encoding` holds: the resource's own
     /// type, except a custom resource's protobuf store, which holds what the

@@ -398,14 +398,7 @@ mod tests {
     }
 
     fn info() -> TypeInfo {
-        TypeInfo {
-            kind: "Pod".into(),
-            api_version: "v1".into(),
-            resource: "pods".into(),
-            items_typed: false,
-            drop_managed_fields: false,
-            fields: crate::api::selector::supported_fields("pods"),
-        }
+        TypeInfo::for_tests("Pod", "v1", "pods")
     }
 
     #[test]

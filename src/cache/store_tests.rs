@@ -39,14 +39,7 @@ pub(super) fn limits(history_events: usize) -> Limits {
 }
 
 fn obj(name: &str, rv: u64) -> Arc<CachedObject> {
-    let t = TypeInfo {
-        kind: "ConfigMap".into(),
-        api_version: "v1".into(),
-        resource: "configmaps".into(),
-        items_typed: false,
-        drop_managed_fields: false,
-        fields: crate::api::selector::supported_fields("configmaps"),
-    };
+    let t = TypeInfo::for_tests("ConfigMap", "v1", "configmaps");
     let json =
         format!(r#"{{"metadata":{{"name":"{name}","namespace":"a","resourceVersion":"{rv}"}}}}"#);
     Arc::new(t.parse(json.as_bytes()).unwrap())
@@ -367,14 +360,7 @@ fn should_wake_a_sharded_watcher_for_its_shard_only() {
         .map(|b| Trigger::shard(ShardKey::Uid, b))
         .collect();
     let guard = s.register(&triggers);
-    let t = TypeInfo {
-        kind: "ConfigMap".into(),
-        api_version: "v1".into(),
-        resource: "configmaps".into(),
-        items_typed: false,
-        drop_managed_fields: false,
-        fields: crate::api::selector::supported_fields("configmaps"),
-    };
+    let t = TypeInfo::for_tests("ConfigMap", "v1", "configmaps");
     let (mut woken, mut mine) = (0, 0);
     let mut rng = fastrand::Rng::with_seed(5866);
     for rv in 4_002..4_402u64 {

@@ -8,12 +8,8 @@ use crate::cache::object::TypeInfo;
 
 fn pods(drop_managed_fields: bool) -> TypeInfo {
     TypeInfo {
-        kind: "Pod".into(),
-        api_version: "v1".into(),
-        resource: "pods".into(),
-        items_typed: false,
         drop_managed_fields,
-        fields: crate::api::selector::supported_fields("pods"),
+        ..TypeInfo::for_tests("Pod", "v1", "pods")
     }
 }
 

@@ -11,14 +11,7 @@ pub(super) use super::format::test_identity as identity;
 
 /// Its objects' type.
 pub fn info() -> TypeInfo {
-    TypeInfo {
-        kind: "Pod".into(),
-        api_version: "v1".into(),
-        resource: "pods".into(),
-        items_typed: false,
-        drop_managed_fields: false,
-        fields: crate::api::selector::supported_fields("pods"),
-    }
+    TypeInfo::for_tests("Pod", "v1", "pods")
 }
 
 /// A pod `name` at `rv`, padded to about `pad` bytes.

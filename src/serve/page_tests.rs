@@ -24,14 +24,7 @@ fn store() -> (Writer, Arc<Store>) {
         indexes: Vec::new(),
         labels: StoreLabels::new("v1/configmaps".into(), "json"),
     });
-    let t = TypeInfo {
-        kind: "ConfigMap".into(),
-        api_version: "v1".into(),
-        resource: "configmaps".into(),
-        items_typed: false,
-        drop_managed_fields: false,
-        fields: crate::api::selector::supported_fields("configmaps"),
-    };
+    let t = TypeInfo::for_tests("ConfigMap", "v1", "configmaps");
     let mut objects = OrdMap::new();
     let mut i = 0;
     for (ns, n) in [("a", 5), ("b", 3), ("c", 6)] {

@@ -353,14 +353,7 @@ mod tests {
 
     fn decoder() -> Decoder {
         Decoder {
-            info: TypeInfo {
-                kind: "Pod".into(),
-                api_version: "v1".into(),
-                resource: "pods".into(),
-                items_typed: false,
-                drop_managed_fields: false,
-                fields: crate::api::selector::supported_fields("pods"),
-            },
+            info: TypeInfo::for_tests("Pod", "v1", "pods"),
             encoding: Encoding::Protobuf,
         }
     }
