@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use r8s::api::params::ListOptions;
 use r8s::api::path::ResourcePath;
-use r8s::api::request::{Verb, authz_name};
+use r8s::api::request::{Scope, Verb};
 use r8s::api::status::{Status, Target};
 use r8s::body::Body;
 use r8s::sync::MutexExt;
@@ -273,13 +273,14 @@ impl Tokens {
     }
 
     /// Authorizes `verb` on a resource path, with the namespace and name
-    /// RequestInfo gives it (`options`: `None` when they did not decode);
-    /// 403 in the apiserver's words.
+    /// RequestInfo gives it (its `scope`; `options`: `None` when they did
+    /// not decode); 403 in the apiserver's words.
     pub fn authorize(
         &self,
         user: Option<&User>,
         verb: Verb,
         rp: &ResourcePath,
+        scope: &Scope,
         options: Option<&ListOptions>,
     ) -> Result<(), Status> {
         let anon = User::anonymous();
@@ -288,13 +289,12 @@ impl Tokens {
             Some(s) => format!("{}/{s}", rp.gvr.resource()),
             None => rp.gvr.resource().to_string(),
         };
-        let name = authz_name(verb, rp, options);
-        let namespace = rp.authz_namespace();
+        let (name, namespace) = (scope.name.as_str(), scope.namespace.as_str());
         let target = Resource {
             group: rp.gvr.group(),
             resource: &resource,
             namespace,
-            name: &name,
+            name,
             field_selector: options.map_or("", |o| o.field_selector.as_str()),
         };
         if self.allows(user, verb.as_str(), &target) {
@@ -345,6 +345,34 @@ impl Tokens {
             .as_ref()
             .is_some_and(|p| p.with(|rules| rules.iter().any(|r| r.matches(user, verb, target))))
     }
+}
+
+/// A review's field selector as the sim's rules read it (`key=value`, ...):
+/// its `rawSelector`, or its `requirements` (what kube-apiserver and r8s
+/// send), each `In` or `NotIn` of one value written back as a term.
+fn field_selector(fs: &Value) -> String {
+    if let Some(raw) = fs["rawSelector"].as_str() {
+        return raw.to_string();
+    }
+    let terms: Vec<String> = fs["requirements"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| {
+            let key = r["key"].as_str()?;
+            let value = match r["values"].as_array()?.as_slice() {
+                [v] => v.as_str()?,
+                _ => return None,
+            };
+            let op = match r["operator"].as_str()? {
+                "In" => "=",
+                "NotIn" => "!=",
+                _ => return None,
+            };
+            Some(format!("{key}{op}{value}"))
+        })
+        .collect();
+    terms.join(",")
 }
 
 /// Whether the path is one of the review APIs.
@@ -405,7 +433,7 @@ pub fn review(
                 resource: &res,
                 namespace: text(&ra["namespace"]),
                 name: text(&ra["name"]),
-                field_selector: text(&ra["fieldSelector"]["rawSelector"]),
+                field_selector: &field_selector(&ra["fieldSelector"]),
             };
             tokens.is_some_and(|t| t.allows(&user, text(&ra["verb"]), &target))
         } else {

@@ -79,6 +79,7 @@ impl Sim {
             query,
             options,
             media,
+            scope,
             ..
         } = ar;
         let r = Req {
@@ -92,7 +93,7 @@ impl Sim {
         self.bump(verb.as_str(), rp.gvr.resource());
         if auth::is_review(&rp) {
             if let Some(t) = &self.auth {
-                t.authorize(r.user.as_ref(), verb, &rp, Some(&opts))?;
+                t.authorize(r.user.as_ref(), verb, &rp, &scope, Some(&opts))?;
             }
             let body = read_body(incoming).await?;
             return auth::review(self.auth.as_ref(), &r.method, &rp, &body);
@@ -104,7 +105,7 @@ impl Sim {
             return Err(Status::path_not_found());
         }
         if let Some(t) = &self.auth {
-            t.authorize(r.user.as_ref(), verb, &rp, Some(&opts))?;
+            t.authorize(r.user.as_ref(), verb, &rp, &scope, Some(&opts))?;
         }
         let pods = def.gvr.resource() == "pods";
         let writes = matches!(

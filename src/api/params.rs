@@ -4,7 +4,7 @@
 //! with one cause per violation), `strconv.ParseInt`/`ParseBool` (400), and
 //! the label and field selector parsers of apimachinery (400).
 
-use super::query::{Query, parse_bool};
+use super::query::Query;
 use super::selector::{FieldSelector, LabelSelector, Selectors};
 use super::shard::ShardSelector;
 use super::status::{Cause, Status};
@@ -72,7 +72,6 @@ impl ListOptions {
     /// Each parameter's first value counts.
     pub fn parse(query: &Query, fields: Option<&[&str]>) -> Result<Self, Status> {
         let text = |k: &str| query.get(k).unwrap_or_default().to_string();
-        let flag = |k: &str| query.get(k).map(parse_bool).transpose();
         let int = |k: &str| query.get(k).map(parse_int).transpose();
         let label_selector = text("labelSelector");
         let field_selector = text("fieldSelector");
@@ -97,7 +96,7 @@ impl ListOptions {
             })
             .map_err(Status::bad_request);
         Ok(ListOptions {
-            watch: flag("watch")?.unwrap_or(false),
+            watch: query.flag("watch"),
             resource_version: text("resourceVersion"),
             resource_version_match: text("resourceVersionMatch"),
             limit: int("limit")?.unwrap_or(0),
@@ -106,10 +105,10 @@ impl ListOptions {
             field_selector,
             selectors,
             shard_selector,
-            allow_watch_bookmarks: flag("allowWatchBookmarks")?.unwrap_or(false),
-            send_initial_events: flag("sendInitialEvents")?,
+            allow_watch_bookmarks: query.flag("allowWatchBookmarks"),
+            send_initial_events: query.opt_flag("sendInitialEvents"),
             timeout_seconds: int("timeoutSeconds")?.map(|t| t.max(0) as u64),
-            pretty: flag("pretty")?,
+            pretty: query.pretty(),
         })
     }
 

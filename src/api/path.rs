@@ -54,9 +54,19 @@ pub enum ApiPath {
     Other,
 }
 
-/// Parses a request path (without query).
+/// Parses a request path (without query) as kube-apiserver reads it: Go's
+/// `URL.Path`, percent-decoded before it is split (so `cm-%78` is `cm-x`, and
+/// `a%2Fb` two segments), then RequestInfo's `splitPath` (leading and
+/// trailing slashes trimmed). A path that does not decode (a bad escape,
+/// not UTF-8), has an empty segment, or a segment no name may be (`.`, `..`,
+/// one with `%`) is `Other`: r8s does not serve it, and the upstream
+/// answers it as itself.
 pub fn parse(path: &str) -> ApiPath {
-    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let decoded = match decode(path) {
+        Some(d) => d,
+        None => return ApiPath::Other,
+    };
+    let segs: Vec<&str> = decoded.trim_matches('/').split('/').collect();
     let (group, version, rest) = match segs.as_slice() {
         ["api", v, rest @ ..] if !rest.is_empty() => ("", *v, rest),
         ["apis", g, v, rest @ ..] if !rest.is_empty() => (*g, *v, rest),
@@ -66,7 +76,13 @@ pub fn parse(path: &str) -> ApiPath {
         ["watch", rest @ ..] if !rest.is_empty() => (true, rest),
         _ => (false, rest),
     };
-    if rest.iter().any(|s| s.is_empty()) {
+    // Empty segments, and names the apiserver's handlers refuse as
+    // parameters (`.`, `..`, a `%`: "Name parameter invalid", a 400 after
+    // authorization): the upstream's to answer.
+    if rest
+        .iter()
+        .any(|s| s.is_empty() || matches!(*s, "." | "..") || s.contains('%'))
+    {
         return ApiPath::Other;
     }
     let mk = |ns: Option<&str>, res: &str, name: Option<&str>, sub: Option<String>| {
@@ -96,6 +112,31 @@ pub fn parse(path: &str) -> ApiPath {
         [res, name, sub @ ..] => mk(None, res, Some(name), Some(sub.join("/"))),
         [] => ApiPath::Other,
     }
+}
+
+/// A path percent-decoded as Go's `url.PathUnescape` decodes it (`+` is
+/// itself); `None` for a malformed escape (Go's server answers 400 before
+/// any handler) or bytes that are not UTF-8.
+fn decode(path: &str) -> Option<std::borrow::Cow<'_, str>> {
+    if !path.contains('%') {
+        return Some(std::borrow::Cow::Borrowed(path));
+    }
+    let b = path.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = b.get(i + 1..i + 3)?;
+            if !hex.iter().all(u8::is_ascii_hexdigit) {
+                return None;
+            }
+            i += 3;
+        } else {
+            i += 1;
+        }
+    }
+    percent_encoding::percent_decode_str(path)
+        .decode_utf8()
+        .ok()
 }
 
 #[cfg(test)]
@@ -150,6 +191,33 @@ mod tests {
         );
         let r = res("/api/v1/watch/namespaces/ns-1/pods");
         assert!(r.watch_prefix);
+    }
+
+    #[test]
+    fn should_decode_the_path_before_splitting_it_as_go_does() {
+        let r = res("/api/v1/namespaces/ns-1/configmaps/cm-%78");
+        assert_eq!(r.name.as_deref(), Some("cm-x"));
+        let r = res("/apis/example.com/v1/namespaces/ns-a/widgets/w-1%2Fstatus");
+        assert_eq!(
+            (r.name.as_deref(), r.subresource.as_deref()),
+            (Some("w-1"), Some("status"))
+        );
+        let r = res("/api/v1/namespaces/ns-1/pods/p/");
+        assert_eq!((r.name.as_deref(), r.subresource), (Some("p"), None));
+        assert_eq!(res("/api/v1/pods/a+b").name.as_deref(), Some("a+b"));
+        for p in [
+            "/api/v1/namespaces/ns-1/pods/%zz",
+            "/api/v1/namespaces/ns-1/pods/%4",
+            "/api/v1/namespaces/ns-1/pods/%ff",
+            "/api/v1/namespaces/ns-1/pods//p",
+            "/api/v1/namespaces/ns-1/pods/%2F/p",
+            "/api/v1/namespaces/ns-1/pods/..",
+            "/api/v1/namespaces/ns-1/pods/%2E",
+            "/api/v1/namespaces/./pods/p",
+            "/api/v1/namespaces/ns-1/pods/w%25x",
+        ] {
+            assert_eq!(parse(p), ApiPath::Other, "{p}");
+        }
     }
 
     #[test]

@@ -36,11 +36,28 @@ impl Query {
             .map(|(_, v)| v.as_str())
     }
 
-    /// A boolean read as kube-apiserver's RequestInfo reads `watch`:
-    /// `strconv.ParseBool` of the first value; absent or malformed is false.
+    /// A boolean parameter as kube-apiserver reads `watch`, `follow`,
+    /// `allowWatchBookmarks` and `sendInitialEvents` (RequestInfo and the
+    /// parameter codec: `runtime.Convert_Slice_string_To_bool`): absent is
+    /// false; the first value `0` or `false` (any case) is false, and any
+    /// other (`1`, `bogus`, empty) true.
     pub fn flag(&self, name: &str) -> bool {
+        self.opt_flag(name).unwrap_or(false)
+    }
+
+    /// [`Query::flag`], `None` when the parameter is absent.
+    pub fn opt_flag(&self, name: &str) -> Option<bool> {
         self.get(name)
-            .is_some_and(|v| parse_bool(v).unwrap_or(false))
+            .map(|v| !(v == "0" || v.eq_ignore_ascii_case("false")))
+    }
+
+    /// `pretty` as the apiserver's handlers read it: absent or empty is
+    /// `None` (the user agent decides), else `strconv.ParseBool`, false
+    /// where that fails.
+    pub fn pretty(&self) -> Option<bool> {
+        self.get("pretty")
+            .filter(|v| !v.is_empty())
+            .map(|v| parse_bool(v).unwrap_or(false))
     }
 }
 
@@ -79,7 +96,19 @@ mod tests {
         );
         assert_eq!(q.get("labelSelector"), Some("app in (a)"));
         assert!(q.flag("watch"), "the first value counts");
-        assert!(!Query::parse(Some("watch=yes")).flag("watch"));
+        // As kube-apiserver 1.36 reads them: only `0` and `false` are false.
+        for (raw, want) in [
+            ("watch=yes", Some(true)),
+            ("watch=bogus", Some(true)),
+            ("watch=", Some(true)),
+            ("watch=FaLsE", Some(false)),
+            ("watch=0&watch=1", Some(false)),
+            ("other=1", None),
+        ] {
+            assert_eq!(Query::parse(Some(raw)).opt_flag("watch"), want, "{raw}");
+        }
+        assert_eq!(Query::parse(Some("pretty=bogus")).pretty(), Some(false));
+        assert_eq!(Query::parse(Some("pretty=")).pretty(), None);
         assert_eq!(q.get("missing"), None);
         assert_eq!(
             encode([("limit", "500"), ("continue", "a=b&c")]),

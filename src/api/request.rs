@@ -11,7 +11,7 @@ use super::media::{self, Choice, Offer};
 use super::params::ListOptions;
 use super::path::{self, ApiPath, ResourcePath};
 use super::query::Query;
-use super::selector::{FieldSelector, LabelSelector};
+use super::selector::{FieldSelector, LabelSelector, ReviewRequirement};
 use super::status::Status;
 
 /// kube-apiserver's verbs (RequestInfo's), as an authorizer and metrics see them.
@@ -67,6 +67,9 @@ impl Verb {
             (_, _, Some("proxy")) => Verb::Proxy,
             (&Method::GET | &Method::HEAD, None, _) if watch || rp.watch_prefix => Verb::Watch,
             (&Method::GET | &Method::HEAD, Some(_), _) if rp.watch_prefix => Verb::Watch,
+            // The `/watch/` prefix is RequestInfo's `watch` whatever the
+            // method; only GET is routed (the rest is the upstream's to refuse).
+            (_, _, _) if rp.watch_prefix => Verb::Other,
             (&Method::GET | &Method::HEAD, None, _) => Verb::List,
             (&Method::GET | &Method::HEAD, Some(_), _) => Verb::Get,
             (&Method::POST, _, _) => Verb::Create,
@@ -89,8 +92,14 @@ pub struct ApiRequest {
     /// The query string, decoded.
     pub query: Query,
     /// Its get/list/watch options with their selectors parsed, or the
-    /// apiserver's 400 for the first bad value.
+    /// apiserver's 400 for the first bad value. A named watch's selectors
+    /// hold its name (`metadata.name=X`), as the apiserver's handler makes
+    /// them, or they are the 400 for a field selector naming another.
     pub options: Result<ListOptions, Status>,
+    /// What an authorizer is asked about it (RequestInfo's attributes),
+    /// derived once here: what r8s authorizes, audits and bounds a cached
+    /// answer by.
+    pub scope: Scope,
     /// Whether a JSON answer is pretty-printed.
     pub pretty: bool,
     /// Whether the answer is a long-lived stream (a watch, a followed log).
@@ -116,7 +125,11 @@ impl ApiRequest {
             .gvr
             .is_builtin()
             .then(|| super::selector::supported_fields(path.gvr.resource()));
-        let options = ListOptions::parse(&query, fields);
+        let mut options = ListOptions::parse(&query, fields);
+        let scope = Scope::of(verb, &path, &query, options.as_ref().ok());
+        if let (Verb::Watch, Some(name), Ok(o)) = (verb, &path.name, &mut options) {
+            name_the_watch(name, o);
+        }
         let pretty = match &options {
             Ok(o) => o
                 .pretty
@@ -131,6 +144,7 @@ impl ApiRequest {
             path,
             query,
             options,
+            scope,
             pretty,
             streaming,
             media: media::negotiate(
@@ -165,21 +179,99 @@ impl ApiRequest {
     }
 }
 
+/// What an authorizer is asked about a request besides who asks and the
+/// resource: kube-apiserver's RequestInfo (`NewRequestInfo`) and
+/// `GetAuthorizerAttributes`, derived once per request.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Scope {
+    /// The namespace (empty: cluster scope, or every namespace).
+    pub namespace: String,
+    /// The object's name (empty: a collection).
+    pub name: String,
+    /// The `fieldSelector`'s requirements (lists, watches and
+    /// deletecollections not asked by the `/watch/` prefix).
+    pub fields: Vec<ReviewRequirement>,
+    /// The `labelSelector`'s requirements (the same requests).
+    pub labels: Vec<ReviewRequirement>,
+}
+
+impl Scope {
+    /// The scope of a request for `rp` with `verb` and `query`, whose
+    /// options decoded as `options` (`None`: they did not).
+    fn of(verb: Verb, rp: &ResourcePath, query: &Query, options: Option<&ListOptions>) -> Self {
+        let mut scope = Scope {
+            namespace: rp.authz_namespace().to_string(),
+            name: authz_name(verb, rp, options).into_owned(),
+            ..Scope::default()
+        };
+        // RequestInfo reads the selectors straight from the query (their
+        // first values), and GetAuthorizerAttributes keeps what parses:
+        // none for a request by the `/watch/` prefix.
+        let with_selectors =
+            matches!(verb, Verb::List | Verb::Watch | Verb::DeleteCollection) && !rp.watch_prefix;
+        if with_selectors {
+            if let Some(Ok(f)) = query.get("fieldSelector").map(FieldSelector::parse_syntax) {
+                scope.fields = f.review_requirements();
+            }
+            if let Some(Ok(l)) = query.get("labelSelector").map(LabelSelector::parse) {
+                scope.labels = l.review_requirements();
+            }
+        }
+        scope
+    }
+}
+
+impl ApiRequest {
+    /// Whether a cached answer to it can only hold what its scope names:
+    /// a request naming an object (by its path or its field selector) is a
+    /// GET of that object, or a list or watch whose field selector requires
+    /// that name. Every request `parse` makes is; the cache paths check it
+    /// anyway, and pass one that is not.
+    pub fn confined(&self) -> bool {
+        if self.scope.name.is_empty() {
+            return true;
+        }
+        match self.verb {
+            Verb::Get => self.path.name.as_deref() == Some(self.scope.name.as_str()),
+            Verb::List | Verb::Watch => self.options.as_ref().is_ok_and(|o| {
+                o.selectors.as_ref().is_ok_and(|s| {
+                    s.fields.exact("metadata.name") == Some(self.scope.name.as_str())
+                })
+            }),
+            _ => false,
+        }
+    }
+}
+
+/// A named watch (`/watch/.../{name}`) selects its object as the
+/// apiserver's list handler does: no field selector becomes
+/// `metadata.name={name}`; one that does not require that name is its 400.
+fn name_the_watch(name: &str, o: &mut ListOptions) {
+    let Ok(sel) = &mut o.selectors else {
+        return;
+    };
+    if sel.fields.is_empty() {
+        sel.fields = FieldSelector::name_only(name);
+    } else if sel.fields.exact("metadata.name") != Some(name) {
+        o.selectors = Err(Status::bad_request(
+            "fieldSelector metadata.name doesn't match requested name",
+        ));
+    }
+}
+
 /// The object name an authorizer sees for a request, as RequestInfo sets
-/// it: the path's, or for a list or watch of a collection the name its
-/// field selector requires (`metadata.name=X`, the first such term in
-/// sorted order, when X is a valid path segment), so RBAC `resourceNames`
-/// apply to single-object informers. `options`: `None` when they did not
-/// decode, where RequestInfo reads no name either.
-pub fn authz_name<'a>(
-    verb: Verb,
-    rp: &'a ResourcePath,
-    options: Option<&ListOptions>,
-) -> Cow<'a, str> {
+/// it: the path's, or for a list or watch of a collection (not asked by
+/// the `/watch/` prefix) the name its field selector requires
+/// (`metadata.name=X`, the first such term in sorted order, when X is a
+/// valid path segment), so RBAC `resourceNames` apply to single-object
+/// informers. `options`: `None` when they did not decode, where
+/// RequestInfo reads no name either.
+fn authz_name<'a>(verb: Verb, rp: &'a ResourcePath, options: Option<&ListOptions>) -> Cow<'a, str> {
     if let Some(name) = &rp.name {
         return Cow::Borrowed(name);
     }
-    let Some(o) = options.filter(|_| matches!(verb, Verb::List | Verb::Watch)) else {
+    let Some(o) = options.filter(|_| matches!(verb, Verb::List | Verb::Watch) && !rp.watch_prefix)
+    else {
         return Cow::Borrowed("");
     };
     if o.field_selector.is_empty() {
@@ -209,10 +301,7 @@ pub fn authz_name<'a>(
 
 /// Whether a JSON answer to a non-resource path (discovery) is pretty-printed.
 pub fn pretty_non_resource(query: &Query, headers: &HeaderMap) -> bool {
-    match query.get("pretty").map(super::query::parse_bool) {
-        Some(Ok(p)) => p,
-        _ => from_curl(headers),
-    }
+    query.pretty().unwrap_or_else(|| from_curl(headers))
 }
 
 /// kube-apiserver pretty-prints JSON for `curl` unless told `pretty=false`.
@@ -236,7 +325,8 @@ mod tests {
     fn should_classify_like_request_info() {
         for (method, uri, verb) in [
             ("GET", "/api/v1/pods?watch=1", Verb::Watch),
-            ("GET", "/api/v1/pods?watch=bogus", Verb::List),
+            ("GET", "/api/v1/pods?watch=bogus", Verb::Watch),
+            ("GET", "/api/v1/pods?watch=false", Verb::List),
             ("GET", "/api/v1/namespaces/a/pods", Verb::List),
             ("GET", "/api/v1/watch/namespaces/a/pods", Verb::Watch),
             ("GET", "/api/v1/namespaces/a/pods/p?watch=1", Verb::Get),
@@ -286,7 +376,7 @@ mod tests {
     fn should_name_the_object_a_request_is_for_as_request_info() {
         let name = |method: &str, uri: &str| {
             let r = req(method, uri);
-            authz_name(r.verb, &r.path, r.options.as_ref().ok()).into_owned()
+            r.scope.name
         };
         for (method, uri, want) in [
             ("GET", "/api/v1/namespaces/a/configmaps/cm", "cm"),
@@ -337,7 +427,7 @@ mod tests {
         ] {
             assert_eq!(name(method, uri), want, "{method} {uri}");
         }
-        let ns = |uri: &str| req("GET", uri).path.authz_namespace().to_string();
+        let ns = |uri: &str| req("GET", uri).scope.namespace;
         assert_eq!(ns("/api/v1/namespaces/ns-2"), "ns-2");
         assert_eq!(ns("/api/v1/namespaces/ns-2/status"), "ns-2");
         assert_eq!(ns("/api/v1/namespaces/ns-2/pods"), "ns-2");
@@ -346,5 +436,120 @@ mod tests {
             ""
         );
         assert_eq!(ns("/api/v1/nodes/n1"), "");
+    }
+
+    /// The findings of issue 69, each as the 1.36 apiserver reads it.
+    #[test]
+    fn should_bound_a_named_watch_to_its_name_as_the_list_handler_does() {
+        let g = "/apis/example.com/v1";
+        // The legacy named watch: the name, in the scope and the selector.
+        let r = req(
+            "GET",
+            &format!("{g}/watch/namespaces/ns-1/widgets/w-1?resourceVersion=0"),
+        );
+        assert_eq!((r.verb, r.scope.name.as_str()), (Verb::Watch, "w-1"));
+        let sel = r.options.as_ref().unwrap().selectors.as_ref().unwrap();
+        assert_eq!(sel.fields.exact("metadata.name"), Some("w-1"));
+        assert!(r.confined());
+        // A selector naming another: the handler's 400.
+        let r = req(
+            "GET",
+            &format!("{g}/watch/namespaces/ns-1/widgets/w-1?fieldSelector=metadata.name%3Dw-2"),
+        );
+        let err = r.options.as_ref().unwrap().selectors.as_ref().unwrap_err();
+        assert_eq!(
+            err.message,
+            "fieldSelector metadata.name doesn't match requested name"
+        );
+        assert!(!r.confined());
+        // One that names it, with more: kept whole.
+        let r = req(
+            "GET",
+            &format!(
+                "{g}/watch/namespaces/ns-1/widgets/w-1?fieldSelector=metadata.name%3Dw-1,metadata.namespace%3Dns-1"
+            ),
+        );
+        assert!(r.confined());
+        // A selector on another field only: the 400 too.
+        let r = req(
+            "GET",
+            &format!(
+                "{g}/watch/namespaces/ns-1/widgets/w-1?fieldSelector=metadata.namespace%3Dns-1"
+            ),
+        );
+        assert!(r.options.as_ref().unwrap().selectors.is_err());
+        // The legacy collection watch: no name and no selectors for the
+        // authorizer, whatever its field selector says.
+        let r = req(
+            "GET",
+            &format!(
+                "{g}/watch/namespaces/ns-1/widgets?fieldSelector=metadata.name%3Dw-1&labelSelector=a%3Db"
+            ),
+        );
+        assert_eq!(
+            r.scope,
+            Scope {
+                namespace: "ns-1".into(),
+                ..Scope::default()
+            }
+        );
+        // The same as a watch parameter: named, with its requirements.
+        let r = req(
+            "GET",
+            &format!(
+                "{g}/namespaces/ns-1/widgets?watch=1&fieldSelector=metadata.name%3Dw-1&labelSelector=b%20in%20(z,y),a%3D1,!c,d,e!%3D3,f%3E2"
+            ),
+        );
+        assert_eq!(r.scope.name, "w-1");
+        let labels: Vec<(String, &str, Vec<String>)> = r
+            .scope
+            .labels
+            .iter()
+            .map(|q| (q.key.clone(), q.op.as_str(), q.values.clone()))
+            .collect();
+        let v = |vs: &[&str]| vs.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            labels,
+            [
+                ("a".to_string(), "In", v(&["1"])),
+                ("b".to_string(), "In", v(&["y", "z"])),
+                ("c".to_string(), "DoesNotExist", v(&[])),
+                ("d".to_string(), "Exists", v(&[])),
+                ("e".to_string(), "NotIn", v(&["3"])),
+            ]
+        );
+        // A percent-encoded name is the name (Go decodes the path first).
+        let r = req(
+            "GET",
+            "/api/v1/namespaces/ns-1/configmaps/cm-%78?resourceVersion=0",
+        );
+        assert_eq!(r.scope.name, "cm-x");
+        // A GET whose `watch` is set is a GET of that object.
+        assert_eq!(
+            req("GET", &format!("{g}/namespaces/ns-1/widgets/w-1?watch=1")).verb,
+            Verb::Get
+        );
+        // Selectors that do not parse: what does parse still counts (1.36
+        // keeps the field requirements when the label selector fails).
+        let r = req(
+            "GET",
+            &format!("{g}/widgets?fieldSelector=metadata.name%3Dw-2&labelSelector=a%20in"),
+        );
+        assert_eq!(
+            (
+                r.scope.name.as_str(),
+                r.scope.fields.len(),
+                r.scope.labels.len()
+            ),
+            ("", 1, 0)
+        );
+        // Duplicates: the first value counts.
+        let r = req(
+            "GET",
+            &format!(
+                "{g}/widgets?fieldSelector=metadata.name%3D%3Dw-2&fieldSelector=metadata.name%3Dw-1"
+            ),
+        );
+        assert_eq!(r.scope.name, "w-2");
     }
 }

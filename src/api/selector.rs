@@ -385,6 +385,99 @@ impl LabelSelector {
     }
 }
 
+/// A requirement's operator as a SubjectAccessReview carries it
+/// (`metav1.LabelSelectorOperator`, `metav1.FieldSelectorOperator`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ReviewOp {
+    /// `=`, `==`, `in`.
+    In,
+    /// `!=`, `notin`.
+    NotIn,
+    /// A bare key (labels only).
+    Exists,
+    /// `!key` (labels only).
+    DoesNotExist,
+}
+
+impl ReviewOp {
+    /// Its name in `authorization.k8s.io/v1`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReviewOp::In => "In",
+            ReviewOp::NotIn => "NotIn",
+            ReviewOp::Exists => "Exists",
+            ReviewOp::DoesNotExist => "DoesNotExist",
+        }
+    }
+}
+
+/// One selector requirement as kube-apiserver's webhook authorizer sends it
+/// in a SubjectAccessReview's `requirements` (`resourceAttributesFrom`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ReviewRequirement {
+    /// The label key or field path.
+    pub key: String,
+    /// What it requires.
+    pub op: ReviewOp,
+    /// Its values (sorted, each once; none for `Exists`, `DoesNotExist`).
+    pub values: Vec<String>,
+}
+
+impl LabelSelector {
+    /// Its requirements as a SubjectAccessReview carries them: sorted by
+    /// key (as `labels.Parse` sorts them), `>` and `<` left out (they only
+    /// narrow, so the review is as broad or broader).
+    pub fn review_requirements(&self) -> Vec<ReviewRequirement> {
+        let mut out: Vec<ReviewRequirement> = self
+            .reqs
+            .iter()
+            .filter_map(|(k, op)| {
+                let (op, mut values) = match op {
+                    LabelOp::Exists => (ReviewOp::Exists, Vec::new()),
+                    LabelOp::NotExists => (ReviewOp::DoesNotExist, Vec::new()),
+                    LabelOp::Eq(v) => (ReviewOp::In, vec![v.clone()]),
+                    LabelOp::NotEq(v) => (ReviewOp::NotIn, vec![v.clone()]),
+                    LabelOp::In(vs) => (ReviewOp::In, vs.clone()),
+                    LabelOp::NotIn(vs) => (ReviewOp::NotIn, vs.clone()),
+                    LabelOp::Gt(_) | LabelOp::Lt(_) => return None,
+                };
+                values.sort_unstable();
+                values.dedup();
+                Some(ReviewRequirement {
+                    key: k.clone(),
+                    op,
+                    values,
+                })
+            })
+            .collect();
+        out.sort_by(|a, b| a.key.cmp(&b.key));
+        out
+    }
+}
+
+impl FieldSelector {
+    /// Its requirements as a SubjectAccessReview carries them, in the
+    /// order `fields.ParseSelector` keeps its terms (sorted).
+    pub fn review_requirements(&self) -> Vec<ReviewRequirement> {
+        self.reqs
+            .iter()
+            .map(|(k, eq, v)| ReviewRequirement {
+                key: k.clone(),
+                op: if *eq { ReviewOp::In } else { ReviewOp::NotIn },
+                values: vec![v.clone()],
+            })
+            .collect()
+    }
+
+    /// The selector a named watch is served with when it has none
+    /// (`metadata.name=name`, as the apiserver's list handler makes it).
+    pub fn name_only(name: &str) -> Self {
+        FieldSelector {
+            reqs: vec![("metadata.name".into(), true, name.into())],
+        }
+    }
+}
+
 /// The label, field and shard selectors of a list or watch, parsed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Selectors {

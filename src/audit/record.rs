@@ -14,7 +14,7 @@ use http_body::{Body as HttpBody, Frame, SizeHint};
 use http_body_util::BodyExt;
 
 use crate::api::UserInfo;
-use crate::api::request::{ApiRequest, Verb, authz_name};
+use crate::api::request::{ApiRequest, Verb};
 use crate::api::status::Sent;
 use crate::body::{Body, BoxError};
 use crate::metrics::AuditLevel;
@@ -107,9 +107,6 @@ impl Auditor {
     /// not: [`Auditor::unauthenticated`]).
     pub fn begin(self: &Arc<Self>, f: Facts<'_>) -> Option<Pending> {
         let verb = verb(f.method, f.request);
-        let name = f
-            .request
-            .map(|r| authz_name(r.verb, &r.path, r.options.as_ref().ok()));
         let subresource = f
             .request
             .and_then(|r| r.path.subresource.as_deref())
@@ -118,8 +115,8 @@ impl Auditor {
             let p = &r.path;
             ObjectRef {
                 resource: p.gvr.resource(),
-                namespace: p.authz_namespace(),
-                name: name.as_deref().unwrap_or(""),
+                namespace: &r.scope.namespace,
+                name: &r.scope.name,
                 api_group: p.gvr.group(),
                 api_version: p.gvr.version(),
                 subresource,

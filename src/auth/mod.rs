@@ -25,7 +25,7 @@ use ring::hmac;
 
 use crate::api::UserInfo;
 use crate::api::media::ErrorEncoding;
-use crate::api::request::{ApiRequest, Verb, authz_name};
+use crate::api::request::{ApiRequest, Scope};
 use crate::api::status::{Status, Target};
 use crate::body::Body;
 use crate::config::{AuthConfig, AuthMode};
@@ -45,13 +45,14 @@ pub enum Caller {
     /// `auth.mode = "none"`: no checks; passed through as it came.
     Trusted,
     /// A bearer token or no credentials: passed through with its own
-    /// credentials. `impersonating`: it asked to act as someone else, which
-    /// only the upstream can check, so it is never served from cache.
+    /// credentials. `upstream_only`: it sent what only the upstream can
+    /// judge (`Impersonate-*` headers, a token in a WebSocket subprotocol),
+    /// so it is never served from cache.
     Client {
         /// The user the token (or its absence) stands for.
         user: Arc<UserInfo>,
-        /// Whether it sent `Impersonate-*` headers.
-        impersonating: bool,
+        /// Whether it sent credentials or identity headers r8s does not judge.
+        upstream_only: bool,
     },
     /// A verified client certificate (after any impersonation it was allowed):
     /// passed through as r8s impersonating `user`.
@@ -69,7 +70,7 @@ impl Caller {
         !matches!(
             self,
             Caller::Client {
-                impersonating: true,
+                upstream_only: true,
                 ..
             }
         )
@@ -240,6 +241,61 @@ fn values(headers: &HeaderMap, name: &str) -> Vec<String> {
         .collect()
 }
 
+/// What a request's `Authorization` header holds for the bearer-token
+/// authenticator.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Bearer<'a> {
+    /// A token to review.
+    Token(&'a str),
+    /// None: anonymous, as far as tokens go.
+    None,
+    /// A token r8s cannot read as text (bytes beyond visible ASCII).
+    Unreadable,
+}
+
+/// The bearer token as kube-apiserver's authenticator reads it
+/// (`bearertoken.Authenticator`): the first `Authorization` header, trimmed;
+/// split on single spaces into at most three parts; the scheme `bearer` in
+/// any case; the token the second part, so `Bearer  t` (two spaces) has an
+/// empty token and is anonymous, and `Bearer t x` is the token `t`.
+pub fn bearer_token(headers: &HeaderMap) -> Bearer<'_> {
+    let Some(v) = headers.get(header::AUTHORIZATION) else {
+        return Bearer::None;
+    };
+    let Ok(v) = v.to_str() else {
+        // Go's scheme check still applies to the bytes before the first space.
+        let b = v.as_bytes().trim_ascii();
+        let is_bearer = b.len() > 7 && b[..6].eq_ignore_ascii_case(b"bearer") && b[6] == b' ';
+        return if is_bearer && b.get(7).is_some_and(|c| *c != b' ') {
+            Bearer::Unreadable
+        } else {
+            Bearer::None
+        };
+    };
+    let mut parts = v.trim().splitn(3, ' ');
+    let (Some(scheme), Some(token)) = (parts.next(), parts.next()) else {
+        return Bearer::None;
+    };
+    if !scheme.eq_ignore_ascii_case("bearer") || token.is_empty() {
+        return Bearer::None;
+    }
+    Bearer::Token(token)
+}
+
+/// Whether a WebSocket request carries a token in its subprotocols
+/// (`base64url.bearer.authorization.k8s.io.<token>`), which kube-apiserver
+/// authenticates where no `Authorization` header does.
+fn websocket_token(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::SEC_WEBSOCKET_PROTOCOL)
+        .iter()
+        .any(|v| {
+            v.as_bytes()
+                .windows(34)
+                .any(|w| w.eq_ignore_ascii_case(b"base64url.bearer.authorization.k8s"))
+        })
+}
+
 fn sends_impersonation(headers: &HeaderMap) -> bool {
     headers
         .keys()
@@ -352,25 +408,27 @@ impl Auth {
             let by = (!Arc::ptr_eq(&acting, user)).then(|| user.clone());
             return Ok(Caller::Certificate { user: acting, by });
         }
-        let impersonating = sends_impersonation(headers);
-        let token = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.split_once(' '))
-            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-            .map(|(_, t)| t.trim())
-            .filter(|t| !t.is_empty());
-        let Some(token) = token else {
-            // No bearer token (none, empty, or another scheme): anonymous.
-            let Some(anon) = &self.anonymous else {
+        let upstream_only = sends_impersonation(headers) || websocket_token(headers);
+        let token = match bearer_token(headers) {
+            Bearer::Token(t) => t,
+            Bearer::Unreadable => {
+                // Bytes a TokenReview cannot carry as sent: no token r8s
+                // could have reviewed, so none it accepts.
                 self.counters.authn(Authn::Rejected, Cached::No);
                 return Err(Refusal::Unauthorized);
-            };
-            self.counters.authn(Authn::Anonymous, Cached::No);
-            return Ok(Caller::Client {
-                user: anon.clone(),
-                impersonating,
-            });
+            }
+            Bearer::None => {
+                // No bearer token (none, empty, or another scheme): anonymous.
+                let Some(anon) = &self.anonymous else {
+                    self.counters.authn(Authn::Rejected, Cached::No);
+                    return Err(Refusal::Unauthorized);
+                };
+                self.counters.authn(Authn::Anonymous, Cached::No);
+                return Ok(Caller::Client {
+                    user: anon.clone(),
+                    upstream_only,
+                });
+            }
         };
         let tag = hmac::sign(&self.token_key, token.as_bytes());
         let mut key = [0u8; 32];
@@ -393,7 +451,7 @@ impl Auth {
                 self.counters.authn(Authn::Authenticated, how.label());
                 Ok(Caller::Client {
                     user,
-                    impersonating,
+                    upstream_only,
                 })
             }
             Ok(TokenAnswer::Rejected) => {
@@ -418,25 +476,7 @@ impl Auth {
             Caller::Trusted => return Ok(Arc::from(TRUSTED)),
             Caller::Client { user, .. } | Caller::Certificate { user, .. } => user,
         };
-        let (mut field_selector, mut label_selector) = (String::new(), String::new());
-        if matches!(req.verb, Verb::List | Verb::Watch)
-            && let Ok(o) = &req.options
-        {
-            field_selector.clone_from(&o.field_selector);
-            label_selector.clone_from(&o.label_selector);
-        }
-        let rp = &req.path;
-        let attrs = Attributes {
-            field_selector,
-            label_selector,
-            verb: req.verb.as_str(),
-            group: rp.gvr.group().to_string(),
-            version: rp.gvr.version().to_string(),
-            resource: rp.gvr.resource().to_string(),
-            subresource: rp.subresource.clone().unwrap_or_default(),
-            namespace: rp.authz_namespace().to_string(),
-            name: authz_name(req.verb, rp, req.options.as_ref().ok()).into_owned(),
-        };
+        let attrs = Attributes::of(req);
         self.decide(user, attrs).await
     }
 
@@ -468,8 +508,8 @@ impl Auth {
                     group: &a.group,
                     resource: &a.resource,
                     subresource: Some(a.subresource.as_str()),
-                    namespace: Some(a.namespace.as_str()),
-                    name: Some(a.name.as_str()),
+                    namespace: Some(a.scope.namespace.as_str()),
+                    name: Some(a.scope.name.as_str()),
                 };
                 Err(Refusal::Forbidden {
                     status: Status::forbidden(&user.name, a.verb, &target, &reason),
@@ -520,10 +560,10 @@ impl Auth {
             version: String::new(),
             resource: resource.to_string(),
             subresource: sub.to_string(),
-            namespace: String::new(),
-            name: name.to_string(),
-            field_selector: String::new(),
-            label_selector: String::new(),
+            scope: Scope {
+                name: name.to_string(),
+                ..Scope::default()
+            },
         };
         let mut checks = vec![check("", "users", "", &name)];
         checks.extend(groups.iter().map(|g| check("", "groups", "", g)));
@@ -609,13 +649,57 @@ mod tests {
         assert_eq!(percent_decode("scopes.example%2Fkey"), "scopes.example/key");
     }
 
+    /// Case by case, kube-apiserver's bearer-token authenticator
+    /// (`k8s.io/apiserver/pkg/authentication/request/bearertoken`, its tests).
+    #[test]
+    fn should_read_bearer_tokens_as_the_apiserver_does() {
+        let read = |values: &[&[u8]]| {
+            let mut h = HeaderMap::new();
+            for v in values {
+                h.append(header::AUTHORIZATION, HeaderValue::from_bytes(v).unwrap());
+            }
+            match bearer_token(&h) {
+                Bearer::Token(t) => Ok(t.to_string()),
+                Bearer::None => Err("none"),
+                Bearer::Unreadable => Err("unreadable"),
+            }
+        };
+        let tok = |t: &str| Ok(t.to_string());
+        assert_eq!(read(&[]), Err("none"));
+        assert_eq!(read(&[b"Bearer abc"]), tok("abc"));
+        assert_eq!(read(&[b"bEaReR abc"]), tok("abc"));
+        assert_eq!(read(&[b"  Bearer abc  "]), tok("abc"));
+        // Two spaces: the token is the empty second part (anonymous).
+        assert_eq!(read(&[b"Bearer  abc"]), Err("none"));
+        assert_eq!(read(&[b"Bearer abc def"]), tok("abc"));
+        assert_eq!(read(&[b"Bearer"]), Err("none"));
+        assert_eq!(read(&[b"Bearer "]), Err("none"));
+        assert_eq!(read(&[b"Basic YWxhZGRpbjpvcGVuc2VzYW1l"]), Err("none"));
+        assert_eq!(read(&[b"Bearer\tabc"]), Err("none"));
+        assert_eq!(read(&[b""]), Err("none"));
+        // Only the first header counts (Go's Header.Get).
+        assert_eq!(read(&[b"Basic x", b"Bearer abc"]), Err("none"));
+        assert_eq!(read(&[b"Bearer abc", b"Bearer def"]), tok("abc"));
+        assert_eq!(read(&[b"Bearer \xe2\x82\xac"]), Err("unreadable"));
+        assert_eq!(read(&[b"Basic \xe2\x82\xac"]), Err("none"));
+        let mut ws = HeaderMap::new();
+        ws.insert(
+            header::SEC_WEBSOCKET_PROTOCOL,
+            HeaderValue::from_static(
+                "v5.channel.k8s.io, base64url.bearer.authorization.k8s.io.dG9r",
+            ),
+        );
+        assert!(websocket_token(&ws));
+        assert!(!websocket_token(&HeaderMap::new()));
+    }
+
     #[test]
     fn should_forward_clients_with_their_own_credentials() {
         let mut h = HeaderMap::new();
         h.insert("impersonate-user", HeaderValue::from_static("root"));
         let c = Caller::Client {
             user: Arc::new(UserInfo::anonymous()),
-            impersonating: true,
+            upstream_only: true,
         };
         assert_eq!(c.forward_as(&mut h), Creds::Client);
         assert_eq!(values(&h, "impersonate-user"), vec!["root"]);

@@ -12,6 +12,7 @@ use serde_json::json;
 
 use super::cache::ReviewError;
 use crate::api::UserInfo;
+use crate::api::request::{ApiRequest, Scope};
 use crate::metrics;
 use crate::upstream::Upstream;
 
@@ -46,15 +47,26 @@ pub struct Attributes {
     pub resource: String,
     /// Subresource (empty: none).
     pub subresource: String,
-    /// Namespace (empty: cluster scope).
-    pub namespace: String,
-    /// Object name (empty: a collection).
-    pub name: String,
-    /// The request's `fieldSelector` (list/watch; empty: none). Authorizers
-    /// may decide on it (the node authorizer lets a kubelet list its own pods).
-    pub field_selector: String,
-    /// The request's `labelSelector` (list/watch; empty: none).
-    pub label_selector: String,
+    /// Namespace, name and selectors, as RequestInfo and
+    /// `GetAuthorizerAttributes` give them (derived once per request).
+    pub scope: Scope,
+}
+
+impl Attributes {
+    /// What r8s asks about `req` before answering it from the cache: its
+    /// verb, resource and the scope it was parsed with, which is also what
+    /// the cache read is bounded by.
+    pub fn of(req: &ApiRequest) -> Self {
+        let rp = &req.path;
+        Attributes {
+            verb: req.verb.as_str(),
+            group: rp.gvr.group().to_string(),
+            version: rp.gvr.version().to_string(),
+            resource: rp.gvr.resource().to_string(),
+            subresource: rp.subresource.clone().unwrap_or_default(),
+            scope: req.scope.clone(),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -157,40 +169,42 @@ pub async fn token(
     })))
 }
 
-/// Asks the upstream whether `user` may do `attrs`.
-pub async fn access(
-    upstream: Arc<Upstream>,
-    user: Arc<UserInfo>,
-    attrs: Attributes,
-    limit: Duration,
-) -> Result<Decision, ReviewError> {
+/// A SubjectAccessReview's `spec` for `user` doing `attrs`, as kube-apiserver's
+/// webhook authorizer writes it (`resourceAttributesFrom`): empty attributes
+/// left out; selectors as parsed `requirements`, never `rawSelector`.
+pub fn access_spec(user: &UserInfo, attrs: &Attributes) -> serde_json::Value {
     let mut ra = serde_json::Map::new();
+    let sc = &attrs.scope;
     for (k, v) in [
-        ("namespace", &attrs.namespace),
+        ("namespace", &sc.namespace),
         ("group", &attrs.group),
         ("version", &attrs.version),
         ("resource", &attrs.resource),
         ("subresource", &attrs.subresource),
-        ("name", &attrs.name),
+        ("name", &sc.name),
     ] {
         if !v.is_empty() {
             ra.insert(k.into(), json!(v));
         }
     }
     ra.insert("verb".into(), json!(attrs.verb));
-    // authorization.k8s.io/v1 since Kubernetes 1.31; older upstreams ignore them
-    // and decide without, as they would for the request itself.
-    if !attrs.field_selector.is_empty() {
-        ra.insert(
-            "fieldSelector".into(),
-            json!({"rawSelector": attrs.field_selector}),
-        );
-    }
-    if !attrs.label_selector.is_empty() {
-        ra.insert(
-            "labelSelector".into(),
-            json!({"rawSelector": attrs.label_selector}),
-        );
+    // authorization.k8s.io/v1 since Kubernetes 1.31; older upstreams ignore
+    // them and decide without, as they would for the request itself.
+    for (k, reqs) in [("fieldSelector", &sc.fields), ("labelSelector", &sc.labels)] {
+        if reqs.is_empty() {
+            continue;
+        }
+        let reqs: Vec<serde_json::Value> = reqs
+            .iter()
+            .map(|r| {
+                let mut o = json!({"key": r.key, "operator": r.op.as_str()});
+                if !r.values.is_empty() {
+                    o["values"] = json!(r.values);
+                }
+                o
+            })
+            .collect();
+        ra.insert(k.into(), json!({ "requirements": reqs }));
     }
     let mut spec = json!({
         "resourceAttributes": ra,
@@ -203,6 +217,17 @@ pub async fn access(
     if !user.extra.is_empty() {
         spec["extra"] = json!(user.extra);
     }
+    spec
+}
+
+/// Asks the upstream whether `user` may do `attrs`.
+pub async fn access(
+    upstream: Arc<Upstream>,
+    user: Arc<UserInfo>,
+    attrs: Attributes,
+    limit: Duration,
+) -> Result<Decision, ReviewError> {
+    let spec = access_spec(&user, &attrs);
     let body = json!({
         "apiVersion": "authorization.k8s.io/v1",
         "kind": "SubjectAccessReview",
@@ -255,6 +280,34 @@ mod tests {
         (Arc::new(upstream), held)
     }
 
+    /// The spec kube-apiserver 1.36 sent for `?fieldSelector=metadata.namespace=ns-b,metadata.name=w-2`
+    /// and a label selector (the kit's shim's review log), byte for byte
+    /// once parsed: `requirements`, never `rawSelector`.
+    #[test]
+    fn should_write_selectors_as_requirements_as_1_36_does() {
+        let uri: http::Uri = "/apis/example.com/v1/widgets?fieldSelector=metadata.namespace%3Dns-b,metadata.name%3Dw-2&labelSelector=b%20in%20(z,y),!c"
+            .parse()
+            .unwrap();
+        let ar = ApiRequest::parse(&http::Method::GET, &uri, &http::HeaderMap::new()).unwrap();
+        let user = UserInfo {
+            name: "dave".into(),
+            uid: "dave".into(),
+            groups: vec!["system:authenticated".into()],
+            extra: BTreeMap::new(),
+        };
+        let got = access_spec(&user, &Attributes::of(&ar));
+        let want = json!({"resourceAttributes": {"verb": "list", "group": "example.com", "version": "v1",
+            "resource": "widgets", "name": "w-2",
+            "fieldSelector": {"requirements": [
+                {"key": "metadata.name", "operator": "In", "values": ["w-2"]},
+                {"key": "metadata.namespace", "operator": "In", "values": ["ns-b"]}]},
+            "labelSelector": {"requirements": [
+                {"key": "b", "operator": "In", "values": ["y", "z"]},
+                {"key": "c", "operator": "DoesNotExist"}]}},
+            "user": "dave", "groups": ["system:authenticated"], "uid": "dave"});
+        assert_eq!(got, want);
+    }
+
     /// A review the upstream never answers fails as an outage after exactly
     /// `auth.review_timeout_seconds`, so an earlier allowing answer may be
     /// reused, instead of holding the cached read that waits on it.
@@ -277,10 +330,7 @@ mod tests {
             version: "v1".into(),
             resource: "pods".into(),
             subresource: String::new(),
-            namespace: String::new(),
-            name: String::new(),
-            field_selector: String::new(),
-            label_selector: String::new(),
+            scope: Scope::default(),
         };
         let e = access(upstream, Arc::new(UserInfo::anonymous()), attrs, limit)
             .await

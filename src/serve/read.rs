@@ -148,7 +148,9 @@ fn servable<'c>(cache: &'c ResourceCache, ar: &'c ApiRequest) -> Result<Servable
     let (store, warning) = serving_store(cache, ar)?;
     let shape = shape_for(ar).ok_or(PassReason::MediaType)?;
     let opts = ar.options.as_ref().map_err(|_| PassReason::Invalid)?;
-    if opts.validate().is_err() {
+    // A request naming an object answered with that object alone (every
+    // parsed request is; this is the check that it stays so).
+    if opts.validate().is_err() || !ar.confined() {
         return Err(PassReason::Invalid);
     }
     fields_held(cache, store, opts)?;

@@ -51,7 +51,8 @@ type Svc = BoxCloneSyncService<Request<ReqBody>, Response<Incoming>, BoxError>;
 struct Pool {
     /// Adds r8s's own credentials.
     authed: Svc,
-    /// Sends as is (the client brought its own `Authorization`).
+    /// Sends as is, over connections that present no certificate of
+    /// r8s's (the client brought its own `Authorization`, or none).
     raw: Svc,
 }
 
@@ -69,21 +70,32 @@ impl Pool {
         http.set_keepalive(Some(Duration::from_secs(5)));
         http.set_keepalive_interval(Some(Duration::from_secs(5)));
         http.set_keepalive_retries(Some(2));
-        let https = config.rustls_https_connector_with_connector(http)?;
         // Over HTTP/2, a PING after 10 s without a frame, answered within 5 s.
-        let client: Client<_, ReqBody> = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(90))
-            .timer(hyper_util::rt::TokioTimer::new())
-            .http2_keep_alive_interval(Some(Duration::from_secs(10)))
-            .http2_keep_alive_timeout(Duration::from_secs(5))
-            .http2_keep_alive_while_idle(true)
-            .build(https);
-        let raw = BoxCloneSyncService::new(client.clone().map_err(BoxError::from));
+        let client = |https| -> Client<_, ReqBody> {
+            Client::builder(TokioExecutor::new())
+                .pool_idle_timeout(Duration::from_secs(90))
+                .timer(hyper_util::rt::TokioTimer::new())
+                .http2_keep_alive_interval(Some(Duration::from_secs(10)))
+                .http2_keep_alive_timeout(Duration::from_secs(5))
+                .http2_keep_alive_while_idle(true)
+                .build(https)
+        };
+        // A client's request goes over connections of its own that present
+        // nothing of r8s's: the apiserver authenticates a client
+        // certificate before a bearer token, so one of r8s's (its own, or
+        // an exec plugin's) would make every passed request r8s's.
+        let mut bare = config.clone();
+        bare.auth_info = kube::config::AuthInfo::default();
+        let raw = client(bare.rustls_https_connector_with_connector(http.clone())?);
+        let raw = BoxCloneSyncService::new(raw.map_err(BoxError::from));
+        let own = client(config.rustls_https_connector_with_connector(http)?);
         let auth = config.auth_layer()?;
-        let has_credentials = auth.is_some();
+        let has_credentials = auth.is_some()
+            || config.auth_info.client_certificate.is_some()
+            || config.auth_info.client_certificate_data.is_some();
         let authed = match auth {
-            Some(layer) => BoxCloneSyncService::new(layer.layer(client.map_err(BoxError::from))),
-            None => raw.clone(),
+            Some(layer) => BoxCloneSyncService::new(layer.layer(own.map_err(BoxError::from))),
+            None => BoxCloneSyncService::new(own.map_err(BoxError::from)),
         };
         Ok((Pool { authed, raw }, has_credentials))
     }

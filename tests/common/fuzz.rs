@@ -14,8 +14,9 @@ use bytes::BytesMut;
 use http::{HeaderMap, HeaderValue, Method, Uri};
 use r8s::api::continue_token::{ContinueToken, Format};
 use r8s::api::media::{self, Encoding, Offer};
-use r8s::api::request::{ApiRequest, authz_name};
+use r8s::api::request::{ApiRequest, Verb};
 use r8s::api::selector::{FieldSelector, LabelSelector, supported_fields};
+use r8s::auth::review::{Attributes, access_spec};
 use r8s::cache::object::{Objects, TypeInfo};
 use r8s::persist::format::{self, Header, Identity};
 use r8s::persist::log::{self as change_log, Entry, LogHeader};
@@ -87,13 +88,55 @@ fn request(input: &[u8]) {
     if let Some(ar) = ApiRequest::parse(&method, &uri, &headers) {
         let _ = ar.encoding();
         let _ = ar.resource_label();
-        let _ = ar.path.authz_namespace();
-        let _ = authz_name(ar.verb, &ar.path, ar.options.as_ref().ok());
+        let _ = ar.scope.namespace.len();
         if let Ok(o) = &ar.options {
             let _ = o.validate();
             let _ = o.rv_match();
         }
     }
+}
+
+/// A request's scope, as r8s authorizes it and bounds its cached answer:
+/// input `METHOD\0TARGET\0AUTHORIZATION\0ACCEPT`. Never a panic, and a
+/// request whose scope names an object can only be answered with that
+/// object (`ApiRequest::confined`); a list or watch naming one selects it.
+fn scope(input: &[u8]) {
+    let mut parts = input.splitn(4, |b| *b == 0);
+    let method = parts.next().unwrap_or_default();
+    let uri = parts.next().unwrap_or_default();
+    let authorization = parts.next().unwrap_or_default();
+    let accept = parts.next().unwrap_or_default();
+    let (Ok(method), Ok(uri)) = (Method::from_bytes(method), Uri::try_from(uri)) else {
+        return;
+    };
+    let mut headers = HeaderMap::new();
+    for (name, v) in [
+        (http::header::AUTHORIZATION, authorization),
+        (http::header::ACCEPT, accept),
+    ] {
+        if let Ok(v) = HeaderValue::from_bytes(v) {
+            headers.insert(name, v);
+        }
+    }
+    let _ = r8s::auth::bearer_token(&headers);
+    let Some(ar) = ApiRequest::parse(&method, &uri, &headers) else {
+        return;
+    };
+    // Not confined: only where the options do not decode, which the cache
+    // never answers (it passes them as `invalid`).
+    let undecoded = ar.options.as_ref().map_or(true, |o| o.selectors.is_err());
+    assert!(
+        ar.confined() || undecoded,
+        "{method} {uri}: a named scope that could serve another name"
+    );
+    if !ar.scope.name.is_empty() {
+        let named = ar.path.name.as_deref() == Some(ar.scope.name.as_str())
+            || (ar.path.name.is_none() && matches!(ar.verb, Verb::List | Verb::Watch));
+        assert!(named, "{method} {uri}: scope names {:?}", ar.scope.name);
+    }
+    let user = r8s::api::UserInfo::anonymous();
+    let spec = access_spec(&user, &Attributes::of(&ar));
+    assert_eq!(spec["resourceAttributes"]["verb"], ar.verb.as_str());
 }
 
 fn label_selector(input: &[u8]) {
@@ -491,6 +534,27 @@ pub async fn targets(sim: &str, rv_before_writes: u64) -> Vec<Target> {
                 "application/", ";as=", "\0", "18446744073709551616",
             ]),
             run: request,
+        },
+        Target {
+            name: "scope (request target, Authorization: RequestInfo, bearer token)",
+            seeds: [
+                "GET\0/apis/example.com/v1/watch/namespaces/default/widgets/w-0001?resourceVersion=0\0Bearer  tok\0application/json",
+                "GET\0/apis/example.com/v1/watch/namespaces/default/widgets/w-0001?fieldSelector=metadata.name%3Dw-0002&resourceVersion=0\0Bearer tok\0",
+                "GET\0/apis/example.com/v1/watch/namespaces/default/widgets?fieldSelector=metadata.name%3Dw-0001\0bearer tok x\0",
+                "GET\0/api/v1/namespaces/ns-1/configmaps/cm-%78?resourceVersion=0\0Basic abc\0application/vnd.kubernetes.protobuf",
+                "GET\0/api/v1/namespaces/ns-1/configmaps?fieldSelector=metadata.name%3Da,metadata.name%3Db&labelSelector=x%20in%20(b,a),!y,z%3E1&watch=bogus\0\0",
+                "DELETE\0/api/v1/namespaces/ns-1/configmaps?fieldSelector=metadata.name%3Dcm\0Bearer t\0",
+            ]
+            .iter()
+            .map(|s| s.as_bytes().to_vec())
+            .collect(),
+            dict: toks(&[
+                "/", "%", "%2F", "%2f", "%25", "%2E", "//", "/./", "/../", "watch/", "namespaces/",
+                "?", "&", "=", "metadata.name", "%3D", "%3D%3D", "!%3D", ",", "fieldSelector=",
+                "labelSelector=", "watch=", "resourceVersion=0", "Bearer ", " ", "\t", "status",
+                "#", "\0",
+            ]),
+            run: scope,
         },
         Target {
             name: "label selector",

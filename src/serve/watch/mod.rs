@@ -98,7 +98,9 @@ pub fn plan(
         _ => return Err(PassReason::MediaType),
     };
     let opts = ar.options.as_ref().map_err(|_| PassReason::Invalid)?;
-    if opts.validate().is_err() {
+    // A named watch (either path form, or a `metadata.name` selector)
+    // streams that object alone ([`ApiRequest::confined`]).
+    if opts.validate().is_err() || !ar.confined() {
         return Err(PassReason::Invalid);
     }
     super::read::fields_held(cache, store, opts)?;
