@@ -27,6 +27,7 @@ mod faults;
 mod fuzz;
 mod gzip;
 mod kube136;
+mod kube136_attack;
 mod kube136_audit;
 mod kube136_conformance;
 mod kube136_fields;

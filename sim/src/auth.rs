@@ -305,7 +305,7 @@ impl Tokens {
             resource: rp.gvr.resource(),
             subresource: rp.subresource.as_deref(),
             namespace: Some(namespace),
-            name: Some(&name),
+            name: Some(name),
         };
         Err(Status::forbidden(&user.name, verb.as_str(), &target, ""))
     }

@@ -59,6 +59,18 @@ impl Kube136 {
     /// [`Kube136::start`], with `extra` appended to the apiserver's flags
     /// (the kit's `EXTRA_ARGS`).
     pub fn start_with(test: &str, extra: &str) -> Option<Kube136> {
+        Self::start_full(test, extra, None)
+    }
+
+    /// [`Kube136::start_with`], its authorizer (the kit's shim) given
+    /// `grants`: the users of `tokens.csv` lines (`token,user,uid[,"groups"]`)
+    /// and RBAC-like rules (`SHIM_RULES`), each review it answers logged to
+    /// [`Kube136::review_log`].
+    pub fn start_granting(test: &str, extra: &str, grants: &Grants) -> Option<Kube136> {
+        Self::start_full(test, extra, Some(grants))
+    }
+
+    fn start_full(test: &str, extra: &str, grants: Option<&Grants>) -> Option<Kube136> {
         let Some(kit) = std::env::var_os(ENV).map(PathBuf::from) else {
             eprintln!(
                 "SKIPPED {test}: {ENV} is not set (the folder of a Kubernetes 1.36 apiserver kit with \
@@ -80,7 +92,27 @@ impl Kube136 {
         std::fs::create_dir_all(&state).unwrap();
         let port = free_port();
         let etcd_port = free_port();
-        let out = Command::new(kit.join("start.sh"))
+        let mut start = Command::new(kit.join("start.sh"));
+        if let Some(g) = grants {
+            // start.sh keeps a tokens.csv it finds.
+            std::fs::create_dir_all(state.join("pki")).unwrap();
+            std::fs::write(state.join("pki/tokens.csv"), &g.tokens_csv).unwrap();
+            let admin = g
+                .tokens_csv
+                .lines()
+                .next()
+                .and_then(|l| l.split(',').next());
+            std::fs::write(
+                state.join("pki/tokens.env"),
+                format!("export MODERN_TOKEN_ADMIN={}\n", admin.unwrap_or_default()),
+            )
+            .unwrap();
+            std::fs::write(state.join("rules.json"), g.rules.to_string()).unwrap();
+            start
+                .env("SHIM_RULES", state.join("rules.json"))
+                .env("SHIM_REVIEW_LOG", state.join("reviews.jsonl"));
+        }
+        let out = start
             .env("STATE_DIR", &state)
             .env("ETCD_DATA", &etcd)
             .env("ETCD_PORT", etcd_port.to_string())
@@ -188,9 +220,84 @@ impl Kube136 {
             .expect("the kit's apiserver starts")
     }
 
+    /// Every SubjectAccessReview its authorizer answered (with
+    /// [`Kube136::start_granting`]), as JSON lines: `{"spec", "allowed"}`.
+    pub fn review_log(&self) -> PathBuf {
+        self.state.join("reviews.jsonl")
+    }
+
+    /// A second review server like the kit's (same tokens, same rules),
+    /// logging to `log`, for a proxy in front to send its reviews to: both
+    /// judged by one policy, each one's questions in its own log. Returns
+    /// it (stopped when dropped) and a kubeconfig for it.
+    pub fn second_reviewer(&self, log: &Path) -> (ChildGuard, PathBuf) {
+        let pki = self.state.join("pki");
+        let port = free_port();
+        let child = Command::new("python3")
+            .arg(self.kit.join("shim.py"))
+            .args(["--tokens", &pki.join("tokens.csv").display().to_string()])
+            .args(["--cert", &pki.join("serving.crt").display().to_string()])
+            .args(["--key", &pki.join("serving.key").display().to_string()])
+            .args(["--port", &port.to_string()])
+            .args([
+                "--rules",
+                &self.state.join("rules.json").display().to_string(),
+            ])
+            .args(["--review-log", &log.display().to_string()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("python3 runs the kit's shim");
+        let guard = ChildGuard(child);
+        let kubeconfig = self.state.join(format!("reviewer-{port}.kubeconfig"));
+        let admin = std::fs::read_to_string(pki.join("shim.kubeconfig"))
+            .unwrap()
+            .replace(&format!(":{}", self.auth_port()), &format!(":{port}"));
+        std::fs::write(&kubeconfig, admin).unwrap();
+        let hang = super::HangGuard::new();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            hang.check(|| "the second review server did not listen".into());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        (guard, kubeconfig)
+    }
+
+    /// The port of the kit's own review server, read from its kubeconfig.
+    fn auth_port(&self) -> u16 {
+        let kc = std::fs::read_to_string(self.state.join("pki/shim.kubeconfig")).unwrap();
+        kc.split("https://127.0.0.1:")
+            .nth(1)
+            .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|p| p.parse().ok())
+            .expect("shim.kubeconfig names its server")
+    }
+
     /// A free port on 127.0.0.1.
     pub fn free_port() -> u16 {
         free_port()
+    }
+
+    /// The kit's folder (its `examples/`, `shim.py`).
+    pub fn kit(&self) -> &Path {
+        &self.kit
+    }
+
+    /// A kubeconfig for it with `token` as its credential (no certificate).
+    pub fn token_kubeconfig(&self, token: &str) -> PathBuf {
+        let path = self.state.join("token.kubeconfig");
+        let ca = self.state.join("pki/ca.crt");
+        std::fs::write(
+            &path,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: kit\n  cluster:\n    server: {}\n    \
+                 certificate-authority: {}\nusers:\n- name: u\n  user:\n    token: {token}\n\
+                 contexts:\n- name: kit\n  context: {{cluster: kit, user: u}}\ncurrent-context: kit\n",
+                self.url(),
+                ca.display()
+            ),
+        )
+        .unwrap();
+        path
     }
 
     /// A kubeconfig for it (client certificate of `system:masters`).
@@ -222,6 +329,21 @@ impl Kube136 {
         body: Option<&str>,
         limit: Duration,
     ) -> Resp {
+        let auth = format!("Bearer {token}");
+        let mut all = vec![("authorization", auth.as_str())];
+        all.extend_from_slice(headers);
+        self.send_raw(method, path, &all, body, limit).await
+    }
+
+    /// One request with exactly these headers (none: anonymous).
+    pub async fn send_raw(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<&str>,
+        limit: Duration,
+    ) -> Resp {
         let what = format!("{method} {}{path}", self.url());
         let tcp = TcpStream::connect(("127.0.0.1", self.port)).await.unwrap();
         let name = ServerName::try_from("127.0.0.1").unwrap();
@@ -233,8 +355,7 @@ impl Kube136 {
         let mut b = Request::builder()
             .method(method)
             .uri(path)
-            .header("host", format!("127.0.0.1:{}", self.port))
-            .header("authorization", format!("Bearer {token}"));
+            .header("host", format!("127.0.0.1:{}", self.port));
         for (k, v) in headers {
             b = b.header(*k, *v);
         }
@@ -311,6 +432,25 @@ impl Kube136 {
             guard.check(|| "the widgets' definition was not served".into());
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+    }
+}
+
+/// What the kit's authorizer grants ([`Kube136::start_granting`]).
+pub struct Grants {
+    /// `tokens.csv`: `token,user,uid[,"group,group"]` a line, the first
+    /// line `system:masters` (what the tests' own requests go as).
+    pub tokens_csv: String,
+    /// The shim's rules (a JSON list; see the kit's `shim.py`).
+    pub rules: serde_json::Value,
+}
+
+/// A child process killed when dropped.
+pub struct ChildGuard(std::process::Child);
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
 

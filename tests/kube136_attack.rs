@@ -1,0 +1,522 @@
+//! The attacker's suite (issue 69): r8s in front of the Kubernetes 1.36 kit,
+//! `auth.mode = "delegated"`, both judged by one authorizer (the kit's shim
+//! with RBAC-like grants; r8s's reviews go to a second shim with the same
+//! rules and their own log). Several hundred requests, each sent to the kit
+//! and to r8s with the same credentials, as callers with no credentials, no
+//! grants, one object granted by name, one namespace, every namespace, and
+//! header tricks; r8s holding the kit's client-certificate kubeconfig, then a
+//! token kubeconfig.
+//!
+//! It passes when, for every request: no answer from r8s names an object the
+//! kit's answer does not (a leak), the statuses are equal, the objects are
+//! equal, and every SubjectAccessReview r8s made for it is one the kit's
+//! apiserver made for it. Differences that are allowed are in [`ALLOWED`],
+//! each with its reason. The oracle is the kit: bodies are read with
+//! serde_json, reviews from the shims' logs.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::Duration;
+
+use crate::common::kube136::{Grants, Kube136};
+use crate::common::*;
+use serde_json::{Value, json};
+
+const WIDGETS: &str = "/apis/example.com/v1";
+
+/// Requests whose answers may differ, and why. (A request's label holds
+/// the first string; the difference is of the second kind.)
+const ALLOWED: &[(&str, &str, &str)] = &[(
+    "resourceVersion=0&limit=",
+    "objects",
+    "kube-apiserver 1.36 ignores `limit` with resourceVersion=0 (it answers from its watch \
+     cache, whole); r8s pages. The API concepts document allows both: the server returns \
+     'up to limit' items (tests/kube136.rs follows r8s's pages to the end and finds the \
+     same items). r8s's page is still a subset of what the apiserver returned (no leak).",
+)];
+
+/// One caller: a label, and the headers it sends.
+struct Caller {
+    label: &'static str,
+    headers: Vec<(&'static str, String)>,
+}
+
+fn callers() -> Vec<Caller> {
+    let bearer = |t: &str| vec![("authorization", format!("Bearer {t}"))];
+    vec![
+        Caller {
+            label: "anonymous",
+            headers: vec![],
+        },
+        Caller {
+            label: "alice (no grants)",
+            headers: bearer("alicetok"),
+        },
+        Caller {
+            label: "bob (w-1 by name)",
+            headers: bearer("bobtok"),
+        },
+        Caller {
+            label: "carol (namespace ns-a)",
+            headers: bearer("carotok"),
+        },
+        Caller {
+            label: "dave (every namespace)",
+            headers: bearer("davetok"),
+        },
+        Caller {
+            label: "bob's token after two spaces",
+            headers: vec![("authorization", "Bearer  bobtok".into())],
+        },
+        Caller {
+            label: "lower-case scheme, a third part",
+            headers: vec![("authorization", "bearer bobtok extra".into())],
+        },
+        Caller {
+            label: "two Authorization headers",
+            headers: vec![
+                ("authorization", "Bearer alicetok".into()),
+                ("authorization", "Bearer davetok".into()),
+            ],
+        },
+        Caller {
+            label: "Basic scheme",
+            headers: vec![("authorization", "Basic ZGF2ZTpkYXZl".into())],
+        },
+        Caller {
+            label: "bob impersonating dave",
+            headers: vec![
+                ("authorization", "Bearer bobtok".into()),
+                ("impersonate-user", "dave".into()),
+            ],
+        },
+        Caller {
+            label: "front-proxy headers, anonymous",
+            headers: vec![
+                ("x-remote-user", "dave".into()),
+                ("x-remote-group", "system:masters".into()),
+            ],
+        },
+    ]
+}
+
+fn grants() -> Grants {
+    let read = json!(["get", "list", "watch"]);
+    Grants {
+        tokens_csv: "admintok,admin,admin,\"system:masters\"\nalicetok,alice,alice\n\
+                     bobtok,bob,bob\ncarotok,carol,carol\ndavetok,dave,dave\n"
+            .into(),
+        rules: json!([
+            {"users": ["bob"], "verbs": read, "apiGroups": ["example.com"],
+             "resources": ["widgets"], "resourceNames": ["w-1"]},
+            {"users": ["carol"], "verbs": ["get", "list", "watch", "create", "patch", "delete"],
+             "apiGroups": ["example.com"], "resources": ["widgets"], "namespaces": ["ns-a"]},
+            {"users": ["dave"], "verbs": read, "apiGroups": ["example.com"],
+             "resources": ["widgets"]},
+        ]),
+    }
+}
+
+/// One request: method, path and query, extra headers, body.
+type Request = (
+    &'static str,
+    String,
+    Vec<(&'static str, &'static str)>,
+    Option<String>,
+);
+
+/// The requests: (method, path and query, extra headers, body).
+fn requests() -> Vec<Request> {
+    let ns = format!("{WIDGETS}/namespaces/ns-a/widgets");
+    let w = format!("{WIDGETS}/watch/namespaces/ns-a/widgets");
+    let t = "timeoutSeconds=1";
+    let get = |p: String| ("GET", p, vec![], None);
+    let mut r = vec![
+        get(format!("{ns}/w-1?resourceVersion=0")),
+        get(format!("{ns}/w-%31?resourceVersion=0")),
+        get(format!("{ns}/w-2?resourceVersion=0")),
+        get(format!("{ns}/w-1")),
+        get(format!("{ns}/w-1/?resourceVersion=0")),
+        get(format!("{ns}/w-1/status?resourceVersion=0")),
+        get(format!("{ns}/w-1%2Fstatus?resourceVersion=0")),
+        get(format!("{ns}/..?resourceVersion=0")),
+        get(format!("{ns}//w-1?resourceVersion=0")),
+        get(format!("{WIDGETS}/widgets/w-1?resourceVersion=0")),
+        get(format!("{ns}?resourceVersion=0")),
+        get(ns.clone()),
+        get(format!(
+            "{ns}?resourceVersion=0&fieldSelector=metadata.name%3Dw-1"
+        )),
+        get(format!("{ns}?fieldSelector=metadata.name%3Dw-1")),
+        get(format!(
+            "{WIDGETS}/widgets?resourceVersion=0&fieldSelector=metadata.name%3Dw-1"
+        )),
+        get(format!("{WIDGETS}/widgets?resourceVersion=0")),
+        get(format!(
+            "{ns}?resourceVersion=0&fieldSelector=metadata.name%3Dw-1&fieldSelector=metadata.name%3Dw-2"
+        )),
+        get(format!(
+            "{ns}?resourceVersion=0&fieldSelector=metadata.name%3Dw-1,metadata.name%3Dw-2"
+        )),
+        get(format!(
+            "{ns}?resourceVersion=0&fieldSelector=metadata.name%3D%3Dw-1&labelSelector=app%3Dx"
+        )),
+        get(format!(
+            "{ns}?resourceVersion=0&fieldSelector=metadata.name!%3Dw-1"
+        )),
+        get(format!(
+            "{ns}?resourceVersion=0&labelSelector=app%20in%20(x,y),!gone"
+        )),
+        get(format!(
+            "{ns}?resourceVersion=0&fieldSelector=metadata.name%3Dw-1&limit=x"
+        )),
+        get(format!("{ns}?resourceVersion=0&limit=1")),
+        get(format!(
+            "{ns}?resourceVersion=0&resourceVersionMatch=NotOlderThan&fieldSelector=metadata.name%3Dw-1"
+        )),
+        get(format!("{w}/w-1?resourceVersion=0&{t}")),
+        get(format!(
+            "{w}/w-1?resourceVersion=0&fieldSelector=metadata.name%3Dw-2&{t}"
+        )),
+        get(format!(
+            "{w}?resourceVersion=0&fieldSelector=metadata.name%3Dw-1&{t}"
+        )),
+        get(format!("{w}/w-1?{t}")),
+        get(format!(
+            "{ns}?watch=1&resourceVersion=0&fieldSelector=metadata.name%3Dw-1&{t}"
+        )),
+        get(format!(
+            "{ns}?watch=bogus&resourceVersion=0&fieldSelector=metadata.name%3Dw-1&{t}"
+        )),
+        get(format!("{ns}?watch=1&resourceVersion=0&{t}")),
+        get(format!(
+            "{ns}?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&fieldSelector=metadata.name%3Dw-1&{t}"
+        )),
+        get(format!("{ns}/w-1?watch=1&resourceVersion=0&{t}")),
+    ];
+    // Media types and encodings, on a get and a named list from the cache.
+    for accept in [
+        "application/json;as=Table;v=v1;g=meta.k8s.io",
+        "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
+        "application/vnd.kubernetes.protobuf,application/json",
+        "application/yaml",
+    ] {
+        r.push((
+            "GET",
+            format!(
+                "{ns}?resourceVersion=0&fieldSelector=metadata.name%3Dw-1&includeObject=Object"
+            ),
+            vec![("accept", accept)],
+            None,
+        ));
+    }
+    r.push((
+        "GET",
+        format!("{ns}/w-1?resourceVersion=0"),
+        vec![(
+            "accept",
+            "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
+        )],
+        None,
+    ));
+    r.push((
+        "GET",
+        format!("{ns}?resourceVersion=0"),
+        vec![("accept-encoding", "gzip")],
+        None,
+    ));
+    // Writes (dry runs: nothing changes), and a write to the watch path.
+    let widget = |name: &str| {
+        json!({"apiVersion": "example.com/v1", "kind": "Widget",
+            "metadata": {"name": name, "namespace": "ns-a"}, "spec": {"color": "red"}})
+        .to_string()
+    };
+    let ct = ("content-type", "application/json");
+    r.push((
+        "POST",
+        format!("{ns}?dryRun=All"),
+        vec![ct],
+        Some(widget("w-new")),
+    ));
+    r.push((
+        "PATCH",
+        format!("{ns}/w-1?dryRun=All"),
+        vec![("content-type", "application/merge-patch+json")],
+        Some(r#"{"spec":{"color":"blue"}}"#.into()),
+    ));
+    r.push(("DELETE", format!("{ns}/w-2?dryRun=All"), vec![], None));
+    r.push((
+        "POST",
+        // (The apiserver routes it as a watch: RequestInfo's verb is `watch`.)
+        format!("{w}?dryRun=All&{t}"),
+        vec![ct],
+        Some(widget("w-new")),
+    ));
+    r
+}
+
+/// What a header trick is tried on: the requests that name an object or a
+/// namespace, a consistent read, and a write (each caller of the first five
+/// is sent every request).
+fn tricked(path: &str, method: &str) -> bool {
+    method != "GET"
+        || path.ends_with("/w-1?resourceVersion=0")
+        || path.ends_with("/widgets/w-1")
+        || path.ends_with("widgets?resourceVersion=0&fieldSelector=metadata.name%3Dw-1")
+        || path.contains("/watch/namespaces/ns-a/widgets/w-1?resourceVersion=0&timeout")
+}
+
+/// The objects an answer names (`namespace/name`): a list's items, a
+/// Table's rows, one object, a watch's events; none for a `Status`.
+fn objects(body: &[u8]) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let mut add = |v: &Value| {
+        if v["kind"] == "Status" {
+            return;
+        }
+        let m = &v["metadata"];
+        if let Some(name) = m["name"].as_str() {
+            out.insert(format!("{}/{name}", m["namespace"].as_str().unwrap_or("")));
+        }
+    };
+    let whole = serde_json::from_slice::<Value>(body);
+    let values: Vec<Value> = match whole {
+        Ok(v) => vec![v],
+        // A watch: a JSON value a line.
+        Err(_) => body
+            .split(|b| *b == b'\n')
+            .filter_map(|l| serde_json::from_slice(l).ok())
+            .collect(),
+    };
+    for v in &values {
+        if let Some(items) = v["items"].as_array() {
+            items.iter().for_each(&mut add);
+        } else if let Some(rows) = v["rows"].as_array() {
+            rows.iter().for_each(|r| add(&r["object"]));
+        } else if v["type"].is_string() {
+            if v["type"] != "BOOKMARK" {
+                add(&v["object"]);
+            }
+        } else {
+            add(v);
+        }
+    }
+    out
+}
+
+/// `body`, inflated when it came gzip-encoded.
+fn inflated(resp: &Resp) -> Vec<u8> {
+    let gz = resp
+        .headers
+        .get("content-encoding")
+        .is_some_and(|v| v == "gzip");
+    if !gz {
+        return resp.body.to_vec();
+    }
+    let mut out = Vec::new();
+    std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&resp.body[..]), &mut out)
+        .expect("a gzip body inflates");
+    out
+}
+
+/// Lines in a review log now.
+fn lines(log: &Path) -> usize {
+    std::fs::read_to_string(log).map_or(0, |t| t.lines().count())
+}
+
+/// The reviews logged from line `from` on, of `user` (`None`: anyone's).
+fn reviews(log: &Path, from: usize, user: Option<&str>) -> Vec<Value> {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    text.lines()
+        .skip(from)
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|v| v["spec"].clone())
+        .filter(|spec| user.is_none_or(|u| spec["user"] == u))
+        .collect()
+}
+
+/// Where the reviews of one r8s go, and which credential it holds.
+struct Setup<'a> {
+    kube: &'a Kube136,
+    r8s: &'a R8s,
+    log: &'a Path,
+    credential: &'a str,
+}
+
+/// One caller's requests, each to the kit and to r8s at once; the
+/// differences found. `user`: whose reviews are this caller's (`None`:
+/// every review made meanwhile, where no other caller runs beside it).
+async fn run_caller(
+    s: &Setup<'_>,
+    caller: &Caller,
+    every: bool,
+    user: Option<&str>,
+) -> Vec<String> {
+    let limit = Duration::from_secs(30);
+    let mut found = Vec::new();
+    for (method, path, extra, body) in requests() {
+        if !every && !tricked(&path, method) {
+            continue;
+        }
+        let mut headers: Vec<(&str, &str)> = caller
+            .headers
+            .iter()
+            .map(|(k, v)| (*k, v.as_str()))
+            .collect();
+        headers.extend(extra.iter().copied());
+        let label = format!(
+            "[{}] {} {method} {path} {extra:?}",
+            s.credential, caller.label
+        );
+        let (k0, r0) = (lines(&s.kube.review_log()), lines(s.log));
+        let url = format!("{}{path}", s.r8s.url());
+        let (theirs, ours) = tokio::join!(
+            s.kube
+                .send_raw(method, &path, &headers, body.as_deref(), limit),
+            send(method, &url, &headers, body.as_deref()),
+        );
+        let kube_reviews = reviews(&s.kube.review_log(), k0, user);
+        let r8s_reviews = reviews(s.log, r0, user);
+        let allowed = |kind: &str| {
+            ALLOWED
+                .iter()
+                .any(|(has, k, _)| label.contains(has) && *k == kind)
+        };
+        let (theirs_objects, ours_objects) =
+            (objects(&inflated(&theirs)), objects(&inflated(&ours)));
+        let leaked: Vec<&String> = ours_objects.difference(&theirs_objects).collect();
+        if !leaked.is_empty() && ours.status.is_success() {
+            found.push(format!(
+                "LEAK {label}: r8s answered {leaked:?} the apiserver did not"
+            ));
+        }
+        let same_status = ours.status == theirs.status
+            || (allowed("status") && ours.status.as_u16() / 100 == theirs.status.as_u16() / 100);
+        let text = |r: &Resp| {
+            String::from_utf8_lossy(&r.body)
+                .chars()
+                .take(160)
+                .collect::<String>()
+        };
+        if !same_status {
+            found.push(format!(
+                "{label}: status {} through r8s ({}), {} from the apiserver ({})",
+                ours.status,
+                text(&ours),
+                theirs.status,
+                text(&theirs),
+            ));
+        } else if ours_objects != theirs_objects && !allowed("objects") {
+            found.push(format!(
+                "{label}: objects {ours_objects:?} through r8s, {theirs_objects:?} from the apiserver"
+            ));
+        }
+        for spec in &r8s_reviews {
+            if !kube_reviews.contains(spec) {
+                found.push(format!(
+                    "{label}: r8s asked {spec}, the apiserver asked {kube_reviews:?}"
+                ));
+            }
+        }
+    }
+    found
+}
+
+/// Every caller's requests against the kit and r8s: the five users side by
+/// side (their reviews told apart by user), then the header tricks one by
+/// one; the differences found (empty: none).
+async fn attack(s: &Setup<'_>) -> Vec<String> {
+    let callers = callers();
+    let (users, tricks) = callers.split_at(5);
+    let names = ["system:anonymous", "alice", "bob", "carol", "dave"];
+    let runs = users
+        .iter()
+        .zip(names)
+        .map(|(c, user)| run_caller(s, c, true, Some(user)));
+    let mut found: Vec<String> = futures_util::future::join_all(runs)
+        .await
+        .into_iter()
+        .flatten()
+        .collect();
+    for c in tricks {
+        found.extend(run_caller(s, c, false, None).await);
+    }
+    eprintln!(
+        "kube136_attack [{}]: {} differences",
+        s.credential,
+        found.len()
+    );
+    for f in &found {
+        eprintln!("  {f}");
+    }
+    found
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn should_give_no_caller_more_than_kube_136_gives_them() {
+    // The kit's apiserver asks for every request (no decision reused), so
+    // each of its reviews is in the log beside the request that made it.
+    let extra = "--authorization-webhook-cache-authorized-ttl=1ns \
+                 --authorization-webhook-cache-unauthorized-ttl=1ns \
+                 --authentication-token-webhook-cache-ttl=1ns";
+    let Some(kube) = Kube136::start_granting("kube136_attack", extra, &grants()) else {
+        return;
+    };
+    let crd: Value = serde_json::from_str(
+        &std::fs::read_to_string(kube.kit().join("examples/widgets-crd.json")).unwrap(),
+    )
+    .unwrap();
+    let widget = |ns: &str, name: &str| {
+        json!({"apiVersion": "example.com/v1", "kind": "Widget",
+            "metadata": {"name": name, "namespace": ns, "labels": {"app": "x"}},
+            "spec": {"color": "red"}})
+    };
+    let objects: Vec<(String, Value)> = ["ns-a", "ns-b"]
+        .iter()
+        .flat_map(|ns| {
+            ["w-1", "w-2", "w-3"]
+                .map(|n| (format!("{WIDGETS}/namespaces/{ns}/widgets"), widget(ns, n)))
+        })
+        .collect();
+    kube.define_and_create_all(&crd, &objects).await;
+    let dir = std::env::temp_dir().join(format!("r8s-attack-{}", fastrand::u64(..)));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut differences = Vec::new();
+    // r8s holding the kit's client certificate, then a bearer token.
+    for credential in ["client certificate", "token"] {
+        let log = dir.join(format!("r8s-reviews-{}.jsonl", credential.len()));
+        let (_reviewer, reviewer_kubeconfig) = kube.second_reviewer(&log);
+        let kubeconfig = match credential {
+            "token" => kube.token_kubeconfig("admintok"),
+            _ => kube.kubeconfig(),
+        };
+        let r8s = kube
+            .r8s()
+            .with(move |c| {
+                c.upstream.kubeconfig = Some(kubeconfig);
+                c.cache.resources = vec!["example.com/v1/widgets".into()];
+                c.auth.mode = Some(r8s::config::AuthMode::Delegated);
+                c.auth.review_kubeconfig = Some(reviewer_kubeconfig);
+                // Every cached read reviewed, so that each is compared.
+                c.auth.decision_ttl_seconds = 0;
+                c.auth.decision_denied_ttl_seconds = 0;
+            })
+            .start()
+            .await;
+        let setup = Setup {
+            kube: &kube,
+            r8s: &r8s,
+            log: &log,
+            credential,
+        };
+        differences.extend(attack(&setup).await);
+        r8s.stop().await;
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        differences.is_empty(),
+        "{} differences between r8s and kube-apiserver 1.36:\n{}",
+        differences.len(),
+        differences.join("\n")
+    );
+}
