@@ -17,6 +17,9 @@ pub struct ResourcePath {
     pub subresource: Option<String>,
     /// The deprecated `/watch/` path prefix was used.
     pub watch_prefix: bool,
+    /// The removed `/proxy/` path prefix was used (RequestInfo still reads
+    /// it: verb `proxy`, no subresource; r8s never serves it).
+    pub proxy_prefix: bool,
 }
 
 impl ResourcePath {
@@ -72,9 +75,12 @@ pub fn parse(path: &str) -> ApiPath {
         ["apis", g, v, rest @ ..] if !rest.is_empty() => (*g, *v, rest),
         _ => return ApiPath::Other,
     };
-    let (watch_prefix, rest) = match rest {
-        ["watch", rest @ ..] if !rest.is_empty() => (true, rest),
-        _ => (false, rest),
+    // RequestInfo's special verbs: `watch` and `proxy` (which takes no
+    // subresource: what follows the name is a path it does not interpret).
+    let (watch_prefix, proxy_prefix, rest) = match rest {
+        ["watch", rest @ ..] if !rest.is_empty() => (true, false, rest),
+        ["proxy", rest @ ..] if !rest.is_empty() => (false, true, rest),
+        _ => (false, false, rest),
     };
     // Empty segments, and names the apiserver's handlers refuse as
     // parameters (`.`, `..`, a `%`: "Name parameter invalid", a 400 after
@@ -90,15 +96,22 @@ pub fn parse(path: &str) -> ApiPath {
             gvr: Gvr::new(group.to_string(), version.to_string(), res.to_string()),
             namespace: ns.map(str::to_string),
             name: name.map(str::to_string),
-            subresource: sub,
+            subresource: sub.filter(|_| !proxy_prefix),
             watch_prefix,
+            proxy_prefix,
         })
     };
     match rest {
         // /namespaces/{ns}/status and /finalize: the namespace's own
         // subresources (RequestInfo's namespaceSubresources).
-        ["namespaces", ns, sub @ ("status" | "finalize")] => {
-            mk(None, "namespaces", Some(ns), Some(sub.to_string()))
+        ["namespaces", ns, sub @ ("status" | "finalize"), more @ ..] => {
+            let sub = std::iter::once(*sub).chain(more.iter().copied());
+            mk(
+                None,
+                "namespaces",
+                Some(ns),
+                Some(sub.collect::<Vec<_>>().join("/")),
+            )
         }
         // /namespaces/{ns}/{resource}[/{name}[/{sub...}]]
         ["namespaces", ns, res, tail @ ..] => match tail {

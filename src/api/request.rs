@@ -63,6 +63,7 @@ impl Verb {
     /// parameter read as it reads it).
     fn of(method: &Method, rp: &ResourcePath, watch: bool) -> Self {
         match (method, &rp.name, rp.subresource.as_deref()) {
+            _ if rp.proxy_prefix => Verb::Proxy,
             (_, _, Some("exec" | "attach" | "portforward")) => Verb::Connect,
             (_, _, Some("proxy")) => Verb::Proxy,
             (&Method::GET | &Method::HEAD, None, _) if watch || rp.watch_prefix => Verb::Watch,
@@ -126,7 +127,7 @@ impl ApiRequest {
             .is_builtin()
             .then(|| super::selector::supported_fields(path.gvr.resource()));
         let mut options = ListOptions::parse(&query, fields);
-        let scope = Scope::of(verb, &path, &query, options.as_ref().ok());
+        let scope = Scope::of(method, verb, &path, &query, options.as_ref().ok());
         if let (Verb::Watch, Some(name), Ok(o)) = (verb, &path.name, &mut options) {
             name_the_watch(name, o);
         }
@@ -184,6 +185,13 @@ impl ApiRequest {
 /// `GetAuthorizerAttributes`, derived once per request.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct Scope {
+    /// RequestInfo's verb (`get`, `list`, `watch`, `create`, `proxy`, ...;
+    /// empty for a method it does not know): for the cached reads, the
+    /// same as [`Verb::as_str`].
+    pub verb: &'static str,
+    /// RequestInfo's subresource: the first segment after the name (none
+    /// under the `/proxy/` prefix).
+    pub subresource: String,
     /// The namespace (empty: cluster scope, or every namespace).
     pub namespace: String,
     /// The object's name (empty: a collection).
@@ -198,8 +206,21 @@ pub struct Scope {
 impl Scope {
     /// The scope of a request for `rp` with `verb` and `query`, whose
     /// options decoded as `options` (`None`: they did not).
-    fn of(verb: Verb, rp: &ResourcePath, query: &Query, options: Option<&ListOptions>) -> Self {
+    fn of(
+        method: &Method,
+        verb: Verb,
+        rp: &ResourcePath,
+        query: &Query,
+        options: Option<&ListOptions>,
+    ) -> Self {
         let mut scope = Scope {
+            verb: info_verb(method, rp, query),
+            subresource: rp
+                .subresource
+                .as_deref()
+                .and_then(|s| s.split('/').next())
+                .unwrap_or_default()
+                .to_string(),
             namespace: rp.authz_namespace().to_string(),
             name: authz_name(verb, rp, options).into_owned(),
             ..Scope::default()
@@ -207,8 +228,9 @@ impl Scope {
         // RequestInfo reads the selectors straight from the query (their
         // first values), and GetAuthorizerAttributes keeps what parses:
         // none for a request by the `/watch/` prefix.
-        let with_selectors =
-            matches!(verb, Verb::List | Verb::Watch | Verb::DeleteCollection) && !rp.watch_prefix;
+        let with_selectors = matches!(scope.verb, "list" | "watch" | "deletecollection")
+            && !rp.watch_prefix
+            && !rp.proxy_prefix;
         if with_selectors {
             if let Some(Ok(f)) = query.get("fieldSelector").map(FieldSelector::parse_syntax) {
                 scope.fields = f.review_requirements();
@@ -223,10 +245,12 @@ impl Scope {
 
 impl ApiRequest {
     /// Whether a cached answer to it can only hold what its scope names:
-    /// a request naming an object (by its path or its field selector) is a
-    /// GET of that object, or a list or watch whose field selector requires
-    /// that name. Every request `parse` makes is; the cache paths check it
-    /// anyway, and pass one that is not.
+    /// a read naming an object (by its path or its field selector) is a GET
+    /// of that object, or a list or watch whose field selector requires
+    /// that name (other verbs the cache never answers). Every request
+    /// `parse` makes is, but those whose options do not decode (which the
+    /// cache passes); the cache paths check it anyway, and pass one that
+    /// is not.
     pub fn confined(&self) -> bool {
         if self.scope.name.is_empty() {
             return true;
@@ -238,8 +262,33 @@ impl ApiRequest {
                     s.fields.exact("metadata.name") == Some(self.scope.name.as_str())
                 })
             }),
-            _ => false,
+            // Never answered from the cache (it reads, and only reads).
+            _ => true,
         }
+    }
+}
+
+/// RequestInfo's verb for a request: the path's special verb, else the
+/// method's, a GET or HEAD without a name a `list` or (its `watch`
+/// parameter set) a `watch`, a DELETE without one a `deletecollection`.
+fn info_verb(method: &Method, rp: &ResourcePath, query: &Query) -> &'static str {
+    if rp.watch_prefix {
+        return "watch";
+    }
+    if rp.proxy_prefix {
+        return "proxy";
+    }
+    let named = rp.name.is_some();
+    match *method {
+        Method::POST => "create",
+        Method::GET | Method::HEAD if named => "get",
+        Method::GET | Method::HEAD if query.flag("watch") => "watch",
+        Method::GET | Method::HEAD => "list",
+        Method::PUT => "update",
+        Method::PATCH => "patch",
+        Method::DELETE if named => "delete",
+        Method::DELETE => "deletecollection",
+        _ => "",
     }
 }
 
@@ -489,6 +538,7 @@ mod tests {
         assert_eq!(
             r.scope,
             Scope {
+                verb: "watch",
                 namespace: "ns-1".into(),
                 ..Scope::default()
             }
@@ -553,3 +603,7 @@ mod tests {
         assert_eq!(r.scope.name, "w-2");
     }
 }
+
+#[cfg(test)]
+#[path = "request_info_tests.rs"]
+mod request_info_tests;

@@ -59,11 +59,11 @@ impl Attributes {
     pub fn of(req: &ApiRequest) -> Self {
         let rp = &req.path;
         Attributes {
-            verb: req.verb.as_str(),
+            verb: req.scope.verb,
             group: rp.gvr.group().to_string(),
             version: rp.gvr.version().to_string(),
             resource: rp.gvr.resource().to_string(),
-            subresource: rp.subresource.clone().unwrap_or_default(),
+            subresource: req.scope.subresource.clone(),
             scope: req.scope.clone(),
         }
     }
