@@ -26,8 +26,8 @@ const WIDGETS: &str = "/apis/example.com/v1";
 
 /// Requests whose answers may differ, and why. (A request's label holds
 /// the first string; the difference is of the second kind.)
-const ALLOWED: &[(&str, &str, &str)] = &[(
-    "resourceVersion=0&limit=",
+const ALLOWED: &[(&[&str], &str, &str)] = &[(
+    &["resourceVersion=0", "limit="],
     "objects",
     "kube-apiserver 1.36 ignores `limit` with resourceVersion=0 (it answers from its watch \
      cache, whole); r8s pages. The API concepts document allows both: the server returns \
@@ -194,6 +194,15 @@ fn requests() -> Vec<Request> {
         )),
         get(format!("{ns}/w-1?watch=1&resourceVersion=0&{t}")),
     ];
+    // Continue tokens (dave's): for the query they came from, another
+    // query, and a read from the cache.
+    let c = format!("continue={CONTINUE}");
+    r.push(get(format!("{ns}?limit=1&{c}")));
+    r.push(get(format!("{WIDGETS}/widgets?limit=1&{c}")));
+    r.push(get(format!("{ns}?limit=1&resourceVersion=0&{c}")));
+    r.push(get(format!(
+        "{ns}?limit=1&fieldSelector=metadata.name%3Dw-1&{c}"
+    )));
     // Media types and encodings, on a get and a named list from the cache.
     for accept in [
         "application/json;as=Table;v=v1;g=meta.k8s.io",
@@ -253,6 +262,54 @@ fn requests() -> Vec<Request> {
         Some(widget("w-new")),
     ));
     r
+}
+
+/// Where a request's continue token goes (each side its own).
+const CONTINUE: &str = "CONTINUE-TOKEN";
+
+/// Generated requests a user sends besides the written ones.
+const GENERATED: usize = 40;
+
+/// `n` requests drawn (seeded) from the path forms, names, selectors and
+/// versions a read can combine: what their answers hold is checked against
+/// the grants themselves, as well as against the apiserver's answers.
+fn generated(n: usize, seed: u64) -> Vec<Request> {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let mut pick = |options: &[&'static str]| options[rng.usize(..options.len())];
+    (0..n)
+        .map(|_| {
+            let watch = pick(&["", "", "", "watch/"]);
+            let ns = pick(&["namespaces/ns-a/", "namespaces/ns-b/", ""]);
+            let name = if ns.is_empty() && watch.is_empty() {
+                ""
+            } else {
+                pick(&["", "", "/w-1", "/w-2", "/w-%31", "/w-1/", "/nope"])
+            };
+            let mut query = vec![pick(&["resourceVersion=0", "resourceVersion=0", ""])];
+            query.push(pick(&[
+                "",
+                "fieldSelector=metadata.name%3Dw-1",
+                "fieldSelector=metadata.name%3Dw-2",
+                "fieldSelector=metadata.name%3D%3Dw-1",
+                "fieldSelector=metadata.name!%3Dw-1",
+                "fieldSelector=metadata.namespace%3Dns-a,metadata.name%3Dw-1",
+                "fieldSelector=metadata.name%3Dw-1&fieldSelector=metadata.name%3Dw-2",
+            ]));
+            query.push(pick(&[
+                "",
+                "",
+                "labelSelector=app%3Dx",
+                "labelSelector=!app",
+            ]));
+            if watch.is_empty() {
+                query.push(pick(&["", "", "", "watch=1", "watch=true", "watch=0"]));
+            }
+            query.push("timeoutSeconds=1");
+            let query: Vec<&str> = query.into_iter().filter(|q| !q.is_empty()).collect();
+            let path = format!("{WIDGETS}/{watch}{ns}widgets{name}?{}", query.join("&"));
+            ("GET", path, vec![], None)
+        })
+        .collect()
 }
 
 /// What a header trick is tried on: the requests that name an object or a
@@ -335,12 +392,32 @@ fn reviews(log: &Path, from: usize, user: Option<&str>) -> Vec<Value> {
         .collect()
 }
 
+/// How many requests were sent to each, and how r8s answered them.
+#[derive(Debug, Default)]
+struct Tally {
+    sent: usize,
+    /// Answered from r8s's cache.
+    hits: usize,
+    /// Refused by r8s's own authorization.
+    refused: usize,
+}
+
+impl Tally {
+    fn add(&mut self, t: Tally) {
+        self.sent += t.sent;
+        self.hits += t.hits;
+        self.refused += t.refused;
+    }
+}
+
 /// Where the reviews of one r8s go, and which credential it holds.
 struct Setup<'a> {
     kube: &'a Kube136,
     r8s: &'a R8s,
     log: &'a Path,
     credential: &'a str,
+    /// A continue token of the kit's and of r8s's, from the same list.
+    tokens: (String, String),
 }
 
 /// One caller's requests, each to the kit and to r8s at once; the
@@ -349,15 +426,14 @@ struct Setup<'a> {
 async fn run_caller(
     s: &Setup<'_>,
     caller: &Caller,
-    every: bool,
+    requests: Vec<Request>,
     user: Option<&str>,
-) -> Vec<String> {
+    policy: Option<fn(&str) -> bool>,
+) -> (Vec<String>, Tally) {
     let limit = Duration::from_secs(30);
     let mut found = Vec::new();
-    for (method, path, extra, body) in requests() {
-        if !every && !tricked(&path, method) {
-            continue;
-        }
+    let mut tally = Tally::default();
+    for (method, path, extra, body) in requests {
         let mut headers: Vec<(&str, &str)> = caller
             .headers
             .iter()
@@ -369,22 +445,42 @@ async fn run_caller(
             s.credential, caller.label
         );
         let (k0, r0) = (lines(&s.kube.review_log()), lines(s.log));
-        let url = format!("{}{path}", s.r8s.url());
+        // A continue token is its issuer's: each side gets its own.
+        let kit_path = path.replace(CONTINUE, &s.tokens.0);
+        let url = format!("{}{}", s.r8s.url(), path.replace(CONTINUE, &s.tokens.1));
         let (theirs, ours) = tokio::join!(
             s.kube
-                .send_raw(method, &path, &headers, body.as_deref(), limit),
+                .send_raw(method, &kit_path, &headers, body.as_deref(), limit),
             send(method, &url, &headers, body.as_deref()),
         );
+        tally.sent += 1;
+        match ours
+            .headers
+            .get("x-r8s-cache")
+            .and_then(|v| v.to_str().ok())
+        {
+            Some("hit") => tally.hits += 1,
+            Some("refused") => tally.refused += 1,
+            _ => {}
+        }
         let kube_reviews = reviews(&s.kube.review_log(), k0, user);
         let r8s_reviews = reviews(s.log, r0, user);
         let allowed = |kind: &str| {
             ALLOWED
                 .iter()
-                .any(|(has, k, _)| label.contains(has) && *k == kind)
+                .any(|(has, k, _)| has.iter().all(|h| label.contains(h)) && *k == kind)
         };
         let (theirs_objects, ours_objects) =
             (objects(&inflated(&theirs)), objects(&inflated(&ours)));
         let leaked: Vec<&String> = ours_objects.difference(&theirs_objects).collect();
+        if let Some(allows) = policy.filter(|_| ours.status.is_success()) {
+            let beyond: Vec<&String> = ours_objects.iter().filter(|o| !allows(o)).collect();
+            if !beyond.is_empty() {
+                found.push(format!(
+                    "LEAK {label}: r8s answered {beyond:?}, beyond the grants"
+                ));
+            }
+        }
         if !leaked.is_empty() && ours.status.is_success() {
             found.push(format!(
                 "LEAK {label}: r8s answered {leaked:?} the apiserver did not"
@@ -419,7 +515,7 @@ async fn run_caller(
             }
         }
     }
-    found
+    (found, tally)
 }
 
 /// Every caller's requests against the kit and r8s: the five users side by
@@ -429,20 +525,47 @@ async fn attack(s: &Setup<'_>) -> Vec<String> {
     let callers = callers();
     let (users, tricks) = callers.split_at(5);
     let names = ["system:anonymous", "alice", "bob", "carol", "dave"];
+    // What each user's grants allow them to read (the shim's rules).
+    let policies: [fn(&str) -> bool; 5] = [
+        |_| false,
+        |_| false,
+        |o| o.ends_with("/w-1"),
+        |o| o.starts_with("ns-a/"),
+        |_| true,
+    ];
     let runs = users
         .iter()
         .zip(names)
-        .map(|(c, user)| run_caller(s, c, true, Some(user)));
-    let mut found: Vec<String> = futures_util::future::join_all(runs)
-        .await
-        .into_iter()
-        .flatten()
-        .collect();
-    for c in tricks {
-        found.extend(run_caller(s, c, false, None).await);
+        .zip(policies)
+        .enumerate()
+        .map(|(i, ((c, user), policy))| {
+            let mut all = requests();
+            all.extend(generated(GENERATED, i as u64 + 1));
+            run_caller(s, c, all, Some(user), Some(policy))
+        });
+    let mut found = Vec::new();
+    let mut tally = Tally::default();
+    for (f, t) in futures_util::future::join_all(runs).await {
+        found.extend(f);
+        tally.add(t);
     }
+    for c in tricks {
+        let some = requests()
+            .into_iter()
+            .filter(|(method, path, ..)| tricked(path, method))
+            .collect();
+        let (f, t) = run_caller(s, c, some, None, None).await;
+        found.extend(f);
+        tally.add(t);
+    }
+    // A suite where r8s answered nothing would compare nothing of its own.
+    assert!(
+        tally.hits > 100 && tally.refused > 100,
+        "[{}] too few answers from r8s's cache to judge: {tally:?}",
+        s.credential
+    );
     eprintln!(
-        "kube136_attack [{}]: {} differences",
+        "kube136_attack [{}]: {tally:?}, {} differences",
         s.credential,
         found.len()
     );
@@ -503,11 +626,23 @@ async fn should_give_no_caller_more_than_kube_136_gives_them() {
             })
             .start()
             .await;
+        // A continue token each, from dave's consistent list of ns-a by ones.
+        let first = format!("{WIDGETS}/namespaces/ns-a/widgets?limit=1");
+        let dave = [("authorization", "Bearer davetok")];
+        let kit_page = kube.send_raw("GET", &first, &dave, None, HANG).await;
+        let r8s_page = send("GET", &format!("{}{first}", r8s.url()), &dave, None).await;
+        let token = |r: &Resp| {
+            r.json()["metadata"]["continue"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        };
         let setup = Setup {
             kube: &kube,
             r8s: &r8s,
             log: &log,
             credential,
+            tokens: (token(&kit_page), token(&r8s_page)),
         };
         differences.extend(attack(&setup).await);
         r8s.stop().await;
