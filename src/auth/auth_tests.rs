@@ -1,0 +1,102 @@
+//! `auth`'s unit tests: identity headers, bearer tokens as the apiserver reads them.
+use super::*;
+
+#[test]
+fn should_replace_identity_headers_when_impersonating() {
+    let mut h = HeaderMap::new();
+    h.insert("impersonate-user", HeaderValue::from_static("root"));
+    h.insert("x-remote-user", HeaderValue::from_static("root"));
+    h.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer x"));
+    h.insert(header::ACCEPT, HeaderValue::from_static("application/json"));
+    let mut extra = BTreeMap::new();
+    extra.insert(
+        "scopes.example/Key".to_string(),
+        vec!["a".into(), "b".into()],
+    );
+    let user = UserInfo {
+        name: "carol".into(),
+        uid: "u-1".into(),
+        groups: vec!["devs".into(), "system:authenticated".into()],
+        extra,
+    };
+    assert_eq!(
+        Caller::Certificate {
+            user: Arc::new(user),
+            by: None
+        }
+        .forward_as(&mut h),
+        Creds::Own
+    );
+    assert_eq!(values(&h, "impersonate-user"), vec!["carol"]);
+    assert_eq!(
+        values(&h, "impersonate-group"),
+        vec!["devs", "system:authenticated"]
+    );
+    assert_eq!(values(&h, "impersonate-uid"), vec!["u-1"]);
+    assert_eq!(
+        values(&h, "impersonate-extra-scopes.example%2fkey"),
+        vec!["a", "b"]
+    );
+    assert!(h.get("x-remote-user").is_none() && h.get(header::AUTHORIZATION).is_none());
+    assert!(h.get(header::ACCEPT).is_some());
+    assert_eq!(percent_decode("scopes.example%2Fkey"), "scopes.example/key");
+}
+
+/// Case by case, kube-apiserver's bearer-token authenticator
+/// (`k8s.io/apiserver/pkg/authentication/request/bearertoken`, its tests).
+#[test]
+fn should_read_bearer_tokens_as_the_apiserver_does() {
+    let read = |values: &[&[u8]]| {
+        let mut h = HeaderMap::new();
+        for v in values {
+            h.append(header::AUTHORIZATION, HeaderValue::from_bytes(v).unwrap());
+        }
+        match bearer_token(&h) {
+            Bearer::Token(t) => Ok(t.to_string()),
+            Bearer::None => Err("none"),
+            Bearer::Unreadable => Err("unreadable"),
+        }
+    };
+    let tok = |t: &str| Ok(t.to_string());
+    assert_eq!(read(&[]), Err("none"));
+    assert_eq!(read(&[b"Bearer abc"]), tok("abc"));
+    assert_eq!(read(&[b"bEaReR abc"]), tok("abc"));
+    assert_eq!(read(&[b"  Bearer abc  "]), tok("abc"));
+    // Two spaces: the token is the empty second part (anonymous).
+    assert_eq!(read(&[b"Bearer  abc"]), Err("none"));
+    assert_eq!(read(&[b"Bearer abc def"]), tok("abc"));
+    assert_eq!(read(&[b"Bearer"]), Err("none"));
+    assert_eq!(read(&[b"Bearer "]), Err("none"));
+    assert_eq!(read(&[b"Basic YWxhZGRpbjpvcGVuc2VzYW1l"]), Err("none"));
+    assert_eq!(read(&[b"Bearer\tabc"]), Err("none"));
+    assert_eq!(read(&[b""]), Err("none"));
+    // Only the first header counts (Go's Header.Get).
+    assert_eq!(read(&[b"Basic x", b"Bearer abc"]), Err("none"));
+    assert_eq!(read(&[b"Bearer abc", b"Bearer def"]), tok("abc"));
+    assert_eq!(read(&[b"Bearer \xe2\x82\xac"]), Err("unreadable"));
+    assert_eq!(read(&[b"Basic \xe2\x82\xac"]), Err("none"));
+    let mut ws = HeaderMap::new();
+    ws.insert(
+        header::SEC_WEBSOCKET_PROTOCOL,
+        HeaderValue::from_static("v5.channel.k8s.io, base64url.bearer.authorization.k8s.io.dG9r"),
+    );
+    assert!(websocket_token(&ws));
+    assert!(!websocket_token(&HeaderMap::new()));
+}
+
+#[test]
+fn should_forward_clients_with_their_own_credentials() {
+    let mut h = HeaderMap::new();
+    h.insert("impersonate-user", HeaderValue::from_static("root"));
+    let c = Caller::Client {
+        user: Arc::new(UserInfo::anonymous()),
+        upstream_only: true,
+    };
+    assert_eq!(c.forward_as(&mut h), Creds::Client);
+    assert_eq!(values(&h, "impersonate-user"), vec!["root"]);
+    assert!(!c.cacheable());
+    assert_eq!(
+        Caller::Trusted.forward_as(&mut HeaderMap::new()),
+        Creds::Own
+    );
+}
