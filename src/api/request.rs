@@ -231,12 +231,23 @@ impl Scope {
         let with_selectors = matches!(scope.verb, "list" | "watch" | "deletecollection")
             && !rp.watch_prefix
             && !rp.proxy_prefix;
-        if with_selectors {
-            if let Some(Ok(f)) = query.get("fieldSelector").map(FieldSelector::parse_syntax) {
-                scope.fields = f.review_requirements();
+        if !with_selectors {
+            return scope;
+        }
+        // The options' selectors are these same first values, parsed once
+        // already; read again only where they were refused.
+        match options.map(|o| &o.selectors) {
+            Some(Ok(sel)) => {
+                scope.fields = sel.fields.review_requirements();
+                scope.labels = sel.labels.review_requirements();
             }
-            if let Some(Ok(l)) = query.get("labelSelector").map(LabelSelector::parse) {
-                scope.labels = l.review_requirements();
+            _ => {
+                if let Some(Ok(f)) = query.get("fieldSelector").map(FieldSelector::parse_syntax) {
+                    scope.fields = f.review_requirements();
+                }
+                if let Some(Ok(l)) = query.get("labelSelector").map(LabelSelector::parse) {
+                    scope.labels = l.review_requirements();
+                }
             }
         }
         scope
