@@ -3,7 +3,8 @@
 //! delegated, side by side in front of one sim, answering the same GET from
 //! cache. The goal: an authorized GET costs ≤ 1.2× an unauthenticated one.
 //!
-//! `cargo bench --bench auth` (results in BENCHMARKS.md). Rounds alternate
+//! `cargo bench --bench auth` (results in BENCHMARKS.md);
+//! `BENCH_R8S_BIN=/path/to/r8s` measures that r8s binary instead. Rounds alternate
 //! between the two so both see the same machine; r8s's CPU per request is
 //! read from /proc, latency at the client. Everything runs on 127.0.0.1 and
 //! stops by itself.
@@ -23,6 +24,12 @@ use common::{Proc, Scratch, cpu_time, free_port, load, sim, wait_ready};
 use std::sync::Arc;
 
 const BIN: &str = env!("CARGO_BIN_EXE_r8s");
+
+/// The r8s under test: `BENCH_R8S_BIN` (another build, to compare), or this
+/// build's (the sim is always this build's).
+fn r8s_bin() -> String {
+    std::env::var("BENCH_R8S_BIN").unwrap_or_else(|_| BIN.to_string())
+}
 const ROUNDS: usize = 6;
 const PER_ROUND: usize = 40_000;
 const CONCURRENCY: usize = 8;
@@ -96,7 +103,7 @@ async fn main() {
         )
         .unwrap();
         let p = Proc(
-            Command::new(BIN)
+            Command::new(r8s_bin())
                 .args(["serve", "--config"])
                 .arg(&config)
                 .stderr(Stdio::null())
