@@ -42,61 +42,39 @@ struct Caller {
 }
 
 fn callers() -> Vec<Caller> {
-    let bearer = |t: &str| vec![("authorization", format!("Bearer {t}"))];
+    let with = |label, headers: &[(&'static str, &str)]| Caller {
+        label,
+        headers: headers.iter().map(|(k, v)| (*k, v.to_string())).collect(),
+    };
+    let auth = "authorization";
     vec![
-        Caller {
-            label: "anonymous",
-            headers: vec![],
-        },
-        Caller {
-            label: "alice (no grants)",
-            headers: bearer("alicetok"),
-        },
-        Caller {
-            label: "bob (w-1 by name)",
-            headers: bearer("bobtok"),
-        },
-        Caller {
-            label: "carol (namespace ns-a)",
-            headers: bearer("carotok"),
-        },
-        Caller {
-            label: "dave (every namespace)",
-            headers: bearer("davetok"),
-        },
-        Caller {
-            label: "bob's token after two spaces",
-            headers: vec![("authorization", "Bearer  bobtok".into())],
-        },
-        Caller {
-            label: "lower-case scheme, a third part",
-            headers: vec![("authorization", "bearer bobtok extra".into())],
-        },
-        Caller {
-            label: "two Authorization headers",
-            headers: vec![
-                ("authorization", "Bearer alicetok".into()),
-                ("authorization", "Bearer davetok".into()),
+        with("anonymous", &[]),
+        with("alice (no grants)", &[(auth, "Bearer alicetok")]),
+        with("bob (w-1 by name)", &[(auth, "Bearer bobtok")]),
+        with("carol (namespace ns-a)", &[(auth, "Bearer carotok")]),
+        with("dave (every namespace)", &[(auth, "Bearer davetok")]),
+        // The header tricks.
+        with("bob's token after two spaces", &[(auth, "Bearer  bobtok")]),
+        with(
+            "lower-case scheme, a third part",
+            &[(auth, "bearer bobtok extra")],
+        ),
+        with(
+            "two Authorization headers",
+            &[(auth, "Bearer alicetok"), (auth, "Bearer davetok")],
+        ),
+        with("Basic scheme", &[(auth, "Basic ZGF2ZTpkYXZl")]),
+        with(
+            "bob impersonating dave",
+            &[(auth, "Bearer bobtok"), ("impersonate-user", "dave")],
+        ),
+        with(
+            "front-proxy headers, anonymous",
+            &[
+                ("x-remote-user", "dave"),
+                ("x-remote-group", "system:masters"),
             ],
-        },
-        Caller {
-            label: "Basic scheme",
-            headers: vec![("authorization", "Basic ZGF2ZTpkYXZl".into())],
-        },
-        Caller {
-            label: "bob impersonating dave",
-            headers: vec![
-                ("authorization", "Bearer bobtok".into()),
-                ("impersonate-user", "dave".into()),
-            ],
-        },
-        Caller {
-            label: "front-proxy headers, anonymous",
-            headers: vec![
-                ("x-remote-user", "dave".into()),
-                ("x-remote-group", "system:masters".into()),
-            ],
-        },
+        ),
     ]
 }
 
