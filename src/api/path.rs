@@ -64,6 +64,13 @@ pub enum ApiPath {
 /// not UTF-8), has an empty segment, or a segment no name may be (`.`, `..`,
 /// one with `%`) is `Other`: r8s does not serve it, and the upstream
 /// answers it as itself.
+///
+/// Allowed difference: a `#fragment` in the request target is part of the
+/// path or query to Go (`w-1#frag` a name, `resourceVersion=0#frag` a 500),
+/// but hyper drops it before r8s sees the request, which r8s reads and
+/// forwards without it. The caller gets the answer to the request it could
+/// send without the fragment (clients never send one: RFC 9110 §4.2.4),
+/// never more than the apiserver gives it (docs/security.md).
 pub fn parse(path: &str) -> ApiPath {
     let decoded = match decode(path) {
         Some(d) => d,
