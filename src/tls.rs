@@ -196,7 +196,10 @@ pub fn peer_user(conn: &rustls::ServerConnection) -> Option<Arc<UserInfo>> {
 }
 
 /// The user of a verified client certificate, as the apiserver's x509
-/// authenticator names it: CN is the user, each O a group.
+/// authenticator names it: CN is the user, each O a group, and the extra
+/// `authentication.kubernetes.io/credential-id` the certificate's SHA-256
+/// (`X509SHA256=<hex>`, as kube-apiserver 1.36 sends it to authorizers and
+/// audit).
 pub fn certificate_user(der: &[u8]) -> Option<UserInfo> {
     let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
     let subject = cert.subject();
@@ -214,9 +217,17 @@ pub fn certificate_user(der: &[u8]) -> Option<UserInfo> {
         .filter_map(|o| o.as_str().ok().map(str::to_string))
         .collect();
     groups.push("system:authenticated".into());
+    let digest = ring::digest::digest(&ring::digest::SHA256, der);
+    let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    let mut extra = std::collections::BTreeMap::new();
+    extra.insert(
+        "authentication.kubernetes.io/credential-id".to_string(),
+        vec![format!("X509SHA256={hex}")],
+    );
     Some(UserInfo {
         name,
         groups,
+        extra,
         ..Default::default()
     })
 }

@@ -14,11 +14,11 @@
 //! each with its reason. The oracle is the kit: bodies are read with
 //! serde_json, reviews from the shims' logs.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::Duration;
 
-use crate::common::kube136::{Grants, Kube136};
+use crate::common::kube136::{Grants, Identity, Kube136};
 use crate::common::*;
 use serde_json::{Value, json};
 
@@ -39,12 +39,19 @@ const ALLOWED: &[(&[&str], &str, &str)] = &[(
 struct Caller {
     label: &'static str,
     headers: Vec<(&'static str, String)>,
+    /// The user whose client certificate (signed by the kit's CA) it presents.
+    cert: Option<&'static str>,
 }
 
 fn callers() -> Vec<Caller> {
     let with = |label, headers: &[(&'static str, &str)]| Caller {
         label,
         headers: headers.iter().map(|(k, v)| (*k, v.to_string())).collect(),
+        cert: None,
+    };
+    let cert = |label, user, headers: &[(&'static str, &str)]| Caller {
+        cert: Some(user),
+        ..with(label, headers)
     };
     let auth = "authorization";
     vec![
@@ -75,6 +82,23 @@ fn callers() -> Vec<Caller> {
                 ("x-remote-group", "system:masters"),
             ],
         ),
+        // Certificate callers (r8s passes them as itself impersonating them).
+        cert("bob's client certificate", "bob", &[]),
+        cert(
+            "erin's certificate impersonating carol",
+            "erin",
+            &[("impersonate-user", "carol")],
+        ),
+        cert(
+            "bob's certificate impersonating dave",
+            "bob",
+            &[("impersonate-user", "dave")],
+        ),
+        cert(
+            "bob's certificate with dave's token",
+            "bob",
+            &[(auth, "Bearer davetok")],
+        ),
     ]
 }
 
@@ -92,6 +116,8 @@ fn grants() -> Grants {
              "namespaces": ["ns-a"]},
             {"users": ["dave"], "verbs": read, "apiGroups": ["example.com"],
              "resources": ["widgets", "gizmos"]},
+            {"users": ["erin"], "verbs": ["impersonate"], "apiGroups": [""],
+             "resources": ["users"], "resourceNames": ["carol"]},
         ]),
     }
 }
@@ -415,6 +441,8 @@ struct Setup<'a> {
     credential: &'a str,
     /// A continue token of the kit's and of r8s's, from the same list.
     tokens: (String, String),
+    /// The client certificates of the callers that present one, by user.
+    identities: BTreeMap<&'static str, Identity>,
 }
 
 /// One caller's requests, each to the kit and to r8s at once; the
@@ -444,11 +472,15 @@ async fn run_caller(
         let (k0, r0) = (lines(&s.kube.review_log()), lines(s.log));
         // A continue token is its issuer's: each side gets its own.
         let kit_path = path.replace(CONTINUE, &s.tokens.0);
-        let url = format!("{}{}", s.r8s.url(), path.replace(CONTINUE, &s.tokens.1));
+        let r8s_path = path.replace(CONTINUE, &s.tokens.1);
+        let id = caller.cert.map(|u| &s.identities[u]);
+        let (kit, r8s) = (s.kube.port, s.r8s.addr.port());
+        let b = body.as_deref();
         let (theirs, ours) = tokio::join!(
             s.kube
-                .send_raw(method, &kit_path, &headers, body.as_deref(), limit),
-            send(method, &url, &headers, body.as_deref()),
+                .send_tls(kit, id, method, &kit_path, &headers, b, limit),
+            s.kube
+                .send_tls(r8s, id, method, &r8s_path, &headers, b, limit),
         );
         tally.sent += 1;
         if ours.headers.get("x-r8s-cache").is_some_and(|v| v == "hit") {
@@ -609,10 +641,18 @@ async fn should_give_no_caller_more_than_kube_136_gives_them() {
     let dir = std::env::temp_dir().join(format!("r8s-attack-{}", fastrand::u64(..)));
     std::fs::create_dir_all(&dir).unwrap();
     let mut differences = Vec::new();
+    let identities: BTreeMap<&str, Identity> = ["bob", "erin"]
+        .into_iter()
+        .map(|u| (u, kube.client_cert(u, &[])))
+        .collect();
+    // r8s serving TLS with the kit's certificate, verifying client
+    // certificates against the kit's CA, as the kit does.
+    let (cert, key, ca) = kube.serving_tls();
     // r8s holding the kit's client certificate, then a bearer token.
     for credential in ["client certificate", "token"] {
         let log = dir.join(format!("r8s-reviews-{}.jsonl", credential.len()));
         let (_reviewer, reviewer_kubeconfig) = kube.second_reviewer(&log);
+        let (cert, key, ca) = (cert.clone(), key.clone(), ca.clone());
         let kubeconfig = match credential {
             "token" => kube.token_kubeconfig("admintok"),
             _ => kube.kubeconfig(),
@@ -627,6 +667,9 @@ async fn should_give_no_caller_more_than_kube_136_gives_them() {
                 ];
                 c.auth.mode = Some(r8s::config::AuthMode::Delegated);
                 c.auth.review_kubeconfig = Some(reviewer_kubeconfig);
+                c.tls.cert_file = Some(cert);
+                c.tls.key_file = Some(key);
+                c.tls.client_ca_file = Some(ca);
                 // Every cached read reviewed, so that each is compared.
                 c.auth.decision_ttl_seconds = 0;
                 c.auth.decision_denied_ttl_seconds = 0;
@@ -637,7 +680,9 @@ async fn should_give_no_caller_more_than_kube_136_gives_them() {
         let first = format!("{WIDGETS}/namespaces/ns-a/widgets?limit=1");
         let dave = [("authorization", "Bearer davetok")];
         let kit_page = kube.send_raw("GET", &first, &dave, None, HANG).await;
-        let r8s_page = send("GET", &format!("{}{first}", r8s.url()), &dave, None).await;
+        let r8s_page = kube
+            .send_tls(r8s.addr.port(), None, "GET", &first, &dave, None, HANG)
+            .await;
         let token = |r: &Resp| {
             r.json()["metadata"]["continue"]
                 .as_str()
@@ -650,6 +695,7 @@ async fn should_give_no_caller_more_than_kube_136_gives_them() {
             log: &log,
             credential,
             tokens: (token(&kit_page), token(&r8s_page)),
+            identities: identities.clone(),
         };
         differences.extend(attack(&setup).await);
         r8s.stop().await;

@@ -554,10 +554,16 @@ impl Auth {
                 "requested impersonation of groups, uid or extra without impersonating a user",
             )));
         };
+        // As the apiserver's legacy impersonation check asks (version `v1`
+        // of core's users and groups, authentication.k8s.io's uids and
+        // userextras). 1.36 asks its constrained impersonation modes
+        // (`impersonate-on:...`) first and falls back to these: a caller
+        // granted only those is refused by r8s where 1.36 allows it, never
+        // the reverse (docs/security.md).
         let check = |verb_group: &str, resource: &str, sub: &str, name: &str| Attributes {
             verb: "impersonate",
             group: verb_group.to_string(),
-            version: String::new(),
+            version: "v1".to_string(),
             resource: resource.to_string(),
             subresource: sub.to_string(),
             scope: Scope {

@@ -262,6 +262,18 @@ impl Kube136 {
         (guard, kubeconfig)
     }
 
+    /// Its serving certificate and key, and its CA: for an r8s in front to
+    /// serve TLS that clients of the kit trust, and verify the kit's client
+    /// certificates (`tls.cert_file`, `tls.key_file`, `tls.client_ca_file`).
+    pub fn serving_tls(&self) -> (PathBuf, PathBuf, PathBuf) {
+        let pki = self.state.join("pki");
+        (
+            pki.join("serving.crt"),
+            pki.join("serving.key"),
+            pki.join("ca.crt"),
+        )
+    }
+
     /// The port of the kit's own review server, read from its kubeconfig.
     fn auth_port(&self) -> u16 {
         let kc = std::fs::read_to_string(self.state.join("pki/shim.kubeconfig")).unwrap();
@@ -344,10 +356,95 @@ impl Kube136 {
         body: Option<&str>,
         limit: Duration,
     ) -> Resp {
-        let what = format!("{method} {}{path}", self.url());
-        let tcp = TcpStream::connect(("127.0.0.1", self.port)).await.unwrap();
+        let port = self.port;
+        self.send_tls(port, None, method, path, headers, body, limit)
+            .await
+    }
+
+    /// A client certificate for `user` in `groups`, signed by the kit's CA
+    /// (which its apiserver verifies client certificates against).
+    pub fn client_cert(&self, user: &str, groups: &[&str]) -> Identity {
+        let pki = self.state.join("pki");
+        let (cert, key, csr) = (
+            pki.join(format!("{user}.crt")),
+            pki.join(format!("{user}.key")),
+            pki.join(format!("{user}.csr")),
+        );
+        let ext = pki.join("client.ext");
+        std::fs::write(&ext, "extendedKeyUsage=clientAuth\n").unwrap();
+        let subject: String = groups
+            .iter()
+            .map(|g| format!("/O={g}"))
+            .chain([format!("/CN={user}")])
+            .collect();
+        let run = |args: &[&str]| {
+            let out = Command::new("openssl")
+                .args(args)
+                .output()
+                .expect("openssl runs");
+            assert!(
+                out.status.success(),
+                "openssl {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        let p = |f: &PathBuf| f.display().to_string();
+        run(&[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            &p(&key),
+            "-out",
+            &p(&csr),
+            "-subj",
+            &subject,
+        ]);
+        run(&[
+            "x509",
+            "-req",
+            "-in",
+            &p(&csr),
+            "-CA",
+            &p(&pki.join("ca.crt")),
+            "-CAkey",
+            &p(&pki.join("ca.key")),
+            "-CAcreateserial",
+            "-out",
+            &p(&cert),
+            "-days",
+            "1",
+            "-extfile",
+            &p(&ext),
+        ]);
+        Identity { cert, key }
+    }
+
+    /// One request over TLS to `port` on 127.0.0.1 (this apiserver, or an
+    /// r8s serving the kit's certificate), presenting `identity` if given,
+    /// with exactly these headers.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn send_tls(
+        &self,
+        port: u16,
+        identity: Option<&Identity>,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<&str>,
+        limit: Duration,
+    ) -> Resp {
+        let what = format!("{method} https://127.0.0.1:{port}{path}");
+        let tcp = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
         let name = ServerName::try_from("127.0.0.1").unwrap();
-        let tls = self.tls.connect(name, tcp).await.unwrap();
+        let tls = match identity {
+            Some(id) => connector_with(&self.state.join("pki/ca.crt"), id)
+                .connect(name, tcp)
+                .await
+                .unwrap(),
+            None => self.tls.connect(name, tcp).await.unwrap(),
+        };
         let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
             .await
             .unwrap();
@@ -355,7 +452,7 @@ impl Kube136 {
         let mut b = Request::builder()
             .method(method)
             .uri(path)
-            .header("host", format!("127.0.0.1:{}", self.port));
+            .header("host", format!("127.0.0.1:{port}"));
         for (k, v) in headers {
             b = b.header(*k, *v);
         }
@@ -462,6 +559,38 @@ impl Drop for Kube136 {
         let _ = std::fs::remove_dir_all(&self.etcd);
         let _ = std::fs::remove_dir_all(&self.state);
     }
+}
+
+/// A client certificate and its key (PEM files) signed by the kit's CA.
+#[derive(Clone)]
+pub struct Identity {
+    /// The certificate.
+    pub cert: PathBuf,
+    /// Its key.
+    pub key: PathBuf,
+}
+
+/// A TLS client trusting `ca`, presenting `identity`.
+fn connector_with(ca: &Path, identity: &Identity) -> tokio_rustls::TlsConnector {
+    use rustls::pki_types::PrivateKeyDer;
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_file_iter(ca).unwrap().flatten() {
+        roots.add(c).unwrap();
+    }
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&identity.cert)
+        .unwrap()
+        .flatten()
+        .collect();
+    let key = PrivateKeyDer::from_pem_file(&identity.key).unwrap();
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_client_auth_cert(certs, key)
+    .unwrap();
+    tokio_rustls::TlsConnector::from(Arc::new(config))
 }
 
 /// A TLS client trusting the certificates in `ca` (none: one that trusts nothing).
