@@ -14,7 +14,7 @@ use http_body::{Body as HttpBody, Frame, SizeHint};
 use http_body_util::BodyExt;
 
 use crate::api::UserInfo;
-use crate::api::request::{ApiRequest, Verb};
+use crate::api::request::ApiRequest;
 use crate::api::status::Sent;
 use crate::body::{Body, BoxError};
 use crate::metrics::AuditLevel;
@@ -82,21 +82,13 @@ pub struct Pending {
 /// The verb as the apiserver's `RequestInfo` names it (borrowed but for an
 /// unusual method).
 fn verb(method: &Method, request: Option<&ApiRequest>) -> Cow<'static, str> {
-    let lower = |m: &Method| Cow::Owned(m.as_str().to_ascii_lowercase());
-    let by_method = || match *method {
-        Method::GET | Method::HEAD => Cow::Borrowed("get"),
-        Method::POST => Cow::Borrowed("create"),
-        Method::PUT => Cow::Borrowed("update"),
-        Method::PATCH => Cow::Borrowed("patch"),
-        Method::DELETE => Cow::Borrowed("delete"),
-        ref m => lower(m),
-    };
-    match request.map(|r| r.verb) {
-        Some(Verb::Connect | Verb::Proxy | Verb::Other) => by_method(),
-        Some(v) => Cow::Borrowed(v.as_str()),
+    match request.map(|r| r.scope.verb) {
+        // RequestInfo's verb, derived once with the request's scope.
+        Some(v) if !v.is_empty() => Cow::Borrowed(v),
+        Some(_) => Cow::Owned(method.as_str().to_ascii_lowercase()),
         None => match *method {
             Method::GET => Cow::Borrowed("get"),
-            ref m => lower(m),
+            ref m => Cow::Owned(m.as_str().to_ascii_lowercase()),
         },
     }
 }
