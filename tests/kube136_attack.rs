@@ -287,6 +287,10 @@ fn requests() -> Vec<Request> {
     r
 }
 
+/// r8s's third credential: an exec plugin that hands it the kit's client
+/// certificate (as cloud providers' plugins hand out certificates).
+const EXEC: &str = "exec plugin's client certificate";
+
 /// Where a request's continue token goes (each side its own).
 const CONTINUE: &str = "CONTINUE-TOKEN";
 
@@ -549,6 +553,28 @@ async fn run_caller(
 /// one; the differences found (empty: none).
 async fn attack(s: &Setup<'_>) -> Vec<String> {
     let callers = callers();
+    if s.credential == EXEC {
+        // What differs with an exec plugin's certificate is only whose
+        // connection a passed request takes: the callers without grants, on
+        // the writes and the named reads.
+        let mut found = Vec::new();
+        let mut tally = Tally::default();
+        for c in &callers[..2] {
+            let some = requests()
+                .into_iter()
+                .filter(|(method, path, ..)| tricked(path, method))
+                .collect();
+            let (f, t) = run_caller(s, c, some, None, Some(|_: &str| false)).await;
+            found.extend(f);
+            tally.add(t);
+        }
+        eprintln!(
+            "kube136_attack [{EXEC}]: {tally:?}, {} differences",
+            found.len()
+        );
+        assert!(tally.forbidden > 10, "{tally:?}");
+        return found;
+    }
     let (users, tricks) = callers.split_at(5);
     let names = ["system:anonymous", "alice", "bob", "carol", "dave"];
     // What each user's grants allow them to read (the shim's rules).
@@ -649,12 +675,13 @@ async fn should_give_no_caller_more_than_kube_136_gives_them() {
     // certificates against the kit's CA, as the kit does.
     let (cert, key, ca) = kube.serving_tls();
     // r8s holding the kit's client certificate, then a bearer token.
-    for credential in ["client certificate", "token"] {
+    for credential in ["client certificate", "token", EXEC] {
         let log = dir.join(format!("r8s-reviews-{}.jsonl", credential.len()));
         let (_reviewer, reviewer_kubeconfig) = kube.second_reviewer(&log);
         let (cert, key, ca) = (cert.clone(), key.clone(), ca.clone());
         let kubeconfig = match credential {
             "token" => kube.token_kubeconfig("admintok"),
+            EXEC => kube.exec_kubeconfig(),
             _ => kube.kubeconfig(),
         };
         let r8s = kube

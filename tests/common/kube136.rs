@@ -312,6 +312,31 @@ impl Kube136 {
         path
     }
 
+    /// A kubeconfig for it whose credential is an exec plugin (a shell
+    /// printing an `ExecCredential`) handing out the `system:masters` client
+    /// certificate.
+    pub fn exec_kubeconfig(&self) -> PathBuf {
+        let pki = self.state.join("pki");
+        let read = |f: &str| std::fs::read_to_string(pki.join(f)).unwrap();
+        let credential = serde_json::json!({
+            "apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential",
+            "status": {"clientCertificateData": read("admin.crt"), "clientKeyData": read("admin.key")}});
+        let cred = self.state.join("exec-credential.json");
+        std::fs::write(&cred, credential.to_string()).unwrap();
+        let path = self.state.join("exec.kubeconfig");
+        let kubeconfig = serde_json::json!({
+            "apiVersion": "v1", "kind": "Config",
+            "clusters": [{"name": "kit", "cluster": {"server": self.url(),
+                "certificate-authority": pki.join("ca.crt")}}],
+            "users": [{"name": "u", "user": {"exec": {
+                "apiVersion": "client.authentication.k8s.io/v1", "command": "cat",
+                "args": [cred], "interactiveMode": "Never"}}}],
+            "contexts": [{"name": "kit", "context": {"cluster": "kit", "user": "u"}}],
+            "current-context": "kit"});
+        std::fs::write(&path, kubeconfig.to_string()).unwrap();
+        path
+    }
+
     /// A kubeconfig for it (client certificate of `system:masters`).
     pub fn kubeconfig(&self) -> PathBuf {
         self.state.join("pki/admin.kubeconfig")
