@@ -13,7 +13,8 @@
 //!    (every metric's name and HELP in one table, label values as enums,
 //!    handles made once), [`config`]
 //!    (settings: defaults < TOML < `R8S_` env < flags, every value checked
-//!    before a port is bound).
+//!    before a port is bound), [`logging`] (log lines: text, or kube
+//!    components' JSON).
 //! 2. The API's vocabulary: [`api`] (paths and [`api::Gvr`], the request
 //!    decoded once as [`api::request::ApiRequest`], list/watch options,
 //!    selectors, continue tokens, `Status` errors, users) and [`codec`]
@@ -25,7 +26,8 @@
 //! 4. What talks to the outside: [`upstream`] (the kube-apiserver(s):
 //!    credentials, failover, discovery, the reflectors that fill the caches,
 //!    the consistency check), [`persist`] (the caches' snapshots on local
-//!    disk) and [`tls`] (the listener's certificates).
+//!    disk), [`tls`] (the listener's certificates) and [`audit`] (audit
+//!    events for the requests r8s answers, to a file or a webhook).
 //! 5. [`auth`] (who is asking, whether they may read from the cache) and
 //!    [`server`] (the HTTP accept loop, which knows nothing of auth).
 //! 6. The listeners: [`serve`] (the API: the corridor every request walks,

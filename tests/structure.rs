@@ -23,11 +23,54 @@ const LAYERS: &[&[&str]] = &[
     &["upstream", "persist", "tls", "audit"],
     // Who is asking; the accept loop (which knows nothing of auth).
     &["auth", "server"],
-    // The listeners and the built-in upstream.
+    // The listeners: the API, the admin endpoints, systemd's notify, the
+    // upstream's probe behind their health.
     &["serve", "admin", "notify", "probe"],
     // Wiring: the caches' lifetimes as the API changes, the process.
     &["apis", "<root>", "cli"],
 ];
+
+/// `src/lib.rs`'s layer list says what [`LAYERS`] says: each numbered
+/// paragraph of its doc links (``[`module`]``) exactly that layer's modules.
+#[test]
+fn should_list_the_layers_in_lib_rs_as_the_structure_test_does() {
+    let lib =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs")).unwrap();
+    let modules: BTreeSet<&str> = LAYERS.iter().flat_map(|l| l.iter().copied()).collect();
+    let mut said: Vec<BTreeSet<String>> = Vec::new();
+    let mut in_list = false;
+    for line in lib.lines().map_while(|l| l.strip_prefix("//!")) {
+        let line = line.trim();
+        let numbered = line
+            .split_once(". ")
+            .is_some_and(|(n, _)| n.parse::<usize>() == Ok(said.len() + 1));
+        if numbered {
+            said.push(BTreeSet::new());
+            in_list = true;
+        } else if line.is_empty() {
+            in_list = false;
+        }
+        if !in_list {
+            continue;
+        }
+        for link in line.split("[`").skip(1) {
+            let name = link.split('`').next().unwrap_or("");
+            if modules.contains(name) {
+                said.last_mut().unwrap().insert(name.to_string());
+            }
+        }
+    }
+    let want: Vec<BTreeSet<String>> = LAYERS
+        .iter()
+        .map(|l| {
+            l.iter()
+                .filter(|m| **m != "<root>")
+                .map(|m| m.to_string())
+                .collect()
+        })
+        .collect();
+    assert_eq!(said, want, "src/lib.rs's layers against LAYERS");
+}
 
 fn top(file: &Path) -> String {
     match module_of(file).unwrap().first() {
