@@ -59,25 +59,30 @@ impl Verb {
         }
     }
 
-    /// The verb RequestInfo gives a request for `rp` (`watch`: the `watch`
-    /// parameter read as it reads it).
-    fn of(method: &Method, rp: &ResourcePath, watch: bool) -> Self {
-        match (method, &rp.name, rp.subresource.as_deref()) {
-            _ if rp.proxy_prefix => Verb::Proxy,
-            (_, _, Some("exec" | "attach" | "portforward")) => Verb::Connect,
-            (_, _, Some("proxy")) => Verb::Proxy,
-            (&Method::GET | &Method::HEAD, None, _) if watch || rp.watch_prefix => Verb::Watch,
-            (&Method::GET | &Method::HEAD, Some(_), _) if rp.watch_prefix => Verb::Watch,
-            // The `/watch/` prefix is RequestInfo's `watch` whatever the
-            // method; only GET is routed (the rest is the upstream's to refuse).
-            (_, _, _) if rp.watch_prefix => Verb::Other,
-            (&Method::GET | &Method::HEAD, None, _) => Verb::List,
-            (&Method::GET | &Method::HEAD, Some(_), _) => Verb::Get,
-            (&Method::POST, _, _) => Verb::Create,
-            (&Method::PUT, _, _) => Verb::Update,
-            (&Method::PATCH, _, _) => Verb::Patch,
-            (&Method::DELETE, None, _) => Verb::DeleteCollection,
-            (&Method::DELETE, Some(_), _) => Verb::Delete,
+    /// r8s's verb for a request whose RequestInfo verb is `info`
+    /// ([`info_verb`]): that verb, but for what r8s routes apart (`exec`,
+    /// `attach`, `portforward` and `proxy` subresources, the `/proxy/`
+    /// prefix) and a `/watch/` path asked by another method than GET (only
+    /// GET is routed: the upstream's to answer).
+    fn of(method: &Method, rp: &ResourcePath, info: &str) -> Self {
+        match rp.subresource.as_deref() {
+            _ if rp.proxy_prefix => return Verb::Proxy,
+            Some("exec" | "attach" | "portforward") => return Verb::Connect,
+            Some("proxy") => return Verb::Proxy,
+            _ if rp.watch_prefix && !matches!(*method, Method::GET | Method::HEAD) => {
+                return Verb::Other;
+            }
+            _ => {}
+        }
+        match info {
+            "get" => Verb::Get,
+            "list" => Verb::List,
+            "watch" => Verb::Watch,
+            "create" => Verb::Create,
+            "update" => Verb::Update,
+            "patch" => Verb::Patch,
+            "delete" => Verb::Delete,
+            "deletecollection" => Verb::DeleteCollection,
             _ => Verb::Other,
         }
     }
@@ -121,13 +126,14 @@ impl ApiRequest {
             return None;
         };
         let query = Query::parse(uri.query());
-        let verb = Verb::of(method, &path, query.flag("watch"));
+        let info = info_verb(method, &path, &query);
+        let verb = Verb::of(method, &path, info);
         let fields = path
             .gvr
             .is_builtin()
             .then(|| super::selector::supported_fields(path.gvr.resource()));
         let mut options = ListOptions::parse(&query, fields);
-        let scope = Scope::of(method, verb, &path, &query, options.as_ref().ok());
+        let scope = Scope::of(info, verb, &path, &query, options.as_ref().ok());
         if let (Verb::Watch, Some(name), Ok(o)) = (verb, &path.name, &mut options) {
             name_the_watch(name, o);
         }
@@ -138,8 +144,9 @@ impl ApiRequest {
             Err(_) => from_curl(headers),
         };
         let path_builtin = path.gvr.is_builtin();
-        let streaming = verb == Verb::Watch
-            || (path.subresource.as_deref() == Some("log") && query.flag("follow"));
+        // A watch however asked (a POST to a `/watch/` path streams too).
+        let streaming =
+            info == "watch" || (path.subresource.as_deref() == Some("log") && query.flag("follow"));
         Some(ApiRequest {
             verb,
             path,
@@ -204,17 +211,18 @@ pub struct Scope {
 }
 
 impl Scope {
-    /// The scope of a request for `rp` with `verb` and `query`, whose
-    /// options decoded as `options` (`None`: they did not).
+    /// The scope of a request for `rp` whose RequestInfo verb is `info`
+    /// (r8s's: `verb`), with `query`, whose options decoded as `options`
+    /// (`None`: they did not).
     fn of(
-        method: &Method,
+        info: &'static str,
         verb: Verb,
         rp: &ResourcePath,
         query: &Query,
         options: Option<&ListOptions>,
     ) -> Self {
         let mut scope = Scope {
-            verb: info_verb(method, rp, query),
+            verb: info,
             subresource: rp
                 .subresource
                 .as_deref()

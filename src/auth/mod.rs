@@ -507,12 +507,12 @@ impl Auth {
                 let target = Target {
                     group: &a.group,
                     resource: &a.resource,
-                    subresource: Some(a.subresource.as_str()),
+                    subresource: Some(a.scope.subresource.as_str()),
                     namespace: Some(a.scope.namespace.as_str()),
                     name: Some(a.scope.name.as_str()),
                 };
                 Err(Refusal::Forbidden {
-                    status: Status::forbidden(&user.name, a.verb, &target, &reason),
+                    status: Status::forbidden(&user.name, a.scope.verb, &target, &reason),
                     reason,
                 })
             }
@@ -561,12 +561,12 @@ impl Auth {
         // granted only those is refused by r8s where 1.36 allows it, never
         // the reverse (docs/security.md).
         let check = |verb_group: &str, resource: &str, sub: &str, name: &str| Attributes {
-            verb: "impersonate",
             group: verb_group.to_string(),
             version: "v1".to_string(),
             resource: resource.to_string(),
-            subresource: sub.to_string(),
             scope: Scope {
+                verb: "impersonate",
+                subresource: sub.to_string(),
                 name: name.to_string(),
                 ..Scope::default()
             },

@@ -37,17 +37,13 @@ pub enum Decision {
 /// The attributes an authorizer decides on (`authorizer.Attributes`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Attributes {
-    /// `get`, `list`, `watch`, `impersonate`, ...
-    pub verb: &'static str,
     /// API group (empty: core).
     pub group: String,
     /// API version.
     pub version: String,
     /// Resource (plural).
     pub resource: String,
-    /// Subresource (empty: none).
-    pub subresource: String,
-    /// Namespace, name and selectors, as RequestInfo and
+    /// Verb, subresource, namespace, name and selectors, as RequestInfo and
     /// `GetAuthorizerAttributes` give them (derived once per request).
     pub scope: Scope,
 }
@@ -59,11 +55,9 @@ impl Attributes {
     pub fn of(req: &ApiRequest) -> Self {
         let rp = &req.path;
         Attributes {
-            verb: req.scope.verb,
             group: rp.gvr.group().to_string(),
             version: rp.gvr.version().to_string(),
             resource: rp.gvr.resource().to_string(),
-            subresource: req.scope.subresource.clone(),
             scope: req.scope.clone(),
         }
     }
@@ -180,14 +174,14 @@ pub fn access_spec(user: &UserInfo, attrs: &Attributes) -> serde_json::Value {
         ("group", &attrs.group),
         ("version", &attrs.version),
         ("resource", &attrs.resource),
-        ("subresource", &attrs.subresource),
+        ("subresource", &sc.subresource),
         ("name", &sc.name),
     ] {
         if !v.is_empty() {
             ra.insert(k.into(), json!(v));
         }
     }
-    ra.insert("verb".into(), json!(attrs.verb));
+    ra.insert("verb".into(), json!(sc.verb));
     // authorization.k8s.io/v1 since Kubernetes 1.31; older upstreams ignore
     // them and decide without, as they would for the request itself.
     for (k, reqs) in [("fieldSelector", &sc.fields), ("labelSelector", &sc.labels)] {
@@ -325,12 +319,13 @@ mod tests {
 
         let began = tokio::time::Instant::now();
         let attrs = Attributes {
-            verb: "list",
             group: String::new(),
             version: "v1".into(),
             resource: "pods".into(),
-            subresource: String::new(),
-            scope: Scope::default(),
+            scope: Scope {
+                verb: "list",
+                ..Scope::default()
+            },
         };
         let e = access(upstream, Arc::new(UserInfo::anonymous()), attrs, limit)
             .await

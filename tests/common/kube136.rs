@@ -369,20 +369,8 @@ impl Kube136 {
         let auth = format!("Bearer {token}");
         let mut all = vec![("authorization", auth.as_str())];
         all.extend_from_slice(headers);
-        self.send_raw(method, path, &all, body, limit).await
-    }
-
-    /// One request with exactly these headers (none: anonymous).
-    pub async fn send_raw(
-        &self,
-        method: &str,
-        path: &str,
-        headers: &[(&str, &str)],
-        body: Option<&str>,
-        limit: Duration,
-    ) -> Resp {
         let port = self.port;
-        self.send_tls(port, None, method, path, headers, body, limit)
+        self.send_tls(port, None, method, path, &all, body, limit)
             .await
     }
 
@@ -448,7 +436,7 @@ impl Kube136 {
 
     /// One request over TLS to `port` on 127.0.0.1 (this apiserver, or an
     /// r8s serving the kit's certificate), presenting `identity` if given,
-    /// with exactly these headers.
+    /// with exactly these headers (none: anonymous).
     #[allow(clippy::too_many_arguments)]
     pub async fn send_tls(
         &self,
