@@ -11,12 +11,17 @@ ARG BUILD_GIT_COMMIT=unknown
 ENV BUILD_GIT_COMMIT=${BUILD_GIT_COMMIT}
 COPY Cargo.toml Cargo.lock build.rs ./
 COPY src ./src
+# The binary's package (cmd/, the workspace's default member), and the
+# targets its manifest declares beside it, which Cargo finds before it
+# builds anything: the tests and the benchmarks.
+COPY cmd ./cmd
+COPY tests ./tests
 COPY benches ./benches
 # The workspace's other member (the sim): Cargo reads its manifest even to
 # build r8s without it.
 COPY sim ./sim
-# Without the default `sim` feature: the product, not the built-in upstream
-# (`r8s sim` and `r8s demo` are for developers' builds).
+# The binary's package without its default `sim` feature: the product, not
+# the built-in upstream (`r8s sim` and `r8s demo` are for developers' builds).
 RUN cargo build --release --locked --no-default-features \
  && cp target/release/r8s /r8s
 

@@ -1,4 +1,4 @@
-//! The fuzz targets of `tests/common/fuzz.rs`, 10 million inputs each.
+//! The fuzz targets of `r8s_sim::fuzz` (sim/src/fuzz.rs), 10 million inputs each.
 //!
 //! `cargo bench --bench fuzz` (results in BENCHMARKS.md). `FUZZ_INPUTS=N`
 //! runs N inputs per target instead; `FUZZ_SEED=S` changes the mutations;
@@ -6,13 +6,10 @@
 //! Targets run side by side, one per core; a panic is counted and its first
 //! input printed (as text and hex), and the run exits 1 if there was any.
 
-#[path = "../tests/common/mod.rs"]
-mod harness;
-
 use std::sync::Mutex;
 use std::time::Instant;
 
-use harness::fuzz::{Report, hammer, quiet, targets};
+use r8s_sim::fuzz::{Report, hammer, quiet, seeded};
 
 fn main() {
     let inputs: u64 = std::env::var("FUZZ_INPUTS")
@@ -24,18 +21,10 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(1);
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let (sim, targets) = rt.block_on(async {
-        let sim = harness::start_sim(harness::sim_config()).await;
-        let before = sim.sim.store.current_rv();
-        for n in 0..3 {
-            harness::touch(&sim, "ns-1", "pod-00001", n);
-        }
-        let mut targets = targets(&sim.url(), before).await;
-        if let Ok(only) = std::env::var("FUZZ_ONLY") {
-            targets.retain(|t| t.name.contains(&only));
-        }
-        (sim, targets)
-    });
+    let (sim, mut targets) = rt.block_on(seeded());
+    if let Ok(only) = std::env::var("FUZZ_ONLY") {
+        targets.retain(|t| t.name.contains(&only));
+    }
     quiet();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!(

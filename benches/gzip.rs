@@ -58,7 +58,10 @@ struct Go(Option<std::path::PathBuf>);
 
 impl Go {
     fn build() -> Go {
-        let src = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/go/apiserver_gzip.go");
+        let src = concat!(
+            concat!(env!("CARGO_MANIFEST_DIR"), "/.."),
+            "/benches/go/apiserver_gzip.go"
+        );
         let out = std::env::temp_dir().join(format!("r8s-apiserver-gzip-{}", std::process::id()));
         let ok = Command::new("go")
             .args(["build", "-o"])

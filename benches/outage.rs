@@ -1,6 +1,6 @@
 //! Catching up after the upstream's return (issue 43): r8s (a release
 //! binary, its own process) caches configmaps from the sim through the
-//! fault forwarder (`tests/common/fault.rs`). Each round a client opens a
+//! fault forwarder (`sim/src/fault.rs`). Each round a client opens a
 //! watch through r8s, the upstream goes away for `OUTAGE_SECONDS` (45) in
 //! one of three shapes (connections refused; reset; the open ones
 //! black-holed for good and new ones reset), heals, and a configmap is
@@ -13,19 +13,16 @@
 //!   OUTAGE_SECONDS=20 OUTAGE_ROUNDS=3 cargo bench --bench outage
 
 mod common;
-#[path = "../tests/common/fault.rs"]
-#[allow(dead_code)]
-mod fault;
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use fault::{Forwarder, Mode};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
+use r8s_sim::fault::{Forwarder, Mode};
 
 use common::{Proc, env_or, free_port, sim, wait_ready};
 

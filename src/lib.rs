@@ -78,6 +78,15 @@ use crate::config::Config;
 use crate::shutdown::Signal;
 use crate::upstream::Upstream;
 
+/// What `r8s --version` prints: the package's version and the commit it was
+/// built from (`build.rs`).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("BUILD_GIT_COMMIT"),
+    ")"
+);
+
 /// The bound listeners r8s serves on.
 pub struct Listeners {
     /// The Kubernetes API.

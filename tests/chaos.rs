@@ -15,9 +15,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::common::fault::{Forwarder, Mode};
 use crate::common::mixed::{mixed_selector, selects};
 use crate::common::*;
+use r8s_sim::fault::{Forwarder, Mode};
 use tokio::sync::Semaphore;
 
 fn env(name: &str, default: u64) -> u64 {

@@ -10,8 +10,10 @@ use crate::common::*;
 const BIN: &str = env!("CARGO_BIN_EXE_r8s");
 
 fn run(args: &[&str]) -> (i32, String, String) {
+    // From the repository's top, as a user runs it (paths like config/r8s.toml).
     let o = Command::new(BIN)
         .args(args)
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
         .env_remove("R8S_CONFIG")
         .output()
         .unwrap();
@@ -482,7 +484,7 @@ async fn should_run_the_demo_and_every_printed_command_works() {
 /// minimum Rust version is stated.
 #[test]
 fn should_run_the_whole_suite_with_one_command_that_gets_its_tools() {
-    let root = env!("CARGO_MANIFEST_DIR");
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
     let read = |p: &str| std::fs::read_to_string(format!("{root}/{p}")).unwrap();
     let readme = read("README.md");
     let quick = readme

@@ -46,7 +46,12 @@ fn r8s(args: &[&str], env: &BTreeMap<String, String>) -> Output {
             cmd.env_remove(k);
         }
     }
-    cmd.args(args).envs(env).output().unwrap()
+    // From the repository's top, as a user runs it (config/r8s.toml).
+    cmd.args(args)
+        .envs(env)
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .output()
+        .unwrap()
 }
 
 /// One bad value: in a config file or in the environment, and the texts

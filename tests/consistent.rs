@@ -784,14 +784,14 @@ fn sim_config_of(generation: Generation) -> SimConfig {
 #[tokio::test(flavor = "multi_thread")]
 async fn should_ask_the_upstream_version_once_for_a_burst_of_first_reads() {
     let sim = start_sim(churning_sim(Generation::Current)).await;
-    let fwd = crate::common::fault::Forwarder::start(sim.addr).await;
+    let fwd = r8s_sim::fault::Forwarder::start(sim.addr).await;
     let r = r8s_in_front_of(fwd.url())
         .caching(&["pods"])
         .with(|c| c.read.consistent_streaming_lists = Prove::Auto)
         .start()
         .await;
     let before = sim.sim.count("get", "/version");
-    fwd.set(crate::common::fault::Mode::Stall);
+    fwd.set(r8s_sim::fault::Mode::Stall);
     let url = r.url();
     let reads: Vec<_> = (0..200)
         .map(|i| {
@@ -800,7 +800,7 @@ async fn should_ask_the_upstream_version_once_for_a_burst_of_first_reads() {
         })
         .collect();
     tokio::time::sleep(Duration::from_secs(1)).await;
-    fwd.set(crate::common::fault::Mode::Pass);
+    fwd.set(r8s_sim::fault::Mode::Pass);
     for read in reads {
         assert_eq!(read.await.unwrap().cache, "hit", "every read proven");
     }

@@ -13,7 +13,10 @@ use http::StatusCode;
 use serde_json::{Value, json};
 
 const BIN: &str = env!("CARGO_BIN_EXE_r8s");
-const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/kubernetes");
+const DIR: &str = concat!(
+    concat!(env!("CARGO_MANIFEST_DIR"), "/.."),
+    "/deploy/kubernetes"
+);
 
 /// A file of its own holding `text`: the tests run in parallel in one
 /// process, and a shared name let one test read another's half-written file.
@@ -171,8 +174,11 @@ fn selector_matches(selector: &Value, labels: &Value) -> bool {
 /// lacks it (the default policy for such a tag, Always, would look for
 /// `docker.io/library/r8s` and fail).
 fn assert_image_is_the_readme_build(c: &Value) {
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/operating.md")).unwrap();
+    let readme = std::fs::read_to_string(concat!(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/.."),
+        "/docs/operating.md"
+    ))
+    .unwrap();
     let image = c["image"].as_str().unwrap();
     assert_eq!(
         image,
@@ -592,7 +598,7 @@ async fn should_answer_dry_run_writes_as_the_apiserver_does() {
 /// command's flags are r8s's own.
 #[test]
 fn should_give_the_dockerfile_a_complete_build_context() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
     let dockerfile = std::fs::read_to_string(root.join("Dockerfile")).unwrap();
     let ctx = std::env::temp_dir().join(format!("r8s-docker-ctx-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&ctx);
@@ -755,7 +761,10 @@ fn should_give_the_dockerfile_a_complete_build_context() {
 fn should_render_node_clients_with_the_cluster_ca_and_impersonation() {
     let out = Command::new("kubectl")
         .arg("kustomize")
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/node-clients"))
+        .arg(concat!(
+            concat!(env!("CARGO_MANIFEST_DIR"), "/.."),
+            "/deploy/node-clients"
+        ))
         .output()
         .expect("kubectl is on the PATH");
     assert!(

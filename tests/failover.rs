@@ -7,10 +7,10 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::common::fault::{Forwarder, Mode};
 use crate::common::*;
 use r8s::config::Config;
 use r8s_sim::SimHandle;
+use r8s_sim::fault::{Forwarder, Mode};
 use tokio::task::JoinHandle;
 
 /// The two tiers and the links between them.

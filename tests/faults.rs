@@ -1,10 +1,10 @@
 //! Faults between r8s and its upstream, injected by a TCP forwarder
-//! (`common::fault`): what r8s notices, what it tells, what clients get.
+//! (`r8s_sim::fault`): what r8s notices, what it tells, what clients get.
 
 use std::time::{Duration, Instant};
 
-use crate::common::fault::{Forwarder, Mode};
 use crate::common::*;
+use r8s_sim::fault::{Forwarder, Mode};
 
 async fn readyz(r8s: &R8s) -> (u16, String) {
     let r = get(&format!("{}/readyz", r8s.admin_url())).await;

@@ -1,24 +1,18 @@
-//! A short round of every fuzz target (`common::fuzz`): mutated inputs from
+//! A short round of every fuzz target (`r8s_sim::fuzz`): mutated inputs from
 //! real ones, through every parser r8s runs on bytes it does not control;
 //! none may panic. `cargo bench --bench fuzz` runs 10 million of each.
 
-use crate::common::fuzz::{Report, hammer, targets};
-use crate::common::*;
+use r8s_sim::fuzz::{Report, hammer, quiet, seeded};
 
 /// Inputs per target here (the bench runs 10 million).
 const INPUTS: u64 = 10_000;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn should_never_panic_on_mutated_input_in_any_parser() {
-    let sim = start_sim(sim_config()).await;
-    let before = sim.sim.store.current_rv();
-    for n in 0..3 {
-        touch(&sim, "ns-1", "pod-00001", n);
-    }
-    let targets = targets(&sim.url(), before).await;
+    let (sim, targets) = seeded().await;
     assert_eq!(targets.len(), 14);
     // Panics are counted, not printed (the hook is this binary's alone).
-    crate::common::fuzz::quiet();
+    quiet();
     let reports: Vec<Report> = tokio::task::spawn_blocking(move || {
         targets
             .iter()

@@ -576,8 +576,8 @@ async fn start_through_link(
     sim: &r8s_sim::SimHandle,
     compression: bool,
     streaming_lists: bool,
-) -> (R8s, crate::common::fault::Forwarder, u64) {
-    let link = crate::common::fault::Forwarder::start(sim.addr).await;
+) -> (R8s, r8s_sim::fault::Forwarder, u64) {
+    let link = r8s_sim::fault::Forwarder::start(sim.addr).await;
     let r = r8s_in_front_of(link.url())
         .caching(&["pods"])
         .with(|c| {

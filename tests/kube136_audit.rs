@@ -81,15 +81,18 @@ fn should_accept_and_refuse_audit_policies_as_kube_136_does() {
     };
     let dir = std::env::temp_dir().join(format!("r8s-audit-policies-{}", fastrand::u64(..)));
     std::fs::create_dir_all(&dir).unwrap();
-    let cases = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/audit_policies");
+    let cases = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/..")).join("tests/audit_policies");
     let mut policies: Vec<_> = std::fs::read_dir(&cases)
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
         .collect();
-    policies.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("config/audit/policy.yaml"));
     policies.push(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("config/audit/kubernetes-docs-example.yaml"),
+        Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/..")).join("config/audit/policy.yaml"),
+    );
+    policies.push(
+        Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+            .join("config/audit/kubernetes-docs-example.yaml"),
     );
     policies.sort();
     let mut diffs = Vec::new();

@@ -40,7 +40,7 @@ async fn should_export_process_build_and_requests_saved() {
     assert_eq!(sample(&m, &build), 1.0, "{build} in {m}");
     if let Ok(out) = std::process::Command::new("git")
         .args(["rev-parse", "--short=12", "HEAD"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
         .output()
         && out.status.success()
     {

@@ -14,7 +14,10 @@ use crate::common::*;
 
 use serde_json::Value;
 
-const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/prometheus");
+const DIR: &str = concat!(
+    concat!(env!("CARGO_MANIFEST_DIR"), "/.."),
+    "/deploy/prometheus"
+);
 
 fn promtool(args: &[&str]) -> String {
     let out = Command::new("promtool")
@@ -245,8 +248,11 @@ fn families(exposition: &str) -> BTreeSet<String> {
 
 /// The names in the first column of the metrics table of `docs/metrics.md`.
 fn readme_table() -> BTreeSet<String> {
-    let page =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/metrics.md")).unwrap();
+    let page = std::fs::read_to_string(concat!(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/.."),
+        "/docs/metrics.md"
+    ))
+    .unwrap();
     let section = page
         .split("\n## Metrics")
         .nth(1)

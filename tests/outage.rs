@@ -13,7 +13,6 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::common::fault::{Forwarder, Mode};
 use crate::common::*;
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -23,6 +22,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use r8s::config::Config;
 use r8s_sim::SimHandle;
+use r8s_sim::fault::{Forwarder, Mode};
 
 /// Beside r8s and admin ([`common::auth::R8S_AND_ADMIN`]).
 const USERS: &str = "reader-token,reader,uid-reader,\"readers\"

@@ -7,8 +7,8 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::common::fault::Forwarder;
 use crate::common::*;
+use r8s_sim::fault::Forwarder;
 
 use r8s_sim::SimConfig;
 

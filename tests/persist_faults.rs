@@ -181,7 +181,7 @@ async fn should_keep_serving_when_the_disk_is_full() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn should_serve_its_snapshot_while_the_upstream_is_down_with_serve_stale() {
-    use crate::common::fault::{Forwarder, Mode};
+    use r8s_sim::fault::{Forwarder, Mode};
     let sim = start_sim(sim_config()).await;
     let link = Forwarder::start(sim.addr).await;
     let dir = temp_dir("offline");

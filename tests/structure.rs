@@ -34,8 +34,10 @@ const LAYERS: &[&[&str]] = &[
 /// paragraph of its doc links (``[`module`]``) exactly that layer's modules.
 #[test]
 fn should_list_the_layers_in_lib_rs_as_the_structure_test_does() {
-    let lib =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs")).unwrap();
+    let lib = std::fs::read_to_string(
+        Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/..")).join("src/lib.rs"),
+    )
+    .unwrap();
     let modules: BTreeSet<&str> = LAYERS.iter().flat_map(|l| l.iter().copied()).collect();
     let mut said: Vec<BTreeSet<String>> = Vec::new();
     let mut in_list = false;
@@ -88,7 +90,7 @@ fn should_have_no_import_cycles_between_files() {
 }
 
 fn no_import_cycles_in(src: &str) {
-    let c = Crate::read_from(&Path::new(env!("CARGO_MANIFEST_DIR")).join(src));
+    let c = Crate::read_from(&Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/..")).join(src));
     let edges = c.edges();
     let g: BTreeMap<PathBuf, BTreeSet<PathBuf>> = edges
         .iter()
@@ -122,60 +124,76 @@ fn no_import_cycles_in(src: &str) {
     );
 }
 
-/// The built-in upstream is a crate of its own (`sim/`, `r8s-sim`), a
-/// member of the workspace, that uses r8s through its public API. r8s has
-/// it as a dev-dependency only (the tests and benchmarks), and its binary
-/// includes it as a module for `r8s sim` and `r8s demo`, only with the
-/// default feature `sim`: a build without it (the image's) has no sim. No
-/// other file of `src/` names it, so the library never depends on it.
+/// Three packages (docs/architecture.md, "Three packages"): the library
+/// (`r8s`, at the top), the built-in upstream (`sim/`, `r8s-sim`, which uses
+/// the library through its public API) and the binary (`cmd/`, `r8s-cmd`),
+/// which depends on the library and, only with its default feature `sim`, on
+/// the sim: a build without it (the image's) has no sim. The library never
+/// depends on the sim, not even for its tests, and no file is compiled twice
+/// (no `#[path]` include anywhere).
 #[test]
-fn should_compile_the_sim_only_with_its_feature() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let manifest: toml::Table = std::fs::read_to_string(root.join("Cargo.toml"))
-        .unwrap()
-        .parse()
-        .unwrap();
-    let members = manifest["workspace"]["members"].as_array().unwrap();
-    assert!(
-        members.iter().any(|m| m.as_str() == Some("sim")),
-        "sim/ is a member of the workspace"
-    );
-    assert!(
-        !manifest["dependencies"]
-            .as_table()
+fn should_build_the_binary_from_a_package_of_its_own() {
+    let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
+    let read = |rel: &str| -> toml::Table {
+        std::fs::read_to_string(root.join(rel))
             .unwrap()
-            .contains_key("r8s-sim"),
-        "r8s-sim is no dependency of r8s's library (a dev-dependency only)"
-    );
-    assert!(
-        manifest["dev-dependencies"]
-            .as_table()
+            .parse()
             .unwrap()
-            .contains_key("r8s-sim")
-    );
-    let sim: toml::Table = std::fs::read_to_string(root.join("sim/Cargo.toml"))
-        .unwrap()
-        .parse()
-        .unwrap();
-    assert_eq!(sim["package"]["name"].as_str(), Some("r8s-sim"));
-
-    // The binary includes it only with the feature.
-    let main = std::fs::read_to_string(root.join("src/main.rs")).unwrap();
-    let lines: Vec<&str> = main.lines().map(str::trim).collect();
-    let at = lines
-        .iter()
-        .position(|l| *l == "#[path = \"../sim/src/lib.rs\"]")
-        .expect("src/main.rs includes the sim as a module");
-    assert!(
-        lines[..at]
+    };
+    let manifest = read("Cargo.toml");
+    let names = |v: &toml::Value| -> Vec<String> {
+        v.as_array()
+            .unwrap()
             .iter()
-            .rev()
-            .take_while(|l| l.starts_with("#["))
-            .any(|l| *l == "#[cfg(feature = \"sim\")]"),
-        "src/main.rs: the sim only with the sim feature"
+            .map(|m| m.as_str().unwrap().to_string())
+            .collect()
+    };
+    let mut members = names(&manifest["workspace"]["members"]);
+    members.sort();
+    assert_eq!(members, ["cmd", "sim"], "the workspace's members");
+    assert_eq!(
+        names(&manifest["workspace"]["default-members"]),
+        ["cmd"],
+        "`cargo run`, `cargo build` and `cargo bench` at the top act on the binary"
+    );
+    assert_eq!(manifest["package"]["name"].as_str(), Some("r8s"));
+    assert!(
+        !manifest.contains_key("bin") && manifest["package"]["autobins"].as_bool() == Some(false),
+        "the library's package has no binary"
+    );
+    for deps in ["dependencies", "dev-dependencies"] {
+        assert!(
+            !manifest[deps].as_table().unwrap().contains_key("r8s-sim"),
+            "r8s-sim is in the library's {deps}"
+        );
+    }
+    assert_eq!(
+        read("sim/Cargo.toml")["package"]["name"].as_str(),
+        Some("r8s-sim")
     );
 
-    // Nothing else in src/ names it.
+    let cmd = read("cmd/Cargo.toml");
+    assert_eq!(cmd["package"]["name"].as_str(), Some("r8s-cmd"));
+    let bins = cmd["bin"].as_array().unwrap();
+    assert_eq!(bins.len(), 1);
+    assert_eq!(bins[0]["name"].as_str(), Some("r8s"));
+    let deps = cmd["dependencies"].as_table().unwrap();
+    assert!(
+        deps.contains_key("r8s"),
+        "the binary depends on the library"
+    );
+    assert_eq!(
+        deps["r8s-sim"]
+            .get("optional")
+            .and_then(toml::Value::as_bool),
+        Some(true),
+        "the binary depends on the sim only with the feature `sim`"
+    );
+    let features = cmd["features"].as_table().unwrap();
+    assert_eq!(names(&features["sim"]), ["dep:r8s-sim"]);
+    assert_eq!(names(&features["default"]), ["sim"]);
+
+    // Nothing in src/ names the sim.
     let mut named = Vec::new();
     for rel in Crate::read().files() {
         let text = std::fs::read_to_string(root.join("src").join(rel)).unwrap();
@@ -188,20 +206,21 @@ fn should_compile_the_sim_only_with_its_feature() {
         "files of the library that name the sim: {named:?}"
     );
 
-    // The sim compiles both as its crate and as a module of the binary: it
-    // names its own items by relative paths (`super::`), never `crate::`,
-    // except in its unit tests (which only its crate runs).
-    let mut absolute = Vec::new();
-    for rel in Crate::read_from(&root.join("sim/src")).files() {
-        let text = std::fs::read_to_string(root.join("sim/src").join(rel)).unwrap();
-        let product = text.split("#[cfg(test)]").next().unwrap();
-        if product.contains("crate::") {
-            absolute.push(rel.display().to_string());
+    // No file is a module of two crates.
+    let mut included = Vec::new();
+    let mut files = Vec::new();
+    for dir in ["src", "sim/src", "cmd/src", "tests", "benches"] {
+        source::walk(&root.join(dir), &mut files);
+    }
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        if text.lines().any(|l| l.trim_start().starts_with("#[path")) {
+            included.push(file.display().to_string());
         }
     }
     assert!(
-        absolute.is_empty(),
-        "sim files that name `crate::` outside their tests: {absolute:?}"
+        included.is_empty(),
+        "files with a #[path] include: {included:?}"
     );
 }
 
@@ -255,7 +274,7 @@ fn should_stack_top_level_modules_in_layers() {
 #[test]
 fn should_decode_the_query_in_one_place() {
     let c = Crate::read();
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let src = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/..")).join("src");
     let mut decoders = Vec::new();
     let mut outside = Vec::new();
     for f in c.files() {
@@ -392,7 +411,7 @@ fn fatal_timeouts(text: &str) -> Vec<String> {
 
 #[test]
 fn should_add_no_assert_bounded_by_the_wall_clock() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
     let mut files = Vec::new();
     for sub in ["tests", "tests/common"] {
         for entry in std::fs::read_dir(root.join(sub)).unwrap() {
@@ -460,7 +479,7 @@ fn should_add_no_assert_bounded_by_the_wall_clock() {
 /// `tests/main.rs` does not declare would be neither built nor run, silently.
 #[test]
 fn should_run_every_file_of_tests_in_the_suite() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/..")).join("tests");
     let main = std::fs::read_to_string(dir.join("main.rs")).unwrap();
     let declared: BTreeSet<String> = main
         .lines()
@@ -590,7 +609,7 @@ const FOREIGN_FLAGS: &[&str] = &[
 /// top-level module.
 #[test]
 fn should_describe_the_code_as_it_is_in_the_docs() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
     let mut pages = vec![root.join("README.md")];
     for e in std::fs::read_dir(root.join("docs")).unwrap() {
         let path = e.unwrap().path();

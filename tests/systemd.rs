@@ -183,7 +183,7 @@ async fn should_tell_systemd_ready_once_synced_pet_the_watchdog_and_say_stopping
 /// unit's own path, /usr/local/bin/r8s, is where an install puts it).
 fn unit_here(dir: &std::path::Path) -> std::path::PathBuf {
     let unit = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
+        concat!(env!("CARGO_MANIFEST_DIR"), "/.."),
         "/deploy/systemd/r8s.service"
     ))
     .unwrap();

@@ -14,11 +14,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::common::fault::{Forwarder, Observe, Observer};
 use crate::common::*;
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::{WatchStreamExt, watcher};
+use r8s_sim::fault::{Forwarder, Observe, Observer};
 
 const WATCHERS: usize = 1_000;
 

@@ -8,7 +8,7 @@ use std::sync::{Arc, RwLock};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
-use super::resources::{ResourceDef, VERBS, builtins, group_json, gv_path};
+use crate::resources::{ResourceDef, VERBS, builtins, group_json, gv_path};
 use r8s::api::Gvr;
 use r8s::sync::RwLockExt;
 

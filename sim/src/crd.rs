@@ -25,9 +25,9 @@ use std::collections::HashSet;
 
 use serde_json::{Value, json};
 
-use super::resources::ResourceDef;
-use super::state::Sim;
-use super::store::Mutation;
+use crate::resources::ResourceDef;
+use crate::state::Sim;
+use crate::store::Mutation;
 use r8s::api::Gvr;
 use r8s::api::status::{Cause, Status};
 use r8s::sync::MutexExt;

@@ -3,11 +3,11 @@
 
 use std::net::SocketAddr;
 
-use r8s::cli::DemoArgs;
 use r8s::config::Config;
 use r8s::{Listeners, prepare, shutdown};
 
-use super::{self as sim, SimConfig};
+use crate::cli::DemoArgs;
+use crate::{self as sim, SimConfig};
 
 /// What to print once the demo is up.
 pub fn instructions(api: SocketAddr, admin: SocketAddr, sim: SocketAddr, pods: usize) -> String {

@@ -16,8 +16,8 @@ use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role};
 
-use super::state::{Req, Sim};
-use super::store::key;
+use crate::state::{Req, Sim};
+use crate::store::key;
 use r8s::api::path::ResourcePath;
 use r8s::api::query::parse_bool;
 use r8s::api::status::Status;

@@ -3,13 +3,11 @@
 //! Faithful to kube-apiserver wherever it implements something (status
 //! codes, `Status` bodies, watch framing, resource version semantics), so
 //! that r8s can be tested against it, demoed and benchmarked without a
-//! cluster. A crate of its own (`r8s-sim`), beside r8s, that uses r8s only
-//! through its public API: the tests and benchmarks start it (a
-//! dev-dependency) to run r8s against it, and the `r8s sim` and `r8s demo`
-//! subcommands, compiled only with r8s's default feature `sim`, include it
-//! as a module of the binary (`src/main.rs`; a dependency would be a cycle,
-//! as this crate depends on r8s). The library, and so the product, never
-//! sees it (`tests/structure.rs`).
+//! cluster. A crate of its own (`r8s-sim`), beside r8s, that uses r8s's
+//! library only through its public API: the tests and benchmarks start it to
+//! run r8s against it, and the binary (`cmd/`, `r8s-cmd`) depends on it for
+//! `r8s sim` and `r8s demo`, only with its default feature `sim`. The
+//! library, and so the product, never sees it (`tests/structure.rs`).
 //!
 //! - [`state`]: the running sim's state, configuration and request shape.
 //! - [`route`]: each request to its handler.
@@ -27,14 +25,21 @@
 //! - [`schema`]: the protobuf layouts of the served kinds.
 //! - [`seed`]: realistic sample objects and background churn.
 //! - [`demo`]: `r8s demo`, the sim with r8s in front, in one process.
+//! - [`cli`]: the flags of `r8s sim` and `r8s demo`.
+//! - [`fault`]: a forwarder that breaks the network between r8s and its
+//!   upstream on command; [`fuzz`]: fuzz targets seeded with the sim's
+//!   answers. The tests' and the benchmarks' tools around the sim.
 
 #![warn(missing_docs)]
 
 pub mod auth;
 pub mod catalog;
+pub mod cli;
 pub mod crd;
 pub mod demo;
 pub mod exec;
+pub mod fault;
+pub mod fuzz;
 pub mod protobuf;
 pub mod read;
 pub mod resources;

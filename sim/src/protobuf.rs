@@ -11,9 +11,9 @@ use base64::Engine;
 use prost::Message;
 use serde_json::{Value, json};
 
-use super::resources::ResourceDef;
-use super::schema;
-use super::store::Obj;
+use crate::resources::ResourceDef;
+use crate::schema;
+use crate::store::Obj;
 use r8s::api::status::Status;
 use r8s::codec::json::META_API_VERSION;
 use r8s::codec::protobuf as pb;

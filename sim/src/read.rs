@@ -9,11 +9,11 @@ use bytes::{BufMut, Bytes, BytesMut};
 use http::{Response, StatusCode};
 use serde_json::{Value, json};
 
-use super::resources::ResourceDef;
-use super::schema;
-use super::state::{Req, Sim, json_response, to_bytes};
-use super::store::{Obj, key};
-use super::table::{IncludeObject, table};
+use crate::resources::ResourceDef;
+use crate::schema;
+use crate::state::{Req, Sim, json_response, to_bytes};
+use crate::store::{Obj, key};
+use crate::table::{IncludeObject, table};
 use r8s::api::continue_token::{ContinueToken, Format as TokenFormat};
 use r8s::api::media::{Choice, Encoding, Shape};
 use r8s::api::params::{ListOptions, RvMatch, parse_rv};
@@ -497,12 +497,12 @@ pub fn list_json(
 
 #[cfg(test)]
 mod tests {
-    use super::super::store::{Mutation, Store};
     use super::*;
+    use crate::store::{Mutation, Store};
 
     #[test]
     fn should_page_in_key_order_with_remaining_count() {
-        let s = Store::new(100, super::super::catalog::Catalog::default().items_typed());
+        let s = Store::new(100, crate::catalog::Catalog::default().items_typed());
         for (ns, n) in [("a", "x"), ("a", "y"), ("a-b", "z"), ("b", "w")] {
             let v = json!({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": n, "namespace": ns}});
             s.mutate(1, &key(Some(ns), n), |_, _| Ok(Mutation::Put(v)))

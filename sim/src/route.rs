@@ -11,8 +11,8 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use serde_json::Value;
 
-use super::state::{Req, Sim, json_response, read_body, to_bytes};
-use super::{auth, exec, read, resources, watch, write};
+use crate::state::{Req, Sim, json_response, read_body, to_bytes};
+use crate::{auth, exec, read, resources, watch, write};
 use r8s::api::media::ErrorEncoding;
 use r8s::api::query::Query;
 use r8s::api::request::{self, ApiRequest, Verb};

@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::resources::pods_idx;
-use super::state::Sim;
-use super::store::{Mutation, key};
-use super::write::uuid;
+use crate::resources::pods_idx;
+use crate::state::Sim;
+use crate::store::{Mutation, key};
+use crate::write::uuid;
 use r8s::api::status::Status;
 
 mod base;

@@ -12,7 +12,7 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use serde_json::Value;
 
-use super::{auth, store};
+use crate::{auth, store};
 use r8s::api::media::Choice;
 use r8s::api::query::Query;
 use r8s::api::status::Status;

@@ -13,7 +13,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{Map, Value};
 use tokio::sync::{broadcast, watch};
 
-use super::resources::ResourceDef;
+use crate::resources::ResourceDef;
 use r8s::api::status::Status;
 use r8s::sync::MutexExt;
 
@@ -522,7 +522,7 @@ mod tests {
 
     #[test]
     fn should_rebuild_past_states_inside_the_window() {
-        let s = Store::new(3, super::super::catalog::Catalog::default().items_typed());
+        let s = Store::new(3, crate::catalog::Catalog::default().items_typed());
         let r1 = put(&s, "x", 1);
         put(&s, "x", 2);
         put(&s, "y", 1);

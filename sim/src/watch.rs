@@ -12,11 +12,11 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::read::{Format, Selectors, metadata_form, negotiate, selectors};
-use super::resources::ResourceDef;
-use super::state::{Req, Sim};
-use super::store::{Event, EventType, Obj};
-use super::table::{IncludeObject, table, table_of};
+use crate::read::{Format, Selectors, metadata_form, negotiate, selectors};
+use crate::resources::ResourceDef;
+use crate::state::{Req, Sim};
+use crate::store::{Event, EventType, Obj};
+use crate::table::{IncludeObject, table, table_of};
 use r8s::api::params::{ListOptions, parse_rv};
 use r8s::api::path::ResourcePath;
 use r8s::api::status::Status;

@@ -6,9 +6,9 @@ use bytes::Bytes;
 use http::{Response, StatusCode, header};
 use serde_json::{Value, json};
 
-use super::resources::{ResourceDef, namespaces_idx};
-use super::state::{Req, Sim, json_response, now_rfc3339, to_bytes};
-use super::store::{Mutation, Obj, key};
+use crate::resources::{ResourceDef, namespaces_idx};
+use crate::state::{Req, Sim, json_response, now_rfc3339, to_bytes};
+use crate::store::{Mutation, Obj, key};
 use r8s::api::path::ResourcePath;
 use r8s::api::status::{Cause, Status};
 use r8s::body::Body;

@@ -383,5 +383,4 @@ pub fn accepts_gzip(headers: &HeaderMap) -> bool {
 }
 
 #[cfg(test)]
-#[path = "media_tests.rs"]
 mod tests;

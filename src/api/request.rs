@@ -624,5 +624,4 @@ mod tests {
 }
 
 #[cfg(test)]
-#[path = "request_info_tests.rs"]
 mod request_info_tests;

@@ -314,5 +314,4 @@ impl Expr {
 }
 
 #[cfg(test)]
-#[path = "shard_tests.rs"]
 mod tests;

@@ -591,5 +591,4 @@ pub fn write(out: &mut Vec<u8>, f: &Frozen, s: &Stamp<'_>) {
 }
 
 #[cfg(test)]
-#[path = "event_tests.rs"]
 mod tests;

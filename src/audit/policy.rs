@@ -369,5 +369,4 @@ impl Rule {
 }
 
 #[cfg(test)]
-#[path = "policy_tests.rs"]
 mod tests;

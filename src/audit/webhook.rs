@@ -189,5 +189,4 @@ async fn send(target: &Target, batch: &[Bytes], initial: Duration) -> Result<(),
 }
 
 #[cfg(test)]
-#[path = "webhook_tests.rs"]
 mod tests;

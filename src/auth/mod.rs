@@ -611,5 +611,4 @@ fn random_key() -> [u8; 32] {
 }
 
 #[cfg(test)]
-#[path = "auth_tests.rs"]
 mod tests;

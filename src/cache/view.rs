@@ -336,5 +336,4 @@ impl ListItem for AddedItem {
 }
 
 #[cfg(test)]
-#[path = "view_tests.rs"]
 mod tests;

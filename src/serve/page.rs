@@ -123,5 +123,4 @@ pub(super) fn cut(store: &Store, version: &Arc<Version>, ask: Ask<'_>) -> Cut {
 }
 
 #[cfg(test)]
-#[path = "page_tests.rs"]
 mod tests;

@@ -231,5 +231,4 @@ pub fn hpa_row(body: &[u8]) -> Option<Row> {
 }
 
 #[cfg(test)]
-#[path = "autoscaling_tests.rs"]
 mod tests;

@@ -226,5 +226,4 @@ pub fn cron_job_row(body: &[u8]) -> Option<Row> {
 }
 
 #[cfg(test)]
-#[path = "batch_tests.rs"]
 mod tests;

@@ -204,5 +204,4 @@ pub fn storage_class_row(body: &[u8]) -> Option<Row> {
 }
 
 #[cfg(test)]
-#[path = "cluster_tests.rs"]
 mod tests;

@@ -323,5 +323,4 @@ pub fn node_row(body: &[u8]) -> Option<Row> {
 }
 
 #[cfg(test)]
-#[path = "core_tests.rs"]
 mod tests;

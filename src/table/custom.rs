@@ -5,7 +5,7 @@
 //! a `string` column printed as client-go's jsonpath prints it; what is
 //! missing or of another type is `null`.
 //!
-//! Checked against Kubernetes 1.36.3's answers (`custom_tests.rs`).
+//! Checked against Kubernetes 1.36.3's answers (`custom/tests.rs`).
 
 use std::borrow::Cow;
 
@@ -247,5 +247,4 @@ fn go_json(v: &Value, out: &mut BytesMut) -> Option<()> {
 }
 
 #[cfg(test)]
-#[path = "custom_tests.rs"]
 mod tests;

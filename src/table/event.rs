@@ -163,5 +163,4 @@ pub fn event_row(body: &[u8]) -> Option<Row> {
 }
 
 #[cfg(test)]
-#[path = "event_tests.rs"]
 mod tests;

@@ -455,5 +455,4 @@ pub fn ingress_row(body: &[u8]) -> Option<Row> {
 }
 
 #[cfg(test)]
-#[path = "network_tests.rs"]
 mod tests;

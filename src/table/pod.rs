@@ -355,5 +355,4 @@ fn print(pod: &Pod) -> Row {
 }
 
 #[cfg(test)]
-#[path = "pod_tests.rs"]
 mod tests;

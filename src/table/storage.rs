@@ -281,5 +281,4 @@ pub fn persistent_volume_claim_row(body: &[u8]) -> Option<Row> {
 }
 
 #[cfg(test)]
-#[path = "storage_tests.rs"]
 mod tests;

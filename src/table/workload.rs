@@ -306,5 +306,4 @@ pub fn pod_disruption_budget_row(body: &[u8]) -> Option<Row> {
 }
 
 #[cfg(test)]
-#[path = "workload_tests.rs"]
 mod tests;

@@ -22,8 +22,6 @@ use tokio::task::JoinHandle;
 pub mod answers;
 pub mod auth;
 pub mod crd;
-pub mod fault;
-pub mod fuzz;
 pub mod kube136;
 pub mod mixed;
 pub mod proxy;

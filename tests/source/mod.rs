@@ -290,9 +290,6 @@ pub struct Crate {
 
 pub fn module_of(rel: &Path) -> Option<ModPath> {
     let s = rel.to_str()?.strip_suffix(".rs")?;
-    if s == "main" {
-        return None; // the binary: a separate crate that uses the library
-    }
     if s == "lib" {
         return Some(Vec::new());
     }
@@ -303,7 +300,8 @@ pub fn module_of(rel: &Path) -> Option<ModPath> {
     Some(segs)
 }
 
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+/// Every `.rs` file under `dir`, at any depth.
+pub fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
     for e in std::fs::read_dir(dir).unwrap() {
         let p = e.unwrap().path();
         if p.is_dir() {
@@ -315,9 +313,9 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 impl Crate {
-    /// Reads every file of `src/` (but `main.rs`, a crate of its own).
+    /// Reads every file of `src/`.
     pub fn read() -> Self {
-        Self::read_from(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"))
+        Self::read_from(&Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/..")).join("src"))
     }
 
     /// Reads the crate whose `lib.rs` is in `src`.

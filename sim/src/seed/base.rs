@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::super::resources::find;
-use super::super::state::Sim;
-use super::super::store::{Mutation, key};
-use super::super::write::uuid;
+use crate::resources::find;
+use crate::state::Sim;
+use crate::store::{Mutation, key};
+use crate::write::uuid;
 use r8s::api::Gvr;
 
 /// Now, as the apiserver writes a timestamp (RFC 3339, to the second).

@@ -5,9 +5,9 @@
 
 use serde_json::{Value, json};
 
-use super::super::state::Sim;
-use super::super::write::uuid;
 use super::base::{ago, meta, now, put};
+use crate::state::Sim;
+use crate::write::uuid;
 
 /// A replica set behind each deployment (`deployments`: their uids), a
 /// daemon set on every node, a stateful set, a finished job and the cron

@@ -7,8 +7,8 @@
 
 use serde_json::{Value, json};
 
-use super::super::resources::ResourceDef;
 use super::cells::*;
+use crate::resources::ResourceDef;
 
 /// The columns, and each one's path and type.
 pub(super) fn columns(def: &ResourceDef) -> (Vec<Value>, Vec<(String, String)>) {

@@ -1,20 +1,56 @@
-//! The `r8s` binary: parse, configure, log, run. Everything else is in the library.
+//! The `r8s` binary: parse, configure, log, run. Everything else is in the
+//! library (`r8s`) and, for `r8s sim` and `r8s demo` (the default feature
+//! `sim`), the built-in upstream (`r8s-sim`).
 
 use std::process::ExitCode;
 
-use clap::Parser;
-#[cfg(feature = "sim")]
-use r8s::cli::SimArgs;
-use r8s::cli::{Cli, Command, ConfigCommand, ServeArgs};
-// The built-in upstream (crate `r8s-sim`, which depends on this package's
-// library) compiled into the binary as a module: a dependency on it would be
-// a cycle. Only `r8s sim` and `r8s demo` use it, and only with the default
-// feature `sim`; the image is built without it.
-#[cfg(feature = "sim")]
-#[path = "../sim/src/lib.rs"]
-#[allow(dead_code, unused_imports)]
-mod sim;
+use clap::{Parser, Subcommand};
+use r8s::cli::ServeArgs;
 use r8s::{Listeners, config, shutdown};
+#[cfg(feature = "sim")]
+use r8s_sim::cli::{DemoArgs, SimArgs};
+
+/// r8s: a watch cache for the Kubernetes API.
+///
+/// r8s sits in front of kube-apiserver(s), list-watches the resources it is
+/// told to cache, serves get/list/watch from memory and passes everything else
+/// through unchanged. Settings come from built-in defaults, then the TOML file
+/// given with --config, then R8S_* environment variables (R8S_LISTEN,
+/// R8S_UPSTREAM__SERVERS='["https://a:6443"]', ...), then flags.
+#[derive(Debug, Parser)]
+#[command(
+    name = "r8s",
+    version = r8s::VERSION,
+    propagate_version = true
+)]
+struct Cli {
+    /// What to run.
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the r8s daemon in front of an upstream kube-apiserver.
+    Serve(ServeArgs),
+    /// Run the built-in upstream alone: an in-memory kube-apiserver stand-in for tests and benchmarks.
+    #[cfg(feature = "sim")]
+    Sim(SimArgs),
+    /// Run the built-in upstream with sample objects and r8s in front of it, and print what to try.
+    #[cfg(feature = "sim")]
+    Demo(DemoArgs),
+    /// Inspect the configuration.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+}
+
+/// `r8s config ...`.
+#[derive(Debug, Subcommand)]
+enum ConfigCommand {
+    /// Validate the configuration and print the effective result (secrets redacted).
+    Check(ServeArgs),
+}
 
 /// Exit code for bad usage or configuration (as clap uses for bad flags).
 const EXIT_CONFIG: u8 = 2;
@@ -112,7 +148,7 @@ fn main() -> ExitCode {
             #[cfg(feature = "sim")]
             Command::Demo(args) => {
                 init_logging("info", config::LogFormat::Text);
-                match sim::demo::run(args).await {
+                match r8s_sim::demo::run(args).await {
                     Ok(()) => ExitCode::SUCCESS,
                     Err(e) => fail(EXIT_CONFIG, e),
                 }
@@ -175,23 +211,7 @@ async fn run_sim(args: SimArgs) -> ExitCode {
             );
         }
     };
-    let cfg = sim::SimConfig {
-        pods: args.pods,
-        namespaces: args.namespaces,
-        nodes: args.nodes,
-        churn: args.churn,
-        history: args.history,
-        tokens: args.tokens,
-        policy: args.policy,
-        generation: if args.before_1_31 {
-            sim::Generation::Pre131
-        } else {
-            sim::Generation::Current
-        },
-        minor: args.kube_minor,
-        ..sim::SimConfig::default()
-    };
-    let handle = match sim::start(cfg, listener).await {
+    let handle = match r8s_sim::start(args.config(), listener).await {
         Ok(h) => h,
         Err(e) => return fail(EXIT_CONFIG, format!("cannot start the sim: {e}")),
     };

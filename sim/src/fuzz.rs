@@ -5,13 +5,18 @@
 //! each grammar cares about.
 //!
 //! The test suite runs a short round of each (`tests/fuzz.rs`); `cargo
-//! bench --bench fuzz` runs 10 million inputs of each (BENCHMARKS.md).
+//! bench --bench fuzz` runs 10 million inputs of each (BENCHMARKS.md). Here,
+//! in the sim's crate, because both start from the sim's answers ([`seeded`]),
+//! and a module shared by a test and a benchmark is compiled once.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::{Duration, Instant};
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use http::{HeaderMap, HeaderValue, Method, Uri};
+use http_body_util::{BodyExt, Empty};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
 use r8s::api::continue_token::{ContinueToken, Format};
 use r8s::api::media::{self, Encoding, Offer};
 use r8s::api::request::{ApiRequest, Verb};
@@ -22,6 +27,9 @@ use r8s::persist::format::{self, Header, Identity};
 use r8s::persist::log::{self as change_log, Entry, LogHeader};
 use r8s::persist::{read_objects, replay_log};
 use r8s::upstream::decode::Decoder;
+use tokio::net::TcpListener;
+
+use crate::{SimConfig, SimHandle};
 
 /// One parser under fuzzing.
 pub struct Target {
@@ -428,16 +436,60 @@ fn toks(list: &[&str]) -> Vec<Vec<u8>> {
     list.iter().map(|s| s.as_bytes().to_vec()).collect()
 }
 
+/// A sim with a few pods, one of them written three times (so that its
+/// watches replay events), and the targets seeded from its answers.
+pub async fn seeded() -> (SimHandle, Vec<Target>) {
+    let config = SimConfig {
+        pods: 40,
+        namespaces: 3,
+        ..SimConfig::default()
+    };
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("fuzz: a port on 127.0.0.1");
+    let sim = crate::start(config, listener)
+        .await
+        .expect("fuzz: the sim starts");
+    let before = sim.sim.store.current_rv();
+    let pods = crate::resources::pods_idx();
+    let key = crate::store::key(Some("ns-1"), "pod-00001");
+    for n in 0..3 {
+        let mut pod = sim.sim.store.get(pods, &key).expect("pod-00001").value();
+        pod["metadata"]["annotations"]["r8s.dev/touch"] = n.to_string().into();
+        sim.sim
+            .store
+            .mutate(pods, &key, |_, _| Ok(crate::store::Mutation::Put(pod)))
+            .expect("fuzz: pod-00001 written");
+    }
+    let targets = targets(&sim.url(), before).await;
+    (sim, targets)
+}
+
 /// Seeds fetched from the built-in upstream at `sim` (which must have had a
 /// few writes, so its watches replay events).
-pub async fn targets(sim: &str, rv_before_writes: u64) -> Vec<Target> {
-    use super::send;
+async fn targets(sim: &str, rv_before_writes: u64) -> Vec<Target> {
     const PB: &str = "application/vnd.kubernetes.protobuf";
-    let fetch = |path: String, accept: &'static str| async move {
-        send("GET", &format!("{sim}{path}"), &[("accept", accept)], None)
-            .await
-            .body
-            .to_vec()
+    let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+    let fetch = |path: String, accept: &'static str| {
+        let client = client.clone();
+        let url = format!("{sim}{path}");
+        async move {
+            let req = http::Request::get(&url)
+                .header("accept", accept)
+                .body(Empty::new())
+                .expect("fuzz: a seed request");
+            let resp = client
+                .request(req)
+                .await
+                .unwrap_or_else(|e| panic!("GET {url}: {e}"));
+            assert_eq!(resp.status(), 200, "GET {url}");
+            resp.into_body()
+                .collect()
+                .await
+                .unwrap_or_else(|e| panic!("GET {url}: {e}"))
+                .to_bytes()
+                .to_vec()
+        }
     };
     let pod = "/api/v1/namespaces/ns-1/pods/pod-00001".to_string();
     let page = "/api/v1/pods?limit=3".to_string();

@@ -16,9 +16,9 @@ fn should_accept_the_examples_of_the_auditing_documentation() {
     for (name, yaml) in [
         (
             "audit-policy.yaml",
-            include_str!("../../config/audit/kubernetes-docs-example.yaml"),
+            include_str!("../../../config/audit/kubernetes-docs-example.yaml"),
         ),
-        ("r8s's", include_str!("../../config/audit/policy.yaml")),
+        ("r8s's", include_str!("../../../config/audit/policy.yaml")),
     ] {
         if let Err(e) = read(yaml) {
             panic!("{name}: {e}");
@@ -127,7 +127,7 @@ fn resource<'a>(
 #[test]
 fn should_match_the_first_rule_as_the_apiserver_does() {
     let p = read(include_str!(
-        "../../config/audit/kubernetes-docs-example.yaml"
+        "../../../config/audit/kubernetes-docs-example.yaml"
     ))
     .unwrap();
     let alice = user("alice", &["system:authenticated"]);
