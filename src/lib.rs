@@ -67,7 +67,6 @@ pub mod table;
 pub mod tls;
 pub mod upstream;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -102,13 +101,9 @@ pub struct Prepared {
     upstream: Arc<Upstream>,
     /// Where reviews go (`auth.review_kubeconfig`, else the upstream).
     reviewer: Arc<Upstream>,
-    /// The caches served, and the one handle that changes them.
-    caches: (Arc<cache::registry::Registry>, cache::registry::Registrar),
-    /// Each cache's store writers, for its reflectors.
-    writers: Vec<(Arc<cache::ResourceCache>, Vec<cache::writer::Writer>)>,
-    /// What a cache started later is made with.
-    budget: Arc<cache::budget::Budget>,
-    limits: cache::store::Limits,
+    /// What `cache.resources` resolved to: the follower's first round
+    /// caches them (no cache is built before [`Prepared::run`]).
+    resources: Vec<api::ApiResource>,
     /// The `cache.resources` entries the upstream does not serve yet.
     waiting: Vec<String>,
     tls: Option<Arc<tls::Tls>>,
@@ -209,36 +204,11 @@ pub async fn prepare(config: Config) -> Result<Prepared, PrepareError> {
         }
         Err(e) => return Err(e.into()),
     };
-    let mut caches = cache::Caches::new();
-    let mut writers = Vec::new();
-    let budget = Arc::new(cache::budget::Budget::new(
-        config.cache.max_bytes_per_resource as usize,
-        config.cache.max_bytes_total as usize,
-    ));
-    let limits = cache::store::Limits {
-        retention: Duration::from_secs(config.cache.snapshot_retention_seconds),
-        max_retained: config.cache.max_retained_versions,
-        history_events: config.watch.history_events,
-        history_bytes: config.watch.history_bytes as usize,
-        max_staleness: Duration::from_secs(config.cache.max_staleness_seconds),
-        serve_stale: config.cache.serve_stale,
-    };
-    let protobuf = config.cache.encodings.iter().any(|e| e == "protobuf");
-    for r in resolved.resources {
-        // (Custom resources' protobuf store: their objects' PartialObjectMetadata.)
-        let indexes = cache::index::configured(&config.cache.indexes, &r);
-        let (rc, w) = cache::ResourceCache::new(r, protobuf, limits, &budget, &indexes);
-        caches.insert(rc.resource.gvr.clone(), rc.clone());
-        writers.push((rc, w));
-    }
     Ok(Prepared {
         config,
         upstream,
         reviewer,
-        caches: cache::registry::Registry::new(caches),
-        writers,
-        budget,
-        limits,
+        resources: resolved.resources,
         waiting: resolved.waiting,
         tls,
         local,
@@ -249,20 +219,18 @@ pub async fn prepare(config: Config) -> Result<Prepared, PrepareError> {
 
 impl Prepared {
     /// Serves until `shutdown` fires, then drains in-flight requests for the
-    /// configured grace period and returns. In steps: spawn the caches
-    /// (reflectors, snapshots, the consistency check), spawn what keeps
-    /// health and metrics current, serve the admin listener, build the
-    /// API, serve it, drain.
+    /// configured grace period and returns. In steps: the follower's first
+    /// round starts the caches (reflectors, warm from snapshots), then the
+    /// tasks they enrolled with (snapshots, the consistency check), then
+    /// what keeps health and metrics current; serve the admin listener,
+    /// build the API, serve it, drain.
     pub async fn run(self, listeners: Listeners, shutdown: Signal) {
         let metrics = metrics::install();
         let Prepared {
             config,
             upstream,
             reviewer,
-            caches: (caches, registrar),
-            writers,
-            budget,
-            limits,
+            resources,
             waiting,
             tls,
             local,
@@ -278,10 +246,9 @@ impl Prepared {
             "r8s serving"
         );
         log_auth_mode(&config, &upstream, tls.is_some());
+        let (caches, registrar) = cache::registry::Registry::new();
         let health = Arc::new(Health::new(caches.clone()));
         health.set_waiting(waiting);
-        let probe = probe::Probe::from(&config);
-        let notifying = spawn_upkeep(&upstream, &health, probe, &metrics, tls.as_ref(), &shutdown);
         let proofs = Arc::new(upstream::proof::Proofs::new(
             upstream.clone(),
             upstream::proof::ProofPolicy {
@@ -296,22 +263,29 @@ impl Prepared {
         let starter = apis::Starter {
             upstream: upstream.clone(),
             reflecting: reflecting(&config),
-            limits,
-            budget,
+            limits: limits(&config),
+            budget: Arc::new(cache::budget::Budget::new(
+                config.cache.max_bytes_per_resource as usize,
+                config.cache.max_bytes_total as usize,
+            )),
             protobuf: config.cache.encodings.iter().any(|e| e == "protobuf"),
             indexes: config.cache.indexes.clone(),
             proofs: proofs.clone(),
             enrol,
         };
-        let (running, saving) = start_caches(&starter, writers, owners, &upstream, &shutdown);
-        let follower = apis::Follower::new(
+        let mut follower = apis::Follower::new(
             registrar,
-            running,
             starter,
             &config.cache,
             health.clone(),
             shutdown.clone(),
         );
+        let persisted = follower.begin(resources);
+        let saving = start_owners(owners, persisted, &upstream, &shutdown);
+        // After the first round: health's sync check judges the caches it
+        // started (an empty registry would read as synced).
+        let probe = probe::Probe::from(&config);
+        let notifying = spawn_upkeep(&upstream, &health, probe, &metrics, tls.as_ref(), &shutdown);
         tokio::spawn(follower.run());
         let admin = serve_admin(listeners.admin, &config, health, metrics, &shutdown);
         let api = build_api(
@@ -374,32 +348,22 @@ fn enrolment(config: &Config, persist: Option<Arc<persist::Persist>>) -> (apis::
     (enrol, owners)
 }
 
-/// Launches the caches resolved at startup (each as any cache is, by
-/// [`apis::Starter::launch`]), then the tasks they enrolled with: the
-/// snapshot writer (once the files of caches no longer resolved are gone)
-/// and the consistency check. Returns the caches' lives and the snapshot
-/// writer's task.
-fn start_caches(
-    starter: &apis::Starter,
-    writers: Vec<(Arc<cache::ResourceCache>, Vec<cache::writer::Writer>)>,
+/// Spawns the tasks the caches enrolled with, once the first round has
+/// launched them: the snapshot writer (once the files of caches no longer
+/// resolved are gone) and the consistency check (told whether any cache
+/// started warm). Returns the snapshot writer's task.
+fn start_owners(
     owners: Owners,
+    persisted: apis::Persisted,
     upstream: &Arc<Upstream>,
     shutdown: &Signal,
-) -> (
-    HashMap<api::Gvr, apis::Running>,
-    Option<tokio::task::JoinHandle<()>>,
-) {
-    let (mut running, mut saved, mut warm) = (HashMap::new(), Vec::new(), false);
-    for (c, writers) in writers {
-        let gvr = c.resource.gvr.clone();
-        let launched = starter.launch(c, writers, apis::Start::Now, shutdown);
-        warm |= launched.warm;
-        saved.extend(launched.saved);
-        running.insert(gvr, launched.running);
-    }
+) -> Option<tokio::task::JoinHandle<()>> {
     let saving = owners.persist.map(|(p, rx)| {
-        p.discard_others(&saved);
-        tracing::info!(stores = saved.len(), "caches are saved to persist.dir");
+        p.discard_others(&persisted.saved);
+        tracing::info!(
+            stores = persisted.saved.len(),
+            "caches are saved to persist.dir"
+        );
         tokio::spawn(p.run(rx, shutdown.clone()))
     });
     if let Some((rx, every)) = owners.checks {
@@ -407,11 +371,23 @@ fn start_caches(
             upstream.clone(),
             rx,
             every,
-            warm,
+            persisted.warm,
             shutdown.clone(),
         ));
     }
-    (running, saving)
+    saving
+}
+
+/// What each store keeps, from the configuration.
+fn limits(config: &Config) -> cache::store::Limits {
+    cache::store::Limits {
+        retention: Duration::from_secs(config.cache.snapshot_retention_seconds),
+        max_retained: config.cache.max_retained_versions,
+        history_events: config.watch.history_events,
+        history_bytes: config.watch.history_bytes as usize,
+        max_staleness: Duration::from_secs(config.cache.max_staleness_seconds),
+        serve_stale: config.cache.serve_stale,
+    }
 }
 
 /// How reflectors list and watch, from the configuration.

@@ -124,6 +124,44 @@ fn no_import_cycles_in(src: &str) {
     );
 }
 
+/// A cache is born in one place: `apis::Starter::launch` builds every
+/// cache (and everything it owns), at startup (the follower's first round)
+/// and while r8s runs alike, so a new per-cache concern is added there once.
+/// No other code, test or benchmark calls `ResourceCache::new`.
+#[test]
+fn should_build_every_cache_in_one_place() {
+    let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
+    let mut files = Vec::new();
+    for dir in ["src", "sim/src", "cmd/src", "tests", "benches"] {
+        source::walk(&root.join(dir), &mut files);
+    }
+    let mut calls = Vec::new();
+    // (This test names it too, in its strings.)
+    files.retain(|f| !f.ends_with("tests/structure.rs"));
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let mut in_fn = String::new();
+        for line in text.lines() {
+            let code = line.trim_start();
+            if code.starts_with("//") {
+                continue;
+            }
+            if let Some(rest) = code.split("fn ").nth(1).filter(|_| code.contains("fn ")) {
+                in_fn = rest.split(['(', '<']).next().unwrap_or("").to_string();
+            }
+            if code.contains("ResourceCache::new(") {
+                let rel = file.strip_prefix(root).unwrap().display().to_string();
+                calls.push(format!("{rel} (in fn {in_fn})"));
+            }
+        }
+    }
+    assert_eq!(
+        calls,
+        ["src/apis/life.rs (in fn launch)"],
+        "ResourceCache::new is called by Starter::launch alone"
+    );
+}
+
 /// Three packages (docs/architecture.md, "Three packages"): the library
 /// (`r8s`, at the top), the built-in upstream (`sim/`, `r8s-sim`, which uses
 /// the library through its public API) and the binary (`cmd/`, `r8s-cmd`),

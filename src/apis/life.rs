@@ -1,6 +1,7 @@
-//! One cache's life, written once: everything a cache owns is built by
-//! [`Starter::launch`], for the caches resolved at startup and for those
-//! started while r8s runs alike, and ended by [`Running::retire`].
+//! One cache's life, written once: a cache and everything it owns are built
+//! by [`Starter::launch`] (the one place a [`ResourceCache`] is made), for
+//! the caches resolved at startup and for those started while r8s runs
+//! alike, and ended by [`Running::retire`].
 //!
 //! What a cache owns, per store (JSON, protobuf): its reflector (warm from
 //! its snapshot where `persist.dir` has one, at startup), the notifier the consistency
@@ -19,9 +20,10 @@ use std::time::Duration;
 use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinHandle;
 
+use crate::api::ApiResource;
+use crate::cache::index;
 use crate::cache::object::TypeInfo;
 use crate::cache::store::Limits;
-use crate::cache::writer::Writer;
 use crate::cache::{ResourceCache, budget::Budget};
 use crate::metrics::{self, CacheStarted};
 use crate::persist::{self, Persist};
@@ -73,12 +75,31 @@ pub struct Enrol {
 
 /// What [`Starter::launch`] started.
 pub struct Launched {
+    /// The cache, to be served once it is in the registry.
+    pub cache: Arc<ResourceCache>,
     /// The cache's life, running.
     pub running: Running,
-    /// Whether any of its stores starts from a snapshot.
+    /// What of it `persist.dir` holds.
+    pub persisted: Persisted,
+}
+
+/// What of one or more caches `persist.dir` holds: what the persist
+/// writer and the consistency check start from.
+#[derive(Default)]
+pub struct Persisted {
+    /// Whether any of their stores starts from a snapshot.
     pub warm: bool,
-    /// Its stores' identities in `persist.dir` (none when it is off).
+    /// Their stores' identities (none when `persist.dir` is off): the
+    /// files of any other are discarded.
     pub saved: Vec<persist::format::Identity>,
+}
+
+impl Persisted {
+    /// Adds another cache's.
+    pub fn add(&mut self, other: Persisted) {
+        self.warm |= other.warm;
+        self.saved.extend(other.saved);
+    }
 }
 
 /// When a launched cache's reflectors may start.
@@ -107,17 +128,16 @@ impl Start {
 }
 
 impl Starter {
-    /// Builds everything `cache` owns around its stores' `writers` and runs
-    /// it until it is retired or `shutdown`: a reflector per store (warm from
-    /// its snapshot where there is one, when it starts [`Start::Now`]), enrolled to be saved and checked,
-    /// proven through its stampers.
-    pub fn launch(
-        &self,
-        cache: Arc<ResourceCache>,
-        writers: Vec<Writer>,
-        start: Start,
-        shutdown: &Signal,
-    ) -> Launched {
+    /// Builds the cache of `resource` (its stores and their writers, with
+    /// the indexes `cache.indexes` gives it) and everything it owns, and
+    /// runs it until it is retired or `shutdown`: a reflector per store
+    /// (warm from its snapshot where there is one, when it starts
+    /// [`Start::Now`]), enrolled to be saved and checked, proven through its
+    /// stampers.
+    pub fn launch(&self, resource: ApiResource, start: Start, shutdown: &Signal) -> Launched {
+        let indexes = index::configured(&self.indexes, &resource);
+        let (cache, writers) =
+            ResourceCache::new(resource, self.protobuf, self.limits, &self.budget, &indexes);
         let (gone, retired) = shutdown::channel();
         // Only a cache resolved at startup starts from its snapshot: one
         // started while r8s runs is new upstream, or replaces a cache whose
@@ -167,11 +187,11 @@ impl Starter {
         }
         self.proofs.add(&cache, stamps);
         metrics::cache_alive(start.started(), 1.0);
-        let running = Running::spawn(cache, reflectors, start, gone, shutdown);
+        let running = Running::spawn(cache.clone(), reflectors, start, gone, shutdown);
         Launched {
+            cache,
             running,
-            warm,
-            saved,
+            persisted: Persisted { warm, saved },
         }
     }
 }
@@ -282,7 +302,7 @@ async fn synced(cache: &ResourceCache, stop: &Signal) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::{ApiResource, Gvr};
+    use crate::api::Gvr;
     use crate::cache::store::Serving;
     use crate::config::{Prove, UpstreamConfig};
     use crate::upstream::proof::ProofPolicy;
@@ -325,14 +345,13 @@ mod tests {
         (starter, intake)
     }
 
-    fn cache(s: &Starter) -> (Arc<ResourceCache>, Vec<Writer>) {
-        let resource = ApiResource {
+    fn configmaps() -> ApiResource {
+        ApiResource {
             gvr: Gvr::from_static("", "v1", "configmaps"),
             kind: "ConfigMap".into(),
             namespaced: true,
             selectable: &[],
-        };
-        ResourceCache::new(resource, s.protobuf, s.limits, &s.budget, &[])
+        }
     }
 
     /// Retiring a cache empties its stores and then tells the owners it
@@ -341,9 +360,9 @@ mod tests {
     #[tokio::test]
     async fn should_announce_a_retirement_and_not_a_shutdown() {
         let (s, mut intake) = starter().await;
-        let (c, writers) = cache(&s);
-        assert_eq!(writers.len(), 2, "JSON and protobuf stores");
-        let launched = s.launch(c.clone(), writers, Start::Now, &Signal::never());
+        let launched = s.launch(configmaps(), Start::Now, &Signal::never());
+        let c = launched.cache.clone();
+        assert_eq!(c.stores().count(), 2, "JSON and protobuf stores");
         let enrolled = intake.try_recv().expect("enrolled with the check");
         assert_eq!(enrolled.stores.len(), 2, "both stores checked");
         assert!(!enrolled.retired.fired());
@@ -354,8 +373,7 @@ mod tests {
         }
 
         let (stop, shutdown) = shutdown::channel();
-        let (c, writers) = cache(&s);
-        let launched = s.launch(c, writers, Start::Now, &shutdown);
+        let launched = s.launch(configmaps(), Start::Now, &shutdown);
         let enrolled = intake.try_recv().expect("enrolled with the check");
         stop.fire();
         launched.running.done.await.unwrap();
@@ -368,16 +386,15 @@ mod tests {
     async fn should_start_a_replacement_once_the_old_cache_is_retired() {
         let (s, _intake) = starter().await;
         let turns = Arc::new(Semaphore::new(1));
-        let (old, writers) = cache(&s);
-        let first = s.launch(old.clone(), writers, Start::Now, &Signal::never());
-        let (new, writers) = cache(&s);
+        let first = s.launch(configmaps(), Start::Now, &Signal::never());
+        let old = first.cache.clone();
         let (hold, held) = shutdown::channel();
         let after = tokio::spawn(async move { held.wait().await });
         let paced = Start::Paced {
             turns: turns.clone(),
             after: Some(after),
         };
-        let second = s.launch(new, writers, paced, &Signal::never());
+        let second = s.launch(configmaps(), paced, &Signal::never());
         tokio::time::sleep(Duration::from_secs(5)).await;
         assert_eq!(turns.available_permits(), 1, "no turn taken before `after`");
         hold.fire();

@@ -25,17 +25,19 @@
 //!   discovery leaves out goes when its CRD says so, or when a second look
 //!   leaves it out too (`left_out`).
 //!
-//! The caches resolved at startup are the follower's too, and are retired
-//! the same way. Every cache, at startup or at run time, is built and run in
-//! one place, [`Starter::launch`] (`life`): saved to `persist.dir`,
-//! consistency checked and proven alike; a retired one is announced to
-//! both ([`Retired`]), and the persist writer removes its files.
+//! Startup is the follower's first round ([`Follower::begin`]): the caches
+//! resolved at startup start at once, warm from their snapshots, and are
+//! retired the same way as any other. Every cache, at startup or at run
+//! time, is built and run in one place, [`Starter::launch`] (`life`, the
+//! one caller of `ResourceCache::new`): saved to `persist.dir`, consistency
+//! checked and proven alike; a retired one is announced to both
+//! ([`Retired`]), and the persist writer removes its files.
 
 mod definitions;
 mod left_out;
 mod life;
 
-pub use self::life::{Enrol, Launched, Retired, Running, Start, Starter};
+pub use self::life::{Enrol, Launched, Persisted, Retired, Running, Start, Starter};
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -48,7 +50,6 @@ use self::definitions::Definitions;
 use self::left_out::LeftOut;
 use crate::admin::Health;
 use crate::api::{ApiResource, Gvr};
-use crate::cache::ResourceCache;
 use crate::cache::registry::Registrar;
 use crate::cache::store::Store;
 use crate::shutdown::Signal;
@@ -88,19 +89,18 @@ pub struct Follower {
 
 impl Follower {
     /// The follower of `cache.resources` (less `cache.exclude`), owning the
-    /// registry through `registrar` and the caches already `running`, until
-    /// `shutdown`.
+    /// registry through `registrar`, until `shutdown`; it has no cache until
+    /// its first round ([`Follower::begin`]).
     pub fn new(
         registrar: Registrar,
-        running: HashMap<Gvr, Running>,
         starter: Starter,
         cache: &crate::config::CacheConfig,
         health: Arc<Health>,
         shutdown: Signal,
     ) -> Self {
-        let mut f = Follower {
+        Follower {
             registrar,
-            running,
+            running: HashMap::new(),
             starter,
             entries: cache.resources.clone(),
             exclude: cache.exclude.clone(),
@@ -112,9 +112,21 @@ impl Follower {
             definitions: Definitions::default(),
             left_out: LeftOut::default(),
             shutdown,
-        };
-        f.watch_api_changes();
-        f
+        }
+    }
+
+    /// The first round, at startup: a cache for each of `resources` (what
+    /// `cache.resources` resolved to), started at once, warm from its
+    /// snapshot where `persist.dir` has one, and served (syncing) at once.
+    /// What they have in `persist.dir` is what the tasks they enrolled with
+    /// start from.
+    pub fn begin(&mut self, resources: Vec<ApiResource>) -> Persisted {
+        let mut persisted = Persisted::default();
+        for r in resources {
+            persisted.add(self.start(r, Start::Now));
+        }
+        self.watch_api_changes();
+        persisted
     }
 
     /// Follows until shutdown; then waits for every cache's reflectors.
@@ -210,7 +222,7 @@ impl Follower {
         let mut started = false;
         for r in resources {
             if !self.running.contains_key(&r.gvr) {
-                self.start(r, None);
+                self.start_paced(r, None);
                 started = true;
             } else if let Some(crds) = &crds
                 && let started_with = self
@@ -253,31 +265,37 @@ impl Follower {
         self.starter.proofs.remove(&resource.gvr);
         tracing::info!(resource = %resource.gvr, "its CustomResourceDefinition changed (or was first read, naming selectable fields its objects were not read for): restarting its cache (its watches end and its requests pass through until it syncs again), as the apiserver recreates its storage");
         let after = old.retire();
-        self.start(resource, Some(after));
+        self.start_paced(resource, Some(after));
     }
 
-    /// Starts a cache for `resource`: in the registry at once (syncing),
-    /// its reflectors when it gets a turn (and `after` the cache it
-    /// replaces is retired).
-    fn start(&mut self, mut resource: ApiResource, after: Option<JoinHandle<()>>) {
-        if let Some(crds) = self.crds() {
-            resource.selectable = self.definitions.started(&crds, &resource.gvr);
-        }
-        let s = &self.starter;
-        let indexes = crate::cache::index::configured(&s.indexes, &resource);
-        let (cache, writers) =
-            ResourceCache::new(resource, s.protobuf, s.limits, &s.budget, &indexes);
+    /// Starts a cache for `resource` while r8s runs: in the registry at
+    /// once (syncing), its reflectors when it gets a turn (and `after` the
+    /// cache it replaces is retired).
+    fn start_paced(&mut self, resource: ApiResource, after: Option<JoinHandle<()>>) {
         let start = Start::Paced {
             turns: self.turns.clone(),
             after,
         };
-        let launched = s.launch(cache.clone(), writers, start, &self.shutdown);
-        // Proven (by `launch`) before it is served: its first consistent read
-        // finds its prover.
+        let gvr = resource.gvr.clone();
+        self.start(resource, start);
+        tracing::info!(resource = %gvr, "served upstream now: caching it (its requests pass through until it syncs)");
+    }
+
+    /// Launches a cache for `resource` as `start` says, and serves it
+    /// (syncing) at once: what it owns is built before it is served, so its
+    /// first consistent read finds its prover.
+    fn start(&mut self, mut resource: ApiResource, start: Start) -> Persisted {
+        if let Some(crds) = self.crds() {
+            resource.selectable = self.definitions.started(&crds, &resource.gvr);
+        }
+        let Launched {
+            cache,
+            running,
+            persisted,
+        } = self.starter.launch(resource, start, &self.shutdown);
         self.registrar.add(cache.clone());
-        tracing::info!(resource = %cache.label, "served upstream now: caching it (its requests pass through until it syncs)");
-        self.running
-            .insert(cache.resource.gvr.clone(), launched.running);
+        self.running.insert(cache.resource.gvr.clone(), running);
+        persisted
     }
 
     /// Retires the cache of `gvr`: its requests pass through from now on.

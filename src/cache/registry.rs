@@ -22,10 +22,10 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// A registry of `caches`, and the one handle that changes it.
-    pub fn new(caches: Caches) -> (Arc<Registry>, Registrar) {
+    /// An empty registry, and the one handle that fills and changes it.
+    pub fn new() -> (Arc<Registry>, Registrar) {
         let registry = Arc::new(Registry {
-            caches: RwLock::new(Arc::new(caches)),
+            caches: RwLock::new(Arc::new(Caches::new())),
             retired: Mutex::default(),
         });
         (registry.clone(), Registrar(registry))
