@@ -503,15 +503,14 @@ fn build_api(
         policy: serve::read::ReadPolicy {
             wait: Duration::from_secs_f64(config.cache.wait_for_resource_version_seconds),
             on_too_new: config.read.on_too_new,
-            lists: Arc::new(tokio::sync::Semaphore::new(config.read.max_inflight_lists)),
         },
+        list_slots: serve::slots::ListSlots::new(config.read.max_inflight_lists),
+        watch_slots: serve::slots::WatchSlots::new(config.watch.max_watchers),
         watch_policy: serve::watch::WatchPolicy {
             bookmark_interval: Duration::from_secs(config.watch.bookmark_interval_seconds),
             min_timeout: Duration::from_secs(config.watch.min_timeout_seconds),
             on_too_old: config.watch.on_too_old,
             drain: Duration::from_secs_f64(config.shutdown.watch_drain_seconds),
-            max_watchers: config.watch.max_watchers,
-            active: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
             compress_watch_lists: config.server.watchlist_compression,
         },
         shutdown: shutdown.clone(),

@@ -9,7 +9,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use bytes::{Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use http_body::{Body as HttpBody, Frame, SizeHint};
 
 use super::InitialEnd;
@@ -228,6 +228,35 @@ pub fn watch_line_head_len(kind: &str) -> usize {
 
 /// What ends a watch line after its object.
 pub const WATCH_LINE_TAIL: &[u8] = b"}\n";
+
+/// The head of a JSON list of `kind` in `api_version` with `meta`, up to
+/// and including the opening of its `items` array: then the items, then
+/// `]}` and a newline ([`ListBody`]).
+pub fn list_head(kind: &str, api_version: &str, meta: &super::ListMeta<'_>) -> Bytes {
+    use std::fmt::Write;
+    let mut out = BytesMut::with_capacity(256);
+    // (Writing into a BytesMut cannot fail.)
+    let _ = write!(
+        out,
+        "{{\"kind\":\"{kind}\",\"apiVersion\":\"{api_version}\",\"metadata\":{{\"resourceVersion\":\"{}\"",
+        meta.rv
+    );
+    if let Some(tok) = meta.cont {
+        out.put_slice(b",\"continue\":\"");
+        out.put_slice(tok.as_bytes());
+        out.put_u8(b'"');
+    }
+    if let Some(n) = meta.remaining {
+        let _ = write!(out, ",\"remainingItemCount\":{n}");
+    }
+    if let Some(selector) = meta.shard {
+        out.put_slice(b",\"shardInfo\":{\"selector\":\"");
+        out.put_slice(selector.as_bytes());
+        out.put_slice(b"\"}");
+    }
+    out.put_slice(b"},\"items\":[");
+    out.freeze()
+}
 
 /// `apiVersion` of the metadata-only kinds.
 pub const META_API_VERSION: &str = "meta.k8s.io/v1";

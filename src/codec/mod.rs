@@ -14,6 +14,21 @@ pub mod json;
 pub mod protobuf;
 pub mod run;
 
+/// A list's `metadata` (`ListMeta`), written at the head of its body in
+/// either encoding ([`json::list_head`], [`protobuf::list_head_of`]).
+#[derive(Debug, Clone, Copy)]
+pub struct ListMeta<'a> {
+    /// `resourceVersion`: the cache version the list is of.
+    pub rv: u64,
+    /// `continue`: the next page's token, when there is one.
+    pub cont: Option<&'a str>,
+    /// `remainingItemCount`, when it is known.
+    pub remaining: Option<u64>,
+    /// `shardInfo.selector`: the canonical shard selector the list was
+    /// limited by (nothing in it needs escaping in JSON).
+    pub shard: Option<&'a str>,
+}
+
 /// The `BOOKMARK` ending a streaming list's initial events, as the
 /// upstream's Kubernetes version writes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

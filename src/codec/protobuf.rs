@@ -331,6 +331,25 @@ pub fn list_head(api_version: &str, list_kind: &str, meta: &[u8], items_len: usi
     out.freeze()
 }
 
+/// The head of a protobuf list of `kind` in `api_version` with `meta`,
+/// whose items take `items_len` bytes ([`list_head`] around [`list_meta`]).
+pub fn list_head_of(
+    api_version: &str,
+    kind: &str,
+    meta: &super::ListMeta<'_>,
+    items_len: usize,
+) -> Bytes {
+    let mut m = list_meta(
+        &meta.rv.to_string(),
+        meta.cont.unwrap_or(""),
+        meta.remaining,
+    );
+    if let Some(selector) = meta.shard {
+        shard_info(&mut m, selector);
+    }
+    list_head(api_version, kind, &m, items_len)
+}
+
 /// A `PartialObjectMetadata`'s raw around an object's metadata bytes: its
 /// field 1 head, then the metadata.
 pub fn partial_object_metadata_head(meta_len: usize) -> BytesMut {

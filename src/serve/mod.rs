@@ -1,36 +1,41 @@
-//! The Kubernetes API listener: the corridor every request walks.
+//! The Kubernetes API listener: the corridor every request walks, as
+//! named steps ([`Api::handle`]).
 //!
 //! ```text
-//! request ─▶ ApiRequest::parse (path, verb, query, options, selectors, media: once)
+//! request ─▶ scope: Exchange::begin (ApiRequest::parse: path, verb, scope, query, options, selectors, media: once)
 //!         ─▶ Auth::authenticate ──────────────────────────────▶ refused (401/503)
-//!         ─▶ a cache for its group/version/resource?
+//!         ─▶ decision: a cache for its group/version/resource?
 //!              no ───────────────────────────────────────────▶ passthrough::forward
-//!              yes ─▶ watch::plan / read::answer ─ PassReason ─▶ passthrough::forward
+//!              yes ─▶ watch::plan / read: decide, prove, snapshot, body
+//!                        ├─ PassReason ──────────────────────▶ passthrough::forward
 //!                        └─ hit ─▶ Auth::authorize ─ denied ───▶ refused (403/503)
 //!                                     └─ allowed ─────────────▶ the cache's answer
 //!         ─▶ the audit record (`audit::Pending`), where auditing is on
-//!         ─▶ finish: `X-R8s-Cache`, `Audit-Id` and every metric, in one place
+//!         ─▶ finish: Exchange::finish (`X-R8s-Cache`, `Audit-Id` and every metric, in one place)
 //! ```
 //!
+//! - [`exchange`]: one request's scope and its finish.
+//! - [`servable`]: whether the cache may answer, from what (reads and watches).
 //! - [`read`]: get and list from the cache; [`watch`]: watches from the
 //!   cache's event log; [`passthrough`]: everything else, relayed upstream.
+//! - [`slots`]: what large lists and watches hold while they stream.
 //! - [`outcome`]: the vocabulary of what became of a request.
 
+pub mod exchange;
 pub mod outcome;
 mod page;
 pub mod passthrough;
 pub mod read;
+pub mod servable;
+pub mod slots;
 pub mod table;
 pub mod watch;
 
-use std::borrow::Cow;
 use std::sync::Arc;
-use std::time::{Instant, SystemTime};
 
-use http::{HeaderValue, Request, Response, Uri};
+use http::{HeaderValue, Request, Response};
 use hyper::body::Incoming;
 
-use crate::api::media::ErrorEncoding;
 use crate::api::request::{ApiRequest, Verb};
 use crate::api::status::Status;
 use crate::audit;
@@ -39,12 +44,13 @@ use crate::auth::{Auth, Caller, Refusal};
 use crate::body::Body;
 use crate::cache::ResourceCache;
 use crate::cache::registry::Registry;
-use crate::metrics;
 use crate::server::Peer;
 use crate::shutdown::Signal;
 use crate::upstream::Upstream;
 use crate::upstream::proof::Proofs;
-use outcome::{Answer, CACHE_HEADER, CacheResult, Source};
+use exchange::Exchange;
+use outcome::{Answer, CacheResult, Origin};
+use slots::{ListSlots, WatchSlots};
 
 /// Everything the API listener needs.
 pub struct Api {
@@ -58,6 +64,10 @@ pub struct Api {
     pub policy: read::ReadPolicy,
     /// How cached watches behave.
     pub watch_policy: watch::WatchPolicy,
+    /// The slots of large lists streaming now (`read.max_inflight_lists`).
+    pub list_slots: ListSlots,
+    /// The slots of cached watches open now (`watch.max_watchers`).
+    pub watch_slots: WatchSlots,
     /// Ends streams at shutdown.
     pub shutdown: Signal,
     /// Proves caches fresh for consistent reads.
@@ -67,37 +77,15 @@ pub struct Api {
 }
 
 impl Api {
-    /// Answers one API request from `peer`.
+    /// Answers one API request from `peer`: scope, authentication, the
+    /// decision (a cache, or the upstream), the answer, the audit record,
+    /// the finish.
     pub async fn handle(
         self: Arc<Self>,
         req: Request<Incoming>,
         peer: Arc<Peer>,
     ) -> Response<Body> {
-        let start = Instant::now();
-        // (Read only for an audit record.)
-        let received = match self.audit {
-            Some(_) => SystemTime::now(),
-            None => SystemTime::UNIX_EPOCH,
-        };
-        let id = audit::id_of(req.headers());
-        let ar = ApiRequest::parse(req.method(), req.uri(), req.headers());
-        // r8s's own errors come in the negotiated encoding.
-        let errors = ar.as_ref().map_or(ErrorEncoding::Json, |ar| ar.errors);
-        let (verb, resource) = match &ar {
-            Some(ar) => (ar.verb, ar.resource_label()),
-            None => (Verb::Other, Cow::Owned(non_resource_label(req.uri()))),
-        };
-        let facts = |user, impersonated| audit::Facts {
-            id: &id,
-            method: req.method(),
-            uri: req.uri(),
-            headers: req.headers(),
-            peer: peer.addr.ip(),
-            received,
-            user,
-            impersonated,
-            request: ar.as_ref(),
-        };
+        let ex = Exchange::begin(&req, self.audit.is_some());
         let caller = match self
             .auth
             .authenticate(req.uri(), req.headers(), peer.certificate.as_ref())
@@ -105,64 +93,51 @@ impl Api {
         {
             Ok(caller) => caller,
             Err(refusal) => {
-                let resp = refusal.into_response(errors);
+                let resp = refusal.into_response(ex.errors);
                 if let Some(a) = &self.audit {
-                    a.unauthenticated(facts(None, None), &resp);
+                    a.unauthenticated(ex.facts(&req, &peer, None), &resp);
                 }
-                return finish(resp, verb, &resource, Source::Auth, None, start, id);
+                return ex.finish(resp, Origin::Auth, None);
             }
         };
-        let cached = ar
-            .as_ref()
-            .filter(|_| caller.cacheable())
-            .and_then(|ar| Some((ar, self.caches.get(&ar.path.gvr)?)))
-            // A path the upstream does not route (a cluster-scoped resource
-            // under a namespace) gets the upstream's own 404.
-            .filter(|(ar, c)| ar.path.routed(c.resource.namespaced));
+        let cache = self.decide(&ex, &caller);
         // Recorded where r8s may answer it, or where passes are audited too.
         let pending = self
             .audit
             .as_ref()
-            .filter(|a| cached.is_some() || a.audits_passes())
-            .and_then(|a| {
-                let (user, impersonated) = caller.audit_users();
-                a.begin(facts(user, impersonated))
-            });
-        let cached = cached.as_ref().map(|(ar, c)| (*ar, c));
-        let Some((ar, cache)) = cached else {
-            let streaming = ar.as_ref().is_some_and(|ar| ar.streaming);
-            let mut resp = self.forward(req, &id, streaming, &caller).await;
+            .filter(|a| cache.is_some() || a.audits_passes())
+            .and_then(|a| a.begin(ex.facts(&req, &peer, Some(&caller))));
+        let (Some(ar), Some(cache)) = (&ex.ar, cache) else {
+            let streaming = ex.ar.as_ref().is_some_and(|ar| ar.streaming);
+            let mut resp = self.forward(req, &ex.id, streaming, &caller).await;
             if let Some(p) = pending {
                 p.finish(&mut resp, audit::Outcome::Pass(""), None);
             }
-            return finish(resp, verb, &resource, Source::Upstream, None, start, id);
+            return ex.finish(resp, Origin::Upstream, None);
         };
-        let (answer, authz) = self.answer_from_cache(cache, ar, &caller).await;
+        let (answer, authz) = self.answer_from_cache(&cache, ar, &caller).await;
         let (mut resp, result) = match answer {
             Answer::Hit(resp) => (resp, CacheResult::Hit),
-            Answer::Refused(refusal) => (refusal.into_response(errors), CacheResult::Refused),
+            Answer::Refused(refusal) => (refusal.into_response(ex.errors), CacheResult::Refused),
             Answer::Pass(reason) => (
-                self.forward(req, &id, ar.streaming, &caller).await,
+                self.forward(req, &ex.id, ar.streaming, &caller).await,
                 CacheResult::Pass(reason),
             ),
         };
         if let Some(p) = pending {
-            let outcome = match result {
-                CacheResult::Hit => audit::Outcome::Hit,
-                CacheResult::Refused => audit::Outcome::Refused,
-                CacheResult::Pass(r) => audit::Outcome::Pass(r.as_str()),
-            };
-            p.finish(&mut resp, outcome, authz);
+            p.finish(&mut resp, result.audited(), authz);
         }
-        finish(
-            resp,
-            verb,
-            &resource,
-            result.source(),
-            Some((cache, result)),
-            start,
-            id,
-        )
+        ex.finish(resp, result.origin(), Some((&cache, result)))
+    }
+
+    /// The decision: the cache that may answer the request, if any (the
+    /// caller may be served from one, its resource is cached, and its path
+    /// is one the upstream routes: a cluster-scoped resource under a
+    /// namespace gets the upstream's own 404).
+    fn decide(&self, ex: &Exchange, caller: &Caller) -> Option<Arc<ResourceCache>> {
+        let ar = ex.ar.as_ref().filter(|_| caller.cacheable())?;
+        let cache = self.caches.get(&ar.path.gvr)?;
+        ar.path.routed(cache.resource.namespaced).then_some(cache)
     }
 
     /// Answers from `cache` if it can and `caller` may see the answer, and
@@ -188,34 +163,49 @@ impl Api {
             };
         }
         if ar.verb == Verb::Watch && ar.path.subresource.is_none() {
-            let plan = match watch::plan(cache, ar, &self.watch_policy, self.upstream.wire_rules())
-            {
-                Ok(plan) => plan.prove(&self.proofs).await,
-                Err(reason) => Err(reason),
-            };
-            return match plan {
-                Err(reason) => (Answer::Pass(reason), None),
-                Ok(plan) => match self.auth.authorize(caller, ar).await {
-                    Ok(why) => {
-                        let authz = Some(audit::Authz::Allow(why));
-                        match plan.settle(&self.policy, &self.proofs).await {
-                            Ok(plan) => (
-                                Answer::Hit(plan.start(&self.watch_policy, &self.shutdown)),
-                                authz,
-                            ),
-                            Err(reason) => (Answer::Pass(reason), authz),
-                        }
-                    }
-                    Err(refusal) => refused(refusal),
-                },
-            };
+            return self.watch_from_cache(cache, ar, caller).await;
         }
-        match read::answer(cache, ar, &self.policy, &self.proofs).await {
+        let reader = read::Reader {
+            policy: &self.policy,
+            proofs: &self.proofs,
+            slots: &self.list_slots,
+        };
+        match reader.answer(read::Asked { cache, ar }).await {
             Err(reason) => (Answer::Pass(reason), None),
             Ok(resp) => match self.auth.authorize(caller, ar).await {
                 Ok(why) => (Answer::Hit(resp), Some(audit::Authz::Allow(why))),
                 Err(refusal) => refused(refusal),
             },
+        }
+    }
+
+    /// A watch from `cache`: planned and proven, the caller authorized,
+    /// then started (its watcher in one of the watch slots).
+    async fn watch_from_cache(
+        &self,
+        cache: &Arc<ResourceCache>,
+        ar: &ApiRequest,
+        caller: &Caller,
+    ) -> (Answer, Option<audit::Authz>) {
+        let plan = match watch::plan(cache, ar, &self.watch_policy, self.upstream.wire_rules()) {
+            Ok(plan) => plan.prove(&self.proofs).await,
+            Err(reason) => Err(reason),
+        };
+        let plan = match plan {
+            Err(reason) => return (Answer::Pass(reason), None),
+            Ok(plan) => plan,
+        };
+        let why = match self.auth.authorize(caller, ar).await {
+            Ok(why) => why,
+            Err(refusal) => return refused(refusal),
+        };
+        let authz = Some(audit::Authz::Allow(why));
+        match plan.settle(&self.policy, &self.proofs).await {
+            Ok(plan) => {
+                let resp = plan.start(&self.watch_policy, &self.watch_slots, &self.shutdown);
+                (Answer::Hit(resp), authz)
+            }
+            Err(reason) => (Answer::Pass(reason), authz),
         }
     }
 
@@ -256,44 +246,4 @@ fn refused(refusal: Refusal) -> (Answer, Option<audit::Authz>) {
         Refusal::Unauthorized | Refusal::Status(_) => None,
     };
     (Answer::Refused(refusal), authz)
-}
-
-/// The metrics' resource for a non-resource path: its first segment (`/apis`, `/version`).
-fn non_resource_label(uri: &Uri) -> String {
-    let first = uri
-        .path()
-        .trim_start_matches('/')
-        .split('/')
-        .next()
-        .unwrap_or("");
-    format!("/{first}")
-}
-
-/// Stamps where the answer came from and its audit ID, and records the
-/// request: the one place that does either. `cached`: the resource's cache
-/// and what it made of it.
-fn finish(
-    mut resp: Response<Body>,
-    verb: Verb,
-    resource: &str,
-    source: Source,
-    cached: Option<(&ResourceCache, CacheResult)>,
-    start: Instant,
-    audit_id: HeaderValue,
-) -> Response<Body> {
-    if let Some(v) = source.header() {
-        resp.headers_mut().insert(CACHE_HEADER, v);
-    }
-    resp.headers_mut().insert(audit::AUDIT_ID, audit_id);
-    if let Some((cache, result)) = cached {
-        metrics::cache_request(&cache.label, verb.as_str(), result.as_str());
-    }
-    metrics::request(
-        verb.as_str(),
-        resource,
-        resp.status().as_u16(),
-        source.label(),
-        start.elapsed(),
-    );
-    resp
 }

@@ -1,7 +1,8 @@
 //! What became of a request, in one vocabulary: answered from the cache,
 //! passed to the upstream (for a reason, when the resource is cached), or
 //! refused. The cached paths (`read`, `watch`) return it; only
-//! [`super::Api::handle`] turns it into the `X-R8s-Cache` header and metrics.
+//! the finish (`super::exchange::Exchange::finish`) turns it into the
+//! `X-R8s-Cache` header and metrics.
 
 use http::{HeaderName, HeaderValue, Response};
 
@@ -150,12 +151,21 @@ impl CacheResult {
         }
     }
 
-    /// Where its response comes from.
-    pub fn source(self) -> Source {
+    /// What the audit record says became of the request.
+    pub fn audited(self) -> crate::audit::Outcome {
         match self {
-            CacheResult::Hit => Source::Cache,
-            CacheResult::Refused => Source::Auth,
-            CacheResult::Pass(_) => Source::Upstream,
+            CacheResult::Hit => crate::audit::Outcome::Hit,
+            CacheResult::Refused => crate::audit::Outcome::Refused,
+            CacheResult::Pass(r) => crate::audit::Outcome::Pass(r.as_str()),
+        }
+    }
+
+    /// Where its response comes from.
+    pub fn origin(self) -> Origin {
+        match self {
+            CacheResult::Hit => Origin::Cache,
+            CacheResult::Refused => Origin::Auth,
+            CacheResult::Pass(_) => Origin::Upstream,
         }
     }
 }
@@ -163,7 +173,7 @@ impl CacheResult {
 /// Where a response came from: its `X-R8s-Cache` header and the `cache`
 /// label of `r8s_requests_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Source {
+pub enum Origin {
     /// r8s's cache (`hit`).
     Cache,
     /// The upstream (`pass`).
@@ -172,22 +182,22 @@ pub enum Source {
     Auth,
 }
 
-impl Source {
+impl Origin {
     /// The `cache` label of `r8s_requests_total`.
     pub fn label(self) -> &'static str {
         match self {
-            Source::Cache => "hit",
-            Source::Upstream => "pass",
-            Source::Auth => "auth",
+            Origin::Cache => "hit",
+            Origin::Upstream => "pass",
+            Origin::Auth => "auth",
         }
     }
 
     /// The `X-R8s-Cache` value, if any.
     pub fn header(self) -> Option<HeaderValue> {
         match self {
-            Source::Cache => Some(HeaderValue::from_static("hit")),
-            Source::Upstream => Some(HeaderValue::from_static("pass")),
-            Source::Auth => None,
+            Origin::Cache => Some(HeaderValue::from_static("hit")),
+            Origin::Upstream => Some(HeaderValue::from_static("pass")),
+            Origin::Auth => None,
         }
     }
 }
@@ -217,7 +227,7 @@ mod tests {
             .collect();
         let want: Vec<(String, String)> = CacheResult::all()
             .map(|r| {
-                let header = r.source().header();
+                let header = r.origin().header();
                 let header = header.as_ref().map_or("(none)", |h| h.to_str().unwrap());
                 (r.as_str().to_string(), header.to_string())
             })

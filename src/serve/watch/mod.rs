@@ -29,12 +29,13 @@ mod table;
 mod watcher;
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+
 use std::time::Duration;
 
 use http::{Response, StatusCode};
 
 use super::outcome::PassReason;
+use super::slots::WatchSlots;
 use crate::api::media::{ErrorEncoding, MediaType, Shape};
 use crate::api::request::ApiRequest;
 use crate::api::status::Status;
@@ -52,7 +53,7 @@ use crate::upstream::version::WireRules;
 use filter::Filter;
 pub use policy::WatchPolicy;
 use table::TableLines;
-use watcher::{ActiveGuard, Start, Watcher};
+use watcher::{Start, Watcher};
 
 /// Frames buffered between a watcher and its connection.
 const CHANNEL: usize = 16;
@@ -91,10 +92,10 @@ pub fn plan(
     policy: &WatchPolicy,
     rules: WireRules,
 ) -> Result<Plan, PassReason> {
-    let (store, warning) = super::read::serving_store(cache, ar)?;
+    let (store, warning) = super::servable::serving_store(cache, ar)?;
     let table = super::table::ask(ar, cache)?;
-    let view = match super::read::shape_for(ar) {
-        Some(shape @ (Shape::Object | Shape::Metadata)) => super::read::view_for(ar, shape),
+    let view = match super::servable::shape_for(ar) {
+        Some(shape @ (Shape::Object | Shape::Metadata)) => super::servable::view_for(ar, shape),
         _ => return Err(PassReason::MediaType),
     };
     let opts = ar.options.as_ref().map_err(|_| PassReason::Invalid)?;
@@ -103,7 +104,7 @@ pub fn plan(
     if opts.validate().is_err() || !ar.confined() {
         return Err(PassReason::Invalid);
     }
-    super::read::fields_held(cache, store, opts)?;
+    super::servable::fields_held(cache, store, opts)?;
     let selectors = opts.selectors.as_ref().map_err(|_| PassReason::Invalid)?;
     // A consistent streaming list: served once proven ([`Plan::prove`]).
     let consistent = opts.resource_version.is_empty() && opts.send_initial_events == Some(true);
@@ -174,7 +175,7 @@ impl Plan {
         let x = proofs
             .prove(&self.cache, &self.store, ConsistentKind::StreamingList)
             .await
-            .map_err(super::read::unproven)?;
+            .map_err(super::servable::unproven)?;
         if let Start::Initial { at_least, .. } = &mut self.start {
             *at_least = x;
         }
@@ -188,7 +189,7 @@ impl Plan {
     /// ERROR 504 event (what a tier of r8s behind its upstream answers).
     /// Where the upstream has not reached N either, its answer after the
     /// same wait is known, and r8s gives it rather than pass the request on
-    /// to wait again (`read::too_new_upstream`).
+    /// to wait again (`servable::too_new_upstream`).
     pub async fn settle(
         mut self,
         read: &super::read::ReadPolicy,
@@ -202,7 +203,7 @@ impl Plan {
         }
         match read.on_too_new {
             OnTooNew::Pass
-                if !super::read::too_new_upstream(&self.cache, at_least, proofs).await =>
+                if !super::servable::too_new_upstream(&self.cache, at_least, proofs).await =>
             {
                 Err(PassReason::TooNew)
             }
@@ -213,14 +214,18 @@ impl Plan {
         }
     }
 
-    /// Starts the watcher (or answers 429 at `watch.max_watchers`).
-    pub fn start(self, policy: &WatchPolicy, shutdown: &Signal) -> Response<Body> {
-        if policy.active.fetch_add(1, Ordering::AcqRel) >= policy.max_watchers {
-            policy.active.fetch_sub(1, Ordering::AcqRel);
+    /// Starts the watcher in one of `slots` (or answers 429 when none is
+    /// free: `watch.max_watchers`).
+    pub fn start(
+        self,
+        policy: &WatchPolicy,
+        slots: &WatchSlots,
+        shutdown: &Signal,
+    ) -> Response<Body> {
+        let Some(slot) = slots.take() else {
             crate::metrics::watch_rejected();
             return Status::too_many_requests().into_response_as(self.errors);
-        }
-        let active = ActiveGuard(policy.active.clone());
+        };
         let timeout = match self.timeout_seconds {
             Some(t) => Duration::from_secs(t),
             None => policy.min_timeout + policy.min_timeout.mul_f64(fastrand::f64()),
@@ -256,7 +261,7 @@ impl Plan {
         if self.gzip {
             crate::api::media::mark_gzipped(resp.headers_mut());
         }
-        tokio::spawn(w.run(self.start, timeout, active));
+        tokio::spawn(w.run(self.start, timeout, slot));
         resp
     }
 }

@@ -1,8 +1,7 @@
 //! How cached watches behave (`watch.*`, `shutdown.watch_drain_seconds`,
-//! `server.watchlist_compression`), shared by every watcher.
+//! `server.watchlist_compression`), shared by every watcher: settings only
+//! (the slots of `watch.max_watchers` are `serve::slots`).
 
-use std::sync::Arc;
-use std::sync::atomic::AtomicUsize;
 use std::time::Duration;
 
 use crate::config::OnTooOld;
@@ -18,10 +17,6 @@ pub struct WatchPolicy {
     pub on_too_old: OnTooOld,
     /// On shutdown, watches close at random points over this span.
     pub drain: Duration,
-    /// Open cached watches beyond which new ones get 429.
-    pub max_watchers: usize,
-    /// Cached watches open now (all resources).
-    pub active: Arc<AtomicUsize>,
     /// Gzip streaming lists for clients that accept it (`server.watchlist_compression`).
     pub compress_watch_lists: bool,
 }

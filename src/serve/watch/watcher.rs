@@ -5,7 +5,7 @@
 //! an event concerns it, its clock ticks, the client leaves or r8s drains.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -25,6 +25,7 @@ use crate::codec::crc::StreamCrc;
 use crate::codec::gzip;
 use crate::config::OnTooOld;
 use crate::metrics::{EventCounts, EventType, WatchEnd, WatchMetrics};
+use crate::serve::slots::WatchSlot;
 use crate::shutdown::Signal;
 
 /// Events a watcher takes from the log per read: bounds what a stalled watcher holds.
@@ -49,15 +50,6 @@ pub enum Start {
     /// A streaming list of a version the cache did not reach in time: the
     /// apiserver's ERROR event (504 "Too large resource version"), then the end.
     TooLarge(u64),
-}
-
-/// Releases a slot of `watch.max_watchers` when the watcher ends.
-pub struct ActiveGuard(pub Arc<AtomicUsize>);
-
-impl Drop for ActiveGuard {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
 }
 
 /// How long a watch's final bookmark waits for room behind what its client
@@ -121,7 +113,7 @@ impl Progress {
 
 impl Watcher {
     /// Runs the watch until it ends, then counts how it ended.
-    pub async fn run(mut self, start: Start, timeout: Duration, active: ActiveGuard) {
+    pub async fn run(mut self, start: Start, timeout: Duration, slot: WatchSlot) {
         let sharded = self.filter.selectors.shard.is_some();
         self.metrics.started(sharded);
         let end = self.serve(start, timeout).await;
@@ -135,7 +127,7 @@ impl Watcher {
         }
         self.flush_counts();
         self.metrics.ended(end, sharded);
-        drop(active);
+        drop(slot);
     }
 
     /// Counts an event sent, by type.
