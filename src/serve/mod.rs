@@ -86,19 +86,9 @@ impl Api {
         peer: Arc<Peer>,
     ) -> Response<Body> {
         let ex = Exchange::begin(&req, self.audit.is_some());
-        let caller = match self
-            .auth
-            .authenticate(req.uri(), req.headers(), peer.certificate.as_ref())
-            .await
-        {
+        let caller = match self.authenticate(&ex, &req, &peer).await {
             Ok(caller) => caller,
-            Err(refusal) => {
-                let resp = refusal.into_response(ex.errors);
-                if let Some(a) = &self.audit {
-                    a.unauthenticated(ex.facts(&req, &peer, None), &resp);
-                }
-                return ex.finish(resp, Origin::Auth, None);
-            }
+            Err(refused) => return ex.finish(refused, Origin::Auth, None),
         };
         let cache = self.decide(&ex, &caller);
         // Recorded where r8s may answer it, or where passes are audited too.
@@ -119,15 +109,35 @@ impl Api {
         let (mut resp, result) = match answer {
             Answer::Hit(resp) => (resp, CacheResult::Hit),
             Answer::Refused(refusal) => (refusal.into_response(ex.errors), CacheResult::Refused),
-            Answer::Pass(reason) => (
-                self.forward(req, &ex.id, ar.streaming, &caller).await,
-                CacheResult::Pass(reason),
-            ),
+            Answer::Pass(reason) => {
+                let resp = self.forward(req, &ex.id, ar.streaming, &caller).await;
+                (resp, CacheResult::Pass(reason))
+            }
         };
         if let Some(p) = pending {
             p.finish(&mut resp, result.audited(), authz);
         }
         ex.finish(resp, result.origin(), Some((&cache, result)))
+    }
+
+    /// Who sends `req`, or the refusal (401, 503) to send back, audited
+    /// where auditing is on.
+    async fn authenticate(
+        &self,
+        ex: &Exchange,
+        req: &Request<Incoming>,
+        peer: &Peer,
+    ) -> Result<Caller, Response<Body>> {
+        let auth = self
+            .auth
+            .authenticate(req.uri(), req.headers(), peer.certificate.as_ref());
+        auth.await.map_err(|refusal| {
+            let resp = refusal.into_response(ex.errors);
+            if let Some(a) = &self.audit {
+                a.unauthenticated(ex.facts(req, peer, None), &resp);
+            }
+            resp
+        })
     }
 
     /// The decision: the cache that may answer the request, if any (the
