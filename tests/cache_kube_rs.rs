@@ -291,7 +291,7 @@ async fn should_serve_a_kube_rs_reflector_that_drops_managed_fields() {
         first["namespace"].as_str().unwrap(),
         first["name"].as_str().unwrap(),
     );
-    touch(&sim, ns, name, 1);
+    sim.touch(ns, name, 1);
     let changed = eventually("the change reaches the reflector", HANG, || {
         let reader = reader.clone();
         async move {

@@ -101,7 +101,7 @@ impl Tiers {
                 self.down[0].bytes_to_clients(),
                 self.down[1].bytes_to_clients(),
             ];
-            touch(&self.sim, "ns-0", "pod-00000", *writes);
+            self.sim.touch("ns-0", "pod-00000", *writes);
             *writes += 1;
             let rv = self.sim.sim.store.current_rv();
             self.a_reaches(rv, served, "finding the B that A follows")
@@ -190,7 +190,7 @@ async fn should_fail_over_to_a_server_behind_without_going_back_100_times() {
         // The survivor falls behind: its upstream is stalled.
         t.up[survivor].set(Mode::Stall);
         for _ in 0..3 {
-            touch(&t.sim, "ns-1", "pod-00001", writes);
+            t.sim.touch("ns-1", "pod-00001", writes);
             writes += 1;
         }
         let ahead = t.sim.sim.store.current_rv();
@@ -201,7 +201,7 @@ async fn should_fail_over_to_a_server_behind_without_going_back_100_times() {
         t.down[victim].set(Mode::Refuse);
         t.down[victim].reset_all();
         for _ in 0..2 {
-            touch(&t.sim, "ns-2", "pod-00002", writes);
+            t.sim.touch("ns-2", "pod-00002", writes);
             writes += 1;
         }
         // A moves to the survivor, which is behind: A waits for it, serving
@@ -278,7 +278,7 @@ async fn should_fail_over_from_a_silent_server_without_going_back() {
         let survivor = 1 - victim;
         let what = format!("silent round {round}");
         t.up[survivor].set(Mode::Stall);
-        touch(&t.sim, "ns-1", "pod-00001", writes);
+        t.sim.touch("ns-1", "pod-00001", writes);
         writes += 1;
         let ahead = t.sim.sim.store.current_rv();
         t.a_reaches(ahead, &mut served, &what).await;
@@ -286,7 +286,7 @@ async fn should_fail_over_from_a_silent_server_without_going_back() {
         // The server A follows goes silent: nothing passes, nothing closes.
         let before = t.down[survivor].bytes_to_clients();
         t.down[victim].set(Mode::Stall);
-        touch(&t.sim, "ns-2", "pod-00002", writes);
+        t.sim.touch("ns-2", "pod-00002", writes);
         writes += 1;
         let cut = Instant::now();
         let guard = HangGuard::new();

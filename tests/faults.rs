@@ -44,7 +44,7 @@ async fn should_notice_a_silent_partition_pass_reads_through_and_resume_without_
     fwd.set(Mode::Stall);
     let cut = Instant::now();
     for n in 0..20 {
-        touch(&sim, "ns-1", "pod-00001", n);
+        sim.touch("ns-1", "pod-00001", n);
     }
     // Stale once silent past cache.max_staleness_seconds: to the
     // millisecond in src/cache/staleness.rs's unit test (paused time); here, it
@@ -100,7 +100,7 @@ async fn should_notice_a_silent_partition_pass_reads_through_and_resume_without_
     }
     let recovered = healed.elapsed();
     for n in 20..25 {
-        touch(&sim, "ns-1", "pod-00001", n);
+        sim.touch("ns-1", "pod-00001", n);
     }
     let want = sim.sim.store.current_rv();
     let r = get(&format!("{}/api/v1/pods?resourceVersion={want}", r8s.url())).await;

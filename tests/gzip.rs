@@ -145,7 +145,7 @@ fn churn(sim: &r8s_sim::SimHandle, round: usize) {
         let k = keys[(n * 13 + round * 7) % keys.len()].clone();
         let name = k.rsplit('/').next().unwrap().to_string();
         match n {
-            0..40 => touch(sim, &ns, &name, round * 100 + n),
+            0..40 => sim.touch(&ns, &name, round * 100 + n),
             40..43 => {
                 sim.sim
                     .store
@@ -462,7 +462,7 @@ async fn should_send_each_event_of_a_gzip_streaming_list_as_it_happens() {
             // have it already.
             assert!(stream.settle().await, "the bookmark is not flushed");
             for n in 0..3 {
-                touch(&sim, "ns-0", &first_pod(&sim, n), 900 + n);
+                sim.touch("ns-0", &first_pod(&sim, n), 900 + n);
             }
             touched = true;
         }
@@ -531,7 +531,7 @@ async fn should_serve_kube_rs_a_gzip_streaming_list() {
         .await
         .unwrap()
         .unwrap();
-    touch(&sim, "ns-1", &pod_in(&sim, "ns-1"), 4242);
+    sim.touch("ns-1", &pod_in(&sim, "ns-1"), 4242);
     let guard = HangGuard::new();
     loop {
         let state = reader.state();

@@ -210,8 +210,8 @@ async fn should_watch_without_managed_fields_as_the_sim_does() {
         let (theirs, _) = open(&format!("{}{path}", sim.url()), accept).await;
         watches.push((accept, ours, theirs));
     }
-    touch(&sim, ns, name, 1);
-    touch(&sim, ns, name, 2);
+    sim.touch(ns, name, 1);
+    sim.touch(ns, name, 2);
     for (accept, mut ours, mut theirs) in watches {
         let protobuf = accept.starts_with(PROTOBUF);
         let (a, b) = (
@@ -295,7 +295,7 @@ async fn should_keep_nothing_of_managed_fields_when_told_to_drop_them() {
         &format!("{PROTOBUF}{DROP}"),
     )
     .await;
-    touch(&sim, ns, name, 1);
+    sim.touch(ns, name, 1);
     assert_eq!(
         events(&mut ours, true, 1).await,
         events(&mut theirs, true, 1).await

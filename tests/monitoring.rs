@@ -442,7 +442,7 @@ async fn should_record_the_hit_ratio_prometheus_scrapes() {
     let mut n = 0;
     while Instant::now() < until {
         batch(&mut hits, &mut passes).await;
-        touch(&sim, "ns-0", "pod-00000", n);
+        sim.touch("ns-0", "pod-00000", n);
         n += 1;
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

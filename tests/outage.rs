@@ -320,7 +320,7 @@ async fn through_an_outage(name: &str, shape: Shape) {
         }
         // Writes the upstream takes while r8s cannot hear it.
         if writes < 5 {
-            touch(&env.sim, "ns-1", "pod-00001", writes);
+            env.sim.touch("ns-1", "pod-00001", writes);
             writes += 1;
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -333,7 +333,7 @@ async fn through_an_outage(name: &str, shape: Shape) {
     // the others follow, one event each.
     env.fwd.set(Mode::Pass);
     let healed = Instant::now();
-    touch(&env.sim, "ns-1", "pod-00001", 5);
+    env.sim.touch("ns-1", "pod-00001", 5);
     let first_rv = env.sim.sim.store.current_rv();
     eventually(
         "the first write after healing at the watch",
@@ -343,7 +343,7 @@ async fn through_an_outage(name: &str, shape: Shape) {
     .await;
     let first_write = healed.elapsed();
     for n in 6..10 {
-        touch(&env.sim, "ns-1", "pod-00001", n);
+        env.sim.touch("ns-1", "pod-00001", n);
     }
     let want = env.sim.sim.store.current_rv();
     *stop_at.lock().unwrap() = want;
@@ -440,7 +440,7 @@ async fn should_replace_a_black_holed_watch_while_the_upstream_answers() {
     let m0 = get(&format!("{}/metrics", r.admin_url())).await.text();
     fwd.black_hole_all();
     let holed = Instant::now();
-    touch(&sim, "ns-1", "pod-00001", 1);
+    sim.touch("ns-1", "pod-00001", 1);
     let want = sim.sim.store.current_rv();
     eventually(
         "the write at the client (the black-holed watch replaced)",

@@ -386,7 +386,7 @@ async fn should_send_goaway_by_chance_without_cutting_open_watches() {
             assert_eq!(client.connections, 1, "no GOAWAY at goaway_chance 0");
         }
         // The watch opened on the first connection still gets its events.
-        touch(&sim, "ns-0", "pod-00000", requests);
+        sim.touch("ns-0", "pod-00000", requests);
         let marker = format!("\"r8s.dev/touch\":\"{requests}\"");
         let mut seen = Vec::new();
         let deadline = Instant::now() + Duration::from_secs(10);

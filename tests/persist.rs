@@ -114,7 +114,7 @@ async fn should_come_back_warm_after_a_restart_under_churn() {
             .keys_in_namespace(pods, &format!("ns-{}", i % 10));
         let key = &keys[i % keys.len()];
         let (ns, name) = key.split_once('/').unwrap();
-        touch(&sim, ns, name, 1000 + i);
+        sim.touch(ns, name, 1000 + i);
         let rv = sim
             .sim
             .store

@@ -101,7 +101,7 @@ async fn should_ignore_snapshots_it_cannot_trust_and_start_cold() {
 
     // A snapshot whose version the upstream compacted: 410, relist.
     for i in 0..5 {
-        touch(&sim, "ns-1", "pod-00001", i);
+        sim.touch("ns-1", "pod-00001", i);
     }
     sim.sim.compact();
     let m = round(&sim, &dir).await;

@@ -346,7 +346,7 @@ async fn should_catch_up_with_an_upstream_behind_and_relist_after_it_compacts() 
     let v0 = cached_version(&base).await;
     sim.sim.hold_watches(true);
     for n in 0..5 {
-        touch(&sim, "ns-1", "pod-00001", n);
+        sim.touch("ns-1", "pod-00001", n);
     }
     let ahead = sim.sim.store.current_rv();
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -372,7 +372,7 @@ async fn should_catch_up_with_an_upstream_behind_and_relist_after_it_compacts() 
     // cannot resume (410) and it relists, turning the difference into events.
     sim.sim.hold_watches(true);
     for n in 5..8 {
-        touch(&sim, "ns-2", "pod-00002", n);
+        sim.touch("ns-2", "pod-00002", n);
     }
     sim.sim.compact();
     let compacted = sim.sim.store.current_rv();

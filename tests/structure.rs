@@ -146,7 +146,7 @@ fn should_build_every_cache_in_one_place() {
             if code.starts_with("//") {
                 continue;
             }
-            if let Some(rest) = code.split("fn ").nth(1).filter(|_| code.contains("fn ")) {
+            if let Some((_, rest)) = code.split_once("fn ") {
                 in_fn = rest.split(['(', '<']).next().unwrap_or("").to_string();
             }
             if code.contains("ResourceCache::new(") {

@@ -285,9 +285,9 @@ async fn should_watch_tables_from_the_cache() {
         .iter()
         .map(|p| p["metadata"]["name"].as_str().unwrap().to_string())
         .collect();
-    touch(&sim, "ns-0", &names[0], 1);
-    touch(&sim, "ns-0", &names[1], 1);
-    touch(&sim, "ns-0", &names[0], 2);
+    sim.touch("ns-0", &names[0], 1);
+    sim.touch("ns-0", &names[1], 1);
+    sim.touch("ns-0", &names[0], 2);
     let to = rv_of_list(format!("{}{pods}", sim.url())).await;
     eventually("r8s has the changes", HANG, || {
         let url = format!("{}{pods}?resourceVersion=0", r8s.url());
@@ -359,7 +359,7 @@ async fn should_watch_tables_from_the_cache() {
         (watchers().await >= 1.0).then_some(())
     })
     .await;
-    touch(&sim, "ns-0", &names[1], 2);
+    sim.touch("ns-0", &names[1], 2);
     let via = watching.await.unwrap();
     let listed = kubectl(&sim.url(), &["get", "pods", "-n", "ns-0"], None, T).await;
     let listed = String::from_utf8_lossy(&listed.stdout).to_string();

@@ -451,15 +451,8 @@ pub async fn seeded() -> (SimHandle, Vec<Target>) {
         .await
         .expect("fuzz: the sim starts");
     let before = sim.sim.store.current_rv();
-    let pods = crate::resources::pods_idx();
-    let key = crate::store::key(Some("ns-1"), "pod-00001");
     for n in 0..3 {
-        let mut pod = sim.sim.store.get(pods, &key).expect("pod-00001").value();
-        pod["metadata"]["annotations"]["r8s.dev/touch"] = n.to_string().into();
-        sim.sim
-            .store
-            .mutate(pods, &key, |_, _| Ok(crate::store::Mutation::Put(pod)))
-            .expect("fuzz: pod-00001 written");
+        sim.touch("ns-1", "pod-00001", n);
     }
     let targets = targets(&sim.url(), before).await;
     (sim, targets)

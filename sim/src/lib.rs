@@ -74,6 +74,25 @@ pub struct SimHandle {
 }
 
 impl SimHandle {
+    /// Writes pod `ns/name` again with the annotation `r8s.dev/touch: n`:
+    /// a change of one object, for what must see one (a watch's events, a
+    /// version to move past). Panics if the pod does not exist.
+    pub fn touch(&self, ns: &str, name: &str, n: usize) {
+        let pods = resources::pods_idx();
+        let key = store::key(Some(ns), name);
+        let mut pod = self
+            .sim
+            .store
+            .get(pods, &key)
+            .unwrap_or_else(|| panic!("touch: no pod {ns}/{name}"))
+            .value();
+        pod["metadata"]["annotations"]["r8s.dev/touch"] = n.to_string().into();
+        self.sim
+            .store
+            .mutate(pods, &key, |_, _| Ok(store::Mutation::Put(pod)))
+            .unwrap_or_else(|e| panic!("touch: {ns}/{name} not written: {e:?}"));
+    }
+
     /// `http://addr`.
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)

@@ -101,10 +101,9 @@ impl Exchange {
         if let Some((cache, result)) = cached {
             metrics::cache_request(&cache.label, self.verb.as_str(), result.as_str());
         }
-        let resource = match (&self.ar, &self.non_resource) {
-            (Some(ar), _) => ar.resource_label(),
-            (None, Some(path)) => Cow::Borrowed(path.as_str()),
-            (None, None) => Cow::Borrowed(""),
+        let resource = match &self.ar {
+            Some(ar) => ar.resource_label(),
+            None => Cow::Borrowed(self.non_resource.as_deref().unwrap_or_default()),
         };
         metrics::request(
             self.verb.as_str(),

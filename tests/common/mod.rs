@@ -660,19 +660,6 @@ pub async fn informer_start(
     (r, q)
 }
 
-/// Touches a pod in the sim (a MODIFIED event).
-pub fn touch(sim: &SimHandle, ns: &str, name: &str, n: usize) {
-    use r8s_sim::store::{Mutation, key};
-    let res = r8s_sim::resources::pods_idx();
-    let k = key(Some(ns), name);
-    let mut v = sim.sim.store.get(res, &k).unwrap().value();
-    v["metadata"]["annotations"]["r8s.dev/touch"] = n.to_string().into();
-    sim.sim
-        .store
-        .mutate(res, &k, |_, _| Ok(Mutation::Put(v)))
-        .unwrap();
-}
-
 /// One number from a Prometheus text exposition (`name{labels}` exactly as
 /// written), or `None` when the series is not there.
 pub fn metric(text: &str, series: &str) -> Option<f64> {
