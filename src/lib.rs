@@ -496,7 +496,13 @@ fn build_api(
 ) -> Arc<serve::Api> {
     Arc::new(serve::Api {
         audit,
-        auth: auth::Auth::new(config.auth_mode(), &config.auth, local, reviewer),
+        auth: auth::Auth::new(
+            config.auth_mode(),
+            &config.auth,
+            local,
+            reviewer,
+            upstream.clone(),
+        ),
         upstream,
         proofs,
         caches,

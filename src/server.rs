@@ -19,11 +19,11 @@ use tokio::net::TcpListener;
 use tokio::sync::{Notify, mpsc};
 use tokio_io_timeout::TimeoutStream;
 
-use crate::api::UserInfo;
 use crate::body::Body;
 use crate::metrics::ConnectionClosed;
 use crate::shutdown::Signal;
 use crate::tls::Tls;
+use crate::tls::client::ClientCertificate;
 
 mod coalesce;
 
@@ -40,8 +40,8 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct Peer {
     /// The client's address.
     pub addr: SocketAddr,
-    /// The user of its verified client certificate, if it presented one.
-    pub certificate: Option<Arc<UserInfo>>,
+    /// The client certificate it presented, if any (verified per request).
+    pub certificate: Option<ClientCertificate>,
 }
 
 /// How long a listener waits on its clients.
@@ -231,7 +231,7 @@ pub async fn serve<H, F>(
                 });
             }
             Some(tls) => {
-                let acceptor = tls.acceptor();
+                let (acceptor, client_ca) = tls.acceptor();
                 let wait = timeouts.header_read;
                 tokio::spawn(async move {
                     let stream = match tokio::time::timeout(
@@ -252,7 +252,8 @@ pub async fn serve<H, F>(
                     };
                     let peer = Arc::new(Peer {
                         addr,
-                        certificate: crate::tls::peer_user(stream.get_ref().1),
+                        certificate: client_ca
+                            .and_then(|ca| ClientCertificate::of(stream.get_ref().1, &ca)),
                     });
                     connection(FirstBytes::new(stream, wait), peer, h, b, ends).await;
                 });

@@ -260,20 +260,12 @@ async fn should_identify_certificates_impersonate_them_and_speak_h2_over_tls() {
     let (by, as_user) = sim.sim.impersonations().last().cloned().unwrap();
     assert_eq!((by.as_str(), as_user.name.as_str()), ("r8s", "bob"));
 
-    // A certificate from another CA does not get through the handshake.
+    // A certificate from another CA gets through the handshake, as
+    // kube-apiserver asks for client certificates without requiring them,
+    // and gets its 401: it does not verify, and no token authenticates.
     let (ok, _, err) = kubectl_ctx(&kc, "stranger", &["get", "pods", "-n", "ns-1"]).await;
     assert!(!ok, "a certificate from an unknown CA was accepted");
-    // Over TLS 1.3 the server checks the client's certificate after the
-    // client has finished its handshake, so kubectl may already be writing
-    // its request when the alert and the close arrive: it then reports the
-    // write failing instead of the alert (seen once in CI).
-    let err_l = err.to_lowercase();
-    assert!(
-        ["certificate", "tls", "broken pipe", "connection reset"]
-            .iter()
-            .any(|m| err_l.contains(m)),
-        "{err}"
-    );
+    assert!(err.contains("Unauthorized"), "{err}");
 
     // Token clients over TLS with kubectl.
     let (ok, _, err) = kubectl_ctx(&kc, "alice", &["get", "secrets", "-A"]).await;

@@ -483,14 +483,16 @@ pub fn pods_idx() -> usize {
     find(&Gvr::from_static("", "v1", "pods")).expect("pods is served")
 }
 
-/// `/version` of a kube-apiserver 1.`minor`.
+/// `/version` of a kube-apiserver 1.`minor`, built with the Go its
+/// release was (1.36 with Go 1.26, 1.24 with Go 1.22: ten behind).
 pub fn version(minor: u16) -> Value {
     let git = format!("v1.{minor}.0-r8s-sim");
+    let go = format!("go1.{}.0", minor.saturating_sub(10));
     let minor = minor.to_string();
     json!({
         "major": "1", "minor": minor, "gitVersion": git,
         "gitCommit": "0000000000000000000000000000000000000000", "gitTreeState": "clean",
-        "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.24", "compiler": "gc",
+        "buildDate": "2026-01-01T00:00:00Z", "goVersion": go, "compiler": "gc",
         "platform": "linux/amd64"
     })
 }

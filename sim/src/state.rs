@@ -78,7 +78,11 @@ impl SimConfig {
             Generation::Pre131 => 30,
             Generation::Current => self.minor,
         };
-        r8s::upstream::version::KubeVersion { major: 1, minor }
+        r8s::upstream::version::KubeVersion {
+            major: 1,
+            minor,
+            go: Some((1, minor.saturating_sub(10))),
+        }
     }
 
     /// How a streaming list's initial events end in that version.

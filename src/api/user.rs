@@ -16,6 +16,22 @@ pub struct UserInfo {
 }
 
 impl UserInfo {
+    /// kube-apiserver's `AuthenticatedGroupAdder`, applied to every user its
+    /// authenticators name (certificates, tokens): every one but
+    /// `system:anonymous` is in `system:authenticated`, unless it already
+    /// is, or is in `system:unauthenticated`.
+    pub fn add_authenticated_group(&mut self) {
+        if self.name == "system:anonymous"
+            || self
+                .groups
+                .iter()
+                .any(|g| g == "system:authenticated" || g == "system:unauthenticated")
+        {
+            return;
+        }
+        self.groups.push("system:authenticated".into());
+    }
+
     /// The user of a request without credentials.
     pub fn anonymous() -> Self {
         UserInfo {

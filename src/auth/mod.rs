@@ -10,29 +10,32 @@
 //! (which cannot be forwarded), r8s's credentials plus `Impersonate-*` headers.
 
 pub mod cache;
+pub mod impersonation;
 pub mod local;
 pub mod review;
 
-use std::collections::BTreeMap;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use http::{HeaderMap, HeaderName, HeaderValue, Response, header};
-use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
+use http::{HeaderMap, HeaderName, Response, header};
 use ring::hmac;
 
 use crate::api::UserInfo;
 use crate::api::media::ErrorEncoding;
-use crate::api::request::{ApiRequest, Scope};
+use crate::api::request::ApiRequest;
 use crate::api::status::{Status, Target};
 use crate::body::Body;
 use crate::config::{AuthConfig, AuthMode};
 use crate::metrics;
 use crate::metrics::{Authn, Authz, Cached};
+use crate::tls::client::{ClientCertificate, Presented};
+use crate::tls::x509::{GoStrings, Reading};
+use crate::upstream::version::KubeVersion;
 use crate::upstream::{Creds, Upstream};
 use cache::{Lookup, ReviewCache, ReviewError, StaleIfError, Ttls};
+use impersonation::{Asked, Filter, Forwarded};
 use review::{Attributes, Decision, TokenAnswer};
 
 /// The authorization reason of a request from a `Trusted` caller
@@ -96,15 +99,36 @@ impl Caller {
     }
 
     /// Rewrites a pass-through request's headers for this caller's identity;
-    /// says whose credentials it goes with.
-    pub fn forward_as(&self, headers: &mut HeaderMap) -> Creds {
+    /// says whose credentials it goes with. A certificate caller goes as
+    /// r8s impersonating it, only where the apiserver reads those headers
+    /// back as the very user r8s checked (`impersonation::Forwarded`);
+    /// otherwise the 403 that says why.
+    pub fn forward_as(&self, headers: &mut HeaderMap, filter: Filter) -> Result<Creds, Status> {
         match self {
-            Caller::Trusted if headers.contains_key(header::AUTHORIZATION) => Creds::Client,
-            Caller::Trusted => Creds::Own,
-            Caller::Client { .. } => Creds::Client,
+            Caller::Trusted if headers.contains_key(header::AUTHORIZATION) => Ok(Creds::Client),
+            Caller::Trusted => Ok(Creds::Own),
+            Caller::Client { .. } => Ok(Creds::Client),
             Caller::Certificate { user, .. } => {
-                impersonate(headers, user);
-                Creds::Own
+                let identity = Forwarded { user, filter }.headers().map_err(|e| {
+                    tracing::info!(user = ?user.name, error = %e, "a certificate caller's identity cannot be passed on unchanged; refused");
+                    Status::new(
+                        403,
+                        "Forbidden",
+                        format!("r8s cannot pass this request on as user {:?}: {e}", user.name),
+                    )
+                })?;
+                // Whatever identity headers the client sent are replaced.
+                let names: Vec<HeaderName> = headers
+                    .keys()
+                    .filter(|n| is_identity_header(n))
+                    .cloned()
+                    .collect();
+                for n in names {
+                    headers.remove(n);
+                }
+                headers.remove(header::AUTHORIZATION);
+                headers.extend(identity);
+                Ok(Creds::Own)
             }
         }
     }
@@ -126,6 +150,10 @@ pub enum Refusal {
     },
     /// 503: the upstream could not review (not cached; the client retries).
     Unavailable(ReviewError),
+    /// 500 in plain text, as Go's `http.Error` writes the apiserver's
+    /// `responsewriters.InternalError` (impersonation without a user,
+    /// before 1.35).
+    Internal(String),
 }
 
 impl Refusal {
@@ -133,6 +161,7 @@ impl Refusal {
     /// the apiserver's `ErrorNegotiated` writes its refusals).
     pub fn into_response(self, errors: ErrorEncoding) -> Response<Body> {
         let s = match self {
+            Refusal::Internal(why) => return internal_error(&why),
             Refusal::Unauthorized => Status::unauthorized(),
             Refusal::Status(s) | Refusal::Forbidden { status: s, .. } => s,
             Refusal::Unavailable(e) => {
@@ -147,6 +176,22 @@ impl Refusal {
     }
 }
 
+/// Go's `http.Error(w, "Internal Server Error: ...", 500)`: plain text.
+fn internal_error(why: &str) -> Response<Body> {
+    let mut resp = Response::new(crate::body::full(format!("Internal Server Error: {why}\n")));
+    *resp.status_mut() = http::StatusCode::INTERNAL_SERVER_ERROR;
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        http::HeaderValue::from_static("nosniff"),
+    );
+    resp
+}
+
 type DecisionKey = (Arc<UserInfo>, Attributes);
 
 /// Authentication and authorization, with their caches.
@@ -155,7 +200,11 @@ pub struct Auth {
     /// `none` mode's Host and path filters.
     local: local::LocalGuard,
     anonymous: Option<Arc<UserInfo>>,
+    /// Where reviews go (`auth.review_kubeconfig`, else the upstream).
     upstream: Arc<Upstream>,
+    /// Where requests pass to: its apiserver's version says how it reads a
+    /// client certificate (`x509_reading`).
+    passes_to: Arc<Upstream>,
     /// How long a review waits for the upstream (`auth.review_timeout_seconds`).
     review_timeout: Duration,
     token_key: hmac::Key,
@@ -167,78 +216,9 @@ pub struct Auth {
     outage_logged: [AtomicBool; 2],
 }
 
-const IMPERSONATE_USER: &str = "impersonate-user";
-const IMPERSONATE_GROUP: &str = "impersonate-group";
-const IMPERSONATE_UID: &str = "impersonate-uid";
-const IMPERSONATE_EXTRA: &str = "impersonate-extra-";
-
 fn is_identity_header(name: &HeaderName) -> bool {
     let n = name.as_str();
     n.starts_with("impersonate-") || n.starts_with("x-remote-")
-}
-
-/// Replaces whatever identity headers the client sent with r8s's
-/// impersonation of `user` (the certificate path: r8s's own credentials).
-fn impersonate(headers: &mut HeaderMap, user: &UserInfo) {
-    let names: Vec<HeaderName> = headers
-        .keys()
-        .filter(|n| is_identity_header(n))
-        .cloned()
-        .collect();
-    for n in names {
-        headers.remove(n);
-    }
-    headers.remove(header::AUTHORIZATION);
-    let mut add = |name: HeaderName, value: &str| match HeaderValue::from_str(value) {
-        Ok(v) => {
-            headers.append(name, v);
-        }
-        Err(_) => {
-            tracing::warn!(header = %name, "identity value not sendable as a header; left out")
-        }
-    };
-    add(HeaderName::from_static(IMPERSONATE_USER), &user.name);
-    for g in &user.groups {
-        add(HeaderName::from_static(IMPERSONATE_GROUP), g);
-    }
-    if !user.uid.is_empty() {
-        add(HeaderName::from_static(IMPERSONATE_UID), &user.uid);
-    }
-    for (k, values) in &user.extra {
-        let Ok(name) = HeaderName::from_bytes(extra_header(k).as_bytes()) else {
-            continue;
-        };
-        for v in values {
-            add(name.clone(), v);
-        }
-    }
-}
-
-/// What a header name cannot carry of an extra key (RFC 7230 token characters pass).
-const NOT_TOKEN: &AsciiSet = &NON_ALPHANUMERIC
-    .remove(b'-')
-    .remove(b'_')
-    .remove(b'.')
-    .remove(b'~');
-
-/// `Impersonate-Extra-<key>`, the key percent-encoded as the apiserver expects.
-fn extra_header(key: &str) -> String {
-    format!(
-        "{IMPERSONATE_EXTRA}{}",
-        utf8_percent_encode(&key.to_ascii_lowercase(), NOT_TOKEN)
-    )
-}
-
-fn percent_decode(s: &str) -> String {
-    percent_decode_str(s).decode_utf8_lossy().into_owned()
-}
-
-fn values(headers: &HeaderMap, name: &str) -> Vec<String> {
-    headers
-        .get_all(name)
-        .iter()
-        .filter_map(|v| v.to_str().ok().map(str::to_string))
-        .collect()
 }
 
 /// What a request's `Authorization` header holds for the bearer-token
@@ -296,20 +276,22 @@ fn websocket_token(headers: &HeaderMap) -> bool {
         })
 }
 
-fn sends_impersonation(headers: &HeaderMap) -> bool {
-    headers
-        .keys()
-        .any(|n| n.as_str().starts_with("impersonate-"))
+/// Whether the headers ask anything of impersonation, as the apiserver's
+/// filter reads them.
+fn sends_impersonation(headers: &HeaderMap, filter: Filter) -> bool {
+    !matches!(impersonation::read(headers, filter), Asked::Nothing)
 }
 
 impl Auth {
     /// Sets up the caches for `mode`; reviews go to `upstream` with r8s's
-    /// credentials; in `none` mode, `local` filters every request.
+    /// credentials, requests pass to `passes_to`; in `none` mode, `local`
+    /// filters every request.
     pub fn new(
         mode: AuthMode,
         cfg: &AuthConfig,
         local: local::LocalGuard,
         upstream: Arc<Upstream>,
+        passes_to: Arc<Upstream>,
     ) -> Self {
         // At least 1 once validated; a hand-built config still gets a working cache.
         let size = NonZeroUsize::new(cfg.cache_size).unwrap_or(NonZeroUsize::MIN);
@@ -320,6 +302,7 @@ impl Auth {
             counters: metrics::AuthCounters::new(),
             anonymous: cfg.anonymous.then(|| Arc::new(UserInfo::anonymous())),
             upstream,
+            passes_to,
             review_timeout: Duration::from_secs_f64(cfg.review_timeout_seconds),
             token_key: hmac::Key::new(hmac::HMAC_SHA256, &random_key()),
             tokens: ReviewCache::new(
@@ -387,13 +370,14 @@ impl Auth {
     }
 
     /// Who sent a request to `uri` with these headers over a connection that
-    /// presented `certificate` (already verified against `tls.client_ca_file`).
-    /// In `none` mode, whether the loopback guard lets it act as r8s.
+    /// presented `certificate` (verified here against `tls.client_ca_file`,
+    /// as the apiserver's x509 authenticator verifies it per request). In
+    /// `none` mode, whether the loopback guard lets it act as r8s.
     pub async fn authenticate(
         &self,
         uri: &http::Uri,
         headers: &HeaderMap,
-        certificate: Option<&Arc<UserInfo>>,
+        certificate: Option<&ClientCertificate>,
     ) -> Result<Caller, Refusal> {
         if self.mode == AuthMode::None {
             return match self.local.check(uri, headers) {
@@ -402,13 +386,27 @@ impl Auth {
             };
         }
         // kube-apiserver tries the x509 authenticator before bearer tokens.
-        if let Some(user) = certificate {
-            self.counters.authn(Authn::Certificate, Cached::No);
-            let acting = self.impersonation(user, headers).await?;
-            let by = (!Arc::ptr_eq(&acting, user)).then(|| user.clone());
-            return Ok(Caller::Certificate { user: acting, by });
+        // A certificate naming nobody leaves the caller to the token; one
+        // that does not authenticate is the 401, unless a token does (an
+        // error fails the anonymous authenticator after the union).
+        let mut certificate_failed = false;
+        if let Some(cert) = certificate {
+            match cert.presented(x509_reading(self.passes_to.version())) {
+                Presented::User(user) => {
+                    self.counters.authn(Authn::Certificate, Cached::No);
+                    let acting = self.impersonation(&user, headers).await?;
+                    let by = (!Arc::ptr_eq(&acting, &user)).then(|| user.clone());
+                    return Ok(Caller::Certificate { user: acting, by });
+                }
+                Presented::Nobody => {}
+                Presented::Refused(why) => {
+                    tracing::debug!(error = %why, "client certificate does not authenticate");
+                    certificate_failed = true;
+                }
+            }
         }
-        let upstream_only = sends_impersonation(headers) || websocket_token(headers);
+        let filter = Filter::of(self.passes_to.version());
+        let upstream_only = sends_impersonation(headers, filter) || websocket_token(headers);
         let token = match bearer_token(headers) {
             Bearer::Token(t) => t,
             Bearer::Unreadable => {
@@ -418,8 +416,9 @@ impl Auth {
                 return Err(Refusal::Unauthorized);
             }
             Bearer::None => {
-                // No bearer token (none, empty, or another scheme): anonymous.
-                let Some(anon) = &self.anonymous else {
+                // No bearer token (none, empty, or another scheme): anonymous,
+                // unless the certificate failed.
+                let Some(anon) = self.anonymous.as_ref().filter(|_| !certificate_failed) else {
                     self.counters.authn(Authn::Rejected, Cached::No);
                     return Err(Refusal::Unauthorized);
                 };
@@ -524,78 +523,63 @@ impl Auth {
         }
     }
 
-    /// A certificate caller's `Impersonate-*` headers, checked as the
-    /// apiserver's impersonation filter does (`impersonate` on users, groups,
-    /// uids, userextras); the user it acts as.
+    /// The impersonation filter of the upstream requests pass to.
+    pub fn filter(&self) -> Filter {
+        Filter::of(self.passes_to.version())
+    }
+
+    /// A certificate caller's `Impersonate-*` headers, read and checked as
+    /// the apiserver's legacy impersonation filter does (`impersonate` on
+    /// users or the service account, the UID, groups, extras); the user it
+    /// acts as. 1.36 first asks its constrained impersonation modes
+    /// (`impersonate-on:...`) and falls back to these: a caller granted
+    /// only those is refused by r8s where 1.36 allows it, never the
+    /// reverse (docs/security.md).
     async fn impersonation(
         &self,
         user: &Arc<UserInfo>,
         headers: &HeaderMap,
     ) -> Result<Arc<UserInfo>, Refusal> {
-        if !sends_impersonation(headers) {
-            return Ok(user.clone());
-        }
-        let as_user = values(headers, IMPERSONATE_USER);
-        let groups = values(headers, IMPERSONATE_GROUP);
-        let uid = values(headers, IMPERSONATE_UID);
-        let mut extra: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        for (name, v) in headers {
-            if let Some(k) = name.as_str().strip_prefix(IMPERSONATE_EXTRA)
-                && let Ok(v) = v.to_str()
-            {
-                extra
-                    .entry(percent_decode(k))
-                    .or_default()
-                    .push(v.to_string());
+        let filter = Filter::of(self.passes_to.version());
+        let wanted = match impersonation::read(headers, filter) {
+            Asked::Nothing => return Ok(user.clone()),
+            Asked::As(wanted) => wanted,
+            Asked::WithoutUser(why) if filter.bad_request => {
+                return Err(Refusal::Status(Status::bad_request(why)));
             }
-        }
-        let Some(name) = as_user.first().cloned() else {
-            return Err(Refusal::Status(Status::bad_request(
-                "requested impersonation of groups, uid or extra without impersonating a user",
-            )));
+            Asked::WithoutUser(why) => return Err(Refusal::Internal(why)),
+            Asked::Unreadable(what) => {
+                return Err(Refusal::Status(Status::new(
+                    403,
+                    "Forbidden",
+                    format!("r8s cannot check this impersonation: {what}"),
+                )));
+            }
         };
-        // As the apiserver's legacy impersonation check asks (version `v1`
-        // of core's users and groups, authentication.k8s.io's uids and
-        // userextras). 1.36 asks its constrained impersonation modes
-        // (`impersonate-on:...`) first and falls back to these: a caller
-        // granted only those is refused by r8s where 1.36 allows it, never
-        // the reverse (docs/security.md).
-        let check = |verb_group: &str, resource: &str, sub: &str, name: &str| Attributes {
-            group: verb_group.to_string(),
-            version: "v1".to_string(),
-            resource: resource.to_string(),
-            scope: Scope {
-                verb: "impersonate",
-                subresource: sub.to_string(),
-                name: name.to_string(),
-                ..Scope::default()
-            },
-        };
-        let mut checks = vec![check("", "users", "", &name)];
-        checks.extend(groups.iter().map(|g| check("", "groups", "", g)));
-        checks.extend(
-            uid.iter()
-                .map(|u| check("authentication.k8s.io", "uids", "", u)),
-        );
-        for (k, vs) in &extra {
-            checks.extend(
-                vs.iter()
-                    .map(|v| check("authentication.k8s.io", "userextras", k, v)),
-            );
+        for check in impersonation::checks(&wanted) {
+            self.decide(user, check).await?;
         }
-        for c in checks {
-            self.decide(user, c).await?;
-        }
-        let mut groups = groups;
-        if !groups.iter().any(|g| g == "system:authenticated") && name != "system:anonymous" {
-            groups.push("system:authenticated".into());
-        }
-        Ok(Arc::new(UserInfo {
-            name,
-            uid: uid.into_iter().next().unwrap_or_default(),
-            groups,
-            extra,
-        }))
+        Ok(Arc::new(impersonation::acting_as(wanted)))
+    }
+}
+
+/// What the apiserver that reported `version` makes of a client
+/// certificate: the credential-id extra from 1.32, the UID attribute from
+/// 1.33, T61Strings as Latin-1 from Go 1.25 (`tls::x509`). Before r8s has
+/// read `/version`: the current apiserver's, strings aside.
+pub fn x509_reading(version: Option<KubeVersion>) -> Reading {
+    let Some(v) = version else {
+        return Reading::CURRENT;
+    };
+    Reading {
+        credential_id: v.at_least(1, 32),
+        uid: v.at_least(1, 33),
+        strings: match v.go {
+            Some((1, minor)) if minor >= 25 => GoStrings::Latin1,
+            Some((major, _)) if major > 1 => GoStrings::Latin1,
+            Some(_) => GoStrings::Raw,
+            None => GoStrings::Unknown,
+        },
     }
 }
 

@@ -155,12 +155,15 @@ pub async fn token(
     if !s.authenticated || s.user.username.is_empty() {
         return Ok(TokenAnswer::Rejected);
     }
-    Ok(TokenAnswer::Authenticated(Arc::new(UserInfo {
+    let mut user = UserInfo {
         name: s.user.username,
         uid: s.user.uid,
         groups: s.user.groups,
         extra: s.user.extra,
-    })))
+    };
+    // As the apiserver's authenticator chain adds it to a token's user.
+    user.add_authenticated_group();
+    Ok(TokenAnswer::Authenticated(Arc::new(user)))
 }
 
 /// A SubjectAccessReview's `spec` for `user` doing `attrs`, as kube-apiserver's

@@ -1,5 +1,14 @@
 //! `auth`'s unit tests: identity headers, bearer tokens as the apiserver reads them.
 use super::*;
+use http::HeaderValue;
+use std::collections::BTreeMap;
+
+fn values(h: &HeaderMap, name: &str) -> Vec<String> {
+    h.get_all(name)
+        .iter()
+        .map(|v| v.to_str().unwrap().to_string())
+        .collect()
+}
 
 #[test]
 fn should_replace_identity_headers_when_impersonating() {
@@ -24,8 +33,8 @@ fn should_replace_identity_headers_when_impersonating() {
             user: Arc::new(user),
             by: None
         }
-        .forward_as(&mut h),
-        Creds::Own
+        .forward_as(&mut h, Filter::CURRENT),
+        Ok(Creds::Own)
     );
     assert_eq!(values(&h, "impersonate-user"), vec!["carol"]);
     assert_eq!(
@@ -33,13 +42,14 @@ fn should_replace_identity_headers_when_impersonating() {
         vec!["devs", "system:authenticated"]
     );
     assert_eq!(values(&h, "impersonate-uid"), vec!["u-1"]);
+    // The key's upper-case K encoded, so that the filter's lower-casing
+    // does not make it another key.
     assert_eq!(
-        values(&h, "impersonate-extra-scopes.example%2fkey"),
+        values(&h, "impersonate-extra-scopes.example%2f%4bey"),
         vec!["a", "b"]
     );
     assert!(h.get("x-remote-user").is_none() && h.get(header::AUTHORIZATION).is_none());
     assert!(h.get(header::ACCEPT).is_some());
-    assert_eq!(percent_decode("scopes.example%2Fkey"), "scopes.example/key");
 }
 
 /// Case by case, kube-apiserver's bearer-token authenticator
@@ -92,11 +102,33 @@ fn should_forward_clients_with_their_own_credentials() {
         user: Arc::new(UserInfo::anonymous()),
         upstream_only: true,
     };
-    assert_eq!(c.forward_as(&mut h), Creds::Client);
+    assert_eq!(c.forward_as(&mut h, Filter::CURRENT), Ok(Creds::Client));
     assert_eq!(values(&h, "impersonate-user"), vec!["root"]);
     assert!(!c.cacheable());
     assert_eq!(
-        Caller::Trusted.forward_as(&mut HeaderMap::new()),
-        Creds::Own
+        Caller::Trusted.forward_as(&mut HeaderMap::new(), Filter::CURRENT),
+        Ok(Creds::Own)
     );
+}
+
+#[test]
+fn should_read_certificates_as_the_upstreams_version_does() {
+    let reading = |body: &[u8]| x509_reading(KubeVersion::parse(body));
+    assert_eq!(
+        reading(br#"{"major":"1","minor":"21","goVersion":"go1.21.13"}"#),
+        Reading {
+            credential_id: false,
+            uid: false,
+            strings: GoStrings::Raw
+        }
+    );
+    let v132 = reading(br#"{"major":"1","minor":"32","goVersion":"go1.23.4"}"#);
+    assert!(v132.credential_id && !v132.uid && v132.strings == GoStrings::Raw);
+    let v135 = reading(br#"{"major":"1","minor":"35","goVersion":"go1.25.1"}"#);
+    assert!(v135.credential_id && v135.uid && v135.strings == GoStrings::Latin1);
+    assert_eq!(
+        reading(br#"{"major":"1","minor":"36"}"#).strings,
+        GoStrings::Unknown
+    );
+    assert_eq!(x509_reading(None), Reading::CURRENT);
 }

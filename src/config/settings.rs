@@ -105,6 +105,9 @@ pub struct UpstreamConfig {
     /// Ask for gzip on r8s's own lists and watches (`Accept-Encoding: gzip`,
     /// as client-go does unless told `disable-compression`).
     pub compression: bool,
+    /// The Kubernetes version (`1.21`) of an upstream whose `/version` says
+    /// no number (a build without version stamps). Empty: none assumed.
+    pub version: String,
 }
 
 /// What r8s caches and how.
@@ -607,6 +610,7 @@ impl Default for UpstreamConfig {
             probe_interval_seconds: 5.0,
             probe_timeout_seconds: 10.0,
             compression: true,
+            version: String::new(),
         }
     }
 }

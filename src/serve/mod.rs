@@ -33,7 +33,7 @@ pub mod watch;
 
 use std::sync::Arc;
 
-use http::{HeaderValue, Request, Response};
+use http::{Request, Response};
 use hyper::body::Incoming;
 
 use crate::api::request::{ApiRequest, Verb};
@@ -99,20 +99,24 @@ impl Api {
             .and_then(|a| a.begin(ex.facts(&req, &peer, Some(&caller))));
         let (Some(ar), Some(cache)) = (&ex.ar, cache) else {
             let streaming = ex.ar.as_ref().is_some_and(|ar| ar.streaming);
-            let mut resp = self.forward(req, &ex.id, streaming, &caller).await;
+            let (mut resp, outcome, origin) = match self.forward(req, &ex, streaming, &caller).await
+            {
+                Ok(resp) => (resp, audit::Outcome::Pass(""), Origin::Upstream),
+                Err(refused) => (refused, audit::Outcome::Refused, Origin::Auth),
+            };
             if let Some(p) = pending {
-                p.finish(&mut resp, audit::Outcome::Pass(""), None);
+                p.finish(&mut resp, outcome, None);
             }
-            return ex.finish(resp, Origin::Upstream, None);
+            return ex.finish(resp, origin, None);
         };
         let (answer, authz) = self.answer_from_cache(&cache, ar, &caller).await;
         let (mut resp, result) = match answer {
             Answer::Hit(resp) => (resp, CacheResult::Hit),
             Answer::Refused(refusal) => (refusal.into_response(ex.errors), CacheResult::Refused),
-            Answer::Pass(reason) => {
-                let resp = self.forward(req, &ex.id, ar.streaming, &caller).await;
-                (resp, CacheResult::Pass(reason))
-            }
+            Answer::Pass(reason) => match self.forward(req, &ex, ar.streaming, &caller).await {
+                Ok(resp) => (resp, CacheResult::Pass(reason)),
+                Err(refused) => (refused, CacheResult::Refused),
+            },
         };
         if let Some(p) = pending {
             p.finish(&mut resp, result.audited(), authz);
@@ -220,15 +224,19 @@ impl Api {
     }
 
     /// Relays `req` upstream with its audit ID (the upstream's event has it too).
+    /// Passes `req` upstream as `caller`; `Err`: r8s's own refusal (an
+    /// identity that cannot go upstream unchanged), never sent.
     async fn forward(
         &self,
         mut req: Request<Incoming>,
-        audit_id: &HeaderValue,
+        ex: &Exchange,
         streaming: bool,
         caller: &Caller,
-    ) -> Response<Body> {
-        req.headers_mut().insert(audit::AUDIT_ID, audit_id.clone());
-        passthrough::forward(&self.upstream, req, streaming, &self.shutdown, caller).await
+    ) -> Result<Response<Body>, Response<Body>> {
+        req.headers_mut().insert(audit::AUDIT_ID, ex.id.clone());
+        let (up, stop) = (&self.upstream, &self.shutdown);
+        let filter = self.auth.filter();
+        passthrough::forward(up, req, streaming, stop, caller, ex.errors, filter).await
     }
 }
 
@@ -253,7 +261,7 @@ fn refused(refusal: Refusal) -> (Answer, Option<audit::Authz>) {
     let authz = match &refusal {
         Refusal::Forbidden { reason, .. } => Some(audit::Authz::Forbid(reason.clone())),
         Refusal::Unavailable(_) => Some(audit::Authz::Error),
-        Refusal::Unauthorized | Refusal::Status(_) => None,
+        Refusal::Unauthorized | Refusal::Status(_) | Refusal::Internal(_) => None,
     };
     (Answer::Refused(refusal), authz)
 }

@@ -15,8 +15,10 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 
+use crate::api::media::ErrorEncoding;
 use crate::api::status::Status;
 use crate::auth::Caller;
+use crate::auth::impersonation::Filter;
 use crate::body::{Body, BoxError};
 use crate::shutdown::Signal;
 use crate::upstream::{RequestError, Upstream};
@@ -63,23 +65,30 @@ fn strip_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
 }
 
 /// Forwards `req` upstream and relays the answer. `streaming` responses
-/// (watches, followed logs) end cleanly when `shutdown` fires.
+/// (watches, followed logs) end cleanly when `shutdown` fires. A caller
+/// whose identity cannot go upstream unchanged gets the 403 that says why,
+/// in `errors` (`Err`: nothing was sent).
 pub async fn forward(
     upstream: &Arc<Upstream>,
     mut req: Request<Incoming>,
     streaming: bool,
     shutdown: &Signal,
     caller: &Caller,
-) -> Response<Body> {
+    errors: ErrorEncoding,
+    filter: Filter,
+) -> Result<Response<Body>, Response<Body>> {
     let upgrade = req.version() <= http::Version::HTTP_11 && is_upgrade(req.headers());
     let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
     let (mut parts, body) = req.into_parts();
     strip_hop_by_hop(&mut parts.headers, upgrade);
     parts.headers.remove(header::HOST);
-    let creds = caller.forward_as(&mut parts.headers);
+    let creds = match caller.forward_as(&mut parts.headers, filter) {
+        Ok(creds) => creds,
+        Err(refused) => return Err(refused.into_response_as(errors)),
+    };
     let mut resp = match upstream.send(parts, Some(body), creds).await {
         Ok(r) => r,
-        Err(e) => return unavailable(&e),
+        Err(e) => return Ok(unavailable(&e)),
     };
     if resp.status() == StatusCode::SWITCHING_PROTOCOLS
         && let Some(client_upgrade) = client_upgrade
@@ -97,7 +106,7 @@ pub async fn forward(
             }
         });
         let (parts, _) = resp.into_parts();
-        return Response::from_parts(parts, crate::body::empty());
+        return Ok(Response::from_parts(parts, crate::body::empty()));
     }
     let (mut parts, body) = resp.into_parts();
     strip_hop_by_hop(&mut parts.headers, false);
@@ -111,7 +120,7 @@ pub async fn forward(
     } else {
         body.boxed_unsync()
     };
-    Response::from_parts(parts, body)
+    Ok(Response::from_parts(parts, body))
 }
 
 /// The 503 for an upstream that cannot be reached (never a hang: connects

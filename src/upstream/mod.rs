@@ -207,6 +207,8 @@ pub struct Upstream {
     liveness: Arc<liveness::Liveness>,
     /// Its Kubernetes version, as the probe last read it.
     version: version::Reported,
+    /// `upstream.version`: the version of an upstream that says none.
+    assumed: Option<version::KubeVersion>,
 }
 
 async fn kube_config(cfg: &UpstreamConfig) -> Result<kube::Config, SetupError> {
@@ -280,6 +282,7 @@ impl Upstream {
             identity,
             liveness: Arc::default(),
             version: version::Reported::default(),
+            assumed: version::KubeVersion::assumed(&cfg.version),
         })
     }
 
@@ -307,11 +310,9 @@ impl Upstream {
     pub async fn probe(self: &Arc<Self>) -> Result<(), RequestError> {
         let reply = self.get("/version", "application/json").await?;
         if reply.status().is_success() {
-            // A body that does not come or parse leaves the last version.
-            if let Ok(body) = reply.bytes(64 << 10).await
-                && let Some(v) = version::KubeVersion::parse(&body)
-            {
-                self.version.set(v);
+            // A body that does not come leaves the last version.
+            if let Ok(body) = reply.bytes(64 << 10).await {
+                self.version.set_from(&body);
             }
             Ok(())
         } else {
@@ -323,9 +324,10 @@ impl Upstream {
     }
 
     /// The Kubernetes version the upstream last reported (`None` until
-    /// its `/version` has been read).
+    /// its `/version` has been read, or where it says no number and
+    /// `upstream.version` assumes none).
     pub fn version(&self) -> Option<version::KubeVersion> {
-        self.version.get()
+        self.version.get(self.assumed)
     }
 
     /// What its version means for r8s's answers, now.

@@ -3,12 +3,12 @@
 //! versions differ on the wire (the streaming list's last bookmark, gzip
 //! streaming lists, whether consistent reads can be proven cheaply).
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::Deserialize;
 
 /// A `major.minor` Kubernetes version (`"31+"` reads as 31, as GKE and EKS
-/// write it).
+/// write it), and the Go it was built with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
 #[serde(try_from = "Raw")]
 pub struct KubeVersion {
@@ -16,6 +16,10 @@ pub struct KubeVersion {
     pub major: u16,
     /// The minor version.
     pub minor: u16,
+    /// `goVersion`'s major and minor (`go1.26.6`: 1, 26), where it says:
+    /// Go's `crypto/x509` reads some certificate strings differently from
+    /// one Go to the next (`auth::x509`).
+    pub go: Option<(u16, u16)>,
 }
 
 /// `/version`, the part that matters here.
@@ -23,6 +27,21 @@ pub struct KubeVersion {
 struct Raw {
     major: String,
     minor: String,
+    #[serde(default, rename = "goVersion")]
+    go_version: String,
+}
+
+/// `go1.26.6` (or `go1.26rc1`, `go1.26.6 X:boringcrypto`) as (1, 26).
+fn go_version(s: &str) -> Option<(u16, u16)> {
+    let rest = s.strip_prefix("go")?;
+    let mut parts = rest.splitn(3, '.');
+    let major = parts.next()?.parse().ok()?;
+    let minor: String = parts
+        .next()?
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    Some((major, minor.parse().ok()?))
 }
 
 impl TryFrom<Raw> for KubeVersion {
@@ -37,6 +56,7 @@ impl TryFrom<Raw> for KubeVersion {
         Ok(KubeVersion {
             major: num(&raw.major)?,
             minor: num(&raw.minor)?,
+            go: go_version(&raw.go_version),
         })
     }
 }
@@ -45,6 +65,27 @@ impl KubeVersion {
     /// From `/version`'s JSON body; `None` where it says no number.
     pub fn parse(body: &[u8]) -> Option<KubeVersion> {
         serde_json::from_slice(body).ok()
+    }
+
+    /// `upstream.version` (`1.21`), the version of an upstream that says none.
+    pub fn assumed(s: &str) -> Option<KubeVersion> {
+        let (major, minor) = s.split_once('.')?;
+        Some(KubeVersion {
+            major: major.parse().ok()?,
+            minor: minor.parse().ok()?,
+            go: None,
+        })
+    }
+
+    /// The Go `/version`'s body names, whether or not it says a version.
+    pub fn go_of(body: &[u8]) -> Option<(u16, u16)> {
+        #[derive(Deserialize)]
+        struct Go {
+            #[serde(default, rename = "goVersion")]
+            go_version: String,
+        }
+        let g: Go = serde_json::from_slice(body).ok()?;
+        go_version(&g.go_version)
     }
 
     /// Whether it is `major.minor` or later.
@@ -57,21 +98,46 @@ impl KubeVersion {
 /// `/version` (the liveness probe, every few seconds), read on the hot path
 /// without a lock.
 #[derive(Debug, Default)]
-pub struct Reported(AtomicU32);
+pub struct Reported(AtomicU64);
 
 impl Reported {
+    /// Records what a `/version` body said: its version (none: 0.0) and Go.
+    pub fn set_from(&self, body: &[u8]) {
+        let v = KubeVersion::parse(body).unwrap_or(KubeVersion {
+            major: 0,
+            minor: 0,
+            go: None,
+        });
+        self.set(KubeVersion {
+            go: KubeVersion::go_of(body),
+            ..v
+        });
+    }
+
     /// Records what `/version` said.
     pub fn set(&self, v: KubeVersion) {
-        let packed = (u32::from(v.major) << 16) | u32::from(v.minor);
+        // Go's major and minor in the low 32 bits, 0 where not said.
+        let (go_major, go_minor) = v.go.unwrap_or((0, 0));
+        let packed = (u64::from(v.major) << 48)
+            | (u64::from(v.minor) << 32)
+            | (u64::from(go_major) << 16)
+            | u64::from(go_minor);
         self.0.store(packed, Ordering::Relaxed);
     }
 
-    /// The last version reported, if any was.
-    pub fn get(&self) -> Option<KubeVersion> {
+    /// The last version reported, if any was (`assumed`, with the Go
+    /// reported, where the upstream says no number).
+    pub fn get(&self, assumed: Option<KubeVersion>) -> Option<KubeVersion> {
         let packed = self.0.load(Ordering::Relaxed);
-        (packed != 0).then_some(KubeVersion {
-            major: (packed >> 16) as u16,
-            minor: (packed & 0xffff) as u16,
+        let part = |shift: u32| (packed >> shift) as u16;
+        let go = (part(16) != 0).then_some((part(16), part(0)));
+        if part(48) == 0 {
+            return assumed.map(|a| KubeVersion { go, ..a });
+        }
+        Some(KubeVersion {
+            major: part(48),
+            minor: part(32),
+            go,
         })
     }
 }
@@ -125,11 +191,42 @@ mod tests {
     }
 
     #[test]
+    fn should_read_the_go_an_apiserver_was_built_with() {
+        let go = |g: &str| {
+            KubeVersion::parse(
+                format!(r#"{{"major":"1","minor":"36","goVersion":"{g}"}}"#).as_bytes(),
+            )
+            .unwrap()
+            .go
+        };
+        assert_eq!(go("go1.26.6"), Some((1, 26)));
+        assert_eq!(go("go1.21.13"), Some((1, 21)));
+        assert_eq!(go("go1.25rc2"), Some((1, 25)));
+        assert_eq!(go("go1.24.4 X:boringcrypto"), Some((1, 24)));
+        assert_eq!(go(""), None);
+        assert_eq!(go("devel"), None);
+        assert_eq!(v("1", "36").unwrap().go, None, "no goVersion said");
+        let r = Reported::default();
+        let with_go = KubeVersion::parse(br#"{"major":"1","minor":"21","goVersion":"go1.21.13"}"#);
+        r.set(with_go.unwrap());
+        assert_eq!(r.get(None), with_go);
+        // A build without version stamps: no number, the Go still said, and
+        // `upstream.version` taken for the number.
+        let r = Reported::default();
+        r.set_from(br#"{"major":"","minor":"","goVersion":"go1.21.13"}"#);
+        assert_eq!(r.get(None), None);
+        let assumed = KubeVersion::assumed("1.21");
+        assert_eq!(r.get(assumed), with_go);
+        assert_eq!(KubeVersion::assumed("1"), None);
+        assert_eq!(KubeVersion::assumed("v1.21"), None);
+    }
+
+    #[test]
     fn should_keep_the_last_version_reported() {
         let r = Reported::default();
-        assert_eq!(r.get(), None);
+        assert_eq!(r.get(None), None);
         r.set(v("1", "36").unwrap());
-        assert_eq!(r.get(), v("1", "36"));
+        assert_eq!(r.get(None), v("1", "36"));
     }
 
     #[test]

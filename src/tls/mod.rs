@@ -1,8 +1,12 @@
 //! TLS for the API listener: rustls with ALPN (`h2`, `http/1.1`), the serving
 //! certificate, its key and the client CA re-read when their files change
-//! (cert-manager rotations need no restart), and client certificates verified
-//! against `tls.client_ca_file` when one is set (optional: token and anonymous
-//! clients connect too).
+//! (cert-manager rotations need no restart), and client certificates asked
+//! for when `tls.client_ca_file` is set (optional: token and anonymous
+//! clients connect too), verified per request as kube-apiserver verifies
+//! them ([`client`]).
+
+pub mod client;
+pub mod x509;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
@@ -13,10 +17,11 @@ use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
+use rustls::server::danger::ClientCertVerifier;
 use rustls::sign::CertifiedKey;
 use tokio_rustls::TlsAcceptor;
 
-use crate::api::UserInfo;
+use self::client::ClientCa;
 use crate::config::TlsConfig;
 use crate::shutdown::Signal;
 use crate::sync::{MutexExt, RwLockExt};
@@ -45,6 +50,8 @@ pub enum TlsError {
 /// The API listener's TLS: the acceptor built from the latest files.
 pub struct Tls {
     current: RwLock<TlsAcceptor>,
+    /// The client CA's verifier (with `tls.client_ca_file`), replaced on reload.
+    client_ca: Option<Arc<ClientCa>>,
     config: TlsConfig,
     /// Certificate, key and (if set) client CA, watched for changes.
     files: Vec<PathBuf>,
@@ -97,25 +104,33 @@ fn mtimes(paths: &[&Path]) -> Vec<Option<SystemTime>> {
         .collect()
 }
 
-/// Builds the rustls configuration from the files: certificate, key, client CA.
-fn server_config(cfg: &TlsConfig, cert: &Path, key: &Path) -> Result<ServerConfig, TlsError> {
+/// The client CA's verifier from its file: a chain to one of its
+/// certificates, with client-auth usage, valid now.
+fn client_verifier(ca: &Path) -> Result<Arc<dyn ClientCertVerifier>, TlsError> {
+    let mut roots = rustls::RootCertStore::empty();
+    for c in read_certs("tls.client_ca_file", ca)? {
+        roots
+            .add(c)
+            .map_err(|e| file_err("tls.client_ca_file", ca, e))?;
+    }
+    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
+        .allow_unauthenticated()
+        .build()
+        .map_err(|e| file_err("tls.client_ca_file", ca, e))
+}
+
+/// Builds the rustls configuration from the files: certificate, key, and
+/// the client CA's handshake (`client_ca`).
+fn server_config(
+    cert: &Path,
+    key: &Path,
+    client_ca: Option<&Arc<ClientCa>>,
+) -> Result<ServerConfig, TlsError> {
     let ck = Arc::new(certified_key(cert, key)?);
     let builder =
         ServerConfig::builder_with_provider(provider()).with_safe_default_protocol_versions()?;
-    let builder = match &cfg.client_ca_file {
-        Some(ca) => {
-            let mut roots = rustls::RootCertStore::empty();
-            for c in read_certs("tls.client_ca_file", ca)? {
-                roots
-                    .add(c)
-                    .map_err(|e| file_err("tls.client_ca_file", ca, e))?;
-            }
-            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
-                .allow_unauthenticated()
-                .build()
-                .map_err(|e| file_err("tls.client_ca_file", ca, e))?;
-            builder.with_client_cert_verifier(verifier)
-        }
+    let builder = match client_ca {
+        Some(ca) => builder.with_client_cert_verifier(ca.handshake()),
         None => builder.with_no_client_auth(),
     };
     let mut config = builder.with_cert_resolver(Arc::new(rustls::sign::SingleCertAndKey::from(ck)));
@@ -135,9 +150,14 @@ impl Tls {
             .cloned()
             .collect();
         let seen = Tls::mtimes_of(&files);
-        let acceptor = TlsAcceptor::from(Arc::new(server_config(cfg, cert, key)?));
+        let client_ca = match &cfg.client_ca_file {
+            Some(ca) => Some(ClientCa::new(client_verifier(ca)?)),
+            None => None,
+        };
+        let acceptor = TlsAcceptor::from(Arc::new(server_config(cert, key, client_ca.as_ref())?));
         Ok(Some(Arc::new(Tls {
             current: RwLock::new(acceptor),
+            client_ca,
             config: cfg.clone(),
             files,
             seen: Mutex::new(seen),
@@ -148,9 +168,10 @@ impl Tls {
         mtimes(&files.iter().map(PathBuf::as_path).collect::<Vec<_>>())
     }
 
-    /// The acceptor for a new connection (the latest files').
-    pub fn acceptor(&self) -> TlsAcceptor {
-        self.current.reading().clone()
+    /// The acceptor for a new connection (the latest files'), and the
+    /// client CA its certificates are verified against.
+    pub fn acceptor(&self) -> (TlsAcceptor, Option<Arc<ClientCa>>) {
+        (self.current.reading().clone(), self.client_ca.clone())
     }
 
     /// Rebuilds the configuration if any file changed; files that do not load
@@ -165,8 +186,15 @@ impl Tls {
         let (Some(cert), Some(key)) = (&self.config.cert_file, &self.config.key_file) else {
             return;
         };
-        match server_config(&self.config, cert, key) {
-            Ok(c) => {
+        let verifier = match &self.config.client_ca_file {
+            Some(ca) => client_verifier(ca).map(Some),
+            None => Ok(None),
+        };
+        match verifier.and_then(|v| Ok((v, server_config(cert, key, self.client_ca.as_ref())?))) {
+            Ok((verifier, c)) => {
+                if let (Some(ca), Some(v)) = (&self.client_ca, verifier) {
+                    ca.replace(v);
+                }
                 *self.current.writing() = TlsAcceptor::from(Arc::new(c));
                 *seen = now;
                 tracing::info!(cert = %cert.display(), "TLS certificate, key or client CA reloaded");
@@ -187,47 +215,4 @@ impl Tls {
             }
         }
     }
-}
-
-/// The user a TLS connection's verified client certificate stands for.
-pub fn peer_user(conn: &rustls::ServerConnection) -> Option<Arc<UserInfo>> {
-    let der = conn.peer_certificates()?.first()?;
-    certificate_user(der).map(Arc::new)
-}
-
-/// The user of a verified client certificate, as the apiserver's x509
-/// authenticator names it: CN is the user, each O a group, and the extra
-/// `authentication.kubernetes.io/credential-id` the certificate's SHA-256
-/// (`X509SHA256=<hex>`, as kube-apiserver 1.36 sends it to authorizers and
-/// audit).
-pub fn certificate_user(der: &[u8]) -> Option<UserInfo> {
-    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
-    let subject = cert.subject();
-    let name = subject
-        .iter_common_name()
-        .next()?
-        .as_str()
-        .ok()?
-        .to_string();
-    if name.is_empty() {
-        return None;
-    }
-    let mut groups: Vec<String> = subject
-        .iter_organization()
-        .filter_map(|o| o.as_str().ok().map(str::to_string))
-        .collect();
-    groups.push("system:authenticated".into());
-    let digest = ring::digest::digest(&ring::digest::SHA256, der);
-    let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
-    let mut extra = std::collections::BTreeMap::new();
-    extra.insert(
-        "authentication.kubernetes.io/credential-id".to_string(),
-        vec![format!("X509SHA256={hex}")],
-    );
-    Some(UserInfo {
-        name,
-        groups,
-        extra,
-        ..Default::default()
-    })
 }
