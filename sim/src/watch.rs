@@ -85,9 +85,12 @@ pub fn watch(
         },
         (_, Some(n)) => Start::After(n),
     };
+    // kube-apiserver's watch handler: 0 is the default, a negative
+    // timeout ends the watch before it sends anything.
     let timeout = match opts.timeout_seconds {
-        Some(t) => Duration::from_secs(t),
-        None => {
+        Some(t) if t > 0 => Duration::from_secs(t.unsigned_abs()),
+        Some(t) if t < 0 => Duration::ZERO,
+        _ => {
             let min = sim.config.min_watch_timeout;
             min + min.mul_f64(fastrand::f64())
         }
@@ -291,6 +294,9 @@ impl Watcher {
     }
 
     async fn run(self, start: Start, timeout: Duration) {
+        if timeout.is_zero() {
+            return;
+        }
         let deadline = Instant::now() + timeout;
         let store = &self.sim.store;
         let (mut rx, read_rv) = match start {

@@ -7,15 +7,23 @@
 //!
 //! - [`Format::APISERVER`] (`meta.k8s.io/v1`): what the built-in upstream
 //!   issues, decoded with the apiserver's 400 messages (`storage.DecodeContinue`).
-//! - [`Format::R8S`] (`r8s.dev/v1`, with a checksum): what r8s issues for
-//!   pages of its cache. r8s recognizes its own (an altered one is a 400) and
-//!   passes any other token to the upstream. The resource version is the
-//!   upstream's, so any r8s replica retaining that version can continue.
-//!   Its tokens also carry how many items the list had left ([`Left`]), so
-//!   that the next page's `remainingItemCount` is not counted again.
+//! - [`Format::R8S`] (`r8s.dev/v1`, with a keyed checksum): what r8s issues
+//!   for pages of its cache. r8s recognizes its own format and passes any
+//!   other token to the upstream. The resource version is the upstream's, so
+//!   any r8s replica retaining that version can continue; the version and
+//!   key are checked as the apiserver checks its own (a version of 0 or
+//!   below -1, a key that is empty, absolute or not clean: its 400). Its
+//!   tokens also carry how many items the list had left ([`Left`]), so that
+//!   the next page's `remainingItemCount` is not counted again: that count
+//!   is believed only under the checksum, an HMAC under a key this process
+//!   made and never shows, so nothing of a token r8s did not write (forged,
+//!   or another replica's) is echoed; such a token's page is counted anew.
+
+use std::sync::LazyLock;
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use ring::hmac;
 use serde::{Deserialize, Serialize};
 
 use super::status::Status;
@@ -39,26 +47,38 @@ impl Format {
         signed: true,
     };
 
-    /// FNV-1a over the version, the resource version, the key and what
-    /// was left (when counted: tokens without it keep their checksum).
+    /// An HMAC-SHA256 (under [`KEY`], 8 bytes of it in hex) over the
+    /// version, the resource version, the key and what was left.
     fn checksum(self, rv: i64, start: &str, left: Option<&Left>) -> String {
-        let mut h: u64 = 0xcbf29ce484222325;
-        let left = left
-            .into_iter()
-            .flat_map(|l| l.items.to_le_bytes().into_iter().chain(l.namespace.bytes()));
-        for b in self
-            .version
-            .bytes()
-            .chain(rv.to_le_bytes())
-            .chain(start.bytes())
-            .chain(left)
-        {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x100000001b3);
+        let mut ctx = hmac::Context::with_key(&KEY);
+        ctx.update(self.version.as_bytes());
+        ctx.update(&rv.to_le_bytes());
+        ctx.update(&(start.len() as u64).to_le_bytes());
+        ctx.update(start.as_bytes());
+        if let Some(l) = left {
+            ctx.update(&l.items.to_le_bytes());
+            ctx.update(l.namespace.as_bytes());
         }
-        format!("{h:016x}")
+        let tag = ctx.sign();
+        tag.as_ref()[..8]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
     }
 }
+
+/// The key r8s's own tokens are checksummed under: made at start, never
+/// stored or shown, so only this process can write a checksum it accepts.
+static KEY: LazyLock<hmac::Key> = LazyLock::new(|| {
+    let mut key = [0u8; 32];
+    if ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut key).is_err() {
+        // No OS randomness: the key still differs per process.
+        for chunk in key.chunks_mut(8) {
+            chunk.copy_from_slice(&fastrand::u64(..).to_le_bytes());
+        }
+    }
+    hmac::Key::new(hmac::HMAC_SHA256, &key)
+});
 
 #[derive(Serialize, Deserialize)]
 struct Raw {
@@ -107,11 +127,13 @@ pub enum Invalid {
     NotJson(String),
     /// Another format's (its version).
     OtherVersion(String),
-    /// A signed token whose checksum does not match.
-    Altered,
-    /// A resource version of 0.
-    ZeroVersion,
-    /// A key that is not a clean path (`..`, `//`).
+    /// A resource version of 0 (or, in r8s's format, below -1: r8s writes
+    /// only a list's version, or -1 for "the current state").
+    BadVersion,
+    /// An empty key.
+    EmptyKey,
+    /// A key that is not a clean path (`..`, `//`; in r8s's format, one
+    /// that is not relative).
     UncleanKey(String),
 }
 
@@ -134,11 +156,11 @@ impl Invalid {
                 // Unquoted, as kube-apiserver 1.36 writes it.
                 format!("server does not recognize this encoded version {v}")
             }
-            Invalid::Altered => "the token was altered".into(),
-            Invalid::ZeroVersion => format!(
+            Invalid::BadVersion => format!(
                 "incorrect encoded start resourceVersion (version {})",
                 format.version
             ),
+            Invalid::EmptyKey => format!("encoded start key empty (version {})", format.version),
             Invalid::UncleanKey(k) => k,
         };
         Status::bad_request(format!(
@@ -182,8 +204,9 @@ impl ContinueToken {
         URL_SAFE_NO_PAD.encode(serde_json::to_vec(&raw).expect("token serializes"))
     }
 
-    /// Decodes a token of `format`, checking what the apiserver checks (and a
-    /// signed format's checksum).
+    /// Decodes a token of `format`, checking what the apiserver checks; a
+    /// signed format's count of what was left is kept only under its
+    /// checksum (a token this process wrote).
     pub fn decode(token: &str, format: Format) -> Result<Self, Invalid> {
         if let Some(i) = token
             .bytes()
@@ -203,20 +226,29 @@ impl ContinueToken {
             (Some(items), Some(namespace)) if format.signed => Some(Left { items, namespace }),
             _ => None,
         };
-        if format.signed
-            && raw.sum.as_deref() != Some(&format.checksum(raw.rv, &raw.start, left.as_ref()))
-        {
-            return Err(Invalid::Altered);
+        let left = left
+            .filter(|l| raw.sum.as_deref() == Some(&format.checksum(raw.rv, &raw.start, Some(l))));
+        if raw.rv == 0 || (format.signed && raw.rv < -1) {
+            return Err(Invalid::BadVersion);
         }
-        if raw.rv == 0 {
-            return Err(Invalid::ZeroVersion);
+        if raw.start.is_empty() {
+            return Err(Invalid::EmptyKey);
         }
-        if !is_clean(&raw.start) {
+        // `storage.DecodeContinue`: a key made absolute, then cleaned, must
+        // be unchanged (the apiserver's own accept one leading slash; r8s
+        // writes none).
+        let relative = match raw.start.strip_prefix('/') {
+            Some(rest) if !format.signed => rest,
+            Some(_) => return Err(Invalid::UncleanKey(raw.start)),
+            None => raw.start.as_str(),
+        };
+        if !relative.is_empty() && !is_clean(relative) {
             return Err(Invalid::UncleanKey(raw.start));
         }
+        let start = relative.to_string();
         Ok(ContinueToken {
             rv: raw.rv,
-            start: raw.start,
+            start,
             left,
         })
     }
@@ -240,9 +272,10 @@ impl ContinueToken {
     }
 }
 
-/// Go's `path.Clean(p) == p` for the keys tokens carry.
+/// Go's `path.Clean("/" + p) == "/" + p` for the keys tokens carry.
 fn is_clean(p: &str) -> bool {
     !(p.is_empty()
+        || p.starts_with('/')
         || p == "."
         || p == ".."
         || p.starts_with("../")
@@ -313,20 +346,59 @@ mod tests {
         );
     }
 
+    /// A token of `format` with these raw fields.
+    fn raw_token(v: serde_json::Value) -> String {
+        URL_SAFE_NO_PAD.encode(serde_json::to_vec(&v).unwrap())
+    }
+
+    fn fields(token: &str) -> serde_json::Value {
+        serde_json::from_slice(&URL_SAFE_NO_PAD.decode(token).unwrap()).unwrap()
+    }
+
     #[test]
-    fn should_know_its_own_tokens_and_detect_tampering() {
+    fn should_know_its_own_tokens_and_check_them_as_the_apiserver_does() {
         let t = ContinueToken::after(42, "ns-1/pod-7");
         assert_eq!(ContinueToken::decode(&t.encode(R8S), R8S), Ok(t.clone()));
-        let mut raw: serde_json::Value =
-            serde_json::from_slice(&URL_SAFE_NO_PAD.decode(t.encode(R8S)).unwrap()).unwrap();
+        // Another version or key is a list continued there, as the
+        // apiserver continues its own tokens.
+        let mut raw = fields(&t.encode(R8S));
         raw["rv"] = serde_json::json!(41);
-        let forged = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&raw).unwrap());
-        let e = ContinueToken::decode(&forged, R8S).unwrap_err();
-        assert!(!e.is_foreign());
+        assert_eq!(ContinueToken::decode(&raw_token(raw), R8S).unwrap().rv, 41);
+        // What the apiserver refuses, and what r8s never writes: a version of
+        // 0 or below -1, an empty key, one not relative or not clean.
+        let m = |rv: i64, start: &str| {
+            let raw = serde_json::json!({"v": "r8s.dev/v1", "rv": rv, "start": start});
+            ContinueToken::decode(&raw_token(raw), R8S).map_err(|e| e.into_status(R8S).message)
+        };
+        let bad_rv = "invalid continue token: continue key is not valid: \
+                      incorrect encoded start resourceVersion (version r8s.dev/v1)";
+        assert_eq!(m(0, "a"), Err(bad_rv.into()));
+        assert_eq!(m(-7, "a"), Err(bad_rv.into()));
+        assert_eq!(m(-1, "a").unwrap().rv, -1, "the current state");
         assert_eq!(
-            e.into_status(R8S).message,
-            "invalid continue token: continue key is not valid: the token was altered"
+            m(5, ""),
+            Err(
+                "invalid continue token: continue key is not valid: encoded start key empty \
+                 (version r8s.dev/v1)"
+                    .into()
+            )
         );
+        for key in ["/ns-1/pod-7", "//x", "ns-1/../x", "../x", "ns-1/", "./x"] {
+            assert_eq!(
+                m(5, key),
+                Err(format!(
+                    "invalid continue token: continue key is not valid: {key}"
+                )),
+                "{key}"
+            );
+        }
+        // The apiserver's own format takes one leading slash (DecodeContinue).
+        let own = |start: &str| {
+            let raw = serde_json::json!({"v": "meta.k8s.io/v1", "rv": 5, "start": start});
+            ContinueToken::decode(&raw_token(raw), APISERVER).map(|t| t.start)
+        };
+        assert_eq!(own("/ns-1/p\u{0}"), Ok("ns-1/p\u{0}".to_string()));
+        assert!(own("//ns-1/p").is_err());
         let apiserver = t.encode(APISERVER);
         for foreign in [apiserver.as_str(), "garbage!!"] {
             let e = ContinueToken::decode(foreign, R8S).unwrap_err();
@@ -340,36 +412,36 @@ mod tests {
     }
 
     #[test]
-    fn should_carry_what_was_left_in_its_own_tokens_only() {
+    fn should_believe_what_was_left_only_in_tokens_it_wrote() {
         let plain = ContinueToken::after(42, "pod-7");
         let t = plain.clone().with_left(Left {
             items: 1234,
             namespace: "ns-1".into(),
         });
         assert_eq!(ContinueToken::decode(&t.encode(R8S), R8S), Ok(t.clone()));
-        assert_eq!(
-            plain.encode(R8S),
-            ContinueToken::after(42, "pod-7").encode(R8S),
-            "a token without a count keeps the checksum it always had"
-        );
-        let mut raw: serde_json::Value =
-            serde_json::from_slice(&URL_SAFE_NO_PAD.decode(t.encode(R8S)).unwrap()).unwrap();
+        // Altered, or written without this process's key (forged, or
+        // another replica's): the rest of the token holds, the count is
+        // not believed.
+        let raw = fields(&t.encode(R8S));
         for (field, forged) in [
             ("left", serde_json::json!(1)),
             ("in", serde_json::json!("ns-2")),
+            ("sum", serde_json::json!("0123456789abcdef")),
         ] {
             let mut r = raw.clone();
             r[field] = forged;
-            let forged = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&r).unwrap());
             assert_eq!(
-                ContinueToken::decode(&forged, R8S),
-                Err(Invalid::Altered),
+                ContinueToken::decode(&raw_token(r), R8S),
+                Ok(plain.clone()),
                 "{field}"
             );
         }
-        raw.as_object_mut().unwrap().remove("in");
-        let half = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&raw).unwrap());
-        assert_eq!(ContinueToken::decode(&half, R8S), Err(Invalid::Altered));
+        let mut half = raw.clone();
+        half.as_object_mut().unwrap().remove("in");
+        assert_eq!(
+            ContinueToken::decode(&raw_token(half), R8S),
+            Ok(plain.clone())
+        );
         assert_eq!(
             ContinueToken::decode(&t.encode(APISERVER), APISERVER),
             Ok(plain),

@@ -45,8 +45,10 @@ pub struct ListOptions {
     pub allow_watch_bookmarks: bool,
     /// `sendInitialEvents` (None when unset).
     pub send_initial_events: Option<bool>,
-    /// `timeoutSeconds` (None when unset).
-    pub timeout_seconds: Option<u64>,
+    /// `timeoutSeconds` (None when unset): 0 is the server's default, a
+    /// negative one a watch that ends at once (the apiserver's context is
+    /// done before it starts).
+    pub timeout_seconds: Option<i64>,
     /// `pretty` (None when unset).
     pub pretty: Option<bool>,
 }
@@ -107,7 +109,7 @@ impl ListOptions {
             shard_selector,
             allow_watch_bookmarks: query.flag("allowWatchBookmarks"),
             send_initial_events: query.opt_flag("sendInitialEvents"),
-            timeout_seconds: int("timeoutSeconds")?.map(|t| t.max(0) as u64),
+            timeout_seconds: int("timeoutSeconds")?,
             pretty: query.pretty(),
         })
     }

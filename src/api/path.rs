@@ -61,9 +61,9 @@ pub enum ApiPath {
 /// `URL.Path`, percent-decoded before it is split (so `cm-%78` is `cm-x`, and
 /// `a%2Fb` two segments), then RequestInfo's `splitPath` (leading and
 /// trailing slashes trimmed). A path that does not decode (a bad escape,
-/// not UTF-8), has an empty segment, or a segment no name may be (`.`, `..`,
-/// one with `%`) is `Other`: r8s does not serve it, and the upstream
-/// answers it as itself.
+/// not UTF-8), has an empty segment (a leading `//` included), or a segment
+/// no name may be (`.`, `..`, one with `%`) is `Other`: r8s does not serve
+/// it, and the upstream answers it as itself.
 ///
 /// Allowed difference: a `#fragment` in the request target is part of the
 /// path or query to Go (`w-1#frag` a name, `resourceVersion=0#frag` a 500),
@@ -76,6 +76,11 @@ pub fn parse(path: &str) -> ApiPath {
         Some(d) => d,
         None => return ApiPath::Other,
     };
+    // A path that begins with an empty segment (`//apis/...`) is one the
+    // apiserver's router does not match (its 404): never served.
+    if decoded.starts_with("//") {
+        return ApiPath::Other;
+    }
     let segs: Vec<&str> = decoded.trim_matches('/').split('/').collect();
     let (group, version, rest) = match segs.as_slice() {
         ["api", v, rest @ ..] if !rest.is_empty() => ("", *v, rest),
@@ -235,6 +240,10 @@ mod tests {
             "/api/v1/namespaces/ns-1/pods/%2E",
             "/api/v1/namespaces/./pods/p",
             "/api/v1/namespaces/ns-1/pods/w%25x",
+            // A leading empty segment: the apiserver's router answers 404.
+            "//api/v1/namespaces/ns-1/pods/p",
+            "///apis/example.com/v1/namespaces/ns-a/widgets/w-1",
+            "/%2Fapis/example.com/v1/widgets",
         ] {
             assert_eq!(parse(p), ApiPath::Other, "{p}");
         }

@@ -10,12 +10,53 @@ pub struct Query {
     pairs: Vec<(String, String)>,
 }
 
+/// Go's `url.QueryUnescape`: `+` is a space, `%XX` a byte; `None` for a
+/// malformed escape. Bytes that are not UTF-8 become U+FFFD (nothing r8s
+/// matches them against could hold them either).
+fn query_unescape(s: &str) -> Option<String> {
+    if !s.contains(['%', '+']) {
+        return Some(s.to_string());
+    }
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'%' => {
+                let hex = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
+                if !hex.bytes().all(|c| c.is_ascii_hexdigit()) {
+                    return None;
+                }
+                out.push(u8::from_str_radix(hex, 16).ok()?);
+                i += 3;
+            }
+            b'+' => {
+                out.push(b' ');
+                i += 1;
+            }
+            c => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    Some(String::from_utf8_lossy(&out).into_owned())
+}
+
 impl Query {
-    /// Decodes a raw query (`application/x-www-form-urlencoded`): the one
-    /// place r8s and the built-in upstream decode a query string.
+    /// Decodes a raw query as kube-apiserver's handlers do (Go's
+    /// `url.ParseQuery`, its error ignored): pairs split on `&` only; a pair
+    /// with a `;` in it, or a malformed escape, is left out (Go 1.17+); the
+    /// one place r8s and the built-in upstream decode a query string.
     pub fn parse(raw: Option<&str>) -> Self {
-        let pairs = form_urlencoded::parse(raw.unwrap_or("").as_bytes())
-            .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        let pairs = raw
+            .unwrap_or("")
+            .split('&')
+            .filter(|pair| !pair.is_empty() && !pair.contains(';'))
+            .filter_map(|pair| {
+                let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+                Some((query_unescape(k)?, query_unescape(v)?))
+            })
             .collect();
         Query { pairs }
     }
@@ -110,6 +151,22 @@ mod tests {
         assert_eq!(Query::parse(Some("pretty=bogus")).pretty(), Some(false));
         assert_eq!(Query::parse(Some("pretty=")).pretty(), None);
         assert_eq!(q.get("missing"), None);
+        // Go's ParseQuery: a pair with a `;` or a malformed escape is left
+        // out, the rest kept.
+        let q = Query::parse(Some(
+            "fieldSelector=metadata.name%3Dw-1;&limit=1&a=%zz&b=%4&c=ok&&d",
+        ));
+        assert_eq!(q.get("fieldSelector"), None);
+        assert_eq!(
+            (q.get("limit"), q.get("a"), q.get("b")),
+            (Some("1"), None, None)
+        );
+        assert_eq!((q.get("c"), q.get("d")), (Some("ok"), Some("")));
+        assert_eq!(Query::parse(Some("x;y=1")).get("x;y"), None);
+        assert_eq!(
+            Query::parse(Some("k%3Dv=a%2Bb+c")).get("k=v"),
+            Some("a+b c")
+        );
         assert_eq!(
             encode([("limit", "500"), ("continue", "a=b&c")]),
             "limit=500&continue=a%3Db%26c"

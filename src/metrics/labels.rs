@@ -323,34 +323,164 @@ impl std::fmt::Display for StoreLabels {
     }
 }
 
-/// Resource label values seen so far; past the cap, new ones become `other`
-/// (paths are client input, and labels must stay bounded).
-static RESOURCE_LABELS: RwLock<Option<HashSet<String>>> = RwLock::new(None);
-const MAX_RESOURCE_LABELS: usize = 256;
+/// Kubernetes' own resources (1.36), which a request's `resource` label may
+/// name before discovery has said what the upstream serves.
+const BUILTIN_RESOURCES: &[&str] = &[
+    "apiservices",
+    "bindings",
+    "certificatesigningrequests",
+    "clusterrolebindings",
+    "clusterroles",
+    "clustertrustbundles",
+    "componentstatuses",
+    "configmaps",
+    "controllerrevisions",
+    "cronjobs",
+    "csidrivers",
+    "csinodes",
+    "csistoragecapacities",
+    "customresourcedefinitions",
+    "daemonsets",
+    "deployments",
+    "deviceclasses",
+    "endpoints",
+    "endpointslices",
+    "events",
+    "flowschemas",
+    "horizontalpodautoscalers",
+    "ingressclasses",
+    "ingresses",
+    "ipaddresses",
+    "jobs",
+    "leasecandidates",
+    "leases",
+    "limitranges",
+    "localsubjectaccessreviews",
+    "mutatingadmissionpolicies",
+    "mutatingadmissionpolicybindings",
+    "mutatingwebhookconfigurations",
+    "namespaces",
+    "networkpolicies",
+    "nodes",
+    "persistentvolumeclaims",
+    "persistentvolumes",
+    "poddisruptionbudgets",
+    "pods",
+    "podtemplates",
+    "priorityclasses",
+    "prioritylevelconfigurations",
+    "replicasets",
+    "replicationcontrollers",
+    "resourceclaims",
+    "resourceclaimtemplates",
+    "resourcequotas",
+    "resourceslices",
+    "rolebindings",
+    "roles",
+    "runtimeclasses",
+    "secrets",
+    "selfsubjectaccessreviews",
+    "selfsubjectreviews",
+    "selfsubjectrulesreviews",
+    "serviceaccounts",
+    "servicecidrs",
+    "services",
+    "statefulsets",
+    "storageclasses",
+    "storageversionmigrations",
+    "storageversions",
+    "subjectaccessreviews",
+    "tokenreviews",
+    "validatingadmissionpolicies",
+    "validatingadmissionpolicybindings",
+    "validatingwebhookconfigurations",
+    "volumeattachments",
+    "volumeattributesclasses",
+];
 
-/// A resource label, bounded: past 256 distinct values new ones become `other`.
-pub fn resource_label(resource: &str) -> String {
-    let ok = !resource.is_empty()
-        && resource.len() <= 63
-        && resource.bytes().all(|b| {
-            b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.' || b == b'/'
-        });
-    if !ok {
-        return "other".into();
+/// Their subresources.
+const BUILTIN_SUBRESOURCES: &[&str] = &[
+    "approval",
+    "attach",
+    "binding",
+    "ephemeralcontainers",
+    "eviction",
+    "exec",
+    "finalize",
+    "log",
+    "portforward",
+    "proxy",
+    "resize",
+    "scale",
+    "status",
+    "token",
+];
+
+/// The first segments of the paths kube-apiserver serves besides resources.
+const NON_RESOURCE: &[&str] = &[
+    "/",
+    "/.well-known",
+    "/api",
+    "/apis",
+    "/debug",
+    "/healthz",
+    "/livez",
+    "/logs",
+    "/metrics",
+    "/openapi",
+    "/readyz",
+    "/version",
+];
+
+/// The most resource names discovery may add (an upstream serving more is
+/// counted under the first ones, the rest as `other`).
+const MAX_DISCOVERED: usize = 4096;
+
+/// What discovery said the upstream serves: resources (`widgets`) and
+/// subresources (`widgets/status`), written by discovery only.
+static DISCOVERED: RwLock<Option<HashSet<String>>> = RwLock::new(None);
+
+/// Records the resources (and `resource/subresource`s) discovery found, so
+/// that their requests are counted under their names.
+pub fn discovered<'a>(names: impl IntoIterator<Item = &'a str>) {
+    let mut guard = DISCOVERED.writing();
+    let set = guard.get_or_insert_with(HashSet::new);
+    for n in names {
+        if set.len() >= MAX_DISCOVERED {
+            break;
+        }
+        if !set.contains(n) {
+            set.insert(n.to_string());
+        }
     }
-    if let Some(set) = RESOURCE_LABELS.reading().as_ref()
-        && set.contains(resource)
+}
+
+/// A request's `resource` label: `pods`, `pods/log`, or a non-resource
+/// path's first segment (`/version`), where Kubernetes or the upstream's
+/// discovery names it; anything else is `other`, so that no caller's path
+/// can add a series (or take the place of a resource's).
+pub fn resource_label(resource: &str) -> String {
+    if resource.starts_with('/') {
+        return match NON_RESOURCE.contains(&resource) {
+            true => resource.to_string(),
+            false => "other".into(),
+        };
+    }
+    let (res, sub) = match resource.split_once('/') {
+        Some((r, s)) => (r, Some(s)),
+        None => (resource, None),
+    };
+    let builtin = BUILTIN_RESOURCES.binary_search(&res).is_ok()
+        && sub.is_none_or(|s| BUILTIN_SUBRESOURCES.binary_search(&s).is_ok());
+    if builtin
+        || DISCOVERED
+            .reading()
+            .as_ref()
+            .is_some_and(|set| set.contains(resource))
     {
         return resource.to_string();
     }
-    let mut guard = RESOURCE_LABELS.writing();
-    let set = guard.get_or_insert_with(HashSet::new);
-    if set.contains(resource) || set.len() < MAX_RESOURCE_LABELS {
-        set.insert(resource.to_string());
-        resource.to_string()
-    } else {
-        "other".into()
-    }
+    "other".into()
 }
 
 /// An upstream request's method as a label (client-go's `verb`): the
@@ -371,6 +501,26 @@ pub fn method_label(m: &http::Method) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn should_name_only_resources_kubernetes_or_discovery_names() {
+        assert!(BUILTIN_RESOURCES.windows(2).all(|w| w[0] < w[1]), "sorted");
+        assert!(
+            BUILTIN_SUBRESOURCES.windows(2).all(|w| w[0] < w[1]),
+            "sorted"
+        );
+        assert_eq!(resource_label("pods"), "pods");
+        assert_eq!(resource_label("pods/log"), "pods/log");
+        assert_eq!(resource_label("/version"), "/version");
+        // A caller's junk paths never make a series of their own.
+        for junk in ["junk-1", "pods/junk", "/junk", "a/b/c", "widgets"] {
+            assert_eq!(resource_label(junk), "other", "{junk}");
+        }
+        discovered(["widgets", "widgets/status"]);
+        assert_eq!(resource_label("widgets"), "widgets");
+        assert_eq!(resource_label("widgets/status"), "widgets/status");
+        assert_eq!(resource_label("widgets/scale"), "other");
+    }
 
     #[test]
     fn should_list_every_value_in_order() {

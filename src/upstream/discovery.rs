@@ -145,10 +145,19 @@ fn aggregated(doc: &Value, out: &mut (Lists, Vec<(String, String)>)) {
                 out.1.push((group.to_string(), version));
                 continue;
             }
-            let resources = v["resources"]
-                .as_array()
-                .into_iter()
-                .flatten()
+            let resources = v["resources"].as_array().into_iter().flatten();
+            // Subresources are listed under their resource here: the
+            // metrics name them as the plain document does (`pods/log`).
+            let subresources = resources.clone().flat_map(|r| {
+                let name = r["resource"].as_str().unwrap_or_default();
+                r["subresources"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(move |s| Some(format!("{name}/{}", s["subresource"].as_str()?)))
+            });
+            crate::metrics::discovered(subresources.collect::<Vec<_>>().iter().map(String::as_str));
+            let resources = resources
                 .map(|r| {
                     serde_json::json!({
                         "name": r["resource"], "kind": r["responseKind"]["kind"],
@@ -297,6 +306,12 @@ pub async fn resolve(
     }
     let mut waiting = Vec::new();
     let (lists, unlisted) = all_lists(upstream).await?;
+    // What the upstream serves names its requests in the metrics.
+    crate::metrics::discovered(
+        lists
+            .iter()
+            .flat_map(|(_, _, resources)| resources.iter().filter_map(|r| r["name"].as_str())),
+    );
     let mut out: Vec<ApiResource> = Vec::new();
     let mut push = |r: ApiResource| {
         if !out.contains(&r) {

@@ -66,7 +66,7 @@ pub struct Plan {
     store: Arc<Store>,
     start: Start,
     filter: Filter,
-    timeout_seconds: Option<u64>,
+    timeout_seconds: Option<i64>,
     bookmarks: bool,
     view: View,
     /// A Table watch's printing (`kubectl get -w`).
@@ -226,9 +226,12 @@ impl Plan {
             crate::metrics::watch_rejected();
             return Status::too_many_requests().into_response_as(self.errors);
         };
+        // As the apiserver's watch handler: 0 (or none) is the server's
+        // random default, a negative one ends the watch at once (zero here).
         let timeout = match self.timeout_seconds {
-            Some(t) => Duration::from_secs(t),
-            None => policy.min_timeout + policy.min_timeout.mul_f64(fastrand::f64()),
+            Some(t) if t > 0 => Duration::from_secs(t.unsigned_abs()),
+            Some(t) if t < 0 => Duration::ZERO,
+            _ => policy.min_timeout + policy.min_timeout.mul_f64(fastrand::f64()),
         };
         let (tx, body) = body::channel(CHANNEL);
         let cache = self.cache;

@@ -112,12 +112,18 @@ impl Progress {
 }
 
 impl Watcher {
-    /// Runs the watch until it ends, then counts how it ended.
+    /// Runs the watch until it ends, then counts how it ended. A zero
+    /// `timeout` (a negative `timeoutSeconds`) ends it before it sends
+    /// anything, as the apiserver's expired context does.
     pub async fn run(mut self, start: Start, timeout: Duration, slot: WatchSlot) {
         let sharded = self.filter.selectors.shard.is_some();
         self.metrics.started(sharded);
-        let end = self.serve(start, timeout).await;
+        let end = match timeout.is_zero() {
+            true => WatchEnd::Timeout,
+            false => self.serve(start, timeout).await,
+        };
         if let Some(crc) = &self.gz
+            && !timeout.is_zero()
             && !matches!(end, WatchEnd::Client | WatchEnd::Error)
         {
             // A gzip stream ends whole, so the client reads a clean end (not
