@@ -352,7 +352,7 @@ fn tricked(path: &str, method: &str) -> bool {
 
 /// The objects an answer names (`namespace/name`): a list's items, a
 /// Table's rows, one object, a watch's events; none for a `Status`.
-fn objects(body: &[u8]) -> BTreeSet<String> {
+pub(crate) fn objects(body: &[u8]) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     let mut add = |v: &Value| {
         if v["kind"] == "Status" {
@@ -389,7 +389,7 @@ fn objects(body: &[u8]) -> BTreeSet<String> {
 }
 
 /// `body`, inflated when it came gzip-encoded.
-fn inflated(resp: &Resp) -> Vec<u8> {
+pub(crate) fn inflated(resp: &Resp) -> Vec<u8> {
     let gz = resp
         .headers
         .get("content-encoding")
@@ -404,7 +404,7 @@ fn inflated(resp: &Resp) -> Vec<u8> {
 }
 
 /// Lines in a review log now.
-fn lines(log: &Path) -> usize {
+pub(crate) fn lines(log: &Path) -> usize {
     std::fs::read_to_string(log).map_or(0, |t| t.lines().count())
 }
 

@@ -26,6 +26,7 @@ mod failover;
 mod faults;
 mod fuzz;
 mod gzip;
+mod identity_attack;
 mod kube136;
 mod kube136_attack;
 mod kube136_audit;

@@ -448,35 +448,13 @@ impl Kube136 {
         body: Option<&str>,
         limit: Duration,
     ) -> Resp {
-        let what = format!("{method} https://127.0.0.1:{port}{path}");
-        let tcp = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
-        let name = ServerName::try_from("127.0.0.1").unwrap();
-        let tls = match identity {
-            Some(id) => connector_with(&self.state.join("pki/ca.crt"), id)
-                .connect(name, tcp)
-                .await
-                .unwrap(),
-            None => self.tls.connect(name, tcp).await.unwrap(),
+        let ca = self.state.join("pki/ca.crt");
+        let r = Sent {
+            ca: &ca,
+            port,
+            identity,
         };
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
-            .await
-            .unwrap();
-        tokio::spawn(conn);
-        let mut b = Request::builder()
-            .method(method)
-            .uri(path)
-            .header("host", format!("127.0.0.1:{port}"));
-        for (k, v) in headers {
-            b = b.header(*k, *v);
-        }
-        let req = b
-            .body(Full::new(Bytes::from(body.unwrap_or("").to_string())))
-            .unwrap();
-        let resp = tokio::time::timeout(limit, sender.send_request(req))
-            .await
-            .unwrap_or_else(|_| panic!("{what}: no response within {limit:?}"))
-            .unwrap_or_else(|e| panic!("{what}: {e}"));
-        read_response(resp, &what, limit).await
+        r.send(method, path, headers, body, limit).await
     }
 
     /// `body` as JSON with `method` to `path`.
@@ -581,6 +559,79 @@ pub struct Identity {
     pub cert: PathBuf,
     /// Its key.
     pub key: PathBuf,
+}
+
+/// Where a request over TLS goes: a port on 127.0.0.1 serving a
+/// certificate `ca` signed, and the client certificate it presents.
+pub struct Sent<'a> {
+    /// The CA the server's certificate chains to.
+    pub ca: &'a Path,
+    /// The port.
+    pub port: u16,
+    /// The client certificate, if any.
+    pub identity: Option<&'a Identity>,
+}
+
+impl Sent<'_> {
+    /// One request with exactly these headers, its body read to the end
+    /// (or for `limit`).
+    pub async fn send(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<&str>,
+        limit: Duration,
+    ) -> Resp {
+        let headers: Vec<(&str, &[u8])> = headers.iter().map(|(k, v)| (*k, v.as_bytes())).collect();
+        self.send_bytes(method, path, &headers, body, limit).await
+    }
+
+    /// [`Sent::send`] with header values as bytes (any a header may carry).
+    pub async fn send_bytes(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &[u8])],
+        body: Option<&str>,
+        limit: Duration,
+    ) -> Resp {
+        let port = self.port;
+        let what = format!("{method} https://127.0.0.1:{port}{path}");
+        let tcp = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+        let name = ServerName::try_from("127.0.0.1").unwrap();
+        let connector = match self.identity {
+            Some(id) => connector_with(self.ca, id),
+            None => connector(self.ca),
+        };
+        let tls = match connector.connect(name, tcp).await {
+            Ok(tls) => tls,
+            // The handshake refused the certificate: what a client sees.
+            Err(e) => return Resp::refused(&format!("{what}: TLS handshake: {e}")),
+        };
+        let (mut sender, conn) =
+            match hyper::client::conn::http1::handshake(TokioIo::new(tls)).await {
+                Ok(h) => h,
+                Err(e) => return Resp::refused(&format!("{what}: {e}")),
+            };
+        tokio::spawn(conn);
+        let mut b = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", format!("127.0.0.1:{port}"));
+        for (k, v) in headers {
+            b = b.header(*k, http::HeaderValue::from_bytes(v).unwrap());
+        }
+        let req = b
+            .body(Full::new(Bytes::from(body.unwrap_or("").to_string())))
+            .unwrap();
+        let resp = match tokio::time::timeout(limit, sender.send_request(req)).await {
+            Err(_) => panic!("{what}: no response within {limit:?}"),
+            Ok(Err(e)) => return Resp::refused(&format!("{what}: {e}")),
+            Ok(Ok(r)) => r,
+        };
+        read_response(resp, &what, limit).await
+    }
 }
 
 /// A TLS client trusting `ca`, presenting `identity`.

@@ -22,6 +22,8 @@ use tokio::task::JoinHandle;
 pub mod answers;
 pub mod auth;
 pub mod crd;
+pub mod forge;
+pub mod kube121;
 pub mod kube136;
 pub mod mixed;
 pub mod proxy;
@@ -183,6 +185,17 @@ pub struct Resp {
 }
 
 impl Resp {
+    /// What a client sees of a connection the server refused (its TLS
+    /// handshake failed): status 495 (no HTTP answer came), the reason.
+    pub fn refused(why: &str) -> Resp {
+        Resp {
+            status: StatusCode::from_u16(495).unwrap(),
+            headers: HeaderMap::new(),
+            body: Bytes::from(why.to_string()),
+            complete: true,
+        }
+    }
+
     pub fn json(&self) -> serde_json::Value {
         assert!(
             self.complete,

@@ -1,0 +1,270 @@
+//! A whole Kubernetes v1.21 kube-apiserver for tests: the core API, real
+//! RBAC and the Node authorizer (the `kube-1.21` kit), with an audit log
+//! that shows who each request arrived as.
+//!
+//! Like the 1.36 kit it is not in a user's clone: tests find it through
+//! [`ENV`] (`.ci/run` points it at `../shared/tools/kube-1.21`) and say that
+//! they skipped without it. Each [`Kube121`] has its own state folder, etcd
+//! data and free ports, and is stopped when dropped.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::Resp;
+use super::kube136::{Identity, Sent};
+
+/// The variable naming the kit's folder.
+pub const ENV: &str = "KUBE_121_KIT";
+
+/// The audit policy: every request at `Metadata` (who it came from, who it
+/// acted as), SubjectAccessReviews with their request (whom r8s asked about).
+const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1\nkind: Policy\n\
+omitStages: [\"RequestReceived\", \"ResponseStarted\"]\nrules:\n\
+- level: Request\n  resources:\n  - group: authorization.k8s.io\n    resources: [\"subjectaccessreviews\"]\n\
+- level: Metadata\n";
+
+/// A running 1.21 apiserver and its etcd.
+pub struct Kube121 {
+    kit: PathBuf,
+    state: PathBuf,
+    etcd: PathBuf,
+    /// Its HTTPS port on 127.0.0.1.
+    pub port: u16,
+    /// A `system:masters` bearer token.
+    admin: String,
+}
+
+/// A port free now on 127.0.0.1 (the kit binds it by number).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl Kube121 {
+    /// Starts one with these static tokens (`token,user,uid[,"groups"]` a
+    /// line; the first is the tests' own, in `system:masters`), or `None`
+    /// (with a line saying the test skipped) where [`ENV`] is unset.
+    pub fn start(test: &str, tokens_csv: &str) -> Option<Kube121> {
+        let Some(kit) = std::env::var_os(ENV).map(PathBuf::from) else {
+            eprintln!(
+                "SKIPPED {test}: {ENV} is not set (the folder of the Kubernetes v1.21 kit with \
+                 start.sh and stop.sh; .ci/run sets it to ../shared/tools/kube-1.21)"
+            );
+            return None;
+        };
+        let kit =
+            std::fs::canonicalize(&kit).unwrap_or_else(|e| panic!("{ENV}={}: {e}", kit.display()));
+        let id = format!("r8s-kube121-{}-{}", std::process::id(), fastrand::u64(..));
+        let state = std::env::temp_dir().join(&id);
+        let shm = Path::new("/dev/shm");
+        let etcd = if shm.is_dir() {
+            shm.join(&id)
+        } else {
+            state.join("etcd")
+        };
+        std::fs::create_dir_all(state.join("pki")).unwrap();
+        // start.sh keeps a tokens.csv it finds, and reads tokens.env.
+        std::fs::write(state.join("pki/tokens.csv"), tokens_csv).unwrap();
+        let admin = tokens_csv
+            .lines()
+            .next()
+            .and_then(|l| l.split(',').next())
+            .unwrap_or_default()
+            .to_string();
+        std::fs::write(
+            state.join("pki/tokens.env"),
+            format!("export KUBE121_TOKEN_ADMIN={admin} KUBE121_TOKEN_ALICE=\n"),
+        )
+        .unwrap();
+        std::fs::write(state.join("audit-policy.yaml"), AUDIT_POLICY).unwrap();
+        let port = free_port();
+        let extra = format!(
+            "--audit-policy-file={} --audit-log-path={}",
+            state.join("audit-policy.yaml").display(),
+            state.join("audit.log").display()
+        );
+        let out = Command::new(kit.join("start.sh"))
+            .env("STATE_DIR", &state)
+            .env("ETCD_DATA", &etcd)
+            .env("ETCD_PORT", free_port().to_string())
+            .env("ETCD_PEER_PORT", free_port().to_string())
+            .env("API_PORT", port.to_string())
+            .env("EXTRA_ARGS", extra)
+            .output()
+            .unwrap_or_else(|e| panic!("{}: {e}", kit.join("start.sh").display()));
+        let k = Kube121 {
+            kit,
+            state,
+            etcd,
+            port,
+            admin,
+        };
+        assert!(
+            out.status.success(),
+            "the 1.21 kit did not start: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Some(k)
+    }
+
+    /// Its CA (serving and client certificates) and the CA's key.
+    pub fn ca(&self) -> (PathBuf, PathBuf) {
+        let pki = self.state.join("pki");
+        (pki.join("ca.crt"), pki.join("ca.key"))
+    }
+
+    /// Its serving certificate and key, and its CA (for an r8s in front).
+    pub fn serving_tls(&self) -> (PathBuf, PathBuf, PathBuf) {
+        let pki = self.state.join("pki");
+        (
+            pki.join("serving.crt"),
+            pki.join("serving.key"),
+            pki.join("ca.crt"),
+        )
+    }
+
+    /// A folder of this kit's state, for a test's files.
+    pub fn dir(&self) -> &Path {
+        &self.state
+    }
+
+    /// A kubeconfig with the `system:masters` client certificate.
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.state.join("pki/admin.kubeconfig")
+    }
+
+    /// A kubeconfig with `token` as its credential.
+    pub fn token_kubeconfig(&self, token: &str) -> PathBuf {
+        let path = self.state.join(format!("token-{}.kubeconfig", token.len()));
+        let ca = self.state.join("pki/ca.crt");
+        std::fs::write(
+            &path,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: kit\n  cluster:\n    server: \
+                 https://127.0.0.1:{}\n    certificate-authority: {}\nusers:\n- name: u\n  user:\n    \
+                 token: {token}\ncontexts:\n- name: kit\n  context: {{cluster: kit, user: u}}\n\
+                 current-context: kit\n",
+                self.port,
+                ca.display()
+            ),
+        )
+        .unwrap();
+        path
+    }
+
+    /// One request over TLS to `port` (this apiserver, or an r8s serving its
+    /// certificate), presenting `identity` if given, with these headers.
+    pub async fn send_tls(
+        &self,
+        port: u16,
+        identity: Option<&Identity>,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<&str>,
+    ) -> Resp {
+        let ca = self.state.join("pki/ca.crt");
+        Sent {
+            ca: &ca,
+            port,
+            identity,
+        }
+        .send(method, path, headers, body, super::HANG)
+        .await
+    }
+
+    /// `body` created at `path` as `system:masters` (201, or 409: there).
+    pub async fn create(&self, path: &str, body: &Value) -> Resp {
+        let auth = format!("Bearer {}", self.admin);
+        let headers = [
+            ("authorization", auth.as_str()),
+            ("content-type", "application/json"),
+        ];
+        let body = body.to_string();
+        let r = self
+            .send_tls(self.port, None, "POST", path, &headers, Some(&body))
+            .await;
+        assert!(
+            r.status == 201 || r.status == 409,
+            "POST {path}: {} {}",
+            r.status,
+            r.text()
+        );
+        r
+    }
+
+    /// The audit log's `ResponseComplete` events from line `from` on.
+    pub fn audit_events(&self, from: usize) -> Vec<Value> {
+        let text = std::fs::read_to_string(self.state.join("audit.log")).unwrap_or_default();
+        text.lines()
+            .skip(from)
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|e| e["stage"] == "ResponseComplete")
+            .collect()
+    }
+
+    /// Lines in the audit log now.
+    pub fn audit_lines(&self) -> usize {
+        std::fs::read_to_string(self.state.join("audit.log")).map_or(0, |t| t.lines().count())
+    }
+
+    /// The event of the request sent with `Audit-Id: id`, once logged
+    /// (the apiserver writes it as the response goes: it is waited for).
+    pub async fn audit_event(&self, id: &str, what: &str) -> Value {
+        let guard = super::HangGuard::new();
+        loop {
+            if let Some(e) = self
+                .audit_events(0)
+                .into_iter()
+                .find(|e| e["auditID"] == id)
+            {
+                return e;
+            }
+            guard.check(|| format!("no audit event {id} for {what}"));
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The spec of the first SubjectAccessReview logged from line `from` on
+    /// that is not an impersonation check (whom r8s asked about for a read
+    /// it answered), once logged.
+    pub async fn review_after(&self, from: usize, what: &str) -> Value {
+        let guard = super::HangGuard::new();
+        loop {
+            let found = self.audit_events(from).into_iter().find_map(|e| {
+                let spec = &e["requestObject"]["spec"];
+                let verb = spec["resourceAttributes"]["verb"].as_str()?;
+                (e["objectRef"]["resource"] == "subjectaccessreviews"
+                    && !verb.starts_with("impersonate"))
+                .then(|| spec.clone())
+            });
+            if let Some(spec) = found {
+                return spec;
+            }
+            guard.check(|| format!("no SubjectAccessReview of r8s's logged for {what}"));
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The kit's folder.
+    pub fn kit(&self) -> &Path {
+        &self.kit
+    }
+}
+
+impl Drop for Kube121 {
+    fn drop(&mut self) {
+        let _ = Command::new(self.kit.join("stop.sh"))
+            .env("STATE_DIR", &self.state)
+            .output();
+        let _ = std::fs::remove_dir_all(&self.etcd);
+        let _ = std::fs::remove_dir_all(&self.state);
+    }
+}
