@@ -29,7 +29,7 @@ use serde_json::{Value, json};
 use crate::common::forge::{self, Attr, CN, Forge, O, UID, Use, bmp, utf8};
 use crate::common::kube121::Kube121;
 use crate::common::kube136::Sent;
-use crate::common::kube136::{Grants, Identity, Kube136};
+use crate::common::kube136::{Grants, Identity, Kube136, delegated_r8s};
 use crate::common::*;
 use crate::kube136_attack::{inflated, lines, objects};
 
@@ -838,21 +838,9 @@ async fn against(server: &Server, dir: &Path) -> Vec<String> {
             Server::V136(_) => String::new(),
             Server::V121(_) => "1.21".to_string(),
         };
-        let (cert, key, ca) = (cert.clone(), key.clone(), ca.clone());
-        let r8s = R8sBuilder::from_config(r8s::config::Config::default())
-            .with(move |c| {
-                c.upstream.kubeconfig = Some(kubeconfig);
-                c.upstream.version = version;
-                c.cache.resources = vec![resource.into()];
-                c.auth.mode = Some(r8s::config::AuthMode::Delegated);
-                c.auth.review_kubeconfig = review;
-                c.tls.cert_file = Some(cert);
-                c.tls.key_file = Some(key);
-                c.tls.client_ca_file = Some(ca);
-                // Every cached read reviewed, so that each is compared.
-                c.auth.decision_ttl_seconds = 0;
-                c.auth.decision_denied_ttl_seconds = 0;
-            })
+        let tls = (cert.clone(), key.clone(), ca.clone());
+        let r8s = delegated_r8s(kubeconfig, &[resource], review, tls)
+            .with(move |c| c.upstream.version = version)
             .start()
             .await;
         let setup = Setup {

@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::Duration;
 
-use crate::common::kube136::{Grants, Identity, Kube136};
+use crate::common::kube136::{Grants, Identity, Kube136, delegated_r8s};
 use crate::common::*;
 use serde_json::{Value, json};
 
@@ -198,6 +198,16 @@ fn requests() -> Vec<Request> {
             "{ns}?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&fieldSelector=metadata.name%3Dw-1&{t}"
         )),
         get(format!("{ns}/w-1?watch=1&resourceVersion=0&{t}")),
+        // Issue 74's smaller differences: a leading empty segment (404), a
+        // pair with a `;` (left out by Go's ParseQuery), a negative timeout
+        // (the watch ends at once, without its initial events).
+        get(format!("/{ns}/w-1?resourceVersion=0")),
+        get(format!("//{ns}?resourceVersion=0")),
+        get(format!(
+            "{ns}?resourceVersion=0&fieldSelector=metadata.name%3Dw-1;"
+        )),
+        get(format!("{w}?resourceVersion=0&timeoutSeconds=-5")),
+        get(format!("{ns}?watch=1&resourceVersion=0&timeoutSeconds=-5")),
     ];
     // A cluster-scoped resource, by its path and under a namespace (which
     // the apiserver does not route), and a namespaced one by the cluster path.
@@ -683,23 +693,9 @@ async fn should_give_no_caller_more_than_kube_136_gives_them() {
             EXEC => kube.exec_kubeconfig(),
             _ => kube.kubeconfig(),
         };
-        let r8s = kube
-            .r8s()
-            .with(move |c| {
-                c.upstream.kubeconfig = Some(kubeconfig);
-                c.cache.resources = vec![
-                    "example.com/v1/widgets".into(),
-                    "example.com/v1/gizmos".into(),
-                ];
-                c.auth.mode = Some(r8s::config::AuthMode::Delegated);
-                c.auth.review_kubeconfig = Some(reviewer_kubeconfig);
-                c.tls.cert_file = Some(cert);
-                c.tls.key_file = Some(key);
-                c.tls.client_ca_file = Some(ca);
-                // Every cached read reviewed, so that each is compared.
-                c.auth.decision_ttl_seconds = 0;
-                c.auth.decision_denied_ttl_seconds = 0;
-            })
+        let resources = ["example.com/v1/widgets", "example.com/v1/gizmos"];
+        let review = Some(reviewer_kubeconfig);
+        let r8s = delegated_r8s(kubeconfig, &resources, review, (cert, key, ca))
             .start()
             .await;
         // A continue token each, from dave's consistent list of ns-a by ones.

@@ -231,6 +231,41 @@ async fn should_answer_too_old_watches_with_410_when_configured() {
     sim.stop().await;
 }
 
+/// A negative `timeoutSeconds` ends the watch before it sends anything, as
+/// kube-apiserver's handler means to (its context is done at once: 1.36
+/// answers 200, mostly with no event, at times with the initial events its
+/// watch cache sent before it saw the context done): from the cache and
+/// from the sim alike.
+#[tokio::test(flavor = "multi_thread")]
+async fn should_end_a_watch_with_a_negative_timeout_at_once() {
+    let sim = start_sim(sim_config()).await;
+    let r8s = start_r8s_caching(vec![sim.url()], &["pods"]).await;
+    for base in [r8s.url(), sim.url()] {
+        for q in [
+            "watch=1&resourceVersion=0",
+            "watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true",
+        ] {
+            let url = format!("{base}/api/v1/namespaces/ns-0/pods?{q}&timeoutSeconds=-5");
+            let w = send("GET", &url, &[], None).await;
+            assert_eq!(w.status, 200, "{url}");
+            assert!(w.complete && w.body.is_empty(), "{url}: {}", w.text());
+        }
+    }
+    let hit = send(
+        "GET",
+        &format!(
+            "{}/api/v1/pods?watch=1&resourceVersion=0&timeoutSeconds=-1",
+            r8s.url()
+        ),
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(hit.headers["x-r8s-cache"], "hit");
+    r8s.stop().await;
+    sim.stop().await;
+}
+
 /// The versions of a stream's events, as `TYPE rv`.
 fn typed_versions(r: &Resp) -> Vec<String> {
     events(r)

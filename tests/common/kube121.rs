@@ -14,7 +14,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::Resp;
-use super::kube136::{Identity, Sent};
+use super::kube136::{Identity, KitFolders, Kube136, Sent};
 
 /// The variable naming the kit's folder.
 pub const ENV: &str = "KUBE_121_KIT";
@@ -37,37 +37,17 @@ pub struct Kube121 {
     admin: String,
 }
 
-/// A port free now on 127.0.0.1 (the kit binds it by number).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 impl Kube121 {
     /// Starts one with these static tokens (`token,user,uid[,"groups"]` a
     /// line; the first is the tests' own, in `system:masters`), or `None`
     /// (with a line saying the test skipped) where [`ENV`] is unset.
     pub fn start(test: &str, tokens_csv: &str) -> Option<Kube121> {
-        let Some(kit) = std::env::var_os(ENV).map(PathBuf::from) else {
-            eprintln!(
-                "SKIPPED {test}: {ENV} is not set (the folder of the Kubernetes v1.21 kit with \
-                 start.sh and stop.sh; .ci/run sets it to ../shared/tools/kube-1.21)"
-            );
-            return None;
-        };
-        let kit =
-            std::fs::canonicalize(&kit).unwrap_or_else(|e| panic!("{ENV}={}: {e}", kit.display()));
-        let id = format!("r8s-kube121-{}-{}", std::process::id(), fastrand::u64(..));
-        let state = std::env::temp_dir().join(&id);
-        let shm = Path::new("/dev/shm");
-        let etcd = if shm.is_dir() {
-            shm.join(&id)
-        } else {
-            state.join("etcd")
-        };
+        let KitFolders { kit, state, etcd } = KitFolders::of(
+            ENV,
+            "the Kubernetes v1.21 kit with start.sh and stop.sh; .ci/run sets it to \
+             ../shared/tools/kube-1.21",
+            test,
+        )?;
         std::fs::create_dir_all(state.join("pki")).unwrap();
         // start.sh keeps a tokens.csv it finds, and reads tokens.env.
         std::fs::write(state.join("pki/tokens.csv"), tokens_csv).unwrap();
@@ -83,7 +63,7 @@ impl Kube121 {
         )
         .unwrap();
         std::fs::write(state.join("audit-policy.yaml"), AUDIT_POLICY).unwrap();
-        let port = free_port();
+        let port = Kube136::free_port();
         let extra = format!(
             "--audit-policy-file={} --audit-log-path={}",
             state.join("audit-policy.yaml").display(),
@@ -92,8 +72,8 @@ impl Kube121 {
         let out = Command::new(kit.join("start.sh"))
             .env("STATE_DIR", &state)
             .env("ETCD_DATA", &etcd)
-            .env("ETCD_PORT", free_port().to_string())
-            .env("ETCD_PEER_PORT", free_port().to_string())
+            .env("ETCD_PORT", Kube136::free_port().to_string())
+            .env("ETCD_PEER_PORT", Kube136::free_port().to_string())
             .env("API_PORT", port.to_string())
             .env("EXTRA_ARGS", extra)
             .output()

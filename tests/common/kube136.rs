@@ -71,24 +71,12 @@ impl Kube136 {
     }
 
     fn start_full(test: &str, extra: &str, grants: Option<&Grants>) -> Option<Kube136> {
-        let Some(kit) = std::env::var_os(ENV).map(PathBuf::from) else {
-            eprintln!(
-                "SKIPPED {test}: {ENV} is not set (the folder of a Kubernetes 1.36 apiserver kit with \
-                 start.sh and stop.sh; .ci/run sets it to ../shared/tools/kube-apiserver-1.36)"
-            );
-            return None;
-        };
-        let kit =
-            std::fs::canonicalize(&kit).unwrap_or_else(|e| panic!("{ENV}={}: {e}", kit.display()));
-        let id = format!("r8s-kube136-{}-{}", std::process::id(), fastrand::u64(..));
-        let state = std::env::temp_dir().join(&id);
-        // etcd's data on tmpfs where there is one: its fsyncs cost nothing there.
-        let shm = Path::new("/dev/shm");
-        let etcd = if shm.is_dir() {
-            shm.join(&id)
-        } else {
-            state.join("etcd")
-        };
+        let KitFolders { kit, state, etcd } = KitFolders::of(
+            ENV,
+            "a Kubernetes 1.36 apiserver kit with start.sh and stop.sh; .ci/run sets it to \
+             ../shared/tools/kube-apiserver-1.36",
+            test,
+        )?;
         std::fs::create_dir_all(&state).unwrap();
         let port = free_port();
         let etcd_port = free_port();
@@ -521,6 +509,63 @@ impl Kube136 {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
+}
+
+/// Where a kit is, and the folders one test's run of it writes to.
+pub struct KitFolders {
+    /// The kit (its scripts and binaries), from its variable.
+    pub kit: PathBuf,
+    /// Its state: certificates, tokens, logs, pids.
+    pub state: PathBuf,
+    /// etcd's data, on tmpfs where there is one (its fsyncs cost nothing there).
+    pub etcd: PathBuf,
+}
+
+impl KitFolders {
+    /// The kit named by `env`, and new folders for `test`'s run of it; `None`
+    /// (with a line saying the test skipped) where `env` is unset. `what`
+    /// says what the variable names. A kit named but missing fails the test.
+    pub fn of(env: &str, what: &str, test: &str) -> Option<KitFolders> {
+        let Some(kit) = std::env::var_os(env).map(PathBuf::from) else {
+            eprintln!("SKIPPED {test}: {env} is not set (the folder of {what})");
+            return None;
+        };
+        let kit =
+            std::fs::canonicalize(&kit).unwrap_or_else(|e| panic!("{env}={}: {e}", kit.display()));
+        let id = format!("r8s-kit-{}-{}", std::process::id(), fastrand::u64(..));
+        let state = std::env::temp_dir().join(&id);
+        let shm = Path::new("/dev/shm");
+        let etcd = if shm.is_dir() {
+            shm.join(&id)
+        } else {
+            state.join("etcd")
+        };
+        Some(KitFolders { kit, state, etcd })
+    }
+}
+
+/// An r8s in front of a kit as the attacker's suites run it: `delegated`,
+/// caching `resources`, its reviews to `review` (unset: the upstream),
+/// serving TLS with `cert`, `key` and the client CA `ca`, and reviewing
+/// every cached read (no decision reused), so that each one is compared.
+pub fn delegated_r8s(
+    kubeconfig: PathBuf,
+    resources: &[&str],
+    review: Option<PathBuf>,
+    (cert, key, ca): (PathBuf, PathBuf, PathBuf),
+) -> super::R8sBuilder {
+    let resources: Vec<String> = resources.iter().map(|r| r.to_string()).collect();
+    super::R8sBuilder::from_config(r8s::config::Config::default()).with(move |c| {
+        c.upstream.kubeconfig = Some(kubeconfig);
+        c.cache.resources = resources;
+        c.auth.mode = Some(r8s::config::AuthMode::Delegated);
+        c.auth.review_kubeconfig = review;
+        c.tls.cert_file = Some(cert);
+        c.tls.key_file = Some(key);
+        c.tls.client_ca_file = Some(ca);
+        c.auth.decision_ttl_seconds = 0;
+        c.auth.decision_denied_ttl_seconds = 0;
+    })
 }
 
 /// What the kit's authorizer grants ([`Kube136::start_granting`]).
