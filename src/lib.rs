@@ -26,7 +26,8 @@
 //! 4. What talks to the outside: [`upstream`] (the kube-apiserver(s):
 //!    credentials, failover, discovery, the reflectors that fill the caches,
 //!    the consistency check), [`persist`] (the caches' snapshots on local
-//!    disk), [`tls`] (the listener's certificates) and [`audit`] (audit
+//!    disk), [`tls`] (the listener's certificates, and who a client certificate
+//!    names) and [`audit`] (audit
 //!    events for the requests r8s answers, to a file or a webhook).
 //! 5. [`auth`] (who is asking, whether they may read from the cache) and
 //!    [`server`] (the HTTP accept loop, which knows nothing of auth).

@@ -85,6 +85,14 @@ mod tests {
                 .unwrap_err()
                 .to_string();
             assert!(e.contains("must list \"json\""), "{e}");
+            jail.create_file("bad6.toml", "[upstream]\nversion = \"v1.21\"\n")?;
+            let e = load(Some(Path::new("bad6.toml")), &Overrides::default())
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("\"upstream.version\"") && e.contains("MAJOR.MINOR"),
+                "{e}"
+            );
             jail.create_file("good.toml", "[cache]\nencodings = [\"json\"]\n")?;
             let c = load(Some(Path::new("good.toml")), &Overrides::default())
                 .map_err(|e| e.to_string())?;

@@ -595,6 +595,15 @@ impl Default for Config {
     }
 }
 
+impl UpstreamConfig {
+    /// `version` as (major, minor): `None` where it is empty or not a
+    /// `MAJOR.MINOR` version.
+    pub fn assumed_version(&self) -> Option<(u16, u16)> {
+        let (major, minor) = self.version.split_once('.')?;
+        Some((major.parse().ok()?, minor.parse().ok()?))
+    }
+}
+
 impl Default for UpstreamConfig {
     fn default() -> Self {
         UpstreamConfig {

@@ -123,9 +123,7 @@ impl Config {
                 )));
             }
         }
-        if !self.upstream.version.is_empty()
-            && crate::upstream::version::KubeVersion::assumed(&self.upstream.version).is_none()
-        {
+        if !self.upstream.version.is_empty() && self.upstream.assumed_version().is_none() {
             errs.push(("upstream.version", format!(
                 "config: bad value \"{}\" for key \"upstream.version\": expected a Kubernetes version as MAJOR.MINOR (1.21), or empty",
                 self.upstream.version

@@ -139,12 +139,25 @@ pub struct ClientCertificate {
     last: Mutex<Last>,
 }
 
-/// The last verdict (at the CA's generation) and user (for a reading).
+/// The last verdict (at the CA's generation, taken when) and user (for a
+/// reading).
 #[derive(Debug, Default)]
 struct Last {
-    verdict: Option<(u64, Result<(), Arc<str>>)>,
+    verdict: Option<Verdict>,
     user: Option<(Reading, Presented)>,
 }
+
+#[derive(Debug)]
+struct Verdict {
+    generation: u64,
+    at: SystemTime,
+    outcome: Result<(), Arc<str>>,
+}
+
+/// How long a refusal stands before the chain is verified again (a
+/// certificate not valid yet becomes valid; a connection that keeps
+/// presenting a bad one costs one verification a second, not one a request).
+const REFUSAL_STANDS: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl ClientCertificate {
     /// The certificate a handshake accepted (`None`: none presented).
@@ -178,22 +191,35 @@ impl ClientCertificate {
     }
 
     /// Who the certificate is to an apiserver reading it as `reading`, now:
-    /// verified against the current client CA (again after the CA changed
-    /// or the chain's `notAfter` passed), then its subject's user.
+    /// verified against the current client CA (again after the CA changed,
+    /// the chain's `notAfter` passed, or a refusal stood a second), then
+    /// its subject's user.
     pub fn presented(&self, reading: Reading) -> Presented {
         let now = SystemTime::now();
         let generation = self.ca.generation.load(Ordering::Acquire);
         let mut last = self.last.locked();
-        let fresh =
-            matches!(&last.verdict, Some((g, _)) if *g == generation) && now <= self.not_after;
+        let fresh = last.verdict.as_ref().is_some_and(|v| {
+            v.generation == generation
+                && match v.outcome {
+                    Ok(()) => now <= self.not_after,
+                    Err(_) => now < v.at + REFUSAL_STANDS,
+                }
+        });
         if !fresh {
-            let verdict = self.verify(now);
-            if let Err(e) = &verdict {
+            let outcome = self.verify(now);
+            if let Err(e) = &outcome {
                 tracing::debug!(error = %e, "client certificate does not verify");
             }
-            last.verdict = Some((generation, verdict));
+            last.verdict = Some(Verdict {
+                generation,
+                at: now,
+                outcome,
+            });
         }
-        if let Some((_, Err(why))) = &last.verdict {
+        if let Some(Verdict {
+            outcome: Err(why), ..
+        }) = &last.verdict
+        {
             return Presented::Refused(why.clone());
         }
         if let Some((r, p)) = &last.user

@@ -282,7 +282,7 @@ impl Upstream {
             identity,
             liveness: Arc::default(),
             version: version::Reported::default(),
-            assumed: version::KubeVersion::assumed(&cfg.version),
+            assumed: version::KubeVersion::assumed(cfg),
         })
     }
 

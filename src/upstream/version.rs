@@ -68,11 +68,11 @@ impl KubeVersion {
     }
 
     /// `upstream.version` (`1.21`), the version of an upstream that says none.
-    pub fn assumed(s: &str) -> Option<KubeVersion> {
-        let (major, minor) = s.split_once('.')?;
+    pub fn assumed(cfg: &crate::config::UpstreamConfig) -> Option<KubeVersion> {
+        let (major, minor) = cfg.assumed_version()?;
         Some(KubeVersion {
-            major: major.parse().ok()?,
-            minor: minor.parse().ok()?,
+            major,
+            minor,
             go: None,
         })
     }
@@ -215,10 +215,16 @@ mod tests {
         let r = Reported::default();
         r.set_from(br#"{"major":"","minor":"","goVersion":"go1.21.13"}"#);
         assert_eq!(r.get(None), None);
-        let assumed = KubeVersion::assumed("1.21");
-        assert_eq!(r.get(assumed), with_go);
-        assert_eq!(KubeVersion::assumed("1"), None);
-        assert_eq!(KubeVersion::assumed("v1.21"), None);
+        let assumed = |v: &str| {
+            KubeVersion::assumed(&crate::config::UpstreamConfig {
+                version: v.into(),
+                ..Default::default()
+            })
+        };
+        assert_eq!(r.get(assumed("1.21")), with_go);
+        assert_eq!(assumed("1"), None);
+        assert_eq!(assumed("v1.21"), None);
+        assert_eq!(assumed(""), None);
     }
 
     #[test]
