@@ -9,6 +9,8 @@
 //! in the sim's crate, because both start from the sim's answers ([`seeded`]),
 //! and a module shared by a test and a benchmark is compiled once.
 
+mod identity;
+
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::{Duration, Instant};
 
@@ -712,6 +714,9 @@ async fn targets(sim: &str, rv_before_writes: u64) -> Vec<Target> {
             run: watch_protobuf,
         },
     ]
+    .into_iter()
+    .chain(identity::targets())
+    .collect()
 }
 
 thread_local! {
