@@ -199,15 +199,15 @@ fn requests() -> Vec<Request> {
         )),
         get(format!("{ns}/w-1?watch=1&resourceVersion=0&{t}")),
         // Issue 74's smaller differences: a leading empty segment (404), a
-        // pair with a `;` (left out by Go's ParseQuery), a negative timeout
-        // (the watch ends at once, without its initial events).
+        // pair with a `;` (left out by Go's ParseQuery). (A negative
+        // timeout is not compared: 1.36's answer races, its watch's context
+        // done before it starts, with or without its initial events; r8s
+        // ends it at once, tests/watch.rs.)
         get(format!("/{ns}/w-1?resourceVersion=0")),
         get(format!("//{ns}?resourceVersion=0")),
         get(format!(
             "{ns}?resourceVersion=0&fieldSelector=metadata.name%3Dw-1;"
         )),
-        get(format!("{w}?resourceVersion=0&timeoutSeconds=-5")),
-        get(format!("{ns}?watch=1&resourceVersion=0&timeoutSeconds=-5")),
     ];
     // A cluster-scoped resource, by its path and under a namespace (which
     // the apiserver does not route), and a namespaced one by the cluster path.

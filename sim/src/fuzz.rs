@@ -10,6 +10,7 @@
 //! and a module shared by a test and a benchmark is compiled once.
 
 mod identity;
+mod target;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::{Duration, Instant};
@@ -33,17 +34,8 @@ use tokio::net::TcpListener;
 
 use crate::{SimConfig, SimHandle};
 
-/// One parser under fuzzing.
-pub struct Target {
-    /// Its name (what a report says).
-    pub name: &'static str,
-    /// Real inputs to mutate.
-    pub seeds: Vec<Vec<u8>>,
-    /// Tokens its grammar cares about (inserted by mutations).
-    pub dict: Vec<Vec<u8>>,
-    /// Feeds it one input.
-    pub run: fn(&[u8]),
-}
+pub use target::Target;
+use target::toks;
 
 /// What a run of one target found.
 #[derive(Debug)]
@@ -432,10 +424,6 @@ fn snapshot(input: &[u8]) {
             );
         }
     }
-}
-
-fn toks(list: &[&str]) -> Vec<Vec<u8>> {
-    list.iter().map(|s| s.as_bytes().to_vec()).collect()
 }
 
 /// A sim with a few pods, one of them written three times (so that its

@@ -6,7 +6,7 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 use r8s::auth::impersonation::{self, Asked, Filter, Forwarded};
 use r8s::tls::x509::{CertUser, GoStrings, Reading, Subject};
 
-use super::{Target, toks};
+use super::target::{Target, toks};
 
 /// A DER element.
 fn tlv(tag: u8, contents: &[u8]) -> Vec<u8> {
