@@ -20,10 +20,11 @@ use super::kube136::{Identity, KitFolders, Kube136, Sent};
 pub const ENV: &str = "KUBE_121_KIT";
 
 /// The audit policy: every request at `Metadata` (who it came from, who it
-/// acted as), SubjectAccessReviews with their request (whom r8s asked about).
+/// acted as), SubjectAccessReviews with their request and answer (whom r8s
+/// asked about, and what it was told).
 const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1\nkind: Policy\n\
 omitStages: [\"RequestReceived\", \"ResponseStarted\"]\nrules:\n\
-- level: Request\n  resources:\n  - group: authorization.k8s.io\n    resources: [\"subjectaccessreviews\"]\n\
+- level: RequestResponse\n  resources:\n  - group: authorization.k8s.io\n    resources: [\"subjectaccessreviews\"]\n\
 - level: Metadata\n";
 
 /// A running 1.21 apiserver and its etcd.
@@ -213,8 +214,9 @@ impl Kube121 {
     }
 
     /// The spec of the first SubjectAccessReview logged from line `from` on
-    /// that is not an impersonation check (whom r8s asked about for a read
-    /// it answered), once logged.
+    /// that allowed what it asked and is not an impersonation check (whom r8s
+    /// asked about for a read it answered), once logged. (A review of an
+    /// earlier request r8s refused may be logged after `from`: it was denied.)
     pub async fn review_after(&self, from: usize, what: &str) -> Value {
         let guard = super::HangGuard::new();
         loop {
@@ -222,6 +224,7 @@ impl Kube121 {
                 let spec = &e["requestObject"]["spec"];
                 let verb = spec["resourceAttributes"]["verb"].as_str()?;
                 (e["objectRef"]["resource"] == "subjectaccessreviews"
+                    && e["responseObject"]["status"]["allowed"] == true
                     && !verb.starts_with("impersonate"))
                 .then(|| spec.clone())
             });
