@@ -126,6 +126,9 @@ pub enum Use {
     Expired,
     /// Server authentication only.
     ServerOnly,
+    /// Client authentication, valid now, with a serial number Go's parser
+    /// refuses (a needless leading zero) and webpki takes.
+    MalformedSerial,
 }
 
 /// Who signs: a kit's CA (RSA) or one made here (ECDSA P-256).
@@ -236,8 +239,13 @@ impl Forge {
             Key::Rsa(_) => seq(&[&tlv(0x06, RSA_SHA256), &tlv(0x05, &[])]),
             Key::Ecdsa(_) => seq(&[&tlv(0x06, ECDSA_SHA256)]),
         };
-        let mut serial = fastrand::u64(1..).to_be_bytes().to_vec();
-        serial[0] &= 0x7f;
+        // A positive INTEGER, minimally encoded (Go's parser refuses any
+        // other), but where the malformed one is asked for.
+        let mut serial = fastrand::u64(..).to_be_bytes().to_vec();
+        serial[0] = 1 + serial[0] % 127;
+        if usage == Use::MalformedSerial {
+            serial = vec![0x00, 0x12, 0x34];
+        }
         let tbs = seq(&[
             &tlv(0xa0, &tlv(0x02, &[2])),
             &tlv(0x02, &serial),

@@ -244,6 +244,7 @@ impl Kube121 {
 
 impl Drop for Kube121 {
     fn drop(&mut self) {
+        super::kube136::tell_log_on_failure(&self.state.join("log/apiserver.log"));
         let _ = Command::new(self.kit.join("stop.sh"))
             .env("STATE_DIR", &self.state)
             .output();

@@ -587,8 +587,24 @@ impl Drop for ChildGuard {
     }
 }
 
+/// On a test's failure, the end of a kit's log (what the apiserver said
+/// about it is gone with the kit's folder otherwise).
+pub fn tell_log_on_failure(log: &Path) {
+    if !std::thread::panicking() {
+        return;
+    }
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let tail: Vec<&str> = text.lines().rev().take(60).collect();
+    eprintln!("--- the end of {} ---", log.display());
+    for l in tail.iter().rev() {
+        eprintln!("{l}");
+    }
+}
+
 impl Drop for Kube136 {
     fn drop(&mut self) {
+        tell_log_on_failure(&self.state.join("run/apiserver.log"));
+        tell_log_on_failure(&self.state.join("run/shim.log"));
         let _ = Command::new(self.kit.join("stop.sh"))
             .env("STATE_DIR", &self.state)
             .output();
@@ -671,7 +687,8 @@ impl Sent<'_> {
             .body(Full::new(Bytes::from(body.unwrap_or("").to_string())))
             .unwrap();
         let resp = match tokio::time::timeout(limit, sender.send_request(req)).await {
-            Err(_) => panic!("{what}: no response within {limit:?}"),
+            // No answer: a hang, which the caller reports with what it sent.
+            Err(_) => return Resp::hung(&format!("{what}: no response within {limit:?}")),
             Ok(Err(e)) => return Resp::refused(&format!("{what}: {e}")),
             Ok(Ok(r)) => r,
         };

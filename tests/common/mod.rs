@@ -196,6 +196,15 @@ impl Resp {
         }
     }
 
+    /// What a client sees of a request never answered within its limit:
+    /// status 599 (no HTTP answer came), what was sent.
+    pub fn hung(what: &str) -> Resp {
+        Resp {
+            status: StatusCode::from_u16(599).unwrap(),
+            ..Resp::refused(what)
+        }
+    }
+
     pub fn json(&self) -> serde_json::Value {
         assert!(
             self.complete,

@@ -106,6 +106,7 @@ pub fn certificates() -> Vec<(&'static str, Vec<Vec<Attr>>, Use, bool)> {
         ("expired", one("dave"), Use::Expired, false),
         ("server-only", one("dave"), Use::ServerOnly, false),
         ("stranger", one("dave"), Use::Client, true),
+        ("bad-serial", one("dave"), Use::MalformedSerial, false),
     ]
 }
 
@@ -138,6 +139,7 @@ pub fn callers() -> Vec<Caller> {
         caller("expired", "expired", &[]),
         caller("server-auth only", "server-only", &[]),
         caller("another CA", "stranger", &[]),
+        caller("a serial number Go refuses", "bad-serial", &[]),
         caller(
             "another CA with dave's token",
             "stranger",

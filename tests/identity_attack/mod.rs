@@ -272,6 +272,13 @@ async fn attack(s: &Setup<'_>) -> (Vec<String>, usize, usize) {
             }
             sent += 1;
             let ((theirs, seen_straight), (ours, seen_r8s)) = (&results[0], &results[1]);
+            for r in [theirs, ours] {
+                if r.status == 495 && !snippet(r).contains("TLS handshake") {
+                    // A connection closed without an answer, for the record.
+                    eprintln!("  {label}: {} {}", r.status, snippet(r));
+                }
+                assert!(r.status != 599, "{label}: no answer: {}", snippet(r));
+            }
             if ours.headers.get("x-r8s-cache").is_some_and(|v| v == "hit") {
                 hits += 1;
             }

@@ -57,6 +57,10 @@ pub enum NameError {
     /// Not the DER Go's `cryptobyte` reads (a length, a tag, nesting).
     #[error("x509: invalid RDNSequence")]
     Malformed,
+    /// A serial number Go's parser refuses: not a minimally encoded
+    /// INTEGER, or negative (Go 1.23+ without `x509negativeserial`).
+    #[error("x509: malformed serial number")]
+    Serial,
     /// A value whose type is not one of Go's six string types.
     #[error("x509: invalid RDNSequence: invalid attribute value: unsupported string type: {0}")]
     Unsupported(u8),
@@ -132,6 +136,9 @@ impl Subject {
     pub fn of_certificate(der: &[u8]) -> Result<Subject, NameError> {
         let (_, cert) =
             x509_parser::parse_x509_certificate(der).map_err(|_| NameError::Malformed)?;
+        if !go_serial(cert.raw_serial()) {
+            return Err(NameError::Serial);
+        }
         Subject::parse(cert.subject().as_raw())
     }
 
@@ -284,6 +291,18 @@ impl Value {
 
 fn ascii(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
+}
+
+/// Whether Go's parser takes a serial number's INTEGER contents:
+/// cryptobyte's `ReadASN1Integer` (not empty, minimally encoded) and
+/// positive (a negative one is refused from Go 1.23).
+fn go_serial(b: &[u8]) -> bool {
+    match b {
+        [] => false,
+        [first, ..] if first & 0x80 != 0 => false,
+        [0, second, ..] if second & 0x80 == 0 => false,
+        _ => true,
+    }
 }
 
 /// Go's `isPrintable` (PrintableString, with `*` and `&` as Go allows them).

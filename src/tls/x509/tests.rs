@@ -264,3 +264,13 @@ fn should_refuse_what_gos_parser_refuses() {
     );
     assert!(Subject::parse(&empty_set).is_ok());
 }
+
+#[test]
+fn should_refuse_serial_numbers_gos_parser_refuses() {
+    assert!(go_serial(&[0x01]) && go_serial(&[0x00]) && go_serial(&[0x00, 0x80, 0x01]));
+    assert!(go_serial(&[0x7f, 0xff]));
+    assert!(!go_serial(&[]), "empty");
+    assert!(!go_serial(&[0x00, 0x7f]), "a leading zero not needed");
+    assert!(!go_serial(&[0x80]), "negative");
+    assert!(!go_serial(&[0xff, 0x80]), "negative, and not minimal");
+}
