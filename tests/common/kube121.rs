@@ -181,58 +181,69 @@ impl Kube121 {
         r
     }
 
-    /// The audit log's `ResponseComplete` events from line `from` on.
-    pub fn audit_events(&self, from: usize) -> Vec<Value> {
-        let text = std::fs::read_to_string(self.state.join("audit.log")).unwrap_or_default();
+    /// The audit log's `ResponseComplete` events from byte `from` on
+    /// (an [`Kube121::audit_mark`]), those whose line holds `holding`.
+    pub fn audit_events(&self, from: u64, holding: &str) -> Vec<Value> {
+        use std::io::{Read, Seek, SeekFrom};
+        let mut text = String::new();
+        if let Ok(mut f) = std::fs::File::open(self.state.join("audit.log")) {
+            let _ = f.seek(SeekFrom::Start(from));
+            let _ = f.read_to_string(&mut text);
+        }
         text.lines()
-            .skip(from)
+            .filter(|l| l.contains(holding))
             .filter_map(|l| serde_json::from_str::<Value>(l).ok())
             .filter(|e| e["stage"] == "ResponseComplete")
             .collect()
     }
 
-    /// Lines in the audit log now.
-    pub fn audit_lines(&self) -> usize {
-        std::fs::read_to_string(self.state.join("audit.log")).map_or(0, |t| t.lines().count())
+    /// Where the audit log ends now (its length in bytes).
+    pub fn audit_mark(&self) -> u64 {
+        std::fs::metadata(self.state.join("audit.log")).map_or(0, |m| m.len())
     }
 
-    /// The event of the request sent with `Audit-Id: id`, once logged
-    /// (the apiserver writes it as the response goes: it is waited for).
-    pub async fn audit_event(&self, id: &str, what: &str) -> Value {
+    /// The event of the request sent with `Audit-Id: id` after `from` (an
+    /// [`Kube121::audit_mark`]), once logged (the apiserver writes it as the
+    /// response goes: it is waited for).
+    pub async fn audit_event(&self, from: u64, id: &str, what: &str) -> Value {
         let guard = super::HangGuard::new();
         loop {
+            let quoted = format!("\"{id}\"");
             if let Some(e) = self
-                .audit_events(0)
+                .audit_events(from, &quoted)
                 .into_iter()
                 .find(|e| e["auditID"] == id)
             {
                 return e;
             }
             guard.check(|| format!("no audit event {id} for {what}"));
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
 
-    /// The spec of the first SubjectAccessReview logged from line `from` on
+    /// The spec of the first SubjectAccessReview logged from byte `from` on
     /// that allowed what it asked and is not an impersonation check (whom r8s
     /// asked about for a read it answered), once logged. (A review of an
     /// earlier request r8s refused may be logged after `from`: it was denied.)
-    pub async fn review_after(&self, from: usize, what: &str) -> Value {
+    pub async fn review_after(&self, from: u64, what: &str) -> Value {
         let guard = super::HangGuard::new();
         loop {
-            let found = self.audit_events(from).into_iter().find_map(|e| {
-                let spec = &e["requestObject"]["spec"];
-                let verb = spec["resourceAttributes"]["verb"].as_str()?;
-                (e["objectRef"]["resource"] == "subjectaccessreviews"
-                    && e["responseObject"]["status"]["allowed"] == true
-                    && !verb.starts_with("impersonate"))
-                .then(|| spec.clone())
-            });
+            let found = self
+                .audit_events(from, "subjectaccessreviews")
+                .into_iter()
+                .find_map(|e| {
+                    let spec = &e["requestObject"]["spec"];
+                    let verb = spec["resourceAttributes"]["verb"].as_str()?;
+                    (e["objectRef"]["resource"] == "subjectaccessreviews"
+                        && e["responseObject"]["status"]["allowed"] == true
+                        && !verb.starts_with("impersonate"))
+                    .then(|| spec.clone())
+                });
             if let Some(spec) = found {
                 return spec;
             }
             guard.check(|| format!("no SubjectAccessReview of r8s's logged for {what}"));
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
 

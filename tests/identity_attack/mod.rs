@@ -30,7 +30,7 @@ use crate::common::forge::Forge;
 use crate::common::kube121::Kube121;
 use crate::common::kube136::{Grants, Identity, Kube136, delegated_r8s};
 use crate::common::*;
-use crate::kube136_attack::{inflated, lines, objects};
+use crate::kube136_attack::{inflated, objects};
 
 mod cast;
 mod server;
@@ -114,10 +114,14 @@ fn who(user: &Value, name_key: &str) -> Who {
 
 /// The identities a review log names from line `from` on, impersonation
 /// checks left out (whose requestor is the caller, or r8s).
-fn reviewed(log: &Path, from: usize) -> BTreeSet<Who> {
-    let text = std::fs::read_to_string(log).unwrap_or_default();
+fn reviewed(log: &Path, from: u64) -> BTreeSet<Who> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut text = String::new();
+    if let Ok(mut f) = std::fs::File::open(log) {
+        let _ = f.seek(SeekFrom::Start(from));
+        let _ = f.read_to_string(&mut text);
+    }
     text.lines()
-        .skip(from)
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .map(|v| v["spec"].clone())
         .filter(|s| {
@@ -133,19 +137,26 @@ fn reviewed(log: &Path, from: usize) -> BTreeSet<Who> {
 /// Marks in the logs before a send.
 #[derive(Clone, Copy)]
 struct Mark {
-    kit: usize,
-    r8s: usize,
+    /// Where the kit's log ends: its review log (1.36), its audit log (v1.21).
+    kit: u64,
+    /// Where r8s's review log ends (1.36).
+    r8s: u64,
+}
+
+/// A log's length in bytes (0: none yet).
+fn end_of(log: &Path) -> u64 {
+    std::fs::metadata(log).map_or(0, |m| m.len())
 }
 
 impl Setup<'_> {
     fn mark(&self) -> Mark {
         match self.server {
             Server::V136(k) => Mark {
-                kit: lines(&k.review_log()),
-                r8s: self.r8s_log.map_or(0, lines),
+                kit: end_of(&k.review_log()),
+                r8s: self.r8s_log.map_or(0, end_of),
             },
             Server::V121(k) => Mark {
-                kit: k.audit_lines(),
+                kit: k.audit_mark(),
                 r8s: 0,
             },
         }
@@ -183,7 +194,7 @@ impl Setup<'_> {
                 };
                 if reached {
                     let e = k
-                        .audit_event(id, &format!("{what} ({})", resp.status))
+                        .audit_event(mark.kit, id, &format!("{what} ({})", resp.status))
                         .await;
                     let user = match &e["impersonatedUser"] {
                         Value::Null => e["user"].clone(),
