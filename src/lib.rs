@@ -178,7 +178,8 @@ pub async fn prepare(config: Config) -> Result<Prepared, PrepareError> {
     let persist =
         persist::Persist::open(&config.persist, upstream.identity().to_string())?.map(Arc::new);
     let (entries, exclude) = (&config.cache.resources, &config.cache.exclude);
-    let resolved = match upstream::discovery::resolve(&upstream, entries, exclude).await {
+    let parsed = config.cache.entries();
+    let resolved = match upstream::discovery::resolve(&upstream, &parsed, exclude).await {
         Ok(mut r) => {
             if let Some(p) = &persist {
                 p.save_resources(entries, exclude, &r.resources);

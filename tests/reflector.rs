@@ -194,10 +194,16 @@ async fn should_resolve_star_and_wait_for_entries_not_served_yet() {
         .await
         .unwrap(),
     );
-    let all =
-        r8s::upstream::discovery::resolve(&up, &["*".into()], &["secrets".into(), "events".into()])
-            .await
-            .unwrap();
+    let entries = |es: &[&str]| -> Vec<r8s::config::ResourceEntry> {
+        es.iter().map(|e| e.parse().unwrap()).collect()
+    };
+    let all = r8s::upstream::discovery::resolve(
+        &up,
+        &entries(&["*"]),
+        &["secrets".into(), "events".into()],
+    )
+    .await
+    .unwrap();
     let labels: Vec<String> = all.resources.iter().map(|r| r.gvr.to_string()).collect();
     for want in [
         "v1/pods",
@@ -215,20 +221,18 @@ async fn should_resolve_star_and_wait_for_entries_not_served_yet() {
         "{labels:?}"
     );
     // Not served (yet): waited for, not an error (a CRD installed later).
-    let some = r8s::upstream::discovery::resolve(
-        &up,
-        &["apps/v1/nopes".into(), "nopes".into(), "pods".into()],
-        &[],
-    )
-    .await
-    .unwrap();
+    let some =
+        r8s::upstream::discovery::resolve(&up, &entries(&["apps/v1/nopes", "nopes", "pods"]), &[])
+            .await
+            .unwrap();
     assert_eq!(some.waiting, ["apps/v1/nopes", "nopes"]);
     assert_eq!(some.resources.len(), 1);
-    // A malformed entry is still a startup error.
-    let e = r8s::upstream::discovery::resolve(&up, &["a/b/c/d".into()], &[])
-        .await
-        .unwrap_err();
-    assert!(e.to_string().contains("a/b/c/d"), "{e}");
+    // A malformed entry is a startup error, before discovery.
+    let mut config = r8s::config::Config::default();
+    config.upstream.servers = vec![sim.url()];
+    config.cache.resources = vec!["a/b/c/d".into()];
+    let e = r8s::prepare(config).await.err().expect("a malformed entry");
+    assert!(e.to_string().contains("\"a/b/c/d\""), "{e}");
     let mut config = r8s::config::Config::default();
     config.upstream.servers = vec![sim.url()];
     config.cache.resources = vec!["nopes".into()];

@@ -96,6 +96,13 @@ impl fmt::Display for Gvr {
     }
 }
 
+impl Gvr {
+    /// Whether `cache.resources` entry `e` names this resource.
+    pub fn named_by(&self, e: &crate::config::ResourceEntry) -> bool {
+        e.names_in(self.group(), self.version(), self.resource())
+    }
+}
+
 /// Whether the API group `g` is Kubernetes' own (see [`Gvr::is_builtin`]).
 pub fn is_builtin_group(g: &str) -> bool {
     g.is_empty() || !g.contains('.') || (g.ends_with(".k8s.io") && !g.ends_with(".x-k8s.io"))

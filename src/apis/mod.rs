@@ -52,6 +52,7 @@ use crate::admin::Health;
 use crate::api::{ApiResource, Gvr};
 use crate::cache::registry::Registrar;
 use crate::cache::store::Store;
+use crate::config::ResourceEntry;
 use crate::shutdown::Signal;
 use crate::upstream::discovery::{self, Resolved};
 
@@ -71,7 +72,9 @@ pub struct Follower {
     registrar: Registrar,
     running: HashMap<Gvr, Running>,
     starter: Starter,
+    /// `cache.resources` as written (what `persist.dir` keeps) and parsed.
     entries: Vec<String>,
+    parsed: Vec<ResourceEntry>,
     exclude: Vec<String>,
     /// `cache.discovery_interval_seconds` (`None`: 0, resolved at startup only).
     interval: Option<Duration>,
@@ -103,6 +106,7 @@ impl Follower {
             running: HashMap::new(),
             starter,
             entries: cache.resources.clone(),
+            parsed: cache.entries(),
             exclude: cache.exclude.clone(),
             interval: (cache.discovery_interval_seconds > 0)
                 .then(|| Duration::from_secs(cache.discovery_interval_seconds)),
@@ -171,7 +175,7 @@ impl Follower {
     /// match.
     async fn refresh(&mut self) {
         let resolved =
-            match discovery::resolve(&self.starter.upstream, &self.entries, &self.exclude).await {
+            match discovery::resolve(&self.starter.upstream, &self.parsed, &self.exclude).await {
                 Ok(r) => r,
                 Err(e) => {
                     tracing::warn!(error = %e, "discovery failed; the caches stay as they are");

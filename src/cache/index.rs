@@ -18,7 +18,7 @@ use super::object::CachedObject;
 use crate::api::ApiResource;
 use crate::api::media::Encoding;
 use crate::api::selector::{self, Selectors};
-use crate::config::validate_resource;
+use crate::config::ResourceEntry;
 
 /// What one index entry takes beyond its value's bytes: its place in the
 /// B-tree (two keys and the value, 40 bytes, and the tree's share per
@@ -99,18 +99,6 @@ impl IndexOn {
     }
 }
 
-/// Whether `cache.indexes`'s key `entry` (as in `cache.resources`: `pods`,
-/// `v1/pods`, `apps/v1/deployments`) names `r`.
-fn names(entry: &str, r: &ApiResource) -> bool {
-    let gvr = &r.gvr;
-    match entry.split('/').collect::<Vec<_>>().as_slice() {
-        [res] => *res == gvr.resource(),
-        [v, res] => gvr.group().is_empty() && *v == gvr.version() && *res == gvr.resource(),
-        [g, v, res] => *g == gvr.group() && *v == gvr.version() && *res == gvr.resource(),
-        _ => false,
-    }
-}
-
 /// The indexes `cache.indexes` gives `r`'s stores, each once: those under
 /// its short name, then `VERSION/RESOURCE`, then `GROUP/VERSION/RESOURCE`,
 /// each in the order listed (entries already checked by [`check`]; one that
@@ -118,9 +106,13 @@ fn names(entry: &str, r: &ApiResource) -> bool {
 pub fn configured(indexes: &BTreeMap<String, Vec<String>>, r: &ApiResource) -> Vec<IndexOn> {
     let mut out = Vec::new();
     // The resource's short name first (the default's `pods`), then by version, then by group.
-    let mut entries: Vec<_> = indexes.iter().filter(|(e, _)| names(e, r)).collect();
-    entries.sort_by_key(|(e, _)| e.matches('/').count());
-    for (entry, ons) in entries {
+    let mut entries: Vec<_> = indexes
+        .iter()
+        .filter_map(|(e, ons)| Some((e.parse::<ResourceEntry>().ok()?, e, ons)))
+        .filter(|(e, _, _)| e.resource().is_some() && r.gvr.named_by(e))
+        .collect();
+    entries.sort_by_key(|(e, _, _)| e.specificity());
+    for (_, entry, ons) in entries {
         for on in ons {
             match IndexOn::parse_for(r, on) {
                 Ok(on) if !out.contains(&on) => out.push(on),
@@ -143,19 +135,19 @@ pub fn check(indexes: &BTreeMap<String, Vec<String>>) -> Vec<(String, String)> {
             true => "cache.indexes".to_string(),
             false => format!("cache.indexes.{entry}"),
         };
-        if entry == "*" || validate_resource(entry).is_err() {
+        let parsed = entry.parse::<ResourceEntry>().ok();
+        let Some((parsed, resource)) = parsed.as_ref().and_then(|p| Some((p, p.resource()?)))
+        else {
             errs.push((key, format!(
                 "config: bad key \"{entry}\" in \"cache.indexes\": expected a resource as in cache.resources (pods, v1/pods, apps/v1/deployments)"
             )));
             continue;
-        }
-        let resource = entry.rsplit('/').next().unwrap_or(entry);
+        };
         // A custom resource's (`GROUP/VERSION/RESOURCE`): its fields are its
         // CRD's, checked when its cache starts.
-        let custom = match entry.split('/').collect::<Vec<_>>().as_slice() {
-            [group, _, _] => !crate::api::gvr::is_builtin_group(group),
-            _ => false,
-        };
+        let custom = parsed
+            .group()
+            .is_some_and(|g| !crate::api::gvr::is_builtin_group(g));
         for on in ons {
             let parsed = match custom {
                 true => custom_entry(on),

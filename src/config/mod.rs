@@ -6,16 +6,17 @@
 //! - [`validate`]: every number in range and every entry well formed, so a
 //!   bad value stops r8s before it binds a port, never later.
 
+pub mod entry;
 pub mod load;
 pub mod settings;
 pub mod validate;
 
+pub use entry::ResourceEntry;
 pub use load::{
     AuditOverrides, CacheOverrides, Check, ConfigError, LogOverrides, Overrides, UpstreamOverrides,
     load, load_checked,
 };
 pub use settings::*;
-pub use validate::validate_resource;
 
 #[cfg(test)]
 #[allow(clippy::result_large_err)] // figment::Jail's closures return figment::Error
@@ -99,34 +100,5 @@ mod tests {
             assert_eq!(c.cache.encodings, vec!["json".to_string()]);
             Ok(())
         });
-    }
-
-    #[test]
-    fn should_accept_documented_resource_forms() {
-        for r in [
-            "pods",
-            "v1/pods",
-            "apps/v1/deployments",
-            "example.r8s.dev/v1/widgets",
-            "*",
-            "*.example.com",
-            "*.crossplane.io",
-            "batch/v1beta1/cronjobs",
-        ] {
-            validate_resource(r).unwrap();
-        }
-        for r in [
-            "Pods",
-            "v/pods",
-            "a/b/c/d",
-            "",
-            "apps/1/x",
-            "*.",
-            "*example.com",
-            "*.Example.com",
-            "**",
-        ] {
-            assert!(validate_resource(r).is_err(), "{r}");
-        }
     }
 }

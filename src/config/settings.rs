@@ -182,6 +182,17 @@ pub enum ManagedFields {
     Drop,
 }
 
+impl CacheConfig {
+    /// `resources`, parsed (entries that do not parse were refused by
+    /// [`Config::validate`]; left out here).
+    pub fn entries(&self) -> Vec<super::entry::ResourceEntry> {
+        self.resources
+            .iter()
+            .filter_map(|e| e.parse().ok())
+            .collect()
+    }
+}
+
 impl Default for CacheConfig {
     fn default() -> Self {
         CacheConfig {

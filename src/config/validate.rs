@@ -1,6 +1,7 @@
 //! What types alone cannot check: every number in range, every resource
 //! entry well formed, settings that only make sense together.
 
+use super::entry::{self, ResourceEntry};
 use super::settings::{AuthMode, Config};
 
 /// A number as a person would write it: `-1`, `0.5`, `NaN`, `inf`, `1e300`.
@@ -59,56 +60,6 @@ impl Range {
     }
 }
 
-fn valid_version(v: &str) -> bool {
-    let Some(rest) = v.strip_prefix('v') else {
-        return false;
-    };
-    let digits = rest.chars().take_while(char::is_ascii_digit).count();
-    if digits == 0 {
-        return false;
-    }
-    let tail = &rest[digits..];
-    tail.is_empty()
-        || ["alpha", "beta"].iter().any(|p| {
-            tail.strip_prefix(p)
-                .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
-        })
-}
-
-fn valid_dns(s: &str, allow_dots: bool) -> bool {
-    !s.is_empty()
-        && s.len() <= 253
-        && s.split('.').all(|l| {
-            !l.is_empty()
-                && l.bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-                && !l.starts_with('-')
-                && !l.ends_with('-')
-        })
-        && (allow_dots || !s.contains('.'))
-}
-
-/// Checks a `cache.resources` entry: `*`, `*.GROUP-SUFFIX`, `RESOURCE`,
-/// `VERSION/RESOURCE`, or `GROUP/VERSION/RESOURCE`.
-pub fn validate_resource(entry: &str) -> Result<(), String> {
-    let parts: Vec<&str> = entry.split('/').collect();
-    let ok = match parts.as_slice() {
-        ["*"] => true,
-        [p] if p.starts_with("*.") => valid_dns(&p[2..], true),
-        [r] => valid_dns(r, false),
-        [v, r] => valid_version(v) && valid_dns(r, false),
-        [g, v, r] => valid_dns(g, true) && valid_version(v) && valid_dns(r, false),
-        _ => false,
-    };
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "config: bad value \"{entry}\" for key \"cache.resources\": expected RESOURCE, VERSION/RESOURCE or GROUP/VERSION/RESOURCE (e.g. pods, v1/pods, apps/v1/deployments), * or *.GROUP-SUFFIX (e.g. *.example.com)"
-        ))
-    }
-}
-
 impl Config {
     /// Checks what types alone cannot; every problem (key, message), not just the first.
     pub fn validate(&self) -> Result<(), Vec<(&'static str, String)>> {
@@ -152,8 +103,14 @@ impl Config {
             errs.push(("cache.encodings", "config: key \"cache.encodings\" must list \"json\" (custom resources and metadata-only JSON answers are served from it)".to_string()));
         }
         for r in &self.cache.resources {
-            if let Err(e) = validate_resource(r) {
-                errs.push(("cache.resources", e));
+            if r.parse::<ResourceEntry>().is_err() {
+                errs.push((
+                    "cache.resources",
+                    format!(
+                        "config: bad value \"{r}\" for key \"cache.resources\": {}",
+                        entry::EXPECTED
+                    ),
+                ));
             }
         }
         let tls = &self.tls;

@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use super::Upstream;
 use crate::api::{ApiResource, Gvr};
+use crate::config::ResourceEntry;
 
 /// Why the configured resources could not be resolved.
 #[derive(Debug, thiserror::Error)]
@@ -18,12 +19,6 @@ pub enum DiscoveryError {
         path: String,
         /// What failed.
         reason: String,
-    },
-    /// A configured entry names nothing the upstream serves.
-    #[error("cache.resources: {entry:?} is not served by the upstream")]
-    NotServed {
-        /// The entry.
-        entry: String,
     },
     /// A configured entry cannot be list-watched.
     #[error("cache.resources: {entry:?} does not support list and watch (verbs: {verbs})")]
@@ -86,14 +81,6 @@ async fn get_served(
         .await
         .map(Some)
         .map_err(|e| err(e.to_string()))
-}
-
-/// What the groups' names end with, if `entry` is `*` (all: "") or
-/// `*.SUFFIX`.
-fn pattern(entry: &str) -> Option<&str> {
-    entry
-        .strip_prefix('*')
-        .filter(|s| s.is_empty() || s.starts_with('.'))
 }
 
 /// What r8s asks `/api` and `/apis` for: the aggregated document
@@ -298,7 +285,7 @@ const CRDS: (&str, &str, &str) = ("apiextensions.k8s.io", "v1", "customresourced
 /// with them, unless excluded).
 pub async fn resolve(
     upstream: &Arc<Upstream>,
-    entries: &[String],
+    entries: &[ResourceEntry],
     exclude: &[String],
 ) -> Result<Resolved, DiscoveryError> {
     if entries.is_empty() {
@@ -320,18 +307,18 @@ pub async fn resolve(
     };
     let with_crds = entries
         .iter()
-        .any(|e| pattern(e).is_some_and(|s| !s.is_empty()));
+        .any(|e| matches!(e, ResourceEntry::Pattern { suffix } if !suffix.is_empty()));
     for entry in entries {
-        if let Some(suffix) = pattern(entry) {
+        if let ResourceEntry::Pattern { .. } = entry {
             let crds = |g: &str, v: &str, r: &Value| {
                 with_crds && (g, v, r["name"].as_str().unwrap_or_default()) == CRDS
             };
             for (g, v, rs) in &lists {
                 for r in rs {
-                    if !(g.ends_with(suffix) || crds(g, v, r)) {
+                    let name = r["name"].as_str().unwrap_or_default();
+                    if !(entry.names_in(g, v, name) || crds(g, v, r)) {
                         continue;
                     }
-                    let name = r["name"].as_str().unwrap_or_default();
                     let vs = verbs(r);
                     if name.contains('/')
                         || exclude.iter().any(|e| e == name)
@@ -344,36 +331,21 @@ pub async fn resolve(
             }
             continue;
         }
-        let parts: Vec<&str> = entry.split('/').collect();
-        let (group, version, resource) = match parts.as_slice() {
-            [r] => (None, None, *r),
-            [v, r] => (Some(""), Some(*v), *r),
-            [g, v, r] => (Some(*g), Some(*v), *r),
-            _ => {
-                return Err(DiscoveryError::NotServed {
-                    entry: entry.clone(),
-                });
-            }
-        };
         // Not served, or not now (its group/version's discovery failed):
         // waited for, and looked for again later.
         let found = lists.iter().find_map(|(g, v, rs)| {
-            if group.is_some_and(|group| group != g) || version.is_some_and(|version| version != v)
-            {
-                return None;
-            }
             rs.iter()
-                .find(|r| r["name"] == resource)
+                .find(|r| entry.names_in(g, v, r["name"].as_str().unwrap_or_default()))
                 .map(|r| (g.clone(), v.clone(), r.clone()))
         });
         let Some((g, v, r)) = found else {
-            waiting.push(entry.clone());
+            waiting.push(entry.to_string());
             continue;
         };
         let vs = verbs(&r);
         if !(vs.iter().any(|v| v == "list") && vs.iter().any(|v| v == "watch")) {
             return Err(DiscoveryError::NoListWatch {
-                entry: entry.clone(),
+                entry: entry.to_string(),
                 verbs: vs.join(","),
             });
         }
