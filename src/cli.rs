@@ -6,7 +6,9 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::config::{AuditOverrides, CacheOverrides, LogOverrides, Overrides, UpstreamOverrides};
+use crate::config::{
+    AuditOverrides, CacheOverrides, LogOverrides, NodeOverrides, Overrides, UpstreamOverrides,
+};
 
 /// Flags of `serve` (and `config check`); each also settable in the file and as `R8S_*`.
 #[derive(Debug, Args, Clone, Default)]
@@ -55,6 +57,11 @@ pub struct ServeArgs {
     /// [config: log.format; default text]
     #[arg(long, value_name = "FORMAT")]
     pub log_format: Option<String>,
+    /// Serve one node's clients from loopback (node-local): cache only the pods bound to NAME
+    /// (spec.nodeName) and its own Node; their other requests pass through. Set it from the
+    /// downward API (spec.nodeName) or the host name. [config: node.name; env: R8S_NODE__NAME]
+    #[arg(long = "node", value_name = "NAME")]
+    pub node: Option<String>,
 }
 
 impl ServeArgs {
@@ -78,6 +85,9 @@ impl ServeArgs {
             },
             log: LogOverrides {
                 format: self.log_format.clone(),
+            },
+            node: NodeOverrides {
+                name: self.node.clone(),
             },
         }
     }

@@ -274,6 +274,7 @@ impl Prepared {
             indexes: config.cache.indexes.clone(),
             proofs: proofs.clone(),
             enrol,
+            node: Some(config.node.name.clone()).filter(|n| !n.is_empty()),
         };
         let mut follower = apis::Follower::new(
             registrar,

@@ -39,6 +39,7 @@ mod managed_fields;
 mod metrics;
 mod monitoring;
 mod node_index;
+mod node_scope;
 mod outage;
 mod overload;
 mod persist;

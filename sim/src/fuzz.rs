@@ -270,6 +270,7 @@ fn list_protobuf(input: &[u8]) {
 /// What the snapshot seeds are of (the reader refuses any other identity).
 fn snapshot_identity(encoding: &str) -> Identity {
     Identity {
+        scope: Default::default(),
         upstream: "servers=http://127.0.0.1:1;ca=none".into(),
         resource: "v1/pods".into(),
         kind: "Pod".into(),

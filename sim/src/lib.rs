@@ -93,6 +93,25 @@ impl SimHandle {
             .unwrap_or_else(|e| panic!("touch: {ns}/{name} not written: {e:?}"));
     }
 
+    /// Binds pod `ns/name` to `node` (`spec.nodeName`), as the scheduler's
+    /// binding does: a pod entering a node's field selector. Panics if the
+    /// pod does not exist.
+    pub fn bind(&self, ns: &str, name: &str, node: &str) {
+        let pods = resources::pods_idx();
+        let key = store::key(Some(ns), name);
+        let mut pod = self
+            .sim
+            .store
+            .get(pods, &key)
+            .unwrap_or_else(|| panic!("bind: no pod {ns}/{name}"))
+            .value();
+        pod["spec"]["nodeName"] = node.into();
+        self.sim
+            .store
+            .mutate(pods, &key, |_, _| Ok(store::Mutation::Put(pod)))
+            .unwrap_or_else(|e| panic!("bind: {ns}/{name} not written: {e:?}"));
+    }
+
     /// `http://addr`.
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)

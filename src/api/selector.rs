@@ -559,6 +559,14 @@ impl FieldSelector {
             .map(|(_, _, v)| v.as_str())
     }
 
+    /// Whether `field=value` is one of the requirements: every object this
+    /// selects has that value.
+    pub fn requires(&self, field: &str, value: &str) -> bool {
+        self.reqs
+            .iter()
+            .any(|(k, eq, v)| *eq && k == field && v == value)
+    }
+
     /// Whether an object with these field values matches.
     pub fn matches(&self, field: impl Fn(&str) -> String) -> bool {
         self.reqs.iter().all(|(k, eq, v)| (field(k) == *v) == *eq)

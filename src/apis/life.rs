@@ -23,6 +23,7 @@ use tokio::task::JoinHandle;
 use crate::api::ApiResource;
 use crate::cache::index;
 use crate::cache::object::TypeInfo;
+use crate::cache::scope::CacheScope;
 use crate::cache::store::Limits;
 use crate::cache::{ResourceCache, budget::Budget};
 use crate::metrics::{self, CacheStarted};
@@ -59,6 +60,9 @@ pub struct Starter {
     pub proofs: Arc<Proofs>,
     /// Where each cache is enrolled to be saved and checked.
     pub enrol: Enrol,
+    /// `node.name`: the node whose pods and Node the caches hold (`None`:
+    /// every object).
+    pub node: Option<String>,
 }
 
 /// Where each cache is enrolled: `persist.dir`'s writer (for the stores it
@@ -136,8 +140,18 @@ impl Starter {
     /// stampers.
     pub fn launch(&self, resource: ApiResource, start: Start, shutdown: &Signal) -> Launched {
         let indexes = index::configured(&self.indexes, &resource);
-        let (cache, writers) =
-            ResourceCache::new(resource, self.protobuf, self.limits, &self.budget, &indexes);
+        let scope = CacheScope::of_node(self.node.as_deref(), &resource.gvr);
+        if !scope.is_whole() {
+            tracing::info!(resource = %resource.gvr, %scope, "caching the node's objects only (node.name): requests outside them pass through");
+        }
+        let (cache, writers) = ResourceCache::new(
+            resource,
+            self.protobuf,
+            self.limits,
+            &self.budget,
+            &indexes,
+            scope,
+        );
         let (gone, retired) = shutdown::channel();
         // Only a cache resolved at startup starts from its snapshot: one
         // started while r8s runs is new upstream, or replaces a cache whose
@@ -165,7 +179,7 @@ impl Starter {
             {
                 let mut info = TypeInfo::of(resource, store.encoding());
                 info.drop_managed_fields = self.reflecting.drop_managed_fields;
-                let identity = p.identity(&resource.gvr, store.encoding(), &info);
+                let identity = p.identity(&resource.gvr, store.encoding(), &info, store.scope());
                 let target = persist::Target::new(store.clone(), identity.clone(), retired.clone());
                 if from_snapshot && p.has_snapshot(&identity) {
                     warm = true;
@@ -341,6 +355,7 @@ mod tests {
                 persist: None,
                 checks: Some(checks),
             },
+            node: None,
         };
         (starter, intake)
     }

@@ -372,6 +372,7 @@ fn indexes_agree(v: &Version) -> Result<(), String> {
 fn should_keep_every_index_equal_to_a_scan_through_any_change() {
     for encoding in [Encoding::Json, Encoding::Protobuf] {
         let (mut w, s) = Store::new(Options {
+            scope: Default::default(),
             limits: limits(64),
             budget: Arc::new(Budget::new(0, 0)),
             encoding,

@@ -9,6 +9,7 @@
 //! - [`version`]: one version's objects and their indexes, changed together.
 //! - [`index`]: objects by a field's or a label's value (pods by node).
 //! - [`writer`]: a store's one writer (a typed handle), and a proof's stamper.
+//! - [`scope`]: what part of a resource a cache holds (a node's pods).
 //! - [`registry`]: the caches served now, which change as the upstream's API does.
 //! - [`serving`]: whether a store answers requests, and its transitions.
 //! - [`budget`]: byte budgets shared by the stores, and how they make room.
@@ -27,6 +28,7 @@ pub mod json;
 pub mod object;
 pub mod protobuf;
 pub mod registry;
+pub mod scope;
 pub mod serving;
 pub mod staleness;
 pub mod store;
@@ -47,6 +49,8 @@ use crate::api::{ApiResource, Gvr};
 pub struct ResourceCache {
     /// What it caches.
     pub resource: ApiResource,
+    /// Which of its objects: all, or a node's (`node.name`).
+    pub scope: scope::CacheScope,
     /// Its versions in JSON.
     pub store: Arc<store::Store>,
     /// Its versions in protobuf (with `protobuf` in `cache.encodings`):
@@ -69,9 +73,9 @@ pub struct ResourceCache {
 }
 
 impl ResourceCache {
-    /// The cache of `resource`: a JSON store, and a protobuf one with
-    /// `protobuf`, each as `limits` say, indexed on `indexes` and counted
-    /// against `budget`. The
+    /// The cache of `resource`'s objects in `scope`: a JSON store, and a
+    /// protobuf one with `protobuf`, each as `limits` say, indexed on
+    /// `indexes` and counted against `budget`. The
     /// stores' writers are returned apart, for their reflectors.
     pub fn new(
         resource: ApiResource,
@@ -79,6 +83,7 @@ impl ResourceCache {
         limits: store::Limits,
         budget: &Arc<budget::Budget>,
         indexes: &[index::IndexOn],
+        scope: scope::CacheScope,
     ) -> (Arc<ResourceCache>, Vec<writer::Writer>) {
         let make = |encoding| {
             store::Store::new(store::Options::of(
@@ -91,6 +96,7 @@ impl ResourceCache {
                     .filter(|i| i.held_in(&resource, encoding))
                     .cloned()
                     .collect(),
+                scope.clone(),
             ))
         };
         let (json_w, json) = make(Encoding::Json);
@@ -108,6 +114,7 @@ impl ResourceCache {
             store: json,
             protobuf,
             resource,
+            scope,
         };
         (Arc::new(cache), writers)
     }

@@ -34,6 +34,7 @@ use super::history::{Appended, Batch, Cursor, History, Trigger};
 pub use super::history::{Event, EventKind, diff};
 use super::index::IndexOn;
 use super::object::{CachedObject, Objects};
+use super::scope::CacheScope;
 pub use super::serving::Serving;
 use super::staleness::Staleness;
 pub use super::version::Version;
@@ -125,18 +126,21 @@ pub struct Options {
     pub indexes: Vec<IndexOn>,
     /// Its metric labels (and its name in logs).
     pub labels: StoreLabels,
+    /// The objects it holds: all, or a node's.
+    pub scope: CacheScope,
 }
 
 impl Options {
-    /// The options of `resource`'s store in `encoding`, with `indexes`: a
-    /// core pods store's events are indexed by node, and the labels are
-    /// the resource and the encoding.
+    /// The options of `resource`'s store in `encoding`, with `indexes`,
+    /// holding `scope`: a core pods store's events are indexed by node, and
+    /// the labels are the resource and the encoding.
     pub fn of(
         resource: &ApiResource,
         encoding: Encoding,
         limits: Limits,
         budget: Arc<Budget>,
         indexes: Vec<IndexOn>,
+        scope: CacheScope,
     ) -> Self {
         let gvr = &resource.gvr;
         Options {
@@ -146,6 +150,7 @@ impl Options {
             node_index: gvr.group().is_empty() && gvr.resource() == "pods",
             indexes,
             labels: StoreLabels::new(gvr.to_string(), encoding.as_str()),
+            scope,
         }
     }
 }
@@ -211,6 +216,7 @@ pub struct Store {
     pub(super) empty: Mutex<Option<Bytes>>,
     encoding: Encoding,
     labels: StoreLabels,
+    scope: CacheScope,
     /// When its upstream last said something (its writer marks it).
     pub(super) staleness: Staleness,
 }
@@ -235,6 +241,7 @@ impl Store {
             node_index,
             indexes,
             labels,
+            scope,
         } = options;
         let (rv, _) = watch::channel(0);
         let store = Arc::new(Store {
@@ -254,6 +261,7 @@ impl Store {
             empty: Mutex::new(None),
             encoding,
             labels,
+            scope,
             staleness: Staleness::new(limits.max_staleness).serving_stale(limits.serve_stale),
         });
         store.budget.enroll(store.clone());
@@ -268,6 +276,11 @@ impl Store {
     /// Its metric labels: resource and encoding (and its name in logs).
     pub fn labels(&self) -> &StoreLabels {
         &self.labels
+    }
+
+    /// The objects it holds: all, or a node's.
+    pub fn scope(&self) -> &CacheScope {
+        &self.scope
     }
 
     /// How long it has gone without word from its upstream.

@@ -21,6 +21,7 @@ use futures_util::FutureExt;
 /// A configmaps store (no node index) with these limits and budget.
 fn store_with(limits: Limits, budget: Arc<Budget>) -> (Writer, Arc<Store>) {
     Store::new(Options {
+        scope: Default::default(),
         limits,
         budget,
         encoding: Encoding::Json,

@@ -194,6 +194,7 @@ impl Writer {
         rv: u64,
     ) -> (Writer, Arc<Store>) {
         let (mut w, s) = Store::new(Options {
+            scope: Default::default(),
             limits: crate::cache::store::Limits::for_tests(10, 100),
             budget: super::budget::Budget::unlimited(),
             encoding,

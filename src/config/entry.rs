@@ -143,7 +143,9 @@ fn valid_version(v: &str) -> bool {
         })
 }
 
-fn valid_dns(s: &str, allow_dots: bool) -> bool {
+/// Whether `s` is a DNS label (`allow_dots`: subdomain) as Kubernetes
+/// names are: lower-case letters, digits and `-`, at most 253 bytes.
+pub fn valid_dns(s: &str, allow_dots: bool) -> bool {
     !s.is_empty()
         && s.len() <= 253
         && s.split('.').all(|l| {

@@ -32,6 +32,23 @@ pub struct Overrides {
     /// `--log-format`.
     #[serde(skip_serializing_if = "LogOverrides::is_empty")]
     pub log: LogOverrides,
+    /// `--node`.
+    #[serde(skip_serializing_if = "NodeOverrides::is_empty")]
+    pub node: NodeOverrides,
+}
+
+/// Node flags.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct NodeOverrides {
+    /// `--node`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+impl NodeOverrides {
+    fn is_empty(&self) -> bool {
+        self.name.is_none()
+    }
 }
 
 /// Audit flags, named as kube-apiserver's.

@@ -13,8 +13,8 @@ pub mod validate;
 
 pub use entry::ResourceEntry;
 pub use load::{
-    AuditOverrides, CacheOverrides, Check, ConfigError, LogOverrides, Overrides, UpstreamOverrides,
-    load, load_checked,
+    AuditOverrides, CacheOverrides, Check, ConfigError, LogOverrides, NodeOverrides, Overrides,
+    UpstreamOverrides, load, load_checked,
 };
 pub use settings::*;
 
@@ -43,6 +43,34 @@ mod tests {
             assert_eq!(c.admin_listen.port(), 9001);
             assert_eq!(c.upstream.servers, vec!["http://a:1".to_string()]);
             assert_eq!(c.upstream.context.as_deref(), Some("ctx"));
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn should_take_the_node_from_the_environment_or_the_flag_and_check_it() {
+        Jail::expect_with(|jail| {
+            jail.set_env("R8S_NODE__NAME", "worker-7.example");
+            let c = load(None, &Overrides::default()).map_err(|e| e.to_string())?;
+            assert_eq!(c.node.name, "worker-7.example");
+            let o = Overrides {
+                node: NodeOverrides {
+                    name: Some("worker-8".into()),
+                },
+                ..Default::default()
+            };
+            let c = load(None, &o).map_err(|e| e.to_string())?;
+            assert_eq!(c.node.name, "worker-8");
+            let mut bad = c.clone();
+            for name in ["Worker", "-a", "a_b", "a..b"] {
+                bad.node.name = name.into();
+                let errs = bad.validate().unwrap_err();
+                assert!(
+                    errs.iter()
+                        .any(|(k, e)| *k == "node.name" && e.contains(name)),
+                    "{name}: {errs:?}"
+                );
+            }
             Ok(())
         });
     }

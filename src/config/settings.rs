@@ -37,6 +37,19 @@ pub struct Config {
     pub audit: AuditConfig,
     /// Snapshots of the caches on local disk, for a warm restart.
     pub persist: PersistConfig,
+    /// The node a node-local r8s serves.
+    pub node: NodeConfig,
+}
+
+/// A node-local r8s: the node whose clients it serves, and so what its
+/// caches hold.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NodeConfig {
+    /// The node's name (empty: not node-local). Its pods cache holds the
+    /// pods bound to it, its nodes cache its own Node; requests outside
+    /// that pass through.
+    pub name: String,
 }
 
 /// Where and how often the caches are saved, so a restart resumes its
@@ -602,6 +615,7 @@ impl Default for Config {
             log: LogConfig::default(),
             audit: AuditConfig::default(),
             persist: PersistConfig::default(),
+            node: NodeConfig::default(),
         }
     }
 }

@@ -113,6 +113,12 @@ impl Config {
                 ));
             }
         }
+        if !self.node.name.is_empty() && !entry::valid_dns(&self.node.name, true) {
+            errs.push(("node.name", format!(
+                "config: bad value \"{}\" for key \"node.name\": expected a node's name (lower-case letters, digits, '-' and '.', as `kubectl get nodes` lists it), or empty",
+                self.node.name
+            )));
+        }
         let tls = &self.tls;
         if tls.cert_file.is_some() != tls.key_file.is_some() {
             let (key, missing) = if tls.cert_file.is_some() {

@@ -84,6 +84,11 @@ pub struct Identity {
     /// so snapshots of caches that keep them read as before.)
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub managed_fields_dropped: bool,
+    /// The objects it holds where not all (`spec.nodeName=node-1`: a
+    /// node-local r8s's pods): a cache of another node, or of the whole
+    /// resource, cannot start from it. (Written only when set.)
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub scope: String,
 }
 
 impl Identity {
@@ -95,6 +100,7 @@ impl Identity {
             ("kind", &self.kind, &other.kind),
             ("apiVersion", &self.api_version, &other.api_version),
             ("encoding", &self.encoding, &other.encoding),
+            ("scope", &self.scope, &other.scope),
         ];
         let dropped = |d: bool| if d { "dropped" } else { "kept" };
         fields
@@ -511,6 +517,7 @@ fn records<R: Read>(
 #[cfg(test)]
 pub(super) fn test_identity() -> Identity {
     Identity {
+        scope: Default::default(),
         upstream: "http://127.0.0.1:1".into(),
         resource: "v1/pods".into(),
         kind: "Pod".into(),
@@ -587,5 +594,31 @@ mod tests {
         };
         let e = read(Cursor::new(&good), good.len() as u64, &other, |_| Ok(())).unwrap_err();
         assert_eq!(e.label().as_str(), "foreign", "{e}");
+        // A whole resource's snapshot is not a node's, nor one node's another's.
+        let node = Identity {
+            scope: "spec.nodeName=node-1".into(),
+            ..identity()
+        };
+        let e = read(Cursor::new(&good), good.len() as u64, &node, |_| Ok(())).unwrap_err();
+        assert!(e.to_string().contains("scope"), "{e}");
+        let mut scoped = Vec::new();
+        let header = Header {
+            identity: node.clone(),
+            resource_version: 9,
+            written_unix_ms: 1,
+            written_by: "test".into(),
+        };
+        write(&mut scoped, &header, None, std::iter::empty).unwrap();
+        let other_node = Identity {
+            scope: "spec.nodeName=node-2".into(),
+            ..identity()
+        };
+        for expect in [other_node, identity()] {
+            let e = read(Cursor::new(&scoped), scoped.len() as u64, &expect, |_| {
+                Ok(())
+            });
+            assert_eq!(e.unwrap_err().label().as_str(), "foreign");
+        }
+        read(Cursor::new(&scoped), scoped.len() as u64, &node, |_| Ok(())).unwrap();
     }
 }

@@ -36,6 +36,7 @@ use bytes::Bytes;
 use crate::api::Gvr;
 use crate::api::media::Encoding;
 use crate::cache::object::TypeInfo;
+use crate::cache::scope::CacheScope;
 use crate::cache::store::{Restored, Store, Version};
 use crate::config::PersistConfig;
 use crate::metrics::{self, PersistLoad};
@@ -163,8 +164,14 @@ impl Persist {
     }
 
     /// What a snapshot of `gvr`'s store in `encoding`, holding `info`'s
-    /// objects, is of.
-    pub fn identity(&self, gvr: &Gvr, encoding: Encoding, info: &TypeInfo) -> Identity {
+    /// objects in `scope`, is of.
+    pub fn identity(
+        &self,
+        gvr: &Gvr,
+        encoding: Encoding,
+        info: &TypeInfo,
+        scope: &CacheScope,
+    ) -> Identity {
         Identity {
             upstream: self.upstream.clone(),
             resource: gvr.to_string(),
@@ -172,6 +179,7 @@ impl Persist {
             api_version: info.api_version.clone(),
             encoding: encoding.as_str().to_string(),
             managed_fields_dropped: info.drop_managed_fields,
+            scope: scope.field_selector().unwrap_or_default(),
         }
     }
 

@@ -48,6 +48,10 @@ pub enum PassReason {
     /// not in `cache.resources`), or one asked of its protobuf store, which
     /// holds metadata only.
     FieldSelector,
+    /// A request outside a scoped cache (`node.name`): a list or watch of
+    /// pods or nodes whose field selector does not require the node's
+    /// name, or a get of an object the cache does not hold.
+    OutOfScope,
     /// "Not older than" a version the cache did not reach in time (`read.on_too_new = "pass"`).
     TooNew,
     /// An Exact read of a version the cache no longer retains.
@@ -66,7 +70,7 @@ pub enum PassReason {
 
 impl PassReason {
     /// Every reason, in the order `docs/caching.md` lists them.
-    pub const ALL: [PassReason; 18] = [
+    pub const ALL: [PassReason; 19] = [
         PassReason::Verb,
         PassReason::MostRecent,
         PassReason::NotSynced,
@@ -79,6 +83,7 @@ impl PassReason {
         PassReason::Encoding,
         PassReason::Invalid,
         PassReason::FieldSelector,
+        PassReason::OutOfScope,
         PassReason::TooNew,
         PassReason::NotRetained,
         PassReason::ForeignContinue,
@@ -102,6 +107,7 @@ impl PassReason {
             PassReason::Encoding => "encoding",
             PassReason::Invalid => "invalid",
             PassReason::FieldSelector => "field_selector",
+            PassReason::OutOfScope => "out_of_scope",
             PassReason::TooNew => "too_new",
             PassReason::NotRetained => "not_retained",
             PassReason::ForeignContinue => "foreign_continue",

@@ -127,6 +127,21 @@ pub fn fields_held(
     }
 }
 
+/// Whether a list or watch of `store` lies inside what it holds: any for
+/// a whole resource; for a scoped one (a node's pods) one whose field
+/// selector requires the scope's field and value. A get is inside when the
+/// object is held (the body step passes the others).
+pub fn in_scope(store: &Store, opts: &ListOptions) -> Result<(), PassReason> {
+    let scope = store.scope();
+    if scope.is_whole() {
+        return Ok(());
+    }
+    match &opts.selectors {
+        Ok(s) if scope.covers(&s.fields) => Ok(()),
+        _ => Err(PassReason::OutOfScope),
+    }
+}
+
 /// Whether `n`, which the cache did not reach in time, is beyond the
 /// upstream too: then r8s answers the 504 the upstream would give after the
 /// same wait, instead of passing the read on to wait again (the client

@@ -342,9 +342,15 @@ async fn compare_all(upstream: &Arc<Upstream>, t: &Target) -> (Vec<Found>, u64) 
             0,
         );
     };
-    let listed = match list(upstream, &t.resource, Some(low)).await {
+    // The stores of one resource share a scope (a node's pods): its list is of that.
+    let scope = t
+        .stores
+        .first()
+        .map(|s| s.store.scope().query_suffix())
+        .unwrap_or_default();
+    let listed = match list(upstream, &t.resource, &scope, Some(low)).await {
         Ok(l) => Ok(l),
-        Err(ListError::Expired) => list(upstream, &t.resource, None).await,
+        Err(ListError::Expired) => list(upstream, &t.resource, &scope, None).await,
         Err(e) => Err(e),
     };
     let listed = match listed {
@@ -390,11 +396,12 @@ fn inconclusive(t: &Target, why: &str) -> Vec<Found> {
         .collect()
 }
 
-/// The upstream's objects of `resource` (keys and versions), at exactly
-/// `rv`, or at its newest version.
+/// The upstream's objects of `resource` in `scope` (a query suffix, empty
+/// when whole: keys and versions), at exactly `rv`, or at its newest version.
 async fn list(
     upstream: &Arc<Upstream>,
     resource: &ApiResource,
+    scope: &str,
     rv: Option<u64>,
 ) -> Result<Listed, ListError> {
     let mut items = BTreeMap::new();
@@ -411,7 +418,7 @@ async fn list(
             pairs.push(("resourceVersionMatch", "Exact"));
         }
         let uri = format!(
-            "{}?{}",
+            "{}?{}{scope}",
             resource.gvr.collection_path(),
             query::encode(pairs)
         );

@@ -17,6 +17,7 @@ use crate::metrics::StoreLabels;
 /// Config maps: 5 in `a`, 3 in `b`, 6 in `c`; every other one labelled.
 fn store() -> (Writer, Arc<Store>) {
     let (mut w, store) = Store::new(Options {
+        scope: Default::default(),
         limits: Limits::for_tests(100, 100),
         budget: Budget::unlimited(),
         encoding: Encoding::Json,

@@ -44,6 +44,9 @@ fn object(d: &Decided<'_>, version: &Version) -> Result<Payload, Early> {
                 .ok_or(Early::Pass(PassReason::NoPrinter)),
             None => Ok(Payload::Bytes(o.body_as(d.view))),
         },
+        // A scoped cache (a node's pods) holds only some: another's is the
+        // upstream's to answer, never a 404 from here.
+        None if !d.store.scope().is_whole() => Err(Early::Pass(PassReason::OutOfScope)),
         None => Err(Early::Status(Status::not_found_in(
             d.cache.resource.gvr.group(),
             d.cache.resource.gvr.resource(),

@@ -6,7 +6,7 @@ use super::steps::{Asked, Decided, Read, Reply};
 use crate::api::media::Encoding;
 use crate::api::request::Verb;
 use crate::serve::outcome::PassReason;
-use crate::serve::servable::{fields_held, serving_store, shape_for, view_for};
+use crate::serve::servable::{fields_held, in_scope, serving_store, shape_for, view_for};
 use crate::serve::table;
 use crate::upstream::proof::ConsistentKind;
 
@@ -30,6 +30,9 @@ pub(super) fn decide(asked: Asked<'_>) -> Result<Decided<'_>, PassReason> {
         return Err(PassReason::Invalid);
     }
     fields_held(cache, store, opts)?;
+    if read == Read::List {
+        in_scope(store, opts)?;
+    }
     // A consistent read (no version; a list not continuing a page) is
     // answered once proven, at least at the version the proof found.
     let unversioned = opts.resource_version.is_empty();

@@ -102,7 +102,7 @@ struct ProbeEvent {
     object: Meta,
 }
 
-/// Watches `path` from `c` until the upstream's pre-deadline BOOKMARK at
+/// Watches `path` (a collection, with a query where the cache is scoped) from `c` until the upstream's pre-deadline BOOKMARK at
 /// `Y`: every change in (`c`, `Y`] came before it, the last at `L`.
 /// Returns (max(`c`, `L`), `Y`): a store at the first is the upstream's
 /// state at the second.
@@ -113,8 +113,9 @@ pub async fn probe(
     within: Duration,
 ) -> Result<(u64, u64), ProofError> {
     let read = async {
+        let sep = if path.contains('?') { '&' } else { '?' };
         let uri = format!(
-            "{path}?watch=1&allowWatchBookmarks=true&resourceVersion={c}&timeoutSeconds={PROBE_TIMEOUT_SECONDS}"
+            "{path}{sep}watch=1&allowWatchBookmarks=true&resourceVersion={c}&timeoutSeconds={PROBE_TIMEOUT_SECONDS}"
         );
         let reply = get(
             upstream,

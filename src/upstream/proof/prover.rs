@@ -109,6 +109,20 @@ impl Prover {
         self.cache.resource.gvr.collection_path()
     }
 
+    /// The probe's collection and selector: a scoped cache's own watch sees
+    /// only its scope, so its probe watches the same (its bookmark then
+    /// follows every change in the scope).
+    fn probed(&self) -> String {
+        match self.cache.scope.field_selector() {
+            None => self.path(),
+            Some(s) => format!(
+                "{}?{}",
+                self.path(),
+                crate::api::query::encode([("fieldSelector", s.as_str())])
+            ),
+        }
+    }
+
     /// Whether recent proofs failed and consistent reads pass at once. A
     /// pause that began before the upstream's last return (`returned_at`)
     /// is over: the failures were the outage's.
@@ -284,7 +298,7 @@ impl Prover {
             let result = match c {
                 Some(c) if c > 0 => {
                     self.series.upstream(ProofStep::Probe);
-                    probe(&upstream, &self.path(), c, timeout).await
+                    probe(&upstream, &self.probed(), c, timeout).await
                 }
                 _ => Err(ProofError::Upstream(
                     "no store of the resource is serving".into(),
@@ -330,6 +344,7 @@ pub(super) mod tests {
     /// The pods cache of `store` (and `protobuf`).
     pub(crate) fn pods_cache(store: Arc<Store>, protobuf: Option<Arc<Store>>) -> ResourceCache {
         ResourceCache {
+            scope: Default::default(),
             resource: ApiResource {
                 gvr: Gvr::from_static("", "v1", "pods"),
                 kind: "Pod".into(),

@@ -35,6 +35,7 @@ pub(super) async fn reflector(servers: usize) -> Reflector {
     };
     let upstream = Arc::new(Upstream::new(&config).await.unwrap());
     let (writer, _store) = Store::new(Options {
+        scope: Default::default(),
         limits: Limits::for_tests(10, 100),
         budget: Budget::unlimited(),
         encoding: Encoding::Json,

@@ -29,7 +29,12 @@ impl Reflector {
     pub(super) async fn request(&mut self, query: &str) -> Result<Reply, StepError> {
         let patience = self.patience();
         let at = self.upstream.preferred();
-        let uri = format!("{}?{query}", self.resource.gvr.collection_path());
+        // A scoped cache (a node's pods) lists and watches its scope only.
+        let uri = format!(
+            "{}?{query}{}",
+            self.resource.gvr.collection_path(),
+            self.writer.store().scope().query_suffix()
+        );
         let accept = self.accept(query.starts_with("watch=1"));
         let reply = match tokio::time::timeout(patience, self.upstream.get(&uri, accept)).await {
             Err(_) => {
