@@ -397,7 +397,7 @@ async fn should_close_tls_connections_that_send_nothing_after_the_handshake() {
     sim.stop().await;
 }
 
-/// A kubelet on the shared tier (deploy/node-clients): a client certificate
+/// A kubelet on the node-client tier (deploy/control-plane): a client certificate
 /// for `system:node:n1` (group `system:nodes`) from the cluster's CA lists
 /// and watches its pods and gets its node from the cache, authorized as the
 /// node authorizer decides (another node's pods are refused), and its writes

@@ -20,7 +20,7 @@ const DIR: &str = concat!(
 
 /// A file of its own holding `text`: the tests run in parallel in one
 /// process, and a shared name let one test read another's half-written file.
-fn scratch(name: &str, text: &str) -> std::path::PathBuf {
+pub(crate) fn scratch(name: &str, text: &str) -> std::path::PathBuf {
     static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let dir = std::env::temp_dir().join(format!("r8s-deploy-{}-{n}", std::process::id()));
@@ -43,7 +43,7 @@ fn kustomize() -> Vec<Value> {
     decode_yaml(&String::from_utf8(out.stdout).unwrap())
 }
 
-fn find<'a>(objs: &'a [Value], kind: &str, name: &str) -> &'a Value {
+pub(crate) fn find<'a>(objs: &'a [Value], kind: &str, name: &str) -> &'a Value {
     objs.iter()
         .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
         .unwrap_or_else(|| panic!("no {kind} {name} in the manifests"))
@@ -97,11 +97,11 @@ async fn dry_run_apply(server: &str, objs: &[&Value]) -> Vec<Value> {
     }
 }
 
-fn pod_spec(deploy: &Value) -> &Value {
+pub(crate) fn pod_spec(deploy: &Value) -> &Value {
     &deploy["spec"]["template"]["spec"]
 }
 
-fn container<'a>(deploy: &'a Value, name: &str) -> &'a Value {
+pub(crate) fn container<'a>(deploy: &'a Value, name: &str) -> &'a Value {
     let spec = pod_spec(deploy);
     spec["containers"]
         .as_array()
@@ -122,13 +122,13 @@ fn port_named(c: &Value, name: &str) -> u64 {
         .unwrap_or_else(|| panic!("container {} has no port {name}", c["name"]))
 }
 
-fn port_of(addr: &str) -> u64 {
+pub(crate) fn port_of(addr: &str) -> u64 {
     addr.rsplit_once(':').unwrap().1.parse().unwrap()
 }
 
 /// The configuration r8s would run with these flags, as `r8s config check`
 /// prints it (which refuses unknown keys, unknown flags and values out of range).
-fn config_check_args<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> toml::Value {
+pub(crate) fn config_check_args<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> toml::Value {
     let out = Command::new(BIN)
         .args(["config", "check"])
         .args(args)
@@ -144,7 +144,7 @@ fn config_check_args<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> toml::Value {
 }
 
 /// The configuration of an `r8s.toml` the manifests carry.
-fn config_check(toml_text: &str) -> toml::Value {
+pub(crate) fn config_check(toml_text: &str) -> toml::Value {
     let file = scratch("r8s.toml", toml_text);
     config_check_args(&[std::ffi::OsStr::new("--config"), file.as_os_str()])
 }
@@ -750,106 +750,4 @@ fn should_give_the_dockerfile_a_complete_build_context() {
         .map(|a| a.replace("/etc/r8s/kubeconfig", &kubeconfig.to_string_lossy()))
         .collect();
     config_check_args(&args);
-}
-
-/// deploy/node-clients (the shared tier with components/node-clients):
-/// r8s takes client certificates from the cluster's CA (the file
-/// `tls.client_ca_file` names is mounted from kube-root-ca.crt), may
-/// impersonate (bound to its service account), and caches and may list the
-/// EndpointSlices kube-proxy reads.
-#[test]
-fn should_render_node_clients_with_the_cluster_ca_and_impersonation() {
-    let out = Command::new("kubectl")
-        .arg("kustomize")
-        .arg(concat!(
-            concat!(env!("CARGO_MANIFEST_DIR"), "/.."),
-            "/deploy/node-clients"
-        ))
-        .output()
-        .expect("kubectl is on the PATH");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let objs = decode_yaml(&String::from_utf8(out.stdout).unwrap());
-    let role = find(&objs, "ClusterRole", "r8s-impersonator");
-    let verbs: BTreeSet<&str> = role["rules"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|r| r["resources"].as_array().unwrap().iter())
-        .filter_map(|r| r.as_str())
-        .collect();
-    assert!(
-        verbs.contains("users") && verbs.contains("groups"),
-        "{verbs:?}"
-    );
-    let binding = find(&objs, "ClusterRoleBinding", "r8s-impersonator");
-    assert_eq!(binding["roleRef"]["name"], "r8s-impersonator");
-    assert_eq!(binding["subjects"][0]["name"], "r8s");
-    assert_eq!(binding["subjects"][0]["namespace"], "r8s");
-
-    let deploy = find(&objs, "Deployment", "r8s");
-    let r8s = container(deploy, "r8s");
-    let env: Vec<(&str, &str)> = r8s["env"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| (e["name"].as_str().unwrap(), e["value"].as_str().unwrap()))
-        .collect();
-    let (_, ca_file) = *env
-        .iter()
-        .find(|(n, _)| *n == "R8S_TLS__CLIENT_CA_FILE")
-        .expect("tls.client_ca_file is set");
-    // r8s reads the variable as tls.client_ca_file, over the tier's file.
-    let config_map = find_prefix(&objs, "ConfigMap", "r8s-config-");
-    let file = scratch("r8s.toml", config_map["data"]["r8s.toml"].as_str().unwrap());
-    let checked = Command::new(BIN)
-        .args(["config", "check", "--config"])
-        .arg(&file)
-        .env_clear()
-        .env("R8S_TLS__CLIENT_CA_FILE", ca_file)
-        .output()
-        .unwrap();
-    assert!(
-        checked.status.success(),
-        "{}",
-        String::from_utf8_lossy(&checked.stderr)
-    );
-    let config: toml::Value = toml::from_str(&String::from_utf8_lossy(&checked.stdout)).unwrap();
-    assert_eq!(config["tls"]["client_ca_file"].as_str(), Some(ca_file));
-    let mount = r8s["volumeMounts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| ca_file.starts_with(m["mountPath"].as_str().unwrap()))
-        .expect("the CA file is mounted");
-    let volume = pod_spec(deploy)["volumes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|v| v["name"] == mount["name"])
-        .unwrap();
-    assert_eq!(volume["configMap"]["name"], "kube-root-ca.crt");
-    assert!(ca_file.ends_with("/ca.crt"), "kube-root-ca.crt's key");
-
-    // kube-proxy's and most controllers' EndpointSlices: cached, and r8s may list them.
-    let resources: Vec<&str> = config["cache"]["resources"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r.as_str().unwrap())
-        .collect();
-    assert!(resources.contains(&"discovery.k8s.io/v1/endpointslices"));
-    let r8s_role = find(&objs, "ClusterRole", "r8s");
-    assert!(r8s_role["rules"].as_array().unwrap().iter().any(|r| {
-        r["apiGroups"][0] == "discovery.k8s.io"
-            && r["resources"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|x| x == "endpointslices")
-            && r["verbs"].as_array().unwrap().iter().any(|v| v == "watch")
-    }));
 }

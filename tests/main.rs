@@ -22,6 +22,7 @@ mod consistency;
 mod consistent;
 mod consistent_faults;
 mod deploy;
+mod deploy_nodes;
 mod failover;
 mod faults;
 mod fuzz;
