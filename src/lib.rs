@@ -423,6 +423,7 @@ fn spawn_upkeep(
         shutdown.clone(),
     ));
     let notifying = tokio::spawn(notify::run(health.clone(), shutdown.clone()));
+    tokio::spawn(upstream.clone().follow_credentials(shutdown.clone()));
     if let Some(t) = tls {
         tokio::spawn(t.clone().reload(shutdown.clone()));
     }

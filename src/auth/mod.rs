@@ -10,6 +10,7 @@
 //! (which cannot be forwarded), r8s's credentials plus `Impersonate-*` headers.
 
 pub mod cache;
+pub mod caller;
 pub mod impersonation;
 pub mod local;
 pub mod review;
@@ -19,7 +20,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use http::{HeaderMap, HeaderName, Response, header};
+use http::{HeaderMap, Response, header};
 use ring::hmac;
 
 use crate::api::UserInfo;
@@ -30,109 +31,19 @@ use crate::body::Body;
 use crate::config::{AuthConfig, AuthMode};
 use crate::metrics;
 use crate::metrics::{Authn, Authz, Cached};
+use crate::sync::MutexExt;
 use crate::tls::client::{ClientCertificate, Presented};
 use crate::tls::x509::{GoStrings, Reading};
+use crate::upstream::Upstream;
 use crate::upstream::version::KubeVersion;
-use crate::upstream::{Creds, Upstream};
 use cache::{Lookup, ReviewCache, ReviewError, StaleIfError, Ttls};
-use impersonation::{Asked, Filter, Forwarded};
+pub use caller::{Caller, Forwarding};
+use impersonation::{Asked, Filter};
 use review::{Attributes, Decision, TokenAnswer};
 
 /// The authorization reason of a request from a `Trusted` caller
 /// (`auth.mode = "none"`: the loopback guard let it act as r8s).
 const TRUSTED: &str = "r8s: auth.mode is none";
-
-/// Who a request comes from, once authenticated.
-#[derive(Debug, Clone)]
-pub enum Caller {
-    /// `auth.mode = "none"`: no checks; passed through as it came.
-    Trusted,
-    /// A bearer token or no credentials: passed through with its own
-    /// credentials. `upstream_only`: it sent what only the upstream can
-    /// judge (`Impersonate-*` headers, a token in a WebSocket subprotocol),
-    /// so it is never served from cache.
-    Client {
-        /// The user the token (or its absence) stands for.
-        user: Arc<UserInfo>,
-        /// Whether it sent credentials or identity headers r8s does not judge.
-        upstream_only: bool,
-    },
-    /// A verified client certificate (after any impersonation it was allowed):
-    /// passed through as r8s impersonating `user`.
-    Certificate {
-        /// Who it acts as.
-        user: Arc<UserInfo>,
-        /// The certificate's own user, where it impersonates `user`.
-        by: Option<Arc<UserInfo>>,
-    },
-}
-
-impl Caller {
-    /// Whether a request from this caller may be answered from cache at all.
-    pub fn cacheable(&self) -> bool {
-        !matches!(
-            self,
-            Caller::Client {
-                upstream_only: true,
-                ..
-            }
-        )
-    }
-
-    /// The user it acts as (`None`: `Trusted`).
-    pub fn user(&self) -> Option<&Arc<UserInfo>> {
-        match self {
-            Caller::Trusted => None,
-            Caller::Client { user, .. } | Caller::Certificate { user, .. } => Some(user),
-        }
-    }
-
-    /// Who an audit event names: the user who sent the request, and the one
-    /// it acts as where that differs (`user`, `impersonatedUser`).
-    pub fn audit_users(&self) -> (Option<Arc<UserInfo>>, Option<Arc<UserInfo>>) {
-        match self {
-            Caller::Trusted => (None, None),
-            Caller::Client { user, .. } => (Some(user.clone()), None),
-            Caller::Certificate { user, by: None } => (Some(user.clone()), None),
-            Caller::Certificate { user, by: Some(by) } => (Some(by.clone()), Some(user.clone())),
-        }
-    }
-
-    /// Rewrites a pass-through request's headers for this caller's identity;
-    /// says whose credentials it goes with. A certificate caller goes as
-    /// r8s impersonating it, only where the apiserver reads those headers
-    /// back as the very user r8s checked (`impersonation::Forwarded`);
-    /// otherwise the 403 that says why.
-    pub fn forward_as(&self, headers: &mut HeaderMap, filter: Filter) -> Result<Creds, Status> {
-        match self {
-            Caller::Trusted if headers.contains_key(header::AUTHORIZATION) => Ok(Creds::Client),
-            Caller::Trusted => Ok(Creds::Own),
-            Caller::Client { .. } => Ok(Creds::Client),
-            Caller::Certificate { user, .. } => {
-                let identity = Forwarded { user, filter }.headers().map_err(|e| {
-                    tracing::info!(user = ?user.name, error = %e, "a certificate caller's identity cannot be passed on unchanged; refused");
-                    Status::new(
-                        403,
-                        "Forbidden",
-                        format!("r8s cannot pass this request on as user {:?}: {e}", user.name),
-                    )
-                })?;
-                // Whatever identity headers the client sent are replaced.
-                let names: Vec<HeaderName> = headers
-                    .keys()
-                    .filter(|n| is_identity_header(n))
-                    .cloned()
-                    .collect();
-                for n in names {
-                    headers.remove(n);
-                }
-                headers.remove(header::AUTHORIZATION);
-                headers.extend(identity);
-                Ok(Creds::Own)
-            }
-        }
-    }
-}
 
 /// Why a request is refused.
 #[derive(Debug)]
@@ -214,12 +125,16 @@ pub struct Auth {
     /// Whether the current outage's first reuse of a token review, then of
     /// an access review, was logged (cleared by the next review made).
     outage_logged: [AtomicBool; 2],
+    /// `auth.impersonate_certificate_clients`.
+    impersonate: bool,
+    /// r8s's own user upstream, read from the certificate it presents (the
+    /// certificate and the reading it was read with, to read again when
+    /// either changes).
+    own: std::sync::Mutex<Option<OwnUser>>,
 }
 
-fn is_identity_header(name: &HeaderName) -> bool {
-    let n = name.as_str();
-    n.starts_with("impersonate-") || n.starts_with("x-remote-")
-}
+/// r8s's own user upstream, and what it was read from.
+type OwnUser = (Arc<[u8]>, Reading, Option<Arc<UserInfo>>);
 
 /// What a request's `Authorization` header holds for the bearer-token
 /// authenticator.
@@ -304,6 +219,8 @@ impl Auth {
             upstream,
             passes_to,
             review_timeout: Duration::from_secs_f64(cfg.review_timeout_seconds),
+            impersonate: cfg.impersonate_certificate_clients,
+            own: std::sync::Mutex::new(None),
             token_key: hmac::Key::new(hmac::HMAC_SHA256, &random_key()),
             tokens: ReviewCache::new(
                 size,
@@ -526,6 +443,30 @@ impl Auth {
     /// The impersonation filter of the upstream requests pass to.
     pub fn filter(&self) -> Filter {
         Filter::of(self.passes_to.version())
+    }
+
+    /// How a request passing through goes upstream as its caller: the
+    /// filter, r8s's own user there (read again when its certificate
+    /// rotates, or the upstream's version changes how it is read), and
+    /// whether r8s may impersonate.
+    pub fn forwarding(&self) -> Forwarding {
+        let reading = x509_reading(self.passes_to.version());
+        let own = self.passes_to.own_certificate().and_then(|der| {
+            let mut last = self.own.locked();
+            match &*last {
+                Some((d, r, user)) if Arc::ptr_eq(d, &der) && *r == reading => user.clone(),
+                _ => {
+                    let user = caller::own_user(&der, reading).map(Arc::new);
+                    *last = Some((der, reading, user.clone()));
+                    user
+                }
+            }
+        });
+        Forwarding {
+            filter: self.filter(),
+            own,
+            impersonate: self.impersonate,
+        }
     }
 
     /// A certificate caller's `Impersonate-*` headers, read and checked as

@@ -1,7 +1,18 @@
 //! `auth`'s unit tests: identity headers, bearer tokens as the apiserver reads them.
 use super::*;
+use crate::upstream::Creds;
 use http::HeaderValue;
 use std::collections::BTreeMap;
+
+/// Forwarding as the current apiserver reads it: r8s is `own` upstream (a
+/// certificate's user) and may impersonate where `impersonate`.
+fn how(own: Option<&UserInfo>, impersonate: bool) -> Forwarding {
+    Forwarding {
+        filter: Filter::CURRENT,
+        own: own.cloned().map(Arc::new),
+        impersonate,
+    }
+}
 
 fn values(h: &HeaderMap, name: &str) -> Vec<String> {
     h.get_all(name)
@@ -33,7 +44,7 @@ fn should_replace_identity_headers_when_impersonating() {
             user: Arc::new(user),
             by: None
         }
-        .forward_as(&mut h, Filter::CURRENT),
+        .forward_as(&mut h, &how(None, true)),
         Ok(Creds::Own)
     );
     assert_eq!(values(&h, "impersonate-user"), vec!["carol"]);
@@ -102,13 +113,93 @@ fn should_forward_clients_with_their_own_credentials() {
         user: Arc::new(UserInfo::anonymous()),
         upstream_only: true,
     };
-    assert_eq!(c.forward_as(&mut h, Filter::CURRENT), Ok(Creds::Client));
+    assert_eq!(c.forward_as(&mut h, &how(None, true)), Ok(Creds::Client));
     assert_eq!(values(&h, "impersonate-user"), vec!["root"]);
     assert!(!c.cacheable());
     assert_eq!(
-        Caller::Trusted.forward_as(&mut HeaderMap::new(), Filter::CURRENT),
+        Caller::Trusted.forward_as(&mut HeaderMap::new(), &how(None, false)),
         Ok(Creds::Own)
     );
+}
+
+/// A node's kubelet behind its node-local r8s, which presents the node's
+/// own certificate upstream: the kubelet's requests go as r8s, nothing
+/// added (even without the grant to impersonate); another node's are
+/// refused where r8s may not impersonate, and impersonated where it may;
+/// r8s's own identity impersonating someone goes as it asked.
+#[test]
+fn should_pass_r8s_own_identity_as_itself_and_no_other_without_the_grant() {
+    let node = |name: &str, digest: &str| {
+        let mut extra = BTreeMap::new();
+        extra.insert(
+            crate::tls::x509::CREDENTIAL_ID.to_string(),
+            vec![format!("X509SHA256={digest}")],
+        );
+        UserInfo {
+            name: format!("system:node:{name}"),
+            uid: String::new(),
+            groups: vec!["system:nodes".into(), "system:authenticated".into()],
+            extra,
+        }
+    };
+    // The kubelet's rotated certificate: another digest, the same node.
+    let (own, kubelet, other) = (node("n1", "aa"), node("n1", "bb"), node("n2", "cc"));
+    let cert = |user: &UserInfo, by: Option<&UserInfo>| Caller::Certificate {
+        user: Arc::new(user.clone()),
+        by: by.cloned().map(Arc::new),
+    };
+    for impersonate in [false, true] {
+        let mut h = HeaderMap::new();
+        h.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer x"));
+        h.insert("x-remote-user", HeaderValue::from_static("root"));
+        let c = cert(&kubelet, None);
+        assert_eq!(
+            c.forward_as(&mut h, &how(Some(&own), impersonate)),
+            Ok(Creds::Own)
+        );
+        assert!(
+            h.is_empty(),
+            "nothing of the client's identity, nothing added: {h:?}"
+        );
+    }
+    let mut h = HeaderMap::new();
+    let refused = cert(&other, None)
+        .forward_as(&mut h, &how(Some(&own), false))
+        .unwrap_err();
+    assert_eq!(refused.code, 403);
+    assert!(
+        refused.message.contains("system:node:n2")
+            && refused
+                .message
+                .contains("auth.impersonate_certificate_clients"),
+        "{}",
+        refused.message
+    );
+    assert!(h.is_empty());
+    assert_eq!(
+        cert(&other, None).forward_as(&mut h, &how(Some(&own), true)),
+        Ok(Creds::Own)
+    );
+    assert_eq!(values(&h, "impersonate-user"), vec!["system:node:n2"]);
+    // Without a certificate of its own, r8s is nobody's identity.
+    let mut h = HeaderMap::new();
+    assert!(
+        cert(&kubelet, None)
+            .forward_as(&mut h, &how(None, false))
+            .is_err()
+    );
+    // r8s's own identity impersonating: as it asked, judged upstream as
+    // that identity's own request.
+    let mut h = HeaderMap::new();
+    assert_eq!(
+        cert(&other, Some(&kubelet)).forward_as(&mut h, &how(Some(&own), false)),
+        Ok(Creds::Own)
+    );
+    assert_eq!(values(&h, "impersonate-user"), vec!["system:node:n2"]);
+    assert!(!caller::same_principal(&own, &other));
+    let mut renamed = own.clone();
+    renamed.groups.push("system:masters".into());
+    assert!(!caller::same_principal(&own, &renamed), "groups count");
 }
 
 #[test]

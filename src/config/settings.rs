@@ -355,6 +355,12 @@ pub struct AuthConfig {
     /// applies): a black-holed upstream must not hang cached reads. 10 s, as
     /// kube-apiserver's delegated authentication and authorization wait.
     pub review_timeout_seconds: f64,
+    /// Whether a client-certificate caller other than r8s's own identity
+    /// upstream passes through as r8s impersonating it (r8s needs the
+    /// grant); false: such a request is refused (403), and only callers
+    /// presenting r8s's own identity (a kubelet behind its node's r8s)
+    /// pass, as r8s.
+    pub impersonate_certificate_clients: bool,
     /// A kubeconfig for the server TokenReviews and SubjectAccessReviews go
     /// to (as kube-apiserver's `--authentication-kubeconfig` and
     /// `--authorization-kubeconfig`); unset: the upstream.
@@ -374,6 +380,7 @@ impl Default for AuthConfig {
             stale_if_error_seconds: 300,
             review_timeout_seconds: 10.0,
             review_kubeconfig: None,
+            impersonate_certificate_clients: true,
         }
     }
 }

@@ -235,8 +235,8 @@ impl Api {
     ) -> Result<Response<Body>, Response<Body>> {
         req.headers_mut().insert(audit::AUDIT_ID, ex.id.clone());
         let (up, stop) = (&self.upstream, &self.shutdown);
-        let filter = self.auth.filter();
-        passthrough::forward(up, req, streaming, stop, caller, ex.errors, filter).await
+        let how = self.auth.forwarding();
+        passthrough::forward(up, req, streaming, stop, caller, ex.errors, &how).await
     }
 }
 

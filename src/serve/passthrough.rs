@@ -18,7 +18,7 @@ use hyper_util::rt::TokioIo;
 use crate::api::media::ErrorEncoding;
 use crate::api::status::Status;
 use crate::auth::Caller;
-use crate::auth::impersonation::Filter;
+use crate::auth::Forwarding;
 use crate::body::{Body, BoxError};
 use crate::shutdown::Signal;
 use crate::upstream::{RequestError, Upstream};
@@ -75,14 +75,14 @@ pub async fn forward(
     shutdown: &Signal,
     caller: &Caller,
     errors: ErrorEncoding,
-    filter: Filter,
+    how: &Forwarding,
 ) -> Result<Response<Body>, Response<Body>> {
     let upgrade = req.version() <= http::Version::HTTP_11 && is_upgrade(req.headers());
     let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
     let (mut parts, body) = req.into_parts();
     strip_hop_by_hop(&mut parts.headers, upgrade);
     parts.headers.remove(header::HOST);
-    let creds = match caller.forward_as(&mut parts.headers, filter) {
+    let creds = match caller.forward_as(&mut parts.headers, how) {
         Ok(creds) => creds,
         Err(refused) => return Err(refused.into_response_as(errors)),
     };

@@ -14,6 +14,7 @@
 pub mod body;
 pub mod client;
 pub mod consistency;
+pub mod credential;
 pub mod decode;
 pub mod discovery;
 pub mod liveness;
@@ -42,6 +43,11 @@ use crate::body::BoxError;
 use crate::config::UpstreamConfig;
 use crate::metrics;
 use body::{ReqBody, Shared};
+
+/// How often r8s reads its client certificate files again: a kubelet
+/// rotates the certificate a node-local r8s shares well before it expires,
+/// and the apiserver takes the old one until then.
+pub const CREDENTIAL_CHECK: Duration = Duration::from_secs(5);
 
 type Svc = BoxCloneSyncService<Request<ReqBody>, Response<Incoming>, BoxError>;
 
@@ -199,6 +205,8 @@ pub struct Upstream {
     /// What the pool is made from.
     config: kube::Config,
     has_credentials: bool,
+    /// The client certificate r8s presents, as last read.
+    own_cert: credential::OwnCertificate,
     /// Its servers and CA, as one string ([`Upstream::identity`]).
     identity: String,
     /// Whether r8s's own lists and watches ask for gzip ([`Upstream::compression`]).
@@ -273,6 +281,7 @@ impl Upstream {
         let identity = identity(&servers, &config);
         let (pool, has_credentials) = Pool::new(&config)?;
         Ok(Upstream {
+            own_cert: credential::OwnCertificate::of(&config.auth_info),
             compression: cfg.compression && !config.disable_compression,
             servers,
             preferred: AtomicUsize::new(0),
@@ -290,11 +299,53 @@ impl Upstream {
     /// stay with their requests, the idle ones are closed. After an outage
     /// the connections from before it are suspect: one black-holed with it
     /// would take a request and never answer.
-    pub fn renew_connections(&self) {
+    pub fn renew_connections(&self) -> bool {
         match Pool::new(&self.config) {
-            Ok((pool, _)) => *self.pool.writing() = pool,
+            Ok((pool, _)) => {
+                *self.pool.writing() = pool;
+                true
+            }
             Err(e) => {
-                tracing::warn!(error = %e, "could not renew the upstream connections; keeping the old ones")
+                tracing::warn!(error = %e, "could not renew the upstream connections; keeping the old ones");
+                false
+            }
+        }
+    }
+
+    /// The client certificate r8s presents upstream (its leaf, DER), if it
+    /// presents one: who r8s is to the apiserver.
+    pub fn own_certificate(&self) -> Option<Arc<[u8]>> {
+        self.own_cert.leaf()
+    }
+
+    /// Reads r8s's client certificate files again: where they changed (a
+    /// rotation), every new connection presents the new one. Whether they
+    /// changed.
+    pub fn reread_credentials(&self) -> bool {
+        if !self.own_cert.changed() {
+            return false;
+        }
+        tracing::info!(
+            "r8s's client certificate upstream changed (rotated); new connections present the new one"
+        );
+        if !self.renew_connections() {
+            // Half written, or a key that does not match (yet): read again
+            // at the next look.
+            self.own_cert.forget();
+        }
+        true
+    }
+
+    /// Reads r8s's client certificate files again every
+    /// [`CREDENTIAL_CHECK`] until `shutdown` ([`Upstream::reread_credentials`]).
+    pub async fn follow_credentials(self: Arc<Self>, shutdown: crate::shutdown::Signal) {
+        let mut tick = tokio::time::interval(CREDENTIAL_CHECK);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {
+                    self.reread_credentials();
+                }
+                _ = shutdown.wait() => return,
             }
         }
     }
