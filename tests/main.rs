@@ -40,6 +40,7 @@ mod managed_fields;
 mod metrics;
 mod monitoring;
 mod node_index;
+mod node_kubelets;
 mod node_local;
 mod node_scope;
 mod outage;

@@ -251,11 +251,89 @@ impl Kube121 {
     pub fn kit(&self) -> &Path {
         &self.kit
     }
+
+    /// Starts `count` hollow kubelets, `node-FIRST..`, against `server`
+    /// (an r8s in front, serving a certificate of this kit's CA); each one's
+    /// certificate is `hollow/node-NN.crt` under [`Kube121::dir`] (one made
+    /// there before is kept).
+    pub fn hollow(&self, first: usize, count: usize, server: &str) {
+        let out = Command::new(self.kit.join("hollow.sh"))
+            .args(["start", &count.to_string(), &first.to_string()])
+            .env("STATE_DIR", &self.state)
+            .env("SERVER", server)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "hollow.sh: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Stops the hollow kubelet `name` (and waits for it to exit).
+    pub fn stop_hollow(&self, name: &str) {
+        self.kill(&format!("run/hollow-kubelet-{name}.pid"));
+    }
+
+    /// Stops the apiserver (etcd stays); its command line, to start it again.
+    pub fn stop_apiserver(&self) -> Vec<String> {
+        let pid = std::fs::read_to_string(self.state.join("run/apiserver.pid")).unwrap();
+        let cmdline = std::fs::read(format!("/proc/{}/cmdline", pid.trim())).unwrap();
+        let args = cmdline
+            .split(|b| *b == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        self.kill("run/apiserver.pid");
+        args
+    }
+
+    /// Starts the apiserver again as `args` (from [`Kube121::stop_apiserver`]).
+    pub fn start_apiserver(&self, args: &[String]) {
+        let log = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(self.state.join("log/apiserver.log"))
+            .unwrap();
+        let child = Command::new(&args[0])
+            .args(&args[1..])
+            .current_dir(&self.state)
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        std::fs::write(self.state.join("run/apiserver.pid"), child.id().to_string()).unwrap();
+    }
+
+    /// Kills the process whose pid `pid_file` (under the state folder)
+    /// holds, and waits until it is gone.
+    fn kill(&self, pid_file: &str) {
+        let pid = std::fs::read_to_string(self.state.join(pid_file)).unwrap();
+        let pid = pid.trim();
+        let _ = Command::new("kill").arg(pid).status();
+        let guard = super::HangGuard::new();
+        while Path::new(&format!("/proc/{pid}")).exists()
+            && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .is_ok_and(|s| s.contains(") Z "))
+        {
+            guard.check(|| format!("{pid_file}: the process did not exit"));
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = std::fs::remove_file(self.state.join(pid_file));
+    }
 }
 
 impl Drop for Kube121 {
     fn drop(&mut self) {
         super::kube136::tell_log_on_failure(&self.state.join("log/apiserver.log"));
+        // The hollow nodes' logs, where a test started some.
+        if let Ok(logs) = std::fs::read_dir(self.state.join("log")) {
+            for l in logs.flatten() {
+                if l.file_name().to_string_lossy().starts_with("hollow-") {
+                    super::kube136::tell_log_on_failure(&l.path());
+                }
+            }
+        }
         let _ = Command::new(self.kit.join("stop.sh"))
             .env("STATE_DIR", &self.state)
             .output();
