@@ -303,6 +303,9 @@ impl Kube121 {
             .spawn()
             .unwrap();
         std::fs::write(self.state.join("run/apiserver.pid"), child.id().to_string()).unwrap();
+        // Reaped when stop.sh (or a test) kills it.
+        let mut child = child;
+        std::thread::spawn(move || child.wait());
     }
 
     /// Kills the process whose pid `pid_file` (under the state folder)
