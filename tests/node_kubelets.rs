@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use crate::common::forge::{CN, Forge, O, Use, utf8};
 use crate::common::kube121::Kube121;
-use crate::common::kube136::delegated_r8s;
+use crate::common::kube136::{Sent, delegated_r8s};
 use crate::common::*;
 
 const ADMIN: &str = "node-kubelets-admin-token";
@@ -27,8 +27,9 @@ fn node(k: usize) -> String {
 }
 
 /// A node-local r8s for `name`: the node's own credentials (the kubelet's
-/// certificate, as hollow.sh would make it), the kit's serving certificate
-/// (for 127.0.0.1), its CA for clients.
+/// certificate, as hollow.sh would make it), a serving certificate it makes
+/// itself for loopback (`tls.self_signed`, which the kubelet trusts as its
+/// CA: [`serving_ca`]), the kit's CA for clients.
 async fn node_local_r8s(kit: &Kube121, forge: &Forge, name: &str) -> R8s {
     let id = forge.issue(
         name,
@@ -67,9 +68,12 @@ async fn node_local_r8s(kit: &Kube121, forge: &Forge, name: &str) -> R8s {
     )
     .unwrap();
     let log = kit.dir().join(format!("{name}-r8s-audit.log"));
+    let serving = serving_ca(kit, name);
+    let tls = (serving.clone(), serving.with_extension("key"), ca);
     let name = name.to_string();
-    delegated_r8s(kubeconfig, &resources, None, kit.serving_tls())
+    delegated_r8s(kubeconfig, &resources, None, tls)
         .with(move |c| {
+            c.tls.self_signed = true;
             c.audit.policy_file = Some(policy);
             c.audit.log_path = Some(log);
             c.node.name = name;
@@ -145,6 +149,12 @@ fn lists_and_watches(metrics: &str) -> BTreeMap<(String, String, String), f64> {
         })
 }
 
+/// The serving certificate node `name`'s r8s makes for itself: the CA its
+/// kubelet trusts.
+fn serving_ca(kit: &Kube121, name: &str) -> std::path::PathBuf {
+    kit.dir().join(format!("{name}-r8s-tls/tls.crt"))
+}
+
 /// The certificate of node `name` the forge wrote under `dir`.
 fn forge_identity(dir: &std::path::Path, name: &str) -> crate::common::kube136::Identity {
     crate::common::kube136::Identity {
@@ -210,7 +220,8 @@ async fn should_serve_real_kubelets_from_their_nodes_r8s_through_an_outage() {
     let mut r8s = Vec::new();
     for k in FIRST..FIRST + NODES {
         let r = node_local_r8s(&kit, &forge, &node(k)).await;
-        kit.hollow(k, 1, &format!("https://127.0.0.1:{}", r.addr.port()));
+        let server = format!("https://127.0.0.1:{}", r.addr.port());
+        kit.hollow(k, 1, &server, &serving_ca(&kit, &node(k)));
         r8s.push(r);
     }
 
@@ -287,9 +298,13 @@ async fn should_serve_real_kubelets_from_their_nodes_r8s_through_an_outage() {
         // Its node's pods, and only those.
         let mine = format!("/api/v1/pods?fieldSelector=spec.nodeName%3D{name}&resourceVersion=0");
         let id = forge_identity(&hollow, &name);
-        let list = kit
-            .send_tls(r.addr.port(), Some(&id), "GET", &mine, &[], None)
-            .await;
+        let ca = serving_ca(&kit, &name);
+        let as_node = Sent {
+            ca: &ca,
+            port: r.addr.port(),
+            identity: Some(&id),
+        };
+        let list = as_node.send("GET", &mine, &[], None, HANG).await;
         assert_eq!(list.headers["x-r8s-cache"], "hit");
         let names: Vec<String> = list.json()["items"]
             .as_array()
@@ -302,9 +317,7 @@ async fn should_serve_real_kubelets_from_their_nodes_r8s_through_an_outage() {
             [format!("p-{}-0", FIRST + i), format!("p-{}-1", FIRST + i)]
         );
         let all = "/api/v1/pods?resourceVersion=0";
-        let all = kit
-            .send_tls(r.addr.port(), Some(&id), "GET", all, &[], None)
-            .await;
+        let all = as_node.send("GET", all, &[], None, HANG).await;
         assert_eq!(
             all.headers["x-r8s-cache"], "pass",
             "another node's pods are not held"
@@ -336,11 +349,8 @@ async fn should_serve_real_kubelets_from_their_nodes_r8s_through_an_outage() {
     let apiserver = kit.stop_apiserver();
     let before = kubelet_lists();
     kit.stop_hollow(&node(FIRST));
-    kit.hollow(
-        FIRST,
-        1,
-        &format!("https://127.0.0.1:{}", restarted.addr.port()),
-    );
+    let server = format!("https://127.0.0.1:{}", restarted.addr.port());
+    kit.hollow(FIRST, 1, &server, &serving_ca(&kit, &node(FIRST)));
     eventually(
         "the restarted kubelet's list of its pods, from its r8s",
         HANG,

@@ -173,3 +173,61 @@ async fn should_pass_its_nodes_own_requests_as_itself_and_follow_the_rotation() 
     eventually("r8s presenting the new certificate", HANG, passed(200)).await;
     r8s.stop().await;
 }
+
+/// `tls.self_signed`: a node-local r8s on loopback makes its own serving
+/// certificate once (for 127.0.0.1; its key 0600), a client trusting that
+/// certificate as its CA (the kubelet's kubeconfig names it) connects, and
+/// a restart keeps it.
+#[tokio::test(flavor = "multi_thread")]
+async fn should_make_its_own_loopback_certificate_once_and_keep_it() {
+    use std::os::unix::fs::PermissionsExt;
+
+    let sim = start_sim(sim_config()).await;
+    let dir = std::env::temp_dir().join(format!("r8s-self-signed-{}", fastrand::u64(..)));
+    let (cert, key) = (dir.join("tls/tls.crt"), dir.join("tls/tls.key"));
+    let start = || {
+        let (cert, key) = (cert.clone(), key.clone());
+        r8s_in_front_of(sim.url())
+            .caching(&["namespaces"])
+            .with(move |c| {
+                c.tls.cert_file = Some(cert);
+                c.tls.key_file = Some(key);
+                c.tls.self_signed = true;
+            })
+            .start()
+    };
+    let r8s = start().await;
+    assert_eq!(
+        std::fs::metadata(&key).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let made = std::fs::read(&cert).unwrap();
+    let ask = |port: u16| {
+        let cert = cert.clone();
+        async move {
+            crate::common::kube136::Sent {
+                ca: &cert,
+                port,
+                identity: None,
+            }
+            .send(
+                "GET",
+                "/api/v1/namespaces?resourceVersion=0",
+                &[],
+                None,
+                HANG,
+            )
+            .await
+        }
+    };
+    let r = ask(r8s.addr.port()).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.headers["x-r8s-cache"], "hit");
+    r8s.stop().await;
+    let again = start().await;
+    assert_eq!(std::fs::read(&cert).unwrap(), made, "kept across restarts");
+    assert_eq!(ask(again.addr.port()).await.status, 200);
+    again.stop().await;
+    sim.stop().await;
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -325,6 +325,10 @@ pub struct TlsConfig {
     pub key_file: Option<PathBuf>,
     /// CA bundle (PEM) client certificates are verified against; unset: no client certificates.
     pub client_ca_file: Option<PathBuf>,
+    /// Where `cert_file` and `key_file` do not exist, make them: a
+    /// self-signed certificate for loopback (`localhost`, 127.0.0.1, ::1),
+    /// kept and reused, which a node's kubelet trusts as its CA.
+    pub self_signed: bool,
 }
 
 /// How requests are authenticated and cached reads authorized.

@@ -130,6 +130,9 @@ impl Config {
                 "config: \"{key}\" is set but \"{missing}\" is not: TLS needs both the certificate and its key"
             )));
         }
+        if tls.self_signed && (tls.cert_file.is_none() || tls.key_file.is_none()) {
+            errs.push(("tls.self_signed", "config: \"tls.self_signed\" needs \"tls.cert_file\" and \"tls.key_file\": where the certificate it makes is kept (on the node's disk, so that clients can trust it across restarts)".to_string()));
+        }
         if tls.client_ca_file.is_some() && tls.cert_file.is_none() {
             errs.push(("tls.client_ca_file", "config: \"tls.client_ca_file\" needs TLS: set \"tls.cert_file\" and \"tls.key_file\" too".to_string()));
         }

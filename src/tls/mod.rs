@@ -3,9 +3,11 @@
 //! (cert-manager rotations need no restart), and client certificates asked
 //! for when `tls.client_ca_file` is set (optional: token and anonymous
 //! clients connect too), verified per request as kube-apiserver verifies
-//! them ([`client`]).
+//! them ([`client`]); on loopback, a certificate r8s makes itself
+//! ([`self_signed`]).
 
 pub mod client;
+pub mod self_signed;
 pub mod x509;
 
 use std::path::{Path, PathBuf};
@@ -144,6 +146,21 @@ impl Tls {
         let (Some(cert), Some(key)) = (&cfg.cert_file, &cfg.key_file) else {
             return Ok(None);
         };
+        if cfg.self_signed {
+            match self_signed::ensure(cert, key) {
+                Ok(true) => {
+                    tracing::info!(cert = %cert.display(), "made a self-signed serving certificate for loopback (tls.self_signed); clients trust it as their CA")
+                }
+                Ok(false) => {}
+                Err(reason) => {
+                    return Err(TlsError::File {
+                        key: "tls.cert_file",
+                        path: cert.clone(),
+                        reason,
+                    });
+                }
+            }
+        }
         let files: Vec<PathBuf> = [Some(cert), Some(key), cfg.client_ca_file.as_ref()]
             .into_iter()
             .flatten()

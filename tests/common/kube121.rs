@@ -253,14 +253,15 @@ impl Kube121 {
     }
 
     /// Starts `count` hollow kubelets, `node-FIRST..`, against `server`
-    /// (an r8s in front, serving a certificate of this kit's CA); each one's
-    /// certificate is `hollow/node-NN.crt` under [`Kube121::dir`] (one made
-    /// there before is kept).
-    pub fn hollow(&self, first: usize, count: usize, server: &str) {
+    /// (an r8s in front, whose serving certificate chains to `server_ca`);
+    /// each one's certificate is `hollow/node-NN.crt` under
+    /// [`Kube121::dir`] (one made there before is kept).
+    pub fn hollow(&self, first: usize, count: usize, server: &str, server_ca: &Path) {
         let out = Command::new(self.kit.join("hollow.sh"))
             .args(["start", &count.to_string(), &first.to_string()])
             .env("STATE_DIR", &self.state)
             .env("SERVER", server)
+            .env("SERVER_CA", server_ca)
             .output()
             .unwrap();
         assert!(
