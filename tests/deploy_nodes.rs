@@ -1,8 +1,10 @@
-//! deploy/control-plane, the node-client tier: r8s on the control-plane
-//! nodes' own network, reached through the control-plane endpoint. Its
-//! manifests render, its configuration is what r8s accepts, and nothing a
-//! node client needs (its kubeconfig, the tier's path to the apiserver, the
-//! docs that tell how) names a cluster DNS name or a ClusterIP.
+//! deploy/control-plane, the node-client tier (r8s on the control-plane
+//! nodes' own network, reached through the control-plane endpoint), and
+//! deploy/node-local (r8s on every node's loopback, reading as the node).
+//! Their manifests render, their configuration is what r8s accepts, and
+//! nothing a node client needs (its kubeconfig, r8s's path to the
+//! apiserver, the docs that tell how) names a cluster DNS name or a
+//! ClusterIP.
 
 use std::path::Path;
 use std::process::Command;
@@ -258,4 +260,111 @@ fn should_render_the_node_client_tier_on_the_control_planes_own_network() {
     let kc = &decode_yaml(&read("deploy/control-plane/node-kubeconfig.yaml"))[0];
     let server = kc["clusters"][0]["cluster"]["server"].as_str().unwrap();
     assert!(server.ends_with(&format!(":{listen}")), "{server}");
+}
+
+#[test]
+fn should_render_node_local_r8s_on_loopback_reading_as_the_node() {
+    let objs = kustomize("deploy/node-local");
+    let ds = find(&objs, "DaemonSet", "r8s-node-local");
+    let spec = pod_spec(ds);
+    assert_eq!(spec["hostNetwork"], true);
+    assert_eq!(
+        spec["automountServiceAccountToken"], false,
+        "it reads as the node"
+    );
+    let r8s = container(ds, "r8s");
+    let env = &r8s["env"][0];
+    assert_eq!(env["name"], "R8S_NODE__NAME");
+    assert_eq!(env["valueFrom"]["fieldRef"]["fieldPath"], "spec.nodeName");
+    let cm = objs
+        .iter()
+        .find(|o| {
+            o["kind"] == "ConfigMap"
+                && o["metadata"]["name"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("r8s-node-local-config")
+        })
+        .expect("the configuration's ConfigMap");
+    let toml_text = cm["data"]["r8s.toml"].as_str().unwrap();
+    assert_eq!(
+        toml_text,
+        read("deploy/node-local/r8s.toml"),
+        "the static pod's is the same file"
+    );
+    let node = [("R8S_NODE__NAME".to_string(), "worker-1".to_string())];
+    let config = config_with_env(toml_text, &node);
+    assert_eq!(config["node"]["name"].as_str(), Some("worker-1"));
+    // Loopback only, probed there; a certificate of its own, kept on the node.
+    let listen = config["listen"].as_str().unwrap();
+    let admin = config["admin_listen"].as_str().unwrap();
+    assert!(listen.starts_with("127.0.0.1:") && admin.starts_with("127.0.0.1:"));
+    for probe in ["readinessProbe", "livenessProbe"] {
+        assert_eq!(r8s[probe]["httpGet"]["port"].as_u64(), Some(port_of(admin)));
+    }
+    assert_eq!(config["tls"]["self_signed"].as_bool(), Some(true));
+    assert_eq!(
+        config["auth"]["impersonate_certificate_clients"].as_bool(),
+        Some(false)
+    );
+    let host_path = |file: &str| {
+        let m = r8s["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| file.starts_with(m["mountPath"].as_str().unwrap()))
+            .unwrap_or_else(|| panic!("{file} is not mounted"));
+        spec["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == m["name"])
+            .and_then(|v| v["hostPath"]["path"].as_str())
+            .unwrap_or_else(|| panic!("{file} is not on the node's disk"))
+            .to_string()
+    };
+    for file in [
+        config["tls"]["cert_file"].as_str().unwrap(),
+        config["tls"]["key_file"].as_str().unwrap(),
+        config["tls"]["client_ca_file"].as_str().unwrap(),
+        config["upstream"]["kubeconfig"].as_str().unwrap(),
+        config["upstream"]["ca_file"].as_str().unwrap(),
+        config["persist"]["dir"].as_str().unwrap(),
+        "/var/lib/kubelet/pki/kubelet-client-current.pem",
+    ] {
+        host_path(file);
+    }
+    // Upstream: the tier, then the apiserver, by the control-plane endpoint.
+    let servers: Vec<&str> = config["upstream"]["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect();
+    assert_eq!(servers.len(), 2);
+    assert!(
+        servers[0].ends_with(":6444") && servers[1].ends_with(":6443"),
+        "{servers:?}"
+    );
+
+    // The static pod: the same file, the kubelet's shape.
+    let pod = &decode_yaml(&read("deploy/node-local/static-pod.yaml"))[0];
+    assert_eq!(pod["spec"]["hostNetwork"], true);
+    let c = &pod["spec"]["containers"][0];
+    assert_eq!(c["env"][0]["name"], "R8S_NODE__NAME");
+    for probe in ["readinessProbe", "livenessProbe"] {
+        assert_eq!(c[probe]["httpGet"]["port"].as_u64(), Some(port_of(admin)));
+    }
+
+    // A node client's kubeconfig: loopback, r8s's own certificate as its CA.
+    let kc = &decode_yaml(&read("deploy/node-local/node-kubeconfig.yaml"))[0];
+    let cluster = &kc["clusters"][0]["cluster"];
+    assert_eq!(
+        cluster["server"].as_str(),
+        Some(format!("https://{listen}").as_str())
+    );
+    assert_eq!(
+        cluster["certificate-authority"].as_str(),
+        config["tls"]["cert_file"].as_str()
+    );
 }
