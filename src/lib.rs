@@ -276,6 +276,20 @@ impl Prepared {
             enrol,
             node: Some(config.node.name.clone()).filter(|n| !n.is_empty()),
         };
+        // A node-local r8s caches the configmaps and secrets its node's pods
+        // reference, one by one, as they are first asked for.
+        let objects = starter.node.is_some().then(|| {
+            let (objects, writer, asks) = cache::objects::ObjectCaches::new();
+            let owner = apis::objects::Objects::new(
+                starter.clone(),
+                writer,
+                caches.clone(),
+                asks,
+                shutdown.clone(),
+            );
+            tokio::spawn(owner.run());
+            objects
+        });
         let mut follower = apis::Follower::new(
             registrar,
             starter,
@@ -294,7 +308,7 @@ impl Prepared {
         let api = build_api(
             &config,
             (upstream, reviewer),
-            caches,
+            (caches, objects),
             local,
             proofs,
             auditor,
@@ -492,7 +506,10 @@ fn serve_admin(
 fn build_api(
     config: &Config,
     (upstream, reviewer): (Arc<Upstream>, Arc<Upstream>),
-    caches: Arc<cache::registry::Registry>,
+    (caches, objects): (
+        Arc<cache::registry::Registry>,
+        Option<Arc<cache::objects::ObjectCaches>>,
+    ),
     local: auth::local::LocalGuard,
     proofs: Arc<upstream::proof::Proofs>,
     audit: Option<Arc<audit::Auditor>>,
@@ -510,6 +527,7 @@ fn build_api(
         upstream,
         proofs,
         caches,
+        objects,
         policy: serve::read::ReadPolicy {
             wait: Duration::from_secs_f64(config.cache.wait_for_resource_version_seconds),
             on_too_new: config.read.on_too_new,

@@ -4,7 +4,8 @@
 //! its own r8s, which holds its node's credentials and caches its node's
 //! pods and Node only. Nodes register and are Ready, leases are renewed,
 //! pod statuses are written, every list and watch of a kubelet is a hit at
-//! its node's r8s, and each r8s holds its own node's pods only. With the
+//! its node's r8s (its pods, its Node, the configmaps and secrets its pods
+//! mount), and each r8s holds its own node's pods and their objects only. With the
 //! apiserver stopped, a kubelet restarted during the outage gets its pods
 //! from its r8s; with the apiserver back, writes flow again.
 
@@ -164,11 +165,15 @@ fn forge_identity(dir: &std::path::Path, name: &str) -> crate::common::kube136::
 }
 
 /// A pod bound to `node` that fits a hollow node (1 CPU, 4 GiB).
+/// It mounts its node's configmap `cm-NODE` and secret `s-NODE`.
 fn pod(name: &str, node: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "namespace": "default"},
         "spec": {"nodeName": node, "containers": [{"name": "c", "image": "registry.example/app:1",
-            "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]}})
+            "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
+            "volumeMounts": [{"name": "cm", "mountPath": "/cm"}, {"name": "s", "mountPath": "/s"}]}],
+            "volumes": [{"name": "cm", "configMap": {"name": format!("cm-{node}")}},
+                        {"name": "s", "secret": {"secretName": format!("s-{node}")}}]}})
 }
 
 async fn admin_get(kit: &Kube121, path: &str) -> Value {
@@ -250,8 +255,18 @@ async fn should_serve_real_kubelets_from_their_nodes_r8s_through_an_outage() {
     })
     .await;
 
-    // Two pods a node, their statuses written by their kubelets.
+    // Two pods a node, mounting the node's configmap and secret, their
+    // statuses written by their kubelets.
     for k in FIRST..FIRST + NODES {
+        let n = node(k);
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": format!("cm-{n}"), "namespace": "default"}, "data": {"a": "b"}});
+        kit.create("/api/v1/namespaces/default/configmaps", &cm)
+            .await;
+        let secret = json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": format!("s-{n}"), "namespace": "default"}, "data": {"k": "dg=="}});
+        kit.create("/api/v1/namespaces/default/secrets", &secret)
+            .await;
         for i in 0..2 {
             kit.create(
                 "/api/v1/namespaces/default/pods",
@@ -282,11 +297,22 @@ async fn should_serve_real_kubelets_from_their_nodes_r8s_through_an_outage() {
         let name = node(FIRST + i);
         // Its kubelet's lists and watches, every one from the cache.
         let user = format!("system:node:{name}");
-        let by_kubelet = answered(&kit, &name);
-        for (resource, verb) in [("pods", "list"), ("pods", "watch"), ("nodes", "watch")] {
+        for (resource, verb) in [
+            ("pods", "list"),
+            ("pods", "watch"),
+            ("nodes", "watch"),
+            ("configmaps", "list"),
+            ("configmaps", "watch"),
+            ("secrets", "list"),
+            ("secrets", "watch"),
+        ] {
             let key = (resource.into(), verb.into(), user.clone(), "hit".into());
-            assert!(by_kubelet.contains_key(&key), "{key:?} in {by_kubelet:?}");
+            eventually(&format!("{key:?} at {name}'s r8s"), HANG, || async {
+                answered(&kit, &name).contains_key(&key).then_some(())
+            })
+            .await;
         }
+        let by_kubelet = answered(&kit, &name);
         let missed: Vec<_> = by_kubelet
             .keys()
             .filter(|k| k.2 == user && k.3 != "hit")

@@ -316,3 +316,152 @@ async fn should_hold_only_its_nodes_pods_and_answer_only_inside_that_as_the_upst
     r8s.stop().await;
     sim.stop().await;
 }
+
+/// The configmaps and secrets a node's pods reference (issue 75, item 2):
+/// cached one by one when first asked for, by name in their namespace, as
+/// a kubelet watches them, and answered as the upstream answers; an object
+/// no pod of the node references passes, never cached; one no longer
+/// referenced is dropped.
+#[tokio::test(flavor = "multi_thread")]
+async fn should_cache_the_objects_its_nodes_pods_reference_and_drop_them_after() {
+    let mut cfg = sim_config();
+    cfg.pods = 40;
+    cfg.nodes = 4;
+    let sim = start_sim(cfg).await;
+    let r8s = r8s_in_front_of(sim.url())
+        .caching(&["pods"])
+        .with(|c| c.node.name = NODE.into())
+        .start()
+        .await;
+    let (base, truth) = (r8s.url(), sim.url());
+    let json = [("content-type", "application/json")];
+    let hit = |path: String| {
+        let base = base.clone();
+        async move {
+            let r = get(&format!("{base}{path}")).await;
+            (r.headers["x-r8s-cache"] == "hit").then_some(r)
+        }
+    };
+    // Every pod mounts its namespace's kube-root-ca.crt (a projected volume):
+    // a kubelet's single-object list, then its watch, from the cache.
+    let node_pod = get(&format!(
+        "{truth}/api/v1/pods?fieldSelector=spec.nodeName%3D{NODE}"
+    ))
+    .await
+    .json()["items"][0]
+        .clone();
+    let ns = node_pod["metadata"]["namespace"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let by_name = |name: &str| {
+        format!("/api/v1/namespaces/{ns}/configmaps?fieldSelector=metadata.name%3D{name}")
+    };
+    let ca = by_name("kube-root-ca.crt");
+    let ours = eventually("kube-root-ca.crt from the cache", HANG, || {
+        hit(format!("{ca}&resourceVersion=0"))
+    })
+    .await;
+    let theirs = get(&format!("{truth}{ca}")).await;
+    assert_eq!(items(&ours.json()), items(&theirs.json()));
+    let one = format!("/api/v1/namespaces/{ns}/configmaps/kube-root-ca.crt?resourceVersion=0");
+    let got = hit(one.clone()).await.expect("a get of it from the cache");
+    assert_eq!(got.json(), get(&format!("{truth}{one}")).await.json());
+    // Its watch sees it change.
+    let rv = list_rv(&ours.json());
+    let (replay, task) = follow(
+        format!("{base}{ca}&watch=1&resourceVersion={rv}"),
+        Replay::from_list(&ours.json()),
+        "the configmap's watch".into(),
+    );
+    let mut changed = theirs.json()["items"][0].clone();
+    changed["data"]["extra"] = "1".into();
+    let path = format!("/api/v1/namespaces/{ns}/configmaps/kube-root-ca.crt");
+    let put = send(
+        "PUT",
+        &format!("{truth}{path}"),
+        &json,
+        Some(&changed.to_string()),
+    )
+    .await;
+    assert_eq!(put.status, 200, "{}", put.text());
+    let new_rv = rv_of(&put.json());
+    eventually("the change through the cache", HANG, || async {
+        let r = replay.lock().unwrap();
+        (r.state.values().any(|v| *v == new_rv)).then_some(())
+    })
+    .await;
+    task.abort();
+
+    // A configmap no pod of the node references: passes, and is never cached.
+    let other = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "unreferenced", "namespace": ns}, "data": {"a": "b"}});
+    let made = send(
+        "POST",
+        &format!("{truth}/api/v1/namespaces/{ns}/configmaps"),
+        &json,
+        Some(&other.to_string()),
+    )
+    .await;
+    assert_eq!(made.status, 201, "{}", made.text());
+    for _ in 0..3 {
+        let r = get(&format!(
+            "{base}{}&resourceVersion=0",
+            by_name("unreferenced")
+        ))
+        .await;
+        assert_eq!(r.headers["x-r8s-cache"], "pass");
+        assert_eq!(r.status, 200);
+    }
+
+    // A secret a new pod of the node references: cached; the pod gone,
+    // dropped (its requests pass again).
+    let secret = serde_json::json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "app-secret", "namespace": ns}, "data": {"k": "dg=="}});
+    let made = send(
+        "POST",
+        &format!("{truth}/api/v1/namespaces/{ns}/secrets"),
+        &json,
+        Some(&secret.to_string()),
+    )
+    .await;
+    assert_eq!(made.status, 201, "{}", made.text());
+    let pod = serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "uses-secret", "namespace": ns},
+        "spec": {"nodeName": NODE, "containers": [{"name": "c", "image": "app:1",
+            "env": [{"name": "K", "valueFrom": {"secretKeyRef": {"name": "app-secret", "key": "k"}}}]}]}});
+    let made = send(
+        "POST",
+        &format!("{truth}/api/v1/namespaces/{ns}/pods"),
+        &json,
+        Some(&pod.to_string()),
+    )
+    .await;
+    assert_eq!(made.status, 201, "{}", made.text());
+    let secret_path = format!(
+        "/api/v1/namespaces/{ns}/secrets?fieldSelector=metadata.name%3Dapp-secret&resourceVersion=0"
+    );
+    let ours = eventually("the secret from the cache", HANG, || {
+        hit(secret_path.clone())
+    })
+    .await;
+    assert_eq!(
+        items(&ours.json()),
+        items(&get(&format!("{truth}{secret_path}")).await.json())
+    );
+    let gone = send(
+        "DELETE",
+        &format!("{truth}/api/v1/namespaces/{ns}/pods/uses-secret"),
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(gone.status, 200, "{}", gone.text());
+    eventually("the secret's cache dropped", HANG, || async {
+        let r = get(&format!("{base}{secret_path}")).await;
+        (r.headers["x-r8s-cache"] == "pass").then_some(())
+    })
+    .await;
+    r8s.stop().await;
+    sim.stop().await;
+}

@@ -43,6 +43,7 @@ const TURN: Duration = Duration::from_secs(60);
 pub type Retired = Signal;
 
 /// What starting a cache takes: the same at startup and at run time.
+#[derive(Clone)]
 pub struct Starter {
     /// The upstream its reflectors list and watch.
     pub upstream: Arc<Upstream>,
@@ -69,7 +70,7 @@ pub struct Starter {
 /// covers) and the consistency check (each `None` when off). Their intakes
 /// are channels, so caches launched before their owner's task is spawned
 /// (those resolved at startup) wait in them.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub struct Enrol {
     /// The directory, and its writer's intake.
     pub persist: Option<(Arc<Persist>, mpsc::UnboundedSender<persist::Target>)>,
@@ -132,18 +133,33 @@ impl Start {
 }
 
 impl Starter {
+    /// The scope of `resource`'s cache in this r8s: its node's pods and
+    /// Node where `node.name` is set, else all of it.
+    pub fn scope_of(&self, resource: &ApiResource) -> CacheScope {
+        let scope = CacheScope::of_node(self.node.as_deref(), &resource.gvr);
+        if !scope.is_whole() {
+            tracing::info!(resource = %resource.gvr, %scope, "caching the node's objects only (node.name): requests outside them pass through");
+        }
+        scope
+    }
+
     /// Builds the cache of `resource` (its stores and their writers, with
     /// the indexes `cache.indexes` gives it) and everything it owns, and
     /// runs it until it is retired or `shutdown`: a reflector per store
     /// (warm from its snapshot where there is one, when it starts
     /// [`Start::Now`]), enrolled to be saved and checked, proven through its
     /// stampers.
-    pub fn launch(&self, resource: ApiResource, start: Start, shutdown: &Signal) -> Launched {
+    pub fn launch(
+        &self,
+        resource: ApiResource,
+        scope: CacheScope,
+        start: Start,
+        shutdown: &Signal,
+    ) -> Launched {
         let indexes = index::configured(&self.indexes, &resource);
-        let scope = CacheScope::of_node(self.node.as_deref(), &resource.gvr);
-        if !scope.is_whole() {
-            tracing::info!(resource = %resource.gvr, %scope, "caching the node's objects only (node.name): requests outside them pass through");
-        }
+        // One object's cache (a node's pods' configmap) is its own: not
+        // proven (its reads are by name, at any version), not saved.
+        let object = matches!(scope, CacheScope::Object { .. });
         let (cache, writers) = ResourceCache::new(
             resource,
             self.protobuf,
@@ -175,7 +191,7 @@ impl Starter {
                 .enrol
                 .persist
                 .as_ref()
-                .filter(|(p, _)| p.covers(&resource.gvr))
+                .filter(|(p, _)| !object && p.covers(&resource.gvr))
             {
                 let mut info = TypeInfo::of(resource, store.encoding());
                 info.drop_managed_fields = self.reflecting.drop_managed_fields;
@@ -199,7 +215,9 @@ impl Starter {
                 retired: retired.clone(),
             });
         }
-        self.proofs.add(&cache, stamps);
+        if !object {
+            self.proofs.add(&cache, stamps);
+        }
         metrics::cache_alive(start.started(), 1.0);
         let running = Running::spawn(cache.clone(), reflectors, start, gone, shutdown);
         Launched {
@@ -375,7 +393,12 @@ mod tests {
     #[tokio::test]
     async fn should_announce_a_retirement_and_not_a_shutdown() {
         let (s, mut intake) = starter().await;
-        let launched = s.launch(configmaps(), Start::Now, &Signal::never());
+        let launched = s.launch(
+            configmaps(),
+            CacheScope::Whole,
+            Start::Now,
+            &Signal::never(),
+        );
         let c = launched.cache.clone();
         assert_eq!(c.stores().count(), 2, "JSON and protobuf stores");
         let enrolled = intake.try_recv().expect("enrolled with the check");
@@ -388,7 +411,7 @@ mod tests {
         }
 
         let (stop, shutdown) = shutdown::channel();
-        let launched = s.launch(configmaps(), Start::Now, &shutdown);
+        let launched = s.launch(configmaps(), CacheScope::Whole, Start::Now, &shutdown);
         let enrolled = intake.try_recv().expect("enrolled with the check");
         stop.fire();
         launched.running.done.await.unwrap();
@@ -401,7 +424,12 @@ mod tests {
     async fn should_start_a_replacement_once_the_old_cache_is_retired() {
         let (s, _intake) = starter().await;
         let turns = Arc::new(Semaphore::new(1));
-        let first = s.launch(configmaps(), Start::Now, &Signal::never());
+        let first = s.launch(
+            configmaps(),
+            CacheScope::Whole,
+            Start::Now,
+            &Signal::never(),
+        );
         let old = first.cache.clone();
         let (hold, held) = shutdown::channel();
         let after = tokio::spawn(async move { held.wait().await });
@@ -409,7 +437,7 @@ mod tests {
             turns: turns.clone(),
             after: Some(after),
         };
-        let second = s.launch(configmaps(), paced, &Signal::never());
+        let second = s.launch(configmaps(), CacheScope::Whole, paced, &Signal::never());
         tokio::time::sleep(Duration::from_secs(5)).await;
         assert_eq!(turns.available_permits(), 1, "no turn taken before `after`");
         hold.fire();

@@ -32,10 +32,15 @@
 //! one caller of `ResourceCache::new`): saved to `persist.dir`, consistency
 //! checked and proven alike; a retired one is announced to both
 //! ([`Retired`]), and the persist writer removes its files.
+//!
+//! A node-local r8s's caches of single objects (the configmaps and secrets
+//! its node's pods reference) have an owner of their own ([`objects`]),
+//! which launches them with the same [`Starter`].
 
 mod definitions;
 mod left_out;
 mod life;
+pub mod objects;
 
 pub use self::life::{Enrol, Launched, Persisted, Retired, Running, Start, Starter};
 
@@ -296,7 +301,10 @@ impl Follower {
             cache,
             running,
             persisted,
-        } = self.starter.launch(resource, start, &self.shutdown);
+        } = {
+            let scope = self.starter.scope_of(&resource);
+            self.starter.launch(resource, scope, start, &self.shutdown)
+        };
         self.registrar.add(cache.clone());
         self.running.insert(cache.resource.gvr.clone(), running);
         persisted

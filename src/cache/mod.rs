@@ -10,6 +10,7 @@
 //! - [`index`]: objects by a field's or a label's value (pods by node).
 //! - [`writer`]: a store's one writer (a typed handle), and a proof's stamper.
 //! - [`scope`]: what part of a resource a cache holds (a node's pods).
+//! - [`objects`]: the caches of single objects a node's pods reference.
 //! - [`registry`]: the caches served now, which change as the upstream's API does.
 //! - [`serving`]: whether a store answers requests, and its transitions.
 //! - [`budget`]: byte budgets shared by the stores, and how they make room.
@@ -26,6 +27,7 @@ pub mod index;
 mod index_tests;
 pub mod json;
 pub mod object;
+pub mod objects;
 pub mod protobuf;
 pub mod registry;
 pub mod scope;

@@ -22,6 +22,15 @@ pub enum CacheScope {
         /// Its value.
         value: String,
     },
+    /// One object (a configmap or secret a node's pods reference, as its
+    /// kubelet watches it): listed and watched in its namespace by
+    /// `metadata.name`, as the node authorizer allows a node to.
+    Object {
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+    },
 }
 
 impl CacheScope {
@@ -53,6 +62,20 @@ impl CacheScope {
         match self {
             CacheScope::Whole => None,
             CacheScope::Field { field, value } => Some(format!("{field}={value}")),
+            CacheScope::Object { name, .. } => Some(format!("metadata.name={name}")),
+        }
+    }
+
+    /// The collection `gvr`'s objects in this scope are listed and watched
+    /// at: an object's namespace's, else every namespace's.
+    pub fn collection_path(&self, gvr: &Gvr) -> String {
+        match self {
+            CacheScope::Object { namespace, .. } => {
+                let all = gvr.collection_path();
+                let (head, resource) = all.rsplit_once('/').unwrap_or(("", &all));
+                format!("{head}/namespaces/{namespace}/{resource}")
+            }
+            _ => gvr.collection_path(),
         }
     }
 
@@ -68,24 +91,32 @@ impl CacheScope {
         }
     }
 
-    /// Whether a list or watch selecting by `fields` asks only for objects
-    /// inside this scope: it requires the scope's field and value (a
-    /// further requirement only narrows it).
-    pub fn covers(&self, fields: &FieldSelector) -> bool {
+    /// Whether a list or watch in `namespace` (`None`: every namespace)
+    /// selecting by `fields` asks only for objects inside this scope: it
+    /// requires the scope's field and value (a further requirement only
+    /// narrows it), in the object's namespace for one object.
+    pub fn covers(&self, namespace: Option<&str>, fields: &FieldSelector) -> bool {
         match self {
             CacheScope::Whole => true,
             CacheScope::Field { field, value } => fields.requires(field, value),
+            CacheScope::Object {
+                namespace: ns,
+                name,
+            } => namespace == Some(ns.as_str()) && fields.requires("metadata.name", name),
         }
     }
 }
 
-/// `whole`, or the field selector (`spec.nodeName=node-1`): logs and
-/// snapshot identities.
+/// `whole`, the field selector (`spec.nodeName=node-1`), or one object
+/// (`ns/name`): logs and snapshot identities.
 impl fmt::Display for CacheScope {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.field_selector() {
-            None => f.write_str("whole"),
-            Some(s) => f.write_str(&s),
+        match self {
+            CacheScope::Object { namespace, name } => write!(f, "{namespace}/{name}"),
+            _ => match self.field_selector() {
+                None => f.write_str("whole"),
+                Some(s) => f.write_str(&s),
+            },
         }
     }
 }
@@ -131,8 +162,38 @@ mod tests {
             ("metadata.name=n1", false),
             ("", false),
         ] {
-            assert_eq!(scope.covers(&fields(sel)), want, "{sel:?}");
+            assert_eq!(scope.covers(None, &fields(sel)), want, "{sel:?}");
         }
-        assert!(CacheScope::Whole.covers(&fields("")));
+        assert!(CacheScope::Whole.covers(None, &fields("")));
+    }
+
+    #[test]
+    fn should_cover_one_object_in_its_namespace_by_name() {
+        let cm = Gvr::new("", "v1", "configmaps");
+        let scope = CacheScope::Object {
+            namespace: "ns-1".into(),
+            name: "app".into(),
+        };
+        assert_eq!(
+            scope.collection_path(&cm),
+            "/api/v1/namespaces/ns-1/configmaps"
+        );
+        assert_eq!(scope.query_suffix(), "&fieldSelector=metadata.name%3Dapp");
+        assert_eq!(scope.to_string(), "ns-1/app");
+        let by_name = fields("metadata.name=app");
+        assert!(scope.covers(Some("ns-1"), &by_name));
+        assert!(!scope.covers(Some("ns-2"), &by_name));
+        assert!(!scope.covers(None, &by_name));
+        assert!(!scope.covers(Some("ns-1"), &fields("metadata.name=other")));
+        assert!(!scope.covers(Some("ns-1"), &fields("")));
+        let apps = Gvr::new("apps", "v1", "deployments");
+        assert_eq!(
+            CacheScope::Object {
+                namespace: "a".into(),
+                name: "b".into()
+            }
+            .collection_path(&apps),
+            "/apis/apps/v1/namespaces/a/deployments"
+        );
     }
 }

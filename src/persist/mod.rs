@@ -179,7 +179,10 @@ impl Persist {
             api_version: info.api_version.clone(),
             encoding: encoding.as_str().to_string(),
             managed_fields_dropped: info.drop_managed_fields,
-            scope: scope.field_selector().unwrap_or_default(),
+            scope: match scope.is_whole() {
+                true => String::new(),
+                false => scope.to_string(),
+            },
         }
     }
 

@@ -43,6 +43,7 @@ use crate::audit::Auditor;
 use crate::auth::{Auth, Caller, Refusal};
 use crate::body::Body;
 use crate::cache::ResourceCache;
+use crate::cache::objects::{ObjectCaches, ObjectKey};
 use crate::cache::registry::Registry;
 use crate::server::Peer;
 use crate::shutdown::Signal;
@@ -52,6 +53,11 @@ use exchange::Exchange;
 use outcome::{Answer, CacheResult, Origin};
 use slots::{ListSlots, WatchSlots};
 
+/// How long a request for an object a node's pods reference waits for its
+/// cache, started on that request, to sync: about an upstream round trip
+/// (the request would have taken one anyway); past it, it passes.
+const OBJECT_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Everything the API listener needs.
 pub struct Api {
     /// Who is asking, and may they read from the cache.
@@ -60,6 +66,9 @@ pub struct Api {
     pub upstream: Arc<Upstream>,
     /// The caches, by group/version/resource.
     pub caches: Arc<Registry>,
+    /// A node-local r8s's caches of single objects its node's pods
+    /// reference (`node.name`; `None` otherwise).
+    pub objects: Option<Arc<ObjectCaches>>,
     /// How cached reads behave.
     pub policy: read::ReadPolicy,
     /// How cached watches behave.
@@ -90,7 +99,10 @@ impl Api {
             Ok(caller) => caller,
             Err(refused) => return ex.finish(refused, Origin::Auth, None),
         };
-        let cache = self.decide(&ex, &caller);
+        let cache = match self.decide(&ex, &caller) {
+            Some(cache) => Some(cache),
+            None => self.object_cache(&ex, &caller).await,
+        };
         // Recorded where r8s may answer it, or where passes are audited too.
         let pending = self
             .audit
@@ -152,6 +164,16 @@ impl Api {
         let ar = ex.ar.as_ref().filter(|_| caller.cacheable())?;
         let cache = self.caches.get(&ar.path.gvr)?;
         ar.path.routed(cache.resource.namespaced).then_some(cache)
+    }
+
+    /// The cache of the one object `ex`'s request names, where this r8s
+    /// caches the objects its node's pods reference: started on first ask,
+    /// waited for until synced (at most [`OBJECT_WAIT`]).
+    async fn object_cache(&self, ex: &Exchange, caller: &Caller) -> Option<Arc<ResourceCache>> {
+        let objects = self.objects.as_ref()?;
+        let ar = ex.ar.as_ref().filter(|_| caller.cacheable())?;
+        let key = ObjectKey::of(ar)?;
+        objects.cache_for(key, OBJECT_WAIT).await
     }
 
     /// Answers from `cache` if it can and `caller` may see the answer, and

@@ -127,17 +127,22 @@ pub fn fields_held(
     }
 }
 
-/// Whether a list or watch of `store` lies inside what it holds: any for
-/// a whole resource; for a scoped one (a node's pods) one whose field
-/// selector requires the scope's field and value. A get is inside when the
-/// object is held (the body step passes the others).
-pub fn in_scope(store: &Store, opts: &ListOptions) -> Result<(), PassReason> {
+/// Whether a list or watch in `namespace` of `store` lies inside what it
+/// holds: any for a whole resource; for a scoped one (a node's pods, one
+/// object) one whose field selector requires the scope's field and value
+/// (and its namespace). A get is inside when the object is held (the body
+/// step passes the others).
+pub fn in_scope(
+    store: &Store,
+    namespace: Option<&str>,
+    opts: &ListOptions,
+) -> Result<(), PassReason> {
     let scope = store.scope();
     if scope.is_whole() {
         return Ok(());
     }
     match &opts.selectors {
-        Ok(s) if scope.covers(&s.fields) => Ok(()),
+        Ok(s) if scope.covers(namespace, &s.fields) => Ok(()),
         _ => Err(PassReason::OutOfScope),
     }
 }

@@ -31,6 +31,7 @@ use tokio::sync::Notify;
 use super::Upstream;
 use crate::api::ApiResource;
 use crate::api::query;
+use crate::cache::scope::CacheScope;
 use crate::cache::store::{Serving, Store};
 use crate::codec::protobuf as pb;
 use crate::metrics::{self, Consistency};
@@ -346,7 +347,7 @@ async fn compare_all(upstream: &Arc<Upstream>, t: &Target) -> (Vec<Found>, u64) 
     let scope = t
         .stores
         .first()
-        .map(|s| s.store.scope().query_suffix())
+        .map(|s| s.store.scope().clone())
         .unwrap_or_default();
     let listed = match list(upstream, &t.resource, &scope, Some(low)).await {
         Ok(l) => Ok(l),
@@ -396,12 +397,12 @@ fn inconclusive(t: &Target, why: &str) -> Vec<Found> {
         .collect()
 }
 
-/// The upstream's objects of `resource` in `scope` (a query suffix, empty
-/// when whole: keys and versions), at exactly `rv`, or at its newest version.
+/// The upstream's objects of `resource` in `scope` (keys and versions), at
+/// exactly `rv`, or at its newest version.
 async fn list(
     upstream: &Arc<Upstream>,
     resource: &ApiResource,
-    scope: &str,
+    scope: &CacheScope,
     rv: Option<u64>,
 ) -> Result<Listed, ListError> {
     let mut items = BTreeMap::new();
@@ -418,9 +419,10 @@ async fn list(
             pairs.push(("resourceVersionMatch", "Exact"));
         }
         let uri = format!(
-            "{}?{}{scope}",
-            resource.gvr.collection_path(),
-            query::encode(pairs)
+            "{}?{}{}",
+            scope.collection_path(&resource.gvr),
+            query::encode(pairs),
+            scope.query_suffix()
         );
         let reply = upstream
             .get(

@@ -31,7 +31,7 @@ pub(super) fn decide(asked: Asked<'_>) -> Result<Decided<'_>, PassReason> {
     }
     fields_held(cache, store, opts)?;
     if read == Read::List {
-        in_scope(store, opts)?;
+        in_scope(store, ar.path.namespace.as_deref(), opts)?;
     }
     // A consistent read (no version; a list not continuing a page) is
     // answered once proven, at least at the version the proof found.

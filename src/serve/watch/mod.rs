@@ -105,7 +105,7 @@ pub fn plan(
         return Err(PassReason::Invalid);
     }
     super::servable::fields_held(cache, store, opts)?;
-    super::servable::in_scope(store, opts)?;
+    super::servable::in_scope(store, ar.path.namespace.as_deref(), opts)?;
     let selectors = opts.selectors.as_ref().map_err(|_| PassReason::Invalid)?;
     // A consistent streaming list: served once proven ([`Plan::prove`]).
     let consistent = opts.resource_version.is_empty() && opts.send_initial_events == Some(true);

@@ -113,11 +113,11 @@ impl Prover {
     /// only its scope, so its probe watches the same (its bookmark then
     /// follows every change in the scope).
     fn probed(&self) -> String {
+        let path = self.cache.scope.collection_path(&self.cache.resource.gvr);
         match self.cache.scope.field_selector() {
-            None => self.path(),
+            None => path,
             Some(s) => format!(
-                "{}?{}",
-                self.path(),
+                "{path}?{}",
                 crate::api::query::encode([("fieldSelector", s.as_str())])
             ),
         }

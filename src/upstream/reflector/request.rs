@@ -32,7 +32,10 @@ impl Reflector {
         // A scoped cache (a node's pods) lists and watches its scope only.
         let uri = format!(
             "{}?{query}{}",
-            self.resource.gvr.collection_path(),
+            self.writer
+                .store()
+                .scope()
+                .collection_path(&self.resource.gvr),
             self.writer.store().scope().query_suffix()
         );
         let accept = self.accept(query.starts_with("watch=1"));
