@@ -179,59 +179,133 @@ async fn should_tell_systemd_ready_once_synced_pet_the_watchdog_and_say_stopping
     sim.stop().await;
 }
 
-/// The shipped unit, with `ExecStart` pointing at this build's binary (the
+/// A shipped unit, with `ExecStart` pointing at this build's binary (the
 /// unit's own path, /usr/local/bin/r8s, is where an install puts it).
-fn unit_here(dir: &std::path::Path) -> std::path::PathBuf {
-    let unit = std::fs::read_to_string(concat!(
-        concat!(env!("CARGO_MANIFEST_DIR"), "/.."),
-        "/deploy/systemd/r8s.service"
-    ))
-    .unwrap();
+fn unit_here(dir: &std::path::Path, name: &str) -> std::path::PathBuf {
+    let shipped =
+        std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/systemd")).join(name);
+    let unit = std::fs::read_to_string(&shipped).unwrap();
     assert!(unit.contains("ExecStart=/usr/local/bin/r8s serve"));
-    let path = dir.join("r8s.service");
+    let path = dir.join(name);
     std::fs::write(&path, unit.replace("/usr/local/bin/r8s", BIN)).unwrap();
     path
 }
 
+/// Every unit deploy/systemd ships: the control-plane node's own r8s, the
+/// node-client tier and the node-local r8s (issue 75).
+const UNITS: [&str; 3] = [
+    "r8s.service",
+    "r8s-node-tier.service",
+    "r8s-node-local.service",
+];
+
 #[test]
-fn should_ship_a_notify_unit_that_systemd_analyze_verifies_with_low_exposure() {
+fn should_ship_notify_units_that_systemd_analyze_verifies_with_low_exposure() {
     let dir = std::env::temp_dir().join(format!("r8s-unit-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let unit = unit_here(&dir);
-    let text = std::fs::read_to_string(&unit).unwrap();
-    for line in [
-        "Type=notify",
-        "WatchdogSec=",
-        "LoadCredential=kubeconfig:",
-        "SystemCallFilter=@system-service",
-        "CapabilityBoundingSet=\n",
-    ] {
-        assert!(text.contains(line), "the unit has {line:?}");
+    let mut shipped: Vec<String> =
+        std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/systemd"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".service"))
+            .collect();
+    shipped.sort();
+    let mut listed = UNITS.map(String::from).to_vec();
+    listed.sort();
+    assert_eq!(shipped, listed, "every shipped unit is checked here");
+    for name in UNITS {
+        let unit = unit_here(&dir, name);
+        let text = std::fs::read_to_string(&unit).unwrap();
+        for line in [
+            "Type=notify",
+            "WatchdogSec=",
+            "SystemCallFilter=@system-service",
+            "CapabilityBoundingSet=\n",
+            "ProtectSystem=strict",
+        ] {
+            assert!(text.contains(line), "{name} has {line:?}");
+        }
+        let verify = Command::new("systemd-analyze")
+            .args(["verify", "--man=no"])
+            .arg(&unit)
+            .output()
+            .expect("systemd-analyze (Debian's systemd package; .ci/run installs it)");
+        assert!(
+            verify.status.success() && verify.stderr.is_empty(),
+            "{name}: {}",
+            String::from_utf8_lossy(&verify.stderr)
+        );
+        let security = Command::new("systemd-analyze")
+            .args(["security", "--offline=yes", "--no-pager"])
+            .arg(&unit)
+            .output()
+            .unwrap();
+        let out = String::from_utf8_lossy(&security.stdout);
+        let exposure: f64 = out
+            .lines()
+            .find_map(|l| {
+                l.split(&format!("Overall exposure level for {name}: "))
+                    .nth(1)
+            })
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no exposure level for {name} in {out}"));
+        assert!(
+            exposure <= 1.5,
+            "{name}: exposure {exposure} (docs/operating.md says 1.1, 1.4 for node-local)"
+        );
     }
-    let verify = Command::new("systemd-analyze")
-        .args(["verify", "--man=no"])
-        .arg(&unit)
-        .output()
-        .expect("systemd-analyze (Debian's systemd package; .ci/run installs it)");
+}
+
+/// What the node-client and node-local units must hold to: credentials the
+/// way each needs them (the tier's copied in; node-local's read live, as the
+/// kubelet rotates them), the configuration each ships with, and the
+/// node-local r8s before the kubelet without requiring it.
+#[test]
+fn should_ship_node_units_that_read_credentials_as_their_shapes_need() {
+    let read = |n: &str| {
+        std::fs::read_to_string(
+            std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/systemd")).join(n),
+        )
+        .unwrap()
+    };
+    let tier = read("r8s-node-tier.service");
+    for line in [
+        "LoadCredential=tls.key:/etc/kubernetes/pki/apiserver.key",
+        "Environment=R8S_TLS__KEY_FILE=%d/tls.key",
+        "--config /etc/r8s/node-tier.toml",
+        "DynamicUser=yes",
+    ] {
+        assert!(tier.contains(line), "the tier's unit has {line:?}");
+    }
+    let local = read("r8s-node-local.service");
+    for line in [
+        "Environment=R8S_NODE__NAME=%H",
+        "--config /etc/r8s/node-local.toml",
+        "Before=kubelet.service",
+        "BindReadOnlyPaths=/etc/kubernetes/kubelet.conf /etc/kubernetes/pki/ca.crt /var/lib/kubelet/pki",
+        "StateDirectory=r8s\n",
+    ] {
+        assert!(local.contains(line), "the node-local unit has {line:?}");
+    }
     assert!(
-        verify.status.success() && verify.stderr.is_empty(),
-        "{}",
-        String::from_utf8_lossy(&verify.stderr)
+        !local
+            .lines()
+            .any(|l| l.starts_with("Requires=") || l.starts_with("LoadCredential=")),
+        "node-local requires nothing and reads its credentials live"
     );
-    let security = Command::new("systemd-analyze")
-        .args(["security", "--offline=yes", "--no-pager"])
-        .arg(&unit)
-        .output()
-        .unwrap();
-    let out = String::from_utf8_lossy(&security.stdout);
-    let exposure: f64 = out
-        .lines()
-        .find_map(|l| l.split("Overall exposure level for r8s.service: ").nth(1))
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no exposure level in {out}"));
-    assert!(
-        exposure <= 1.5,
-        "exposure {exposure} (docs/operating.md says 1.1)"
-    );
+    // The paths it may read are the ones its configuration names.
+    let toml = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../deploy/node-local/r8s.toml"
+    ))
+    .unwrap();
+    for path in [
+        "/etc/kubernetes/kubelet.conf",
+        "/etc/kubernetes/pki/ca.crt",
+        "/var/lib/r8s/cache",
+        "/var/lib/r8s/tls/tls.crt",
+    ] {
+        assert!(toml.contains(path), "node-local r8s.toml names {path}");
+    }
 }
