@@ -183,6 +183,13 @@ impl Health {
         *w = waiting;
     }
 
+    /// Whether every cache serves (none syncing or passing through), and
+    /// there is at least one.
+    pub fn serving_all(&self) -> bool {
+        let stores = self.caches.stores();
+        !stores.is_empty() && stores.iter().all(|s| s.serving() == Serving::Ready)
+    }
+
     /// Whether every cache has settled: serving, or passing through for good reason.
     pub fn settled(&self) -> bool {
         self.caches.stores().iter().all(|s| s.settled())

@@ -18,6 +18,10 @@ pub struct Probe {
     pub interval: Duration,
     /// How long one probe waits before the upstream counts as not answering.
     pub timeout: Duration,
+    /// `cache.serve_stale`: ready once every cache serves, from its snapshot
+    /// if need be, though the upstream has not answered (a node-local r8s
+    /// rebooted during a control-plane outage).
+    pub ready_from_snapshots: bool,
 }
 
 impl From<&Config> for Probe {
@@ -25,13 +29,15 @@ impl From<&Config> for Probe {
         Probe {
             interval: Duration::from_secs_f64(config.upstream.probe_interval_seconds),
             timeout: Duration::from_secs_f64(config.upstream.probe_timeout_seconds),
+            ready_from_snapshots: config.cache.serve_stale,
         }
     }
 }
 
 /// Keeps readiness and `r8s_upstream_up` current: `/version` every few
-/// seconds; ready once the upstream has answered and every cache has synced.
-/// After that an upstream that stops answering is reported (log, metric,
+/// seconds; ready once the upstream has answered and every cache has synced
+/// (or, with `cache.serve_stale`, once every cache serves, from its snapshot
+/// while the upstream does not answer). After that an upstream that stops answering is reported (log, metric,
 /// `/readyz?verbose`), not made a reason to be unready; draining is.
 pub async fn run(upstream: Arc<Upstream>, health: Arc<Health>, probe: Probe, shutdown: Signal) {
     let mut down_logged = false;
@@ -71,6 +77,10 @@ pub async fn run(upstream: Arc<Upstream>, health: Arc<Health>, probe: Probe, shu
             Err(e) => {
                 upstream.liveness().failed();
                 health.set_syncing(format!("the upstream does not answer /version: {e}"));
+                if probe.ready_from_snapshots && !health.is_synced() && health.serving_all() {
+                    tracing::warn!(error = %e, "every cache serves from its snapshot (persist.dir) and the upstream does not answer /version: ready, serving stale (cache.serve_stale)");
+                    health.set_synced();
+                }
                 if !down_logged {
                     tracing::warn!(
                         error = %e,

@@ -42,6 +42,7 @@ mod monitoring;
 mod node_index;
 mod node_kubelets;
 mod node_local;
+mod node_outage;
 mod node_scope;
 mod outage;
 mod overload;

@@ -158,7 +158,7 @@ impl Starter {
     ) -> Launched {
         let indexes = index::configured(&self.indexes, &resource);
         // One object's cache (a node's pods' configmap) is its own: not
-        // proven (its reads are by name, at any version), not saved.
+        // proven (its reads are by name, at any version).
         let object = matches!(scope, CacheScope::Object { .. });
         let (cache, writers) = ResourceCache::new(
             resource,
@@ -191,7 +191,7 @@ impl Starter {
                 .enrol
                 .persist
                 .as_ref()
-                .filter(|(p, _)| !object && p.covers(&resource.gvr))
+                .filter(|(p, _)| p.covers(&resource.gvr, store.scope()))
             {
                 let mut info = TypeInfo::of(resource, store.encoding());
                 info.drop_managed_fields = self.reflecting.drop_managed_fields;

@@ -19,6 +19,7 @@ use crate::cache::ResourceCache;
 use crate::cache::objects::{Ask, ObjectKey, ObjectsWriter};
 use crate::cache::registry::Registry;
 use crate::cache::scope::CacheScope;
+use crate::cache::serving::Serving;
 use crate::cache::view::View;
 use crate::shutdown::Signal;
 
@@ -98,9 +99,15 @@ impl Objects {
         self.running.insert(key, (launched.cache, launched.running));
     }
 
-    /// Drops the caches of objects no pod of the node references now.
+    /// Drops the caches of objects no pod of the node references now, and
+    /// the saved files of any (those of a run before this one), once the
+    /// node's pods are known (their cache serving, fresh or from disk).
     fn prune(&mut self) {
-        if self.running.is_empty() {
+        if self.running.is_empty() && self.starter.enrol.persist.is_none() {
+            return;
+        }
+        let pods = self.registry.get(&Gvr::from_static("", "v1", "pods"));
+        if !pods.is_some_and(|p| p.store.serving() == Serving::Ready) {
             return;
         }
         let wanted = referenced(&self.registry);
@@ -116,6 +123,13 @@ impl Objects {
                 drop(r.retire());
             }
             tracing::info!(resource = key.resource, namespace = %key.namespace, name = %key.name, "no pod of the node references it: its cache dropped");
+        }
+        if let Some((p, _)) = &self.starter.enrol.persist {
+            p.discard_objects(|resource, namespace, name| {
+                wanted
+                    .iter()
+                    .any(|k| k.resource == resource && k.namespace == namespace && k.name == name)
+            });
         }
     }
 }

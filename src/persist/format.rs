@@ -92,6 +92,13 @@ pub struct Identity {
 }
 
 impl Identity {
+    /// The namespace and name of the one object its cache holds (a scope
+    /// as [`crate::cache::scope::CacheScope::Object`] writes it,
+    /// `NAMESPACE/NAME`; a field scope has no `/`).
+    pub fn object(&self) -> Option<(&str, &str)> {
+        self.scope.split_once('/')
+    }
+
     /// The first difference from `other` that makes a snapshot foreign.
     pub fn mismatch(&self, other: &Identity) -> Option<String> {
         let fields = [

@@ -17,6 +17,7 @@
 mod fixtures;
 pub mod format;
 pub mod log;
+mod object_caches;
 mod objects;
 mod pace;
 mod replay;
@@ -157,10 +158,22 @@ impl Persist {
         }))
     }
 
-    /// Whether `gvr` is saved: everything but `secrets`, unless
-    /// `persist.include_secrets` (a snapshot is plaintext on disk).
-    pub fn covers(&self, gvr: &Gvr) -> bool {
-        self.include_secrets || !(gvr.group().is_empty() && gvr.resource() == "secrets")
+    /// Whether `gvr`'s cache of `scope` is saved: everything but `secrets`,
+    /// unless `persist.include_secrets` (a snapshot is plaintext on disk);
+    /// one object's cache only where its namespace and name make a file
+    /// name as they are (what the apiserver accepts as names does).
+    pub fn covers(&self, gvr: &Gvr, scope: &CacheScope) -> bool {
+        let plain = |s: &str| {
+            !s.is_empty()
+                && !s.starts_with('.')
+                && s.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'-')
+        };
+        let named = match scope {
+            CacheScope::Object { namespace, name } => plain(namespace) && plain(name),
+            _ => true,
+        };
+        named && (self.include_secrets || !(gvr.group().is_empty() && gvr.resource() == "secrets"))
     }
 
     /// What a snapshot of `gvr`'s store in `encoding`, holding `info`'s
@@ -208,7 +221,13 @@ impl Persist {
         } else {
             name
         };
-        format!("{name}.{}", identity.encoding)
+        // One object's cache (a node-local r8s's configmap): the object
+        // after `~`, which no resource's name holds, so that no store's
+        // files begin with another's.
+        match identity.object() {
+            Some((ns, object)) => format!("{name}~{ns}~{object}.{}", identity.encoding),
+            None => format!("{name}.{}", identity.encoding),
+        }
     }
 
     /// The snapshot of the store `identity` names: `core_v1_pods.json.snap`.
@@ -252,7 +271,9 @@ impl Persist {
             let Ok(name) = e.file_name().into_string() else {
                 continue;
             };
-            let ours = name.ends_with(".snap") || name.ends_with(".log");
+            // Object caches start as they are asked for, after this: their
+            // owner removes their files (`discard_objects`).
+            let ours = (name.ends_with(".snap") || name.ends_with(".log")) && !name.contains('~');
             if !ours || stems.iter().any(|s| name.starts_with(s.as_str())) {
                 continue;
             }
