@@ -29,7 +29,9 @@
 //!    disk), [`tls`] (the listener's certificates, and who a client certificate
 //!    names) and [`audit`] (audit
 //!    events for the requests r8s answers, to a file or a webhook).
-//! 5. [`auth`] (who is asking, whether they may read from the cache) and
+//! 5. [`auth`] (who is asking, whether they may read from the cache),
+//!    [`fairness`] (which FlowSchema, priority level and flow a request
+//!    is, as the apiserver's priority and fairness classifies it) and
 //!    [`server`] (the HTTP accept loop, which knows nothing of auth).
 //! 6. The listeners: [`serve`] (the API: the corridor every request walks,
 //!    drawn in its module doc), [`admin`] (`/metrics`, health), [`notify`]
@@ -55,6 +57,7 @@ pub mod cache;
 pub mod cli;
 pub mod codec;
 pub mod config;
+pub mod fairness;
 pub mod logging;
 pub mod metrics;
 pub mod notify;

@@ -22,7 +22,7 @@ const LAYERS: &[&[&str]] = &[
     // What talks to the outside: the upstream, the disk, TLS.
     &["upstream", "persist", "tls", "audit"],
     // Who is asking; the accept loop (which knows nothing of auth).
-    &["auth", "server"],
+    &["auth", "fairness", "server"],
     // The listeners: the API, the admin endpoints, systemd's notify, the
     // upstream's probe behind their health.
     &["serve", "admin", "notify", "probe"],

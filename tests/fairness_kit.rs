@@ -1,0 +1,320 @@
+//! Priority and fairness classification (issue 76, item 1) against
+//! kube-apiserver v1.21's own (the kit runs APF with 1.21's suggested
+//! configuration and names, on every answer it classified, the FlowSchema
+//! and priority level by UID): r8s's classifier, built from the kit's
+//! FlowSchemas and priority levels as served, must name the same for every
+//! caller and request, and again after a FlowSchema is added.
+//!
+//! Each request's RequestInfo is written out by hand here (verb, group,
+//! resource, subresource, namespace, or path), so the classifier alone is
+//! held to the apiserver: r8s's reading of requests has its own tests.
+
+use r8s::fairness::classify::{Asked, Classifier, Who};
+use r8s::fairness::schema::{FlowSchema, PriorityLevel};
+use serde_json::Value;
+
+use crate::common::kube121::Kube121;
+use crate::common::*;
+
+const ADMIN: &str = "fairness-admin-token";
+
+/// Callers: a static token each (`token,user,uid,"groups"`), and what the
+/// apiserver adds (`system:authenticated`).
+const CALLERS: &[(&str, &str, &str)] = &[
+    (ADMIN, "admin", "system:masters"),
+    ("t-alice", "alice", ""),
+    ("t-node", "system:node:node-01", "system:nodes"),
+    ("t-kcm", "system:kube-controller-manager", ""),
+    ("t-sched", "system:kube-scheduler", ""),
+    (
+        "t-rs",
+        "system:serviceaccount:kube-system:replicaset-controller",
+        "system:serviceaccounts,system:serviceaccounts:kube-system",
+    ),
+    (
+        "t-ep",
+        "system:serviceaccount:kube-system:endpoint-controller",
+        "system:serviceaccounts,system:serviceaccounts:kube-system",
+    ),
+    (
+        "t-app",
+        "system:serviceaccount:default:app",
+        "system:serviceaccounts,system:serviceaccounts:default",
+    ),
+];
+
+fn res<'a>(
+    verb: &'a str,
+    group: &'a str,
+    resource: &'a str,
+    sub: &'a str,
+    ns: &'a str,
+) -> Asked<'a> {
+    Asked::Resource {
+        verb,
+        api_group: group,
+        resource,
+        subresource: sub,
+        namespace: ns,
+    }
+}
+
+/// Requests: method, path, and the RequestInfo the apiserver reads in it.
+fn requests() -> Vec<(&'static str, &'static str, Asked<'static>)> {
+    let path = |verb, path| Asked::NonResource { verb, path };
+    vec![
+        ("GET", "/api/v1/pods", res("list", "", "pods", "", "")),
+        (
+            "GET",
+            "/api/v1/namespaces/ns-1/pods",
+            res("list", "", "pods", "", "ns-1"),
+        ),
+        (
+            "GET",
+            "/api/v1/namespaces/kube-system/configmaps/c",
+            res("get", "", "configmaps", "", "kube-system"),
+        ),
+        (
+            "PUT",
+            "/api/v1/namespaces/kube-system/configmaps/c",
+            res("update", "", "configmaps", "", "kube-system"),
+        ),
+        (
+            "GET",
+            "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/l",
+            res("get", "coordination.k8s.io", "leases", "", "kube-system"),
+        ),
+        (
+            "PUT",
+            "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/l",
+            res("update", "coordination.k8s.io", "leases", "", "kube-system"),
+        ),
+        (
+            "GET",
+            "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/node-01",
+            res(
+                "get",
+                "coordination.k8s.io",
+                "leases",
+                "",
+                "kube-node-lease",
+            ),
+        ),
+        (
+            "GET",
+            "/apis/coordination.k8s.io/v1/leases",
+            res("list", "coordination.k8s.io", "leases", "", ""),
+        ),
+        (
+            "GET",
+            "/api/v1/nodes/node-01",
+            res("get", "", "nodes", "", ""),
+        ),
+        (
+            "PATCH",
+            "/api/v1/nodes/node-01/status",
+            res("patch", "", "nodes", "status", ""),
+        ),
+        (
+            "GET",
+            "/api/v1/namespaces/ns-1/endpoints/e",
+            res("get", "", "endpoints", "", "ns-1"),
+        ),
+        (
+            "PUT",
+            "/api/v1/namespaces/ns-1/endpoints/e",
+            res("update", "", "endpoints", "", "ns-1"),
+        ),
+        (
+            "POST",
+            "/api/v1/namespaces/ns-1/pods/p/binding",
+            res("create", "", "pods", "binding", "ns-1"),
+        ),
+        (
+            "GET",
+            "/apis/apps/v1/replicasets",
+            res("list", "apps", "replicasets", "", ""),
+        ),
+        (
+            "DELETE",
+            "/apis/apps/v1/namespaces/ns-1/replicasets/r",
+            res("delete", "apps", "replicasets", "", "ns-1"),
+        ),
+        ("GET", "/healthz", path("get", "/healthz")),
+        ("GET", "/healthz/etcd", path("get", "/healthz/etcd")),
+        ("GET", "/readyz", path("get", "/readyz")),
+        ("GET", "/version", path("get", "/version")),
+        ("GET", "/api", path("get", "/api")),
+        ("GET", "/apis", path("get", "/apis")),
+        ("GET", "/metrics", path("get", "/metrics")),
+    ]
+}
+
+/// The kit's FlowSchemas and priority levels, as served (1.21: v1beta1).
+async fn configuration(kit: &Kube121) -> Classifier {
+    let auth = format!("Bearer {ADMIN}");
+    let list = |resource: &'static str| {
+        let auth = auth.clone();
+        async move {
+            let r = kit
+                .send_tls(
+                    kit.port,
+                    None,
+                    "GET",
+                    &format!("/apis/flowcontrol.apiserver.k8s.io/v1beta1/{resource}"),
+                    &[("authorization", auth.as_str())],
+                    None,
+                )
+                .await;
+            assert_eq!(r.status, 200, "{}", r.text());
+            r.json()["items"].as_array().unwrap().clone()
+        }
+    };
+    let schemas: Vec<FlowSchema> = list("flowschemas")
+        .await
+        .iter()
+        .map(|o| FlowSchema::from_json(o).unwrap())
+        .collect();
+    let levels: Vec<PriorityLevel> = list("prioritylevelconfigurations")
+        .await
+        .iter()
+        .map(|o| PriorityLevel::from_json(o).unwrap())
+        .collect();
+    assert!(
+        schemas.len() >= 10 && levels.len() >= 6,
+        "the suggested configuration"
+    );
+    Classifier::new(schemas, levels)
+}
+
+/// Every caller's every request, sent to the kit and classified here; the
+/// differences, and how many answers the kit classified.
+async fn compare(kit: &Kube121, c: &Classifier) -> (Vec<String>, usize) {
+    let (mut differences, mut classified) = (Vec::new(), 0);
+    let anonymous = ("", "system:anonymous", "");
+    for (token, user, extra) in CALLERS.iter().chain([&anonymous]) {
+        let mut groups: Vec<String> = extra
+            .split(',')
+            .filter(|g| !g.is_empty())
+            .map(str::to_string)
+            .collect();
+        groups.push(match *user {
+            "system:anonymous" => "system:unauthenticated".into(),
+            _ => "system:authenticated".into(),
+        });
+        let auth = format!("Bearer {token}");
+        for (method, path, asked) in requests() {
+            let mut headers = vec![("content-type", "application/merge-patch+json")];
+            if !token.is_empty() {
+                headers.push(("authorization", auth.as_str()));
+            }
+            let body = (method != "GET" && method != "DELETE").then_some("{}");
+            let r = kit
+                .send_tls(kit.port, None, method, path, &headers, body)
+                .await;
+            let header = |name: &str| {
+                r.headers
+                    .get(name)
+                    .map(|v| v.to_str().unwrap_or_default().to_string())
+            };
+            let theirs = (
+                header("x-kubernetes-pf-flowschema-uid"),
+                header("x-kubernetes-pf-prioritylevel-uid"),
+            );
+            let Some(fs_uid) = theirs.0 else {
+                differences.push(format!(
+                    "{user} {method} {path}: the kit classified nothing ({})",
+                    r.status
+                ));
+                continue;
+            };
+            classified += 1;
+            let ours = c.classify(
+                Who {
+                    name: user,
+                    groups: &groups,
+                },
+                asked,
+            );
+            if (ours.schema.uid.as_str(), ours.level.uid.as_str())
+                != (fs_uid.as_str(), theirs.1.as_deref().unwrap_or(""))
+            {
+                differences.push(format!(
+                    "{user} {method} {path}: ours {} / {}, the kit's UIDs {fs_uid} / {:?}",
+                    ours.schema.name, ours.level.name, theirs.1
+                ));
+            }
+        }
+    }
+    (differences, classified)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn should_classify_every_request_as_kube_apiserver_121_does() {
+    let tokens: String = CALLERS
+        .iter()
+        .map(|(t, u, g)| format!("{t},{u},{u},\"{g}\"\n"))
+        .collect();
+    let Some(kit) = Kube121::start("fairness_kit", &tokens) else {
+        return;
+    };
+    let c = configuration(&kit).await;
+    let (differences, classified) = compare(&kit, &c).await;
+    assert!(differences.is_empty(), "{}", differences.join("\n"));
+    assert_eq!(classified, (CALLERS.len() + 1) * requests().len());
+
+    // FlowSchemas added while running: alice's reads in ns-1 first, to
+    // workload-low, and her lists there, at the same precedence, to
+    // global-default.
+    let mine: Value = serde_json::json!({
+        "apiVersion": "flowcontrol.apiserver.k8s.io/v1beta1", "kind": "FlowSchema",
+        "metadata": {"name": "alice-reads"},
+        "spec": {"priorityLevelConfiguration": {"name": "workload-low"}, "matchingPrecedence": 50,
+            "distinguisherMethod": {"type": "ByNamespace"},
+            "rules": [{"subjects": [{"kind": "User", "user": {"name": "alice"}}],
+                "resourceRules": [{"verbs": ["get", "list"], "apiGroups": ["*"], "resources": ["*"],
+                    "namespaces": ["ns-1"], "clusterScope": false}]}]}});
+    kit.create(
+        "/apis/flowcontrol.apiserver.k8s.io/v1beta1/flowschemas",
+        &mine,
+    )
+    .await;
+    // Another at the same precedence, for her lists only: ties go by name.
+    let mut first = mine.clone();
+    first["metadata"]["name"] = "alice-aaa".into();
+    first["spec"]["priorityLevelConfiguration"]["name"] = "global-default".into();
+    first["spec"]["rules"][0]["resourceRules"][0]["verbs"] = serde_json::json!(["list"]);
+    kit.create(
+        "/apis/flowcontrol.apiserver.k8s.io/v1beta1/flowschemas",
+        &first,
+    )
+    .await;
+    let c = configuration(&kit).await;
+    let alice = ["system:authenticated".to_string()];
+    let got = c.classify(
+        Who {
+            name: "alice",
+            groups: &alice,
+        },
+        res("list", "", "pods", "", "ns-1"),
+    );
+    assert_eq!(got.schema.name, "alice-aaa");
+    let got = c.classify(
+        Who {
+            name: "alice",
+            groups: &alice,
+        },
+        res("get", "", "pods", "", "ns-1"),
+    );
+    assert_eq!(got.schema.name, "alice-reads");
+    // The kit's controller applies a new schema within moments: compare
+    // until it has (every request alike), then once more.
+    eventually(
+        "the kit classifying by the new FlowSchema",
+        HANG,
+        || async { compare(&kit, &c).await.0.is_empty().then_some(()) },
+    )
+    .await;
+    let (differences, _) = compare(&kit, &c).await;
+    assert!(differences.is_empty(), "{}", differences.join("\n"));
+}
