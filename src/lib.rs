@@ -518,7 +518,17 @@ fn build_api(
     audit: Option<Arc<audit::Auditor>>,
     shutdown: &Signal,
 ) -> Arc<serve::Api> {
+    // Priority and fairness: the apiserver's own configuration until the
+    // cluster's is read, then the cluster's, kept current.
+    let (fairness, classifier) =
+        fairness::current::Current::new(fairness::classify::Classifier::builtin());
+    tokio::spawn(fairness::follow::run(
+        upstream.clone(),
+        classifier,
+        shutdown.clone(),
+    ));
     Arc::new(serve::Api {
+        fairness,
         audit,
         auth: auth::Auth::new(
             config.auth_mode(),

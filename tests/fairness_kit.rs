@@ -14,6 +14,7 @@ use r8s::fairness::schema::{FlowSchema, PriorityLevel};
 use serde_json::Value;
 
 use crate::common::kube121::Kube121;
+use crate::common::kube136::delegated_r8s;
 use crate::common::*;
 
 const ADMIN: &str = "fairness-admin-token";
@@ -187,44 +188,68 @@ async fn configuration(kit: &Kube121) -> Classifier {
     Classifier::new(schemas, levels)
 }
 
+/// Each caller (and an anonymous one): its name, its groups as the
+/// apiserver sees them, and its `Authorization` header.
+fn callers() -> Vec<(&'static str, Vec<String>, Option<String>)> {
+    let anonymous = ("", "system:anonymous", "");
+    CALLERS
+        .iter()
+        .chain([&anonymous])
+        .map(|(token, user, extra)| {
+            let mut groups: Vec<String> = extra
+                .split(',')
+                .filter(|g| !g.is_empty())
+                .map(str::to_string)
+                .collect();
+            groups.push(match *user {
+                "system:anonymous" => "system:unauthenticated".into(),
+                _ => "system:authenticated".into(),
+            });
+            let auth = (!token.is_empty()).then(|| format!("Bearer {token}"));
+            (*user, groups, auth)
+        })
+        .collect()
+}
+
+/// A request sent to `port` (the kit, or r8s serving its certificate) as a
+/// caller: its status, the FlowSchema and priority level UIDs it names,
+/// and where r8s said the answer came from.
+async fn send(
+    kit: &Kube121,
+    port: u16,
+    auth: Option<&str>,
+    method: &str,
+    path: &str,
+) -> (u16, Option<String>, Option<String>, String) {
+    let mut headers = vec![("content-type", "application/merge-patch+json")];
+    if let Some(a) = auth {
+        headers.push(("authorization", a));
+    }
+    let body = (method != "GET" && method != "DELETE").then_some("{}");
+    let r = kit.send_tls(port, None, method, path, &headers, body).await;
+    let header = |name: &str| {
+        r.headers
+            .get(name)
+            .map(|v| v.to_str().unwrap_or_default().to_string())
+    };
+    (
+        r.status.as_u16(),
+        header("x-kubernetes-pf-flowschema-uid"),
+        header("x-kubernetes-pf-prioritylevel-uid"),
+        header("x-r8s-cache").unwrap_or_default(),
+    )
+}
+
 /// Every caller's every request, sent to the kit and classified here; the
 /// differences, and how many answers the kit classified.
 async fn compare(kit: &Kube121, c: &Classifier) -> (Vec<String>, usize) {
     let (mut differences, mut classified) = (Vec::new(), 0);
-    let anonymous = ("", "system:anonymous", "");
-    for (token, user, extra) in CALLERS.iter().chain([&anonymous]) {
-        let mut groups: Vec<String> = extra
-            .split(',')
-            .filter(|g| !g.is_empty())
-            .map(str::to_string)
-            .collect();
-        groups.push(match *user {
-            "system:anonymous" => "system:unauthenticated".into(),
-            _ => "system:authenticated".into(),
-        });
-        let auth = format!("Bearer {token}");
+    for (user, groups, auth) in callers() {
         for (method, path, asked) in requests() {
-            let mut headers = vec![("content-type", "application/merge-patch+json")];
-            if !token.is_empty() {
-                headers.push(("authorization", auth.as_str()));
-            }
-            let body = (method != "GET" && method != "DELETE").then_some("{}");
-            let r = kit
-                .send_tls(kit.port, None, method, path, &headers, body)
-                .await;
-            let header = |name: &str| {
-                r.headers
-                    .get(name)
-                    .map(|v| v.to_str().unwrap_or_default().to_string())
-            };
-            let theirs = (
-                header("x-kubernetes-pf-flowschema-uid"),
-                header("x-kubernetes-pf-prioritylevel-uid"),
-            );
-            let Some(fs_uid) = theirs.0 else {
+            let (status, fs, pl, _) = send(kit, kit.port, auth.as_deref(), method, path).await;
+            let Some(fs) = fs else {
                 differences.push(format!(
-                    "{user} {method} {path}: the kit classified nothing ({})",
-                    r.status
+                    "{user} {method} {path}: the kit classified nothing ({status})"
                 ));
                 continue;
             };
@@ -237,16 +262,46 @@ async fn compare(kit: &Kube121, c: &Classifier) -> (Vec<String>, usize) {
                 asked,
             );
             if (ours.schema.uid.as_str(), ours.level.uid.as_str())
-                != (fs_uid.as_str(), theirs.1.as_deref().unwrap_or(""))
+                != (fs.as_str(), pl.as_deref().unwrap_or(""))
             {
                 differences.push(format!(
-                    "{user} {method} {path}: ours {} / {}, the kit's UIDs {fs_uid} / {:?}",
-                    ours.schema.name, ours.level.name, theirs.1
+                    "{user} {method} {path}: ours {} / {}, the kit's UIDs {fs} / {pl:?}",
+                    ours.schema.name, ours.level.name
                 ));
             }
         }
     }
     (differences, classified)
+}
+
+/// Every caller's every read of a resource r8s caches, sent to r8s and to
+/// the kit: the differences in the UIDs they name, and how many of r8s's
+/// answers it made itself (hits, and its own refusals).
+async fn compare_through(kit: &Kube121, r8s: u16) -> (Vec<String>, usize) {
+    let (mut differences, mut own) = (Vec::new(), 0);
+    for (user, _, auth) in callers() {
+        for (method, path, _) in requests().into_iter().filter(|r| r.0 == "GET") {
+            if !path.starts_with("/api") || path == "/api" || path == "/apis" {
+                continue;
+            }
+            // At any version, which the cache answers (1.21's consistent
+            // reads cannot be proven, and pass).
+            let path = &format!("{path}?resourceVersion=0");
+            let theirs = send(kit, kit.port, auth.as_deref(), method, path).await;
+            let ours = send(kit, r8s, auth.as_deref(), method, path).await;
+            // A refusal of r8s's own carries no X-R8s-Cache.
+            if ours.3 == "hit" || ours.3.is_empty() {
+                own += 1;
+            }
+            if (ours.0, &ours.1, &ours.2) != (theirs.0, &theirs.1, &theirs.2) {
+                differences.push(format!(
+                    "{user} {method} {path} ({}): r8s {ours:?}, the kit {theirs:?}",
+                    ours.3
+                ));
+            }
+        }
+    }
+    (differences, own)
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -262,6 +317,34 @@ async fn should_classify_every_request_as_kube_apiserver_121_does() {
     let (differences, classified) = compare(&kit, &c).await;
     assert!(differences.is_empty(), "{}", differences.join("\n"));
     assert_eq!(classified, (CALLERS.len() + 1) * requests().len());
+
+    // Through r8s (delegated, caching what the reads ask for): its own
+    // answers name what the kit's do, once it has read the kit's schemas.
+    let r8s = delegated_r8s(
+        kit.token_kubeconfig(ADMIN),
+        &[
+            "pods",
+            "configmaps",
+            "nodes",
+            "endpoints",
+            "coordination.k8s.io/v1/leases",
+            "apps/v1/replicasets",
+        ],
+        None,
+        kit.serving_tls(),
+    )
+    .with(|c| c.upstream.version = "1.21".into())
+    .start()
+    .await;
+    let port = r8s.addr.port();
+    let (differences, own) = eventually("r8s classifying as the kit", HANG, || async {
+        let (d, own) = compare_through(&kit, port).await;
+        d.is_empty().then_some((d, own))
+    })
+    .await;
+    assert!(differences.is_empty());
+    let reads = (CALLERS.len() + 1) * 9;
+    assert!(own * 2 > reads, "most answers r8s's own: {own} of {reads}");
 
     // FlowSchemas added while running: alice's reads in ns-1 first, to
     // workload-low, and her lists there, at the same precedence, to
@@ -317,4 +400,12 @@ async fn should_classify_every_request_as_kube_apiserver_121_does() {
     .await;
     let (differences, _) = compare(&kit, &c).await;
     assert!(differences.is_empty(), "{}", differences.join("\n"));
+    // r8s follows: its watch of the schemas sees them.
+    eventually("r8s classifying by the new FlowSchemas", HANG, || async {
+        compare_through(&kit, port).await.0.is_empty().then_some(())
+    })
+    .await;
+    let (differences, _) = compare_through(&kit, port).await;
+    assert!(differences.is_empty(), "{}", differences.join("\n"));
+    r8s.stop().await;
 }

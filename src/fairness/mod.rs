@@ -3,8 +3,20 @@
 //! ([`schema`]; its own mandatory and suggested ones where the cluster's
 //! cannot be read, [`builtin`]), and each request classified to a
 //! FlowSchema, a priority level and a flow exactly as the apiserver's
-//! filter classifies it ([`classify`]).
+//! filter classifies it ([`classify`]); the classifier in force
+//! ([`current`]), kept equal to the cluster's configuration by its one
+//! follower ([`follow`]).
 
 pub mod builtin;
 pub mod classify;
+pub mod current;
+pub mod follow;
 pub mod schema;
+
+/// The response header naming the UID of the FlowSchema a request matched,
+/// as kube-apiserver's.
+pub const FLOW_SCHEMA_UID: http::HeaderName =
+    http::HeaderName::from_static("x-kubernetes-pf-flowschema-uid");
+/// The response header naming the UID of its priority level.
+pub const PRIORITY_LEVEL_UID: http::HeaderName =
+    http::HeaderName::from_static("x-kubernetes-pf-prioritylevel-uid");

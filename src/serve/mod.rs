@@ -45,6 +45,8 @@ use crate::body::Body;
 use crate::cache::ResourceCache;
 use crate::cache::objects::{ObjectCaches, ObjectKey};
 use crate::cache::registry::Registry;
+use crate::fairness;
+use crate::fairness::classify::{Asked, Who};
 use crate::server::Peer;
 use crate::shutdown::Signal;
 use crate::upstream::Upstream;
@@ -83,6 +85,8 @@ pub struct Api {
     pub proofs: Arc<Proofs>,
     /// Writes audit events, where `audit.policy_file` is set.
     pub audit: Option<Arc<Auditor>>,
+    /// The priority and fairness classifier in force.
+    pub fairness: Arc<fairness::current::Current>,
 }
 
 impl Api {
@@ -123,8 +127,15 @@ impl Api {
         };
         let (answer, authz) = self.answer_from_cache(&cache, ar, &caller).await;
         let (mut resp, result) = match answer {
-            Answer::Hit(resp) => (resp, CacheResult::Hit),
-            Answer::Refused(refusal) => (refusal.into_response(ex.errors), CacheResult::Refused),
+            Answer::Hit(mut resp) => {
+                self.classified(&mut resp, ar, &caller);
+                (resp, CacheResult::Hit)
+            }
+            Answer::Refused(refusal) => {
+                let mut resp = refusal.into_response(ex.errors);
+                self.classified(&mut resp, ar, &caller);
+                (resp, CacheResult::Refused)
+            }
             Answer::Pass(reason) => match self.forward(req, &ex, ar.streaming, &caller).await {
                 Ok(resp) => (resp, CacheResult::Pass(reason)),
                 Err(refused) => (refused, CacheResult::Refused),
@@ -242,6 +253,40 @@ impl Api {
                 (Answer::Hit(resp), authz)
             }
             Err(reason) => (Answer::Pass(reason), authz),
+        }
+    }
+
+    /// Stamps an answer r8s made itself with what the apiserver's priority
+    /// and fairness filter would have said of the request: the UIDs of its
+    /// FlowSchema and priority level (a pass-through answer carries the
+    /// upstream's own). Not for a caller r8s does not know (`auth.mode =
+    /// "none"`: its requests go upstream as r8s), nor where the
+    /// configuration in force is the built-in one, which has no UIDs.
+    fn classified(&self, resp: &mut Response<Body>, ar: &ApiRequest, caller: &Caller) {
+        let Some(user) = caller.user() else {
+            return;
+        };
+        let asked = Asked::Resource {
+            verb: ar.scope.verb,
+            api_group: ar.path.gvr.group(),
+            resource: ar.path.gvr.resource(),
+            subresource: &ar.scope.subresource,
+            namespace: &ar.scope.namespace,
+        };
+        let who = Who {
+            name: &user.name,
+            groups: &user.groups,
+        };
+        let c = self.fairness.get().classify(who, asked);
+        for (name, uid) in [
+            (fairness::FLOW_SCHEMA_UID, &c.schema.uid),
+            (fairness::PRIORITY_LEVEL_UID, &c.level.uid),
+        ] {
+            if let Ok(v) = http::HeaderValue::from_str(uid)
+                && !uid.is_empty()
+            {
+                resp.headers_mut().insert(name, v);
+            }
         }
     }
 
