@@ -60,17 +60,45 @@ pub struct Classification {
     /// The flow within the level: the schema's name and its distinguisher,
     /// hashed (what shuffle sharding deals queues by).
     pub flow: u64,
+    /// The apiserver's `X-Kubernetes-PF-*` headers naming both by UID, made
+    /// once per configuration (none for a UID-less built-in object).
+    pub headers: Arc<[(http::HeaderName, http::HeaderValue)]>,
+}
+
+/// A schema in matching order, with its level and their headers.
+#[derive(Debug, Clone)]
+struct Entry {
+    schema: Arc<FlowSchema>,
+    level: Arc<PriorityLevel>,
+    headers: Arc<[(http::HeaderName, http::HeaderValue)]>,
+}
+
+impl Entry {
+    fn new(schema: Arc<FlowSchema>, level: Arc<PriorityLevel>) -> Entry {
+        let headers = [
+            (super::FLOW_SCHEMA_UID, &schema.uid),
+            (super::PRIORITY_LEVEL_UID, &level.uid),
+        ]
+        .into_iter()
+        .filter(|(_, uid)| !uid.is_empty())
+        .filter_map(|(name, uid)| Some((name, http::HeaderValue::from_str(uid).ok()?)))
+        .collect();
+        Entry {
+            schema,
+            level,
+            headers,
+        }
+    }
 }
 
 /// The configuration a request is classified by, ordered once.
 #[derive(Debug, Clone)]
 pub struct Classifier {
     /// Matching order: precedence, then name; none dangling.
-    schemas: Vec<Arc<FlowSchema>>,
+    schemas: Vec<Entry>,
     levels: HashMap<String, Arc<PriorityLevel>>,
-    /// Where nothing matches (a configuration without `catch-all`): the
-    /// mandatory catch-all, as the apiserver keeps it.
-    catch_all: (Arc<FlowSchema>, Arc<PriorityLevel>),
+    /// Where nothing matches: the catch-all schema (always there).
+    catch_all: Entry,
 }
 
 impl Classifier {
@@ -109,15 +137,18 @@ impl Classifier {
         if !schemas.iter().any(|s| s.name == "catch-all") {
             schemas.push(mandatory("catch-all"));
         }
-        let schemas: Vec<Arc<FlowSchema>> = schemas.into_iter().map(Arc::new).collect();
-        let catch_all = (
-            schemas
-                .iter()
-                .find(|s| s.name == "catch-all")
-                .cloned()
-                .expect("catch-all is there"),
-            levels["catch-all"].clone(),
-        );
+        let schemas: Vec<Entry> = schemas
+            .into_iter()
+            .map(|s| {
+                let level = levels[&s.priority_level].clone();
+                Entry::new(Arc::new(s), level)
+            })
+            .collect();
+        let catch_all = schemas
+            .iter()
+            .find(|e| e.schema.name == "catch-all")
+            .cloned()
+            .expect("catch-all is there");
         Classifier {
             schemas,
             levels,
@@ -137,12 +168,16 @@ impl Classifier {
 
     /// Where `who`'s request `asked` goes.
     pub fn classify(&self, who: Who<'_>, asked: Asked<'_>) -> Classification {
-        let (schema, level) = self
+        let entry = self
             .schemas
             .iter()
-            .find(|s| s.rules.iter().any(|r| matches_rules(who, asked, r)))
-            .map(|s| (s.clone(), self.levels[&s.priority_level].clone()))
-            .unwrap_or_else(|| self.catch_all.clone());
+            .find(|e| e.schema.rules.iter().any(|r| matches_rules(who, asked, r)))
+            .unwrap_or(&self.catch_all);
+        let Entry {
+            schema,
+            level,
+            headers,
+        } = entry.clone();
         let distinguisher = match (schema.distinguisher, asked) {
             (None, _) => "",
             (Some(Distinguisher::ByUser), _) => who.name,
@@ -155,6 +190,7 @@ impl Classifier {
             flow: h.finish(),
             schema,
             level,
+            headers,
         }
     }
 }

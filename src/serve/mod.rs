@@ -278,15 +278,8 @@ impl Api {
             groups: &user.groups,
         };
         let c = self.fairness.get().classify(who, asked);
-        for (name, uid) in [
-            (fairness::FLOW_SCHEMA_UID, &c.schema.uid),
-            (fairness::PRIORITY_LEVEL_UID, &c.level.uid),
-        ] {
-            if let Ok(v) = http::HeaderValue::from_str(uid)
-                && !uid.is_empty()
-            {
-                resp.headers_mut().insert(name, v);
-            }
+        for (name, value) in c.headers.iter() {
+            resp.headers_mut().insert(name.clone(), value.clone());
         }
     }
 
