@@ -24,6 +24,7 @@ mod consistent_faults;
 mod deploy;
 mod deploy_nodes;
 mod failover;
+mod fairness;
 mod fairness_kit;
 mod faults;
 mod fuzz;

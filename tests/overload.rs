@@ -13,10 +13,16 @@ use tokio::net::{TcpSocket, TcpStream};
 /// Sends `GET path` and never reads the answer (a 4 KiB receive buffer, so
 /// the server soon feels it).
 async fn stalled_get(addr: std::net::SocketAddr, path: &str) -> TcpStream {
+    stalled_get_as(addr, path, None).await
+}
+
+/// [`stalled_get`] with a bearer token, if any.
+async fn stalled_get_as(addr: std::net::SocketAddr, path: &str, token: Option<&str>) -> TcpStream {
     let s = TcpSocket::new_v4().unwrap();
     s.set_recv_buffer_size(4096).unwrap();
     let mut c = s.connect(addr).await.unwrap();
-    c.write_all(format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").as_bytes())
+    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    c.write_all(format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n{auth}\r\n").as_bytes())
         .await
         .unwrap();
     c
@@ -25,9 +31,18 @@ async fn stalled_get(addr: std::net::SocketAddr, path: &str) -> TcpStream {
 /// [`stalled_get`] of a large list that r8s has admitted: its answer's head
 /// says 200 (seen without reading it, so the client still reads nothing).
 async fn stalled_list(addr: std::net::SocketAddr, path: &str) -> TcpStream {
+    stalled_list_as(addr, path, None).await
+}
+
+/// [`stalled_list`] with a bearer token, if any.
+pub(crate) async fn stalled_list_as(
+    addr: std::net::SocketAddr,
+    path: &str,
+    token: Option<&str>,
+) -> TcpStream {
     let guard = HangGuard::new();
     loop {
-        let c = stalled_get(addr, path).await;
+        let c = stalled_get_as(addr, path, token).await;
         let mut head = [0u8; 12];
         loop {
             let n = c.peek(&mut head).await.unwrap();

@@ -63,6 +63,9 @@ pub struct Classification {
     /// The apiserver's `X-Kubernetes-PF-*` headers naming both by UID, made
     /// once per configuration (none for a UID-less built-in object).
     pub headers: Arc<[(http::HeaderName, http::HeaderValue)]>,
+    /// The sum of every level's `nominalConcurrencyShares` (what the
+    /// level's share of r8s's capacity is of).
+    pub share_sum: u32,
 }
 
 /// A schema in matching order, with its level and their headers.
@@ -99,6 +102,8 @@ pub struct Classifier {
     levels: HashMap<String, Arc<PriorityLevel>>,
     /// Where nothing matches: the catch-all schema (always there).
     catch_all: Entry,
+    /// The sum of every level's shares.
+    share_sum: u32,
 }
 
 impl Classifier {
@@ -149,10 +154,12 @@ impl Classifier {
             .find(|e| e.schema.name == "catch-all")
             .cloned()
             .expect("catch-all is there");
+        let share_sum = levels.values().map(|l| l.shares).sum();
         Classifier {
             schemas,
             levels,
             catch_all,
+            share_sum,
         }
     }
 
@@ -191,6 +198,7 @@ impl Classifier {
             schema,
             level,
             headers,
+            share_sum: self.share_sum,
         }
     }
 }

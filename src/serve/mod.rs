@@ -46,7 +46,7 @@ use crate::cache::ResourceCache;
 use crate::cache::objects::{ObjectCaches, ObjectKey};
 use crate::cache::registry::Registry;
 use crate::fairness;
-use crate::fairness::classify::{Asked, Who};
+use crate::fairness::classify::{Asked, Classification, Who};
 use crate::server::Peer;
 use crate::shutdown::Signal;
 use crate::upstream::Upstream;
@@ -125,15 +125,18 @@ impl Api {
             }
             return ex.finish(resp, origin, None);
         };
-        let (answer, authz) = self.answer_from_cache(&cache, ar, &caller).await;
+        let class = self.classify(ar, &caller);
+        let (answer, authz) = self
+            .answer_from_cache(&cache, ar, &caller, class.as_ref())
+            .await;
         let (mut resp, result) = match answer {
             Answer::Hit(mut resp) => {
-                self.classified(&mut resp, ar, &caller);
+                stamp(&mut resp, class.as_ref());
                 (resp, CacheResult::Hit)
             }
             Answer::Refused(refusal) => {
                 let mut resp = refusal.into_response(ex.errors);
-                self.classified(&mut resp, ar, &caller);
+                stamp(&mut resp, class.as_ref());
                 (resp, CacheResult::Refused)
             }
             Answer::Pass(reason) => match self.forward(req, &ex, ar.streaming, &caller).await {
@@ -197,6 +200,7 @@ impl Api {
         cache: &Arc<ResourceCache>,
         ar: &ApiRequest,
         caller: &Caller,
+        class: Option<&Classification>,
     ) -> (Answer, Option<audit::Authz>) {
         table::learn_custom_printer(&self.caches, cache, ar);
         if let Some(bad) = shard_refusal(ar) {
@@ -216,6 +220,7 @@ impl Api {
             policy: &self.policy,
             proofs: &self.proofs,
             slots: &self.list_slots,
+            class,
         };
         match reader.answer(read::Asked { cache, ar }).await {
             Err(reason) => (Answer::Pass(reason), None),
@@ -256,16 +261,12 @@ impl Api {
         }
     }
 
-    /// Stamps an answer r8s made itself with what the apiserver's priority
-    /// and fairness filter would have said of the request: the UIDs of its
-    /// FlowSchema and priority level (a pass-through answer carries the
-    /// upstream's own). Not for a caller r8s does not know (`auth.mode =
-    /// "none"`: its requests go upstream as r8s), nor where the
-    /// configuration in force is the built-in one, which has no UIDs.
-    fn classified(&self, resp: &mut Response<Body>, ar: &ApiRequest, caller: &Caller) {
-        let Some(user) = caller.user() else {
-            return;
-        };
+    /// What the apiserver's priority and fairness filter would make of the
+    /// request: its FlowSchema, priority level and flow. `None` for a
+    /// caller r8s does not know (`auth.mode = "none"`: its requests go
+    /// upstream as r8s).
+    fn classify(&self, ar: &ApiRequest, caller: &Caller) -> Option<Classification> {
+        let user = caller.user()?;
         let asked = Asked::Resource {
             verb: ar.scope.verb,
             api_group: ar.path.gvr.group(),
@@ -277,10 +278,7 @@ impl Api {
             name: &user.name,
             groups: &user.groups,
         };
-        let c = self.fairness.get().classify(who, asked);
-        for (name, value) in c.headers.iter() {
-            resp.headers_mut().insert(name.clone(), value.clone());
-        }
+        Some(self.fairness.get().classify(who, asked))
     }
 
     /// Relays `req` upstream with its audit ID (the upstream's event has it too).
@@ -297,6 +295,16 @@ impl Api {
         let (up, stop) = (&self.upstream, &self.shutdown);
         let how = self.auth.forwarding();
         passthrough::forward(up, req, streaming, stop, caller, ex.errors, &how).await
+    }
+}
+
+/// Stamps an answer r8s made itself with what the apiserver's priority and
+/// fairness filter says of the request: the UIDs of its FlowSchema and
+/// priority level (a pass-through answer carries the upstream's own; a
+/// built-in configuration has no UIDs to name).
+fn stamp(resp: &mut Response<Body>, class: Option<&Classification>) {
+    for (name, value) in class.iter().flat_map(|c| c.headers.iter()) {
+        resp.headers_mut().insert(name.clone(), value.clone());
     }
 }
 

@@ -6,8 +6,11 @@
 //! dropped; the policies ([`super::read::ReadPolicy`],
 //! [`super::watch::WatchPolicy`]) hold settings only.
 
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crate::sync::MutexExt;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -16,22 +19,78 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 /// too little to count, and are never refused.
 pub const LARGE_LIST: usize = 1 << 20;
 
-/// The slots of large lists streaming at once.
+/// The slots of large lists streaming at once: `read.max_inflight_lists`,
+/// shared among the priority levels as the apiserver shares its
+/// concurrency, in proportion to their `nominalConcurrencyShares`
+/// (`ceil(total × shares ÷ the sum of every level's)`, at least one; the
+/// exempt level takes none). One user's lists can then take no more than
+/// their level's share, whatever they hold. A request r8s cannot classify
+/// (`auth.mode = "none"`) takes one of the whole.
 #[derive(Debug)]
-pub struct ListSlots(Arc<Semaphore>);
+pub struct ListSlots {
+    total: usize,
+    all: Arc<Semaphore>,
+    /// Each level's seats, by name: its count and its semaphore (replaced
+    /// when its count changes; lists streaming keep the old one's).
+    levels: Mutex<HashMap<String, (usize, Arc<Semaphore>)>>,
+}
 
 /// A large list's slot, held by its body until it is written (or dropped).
 pub type ListSlot = OwnedSemaphorePermit;
 
+/// A request's priority level, as far as the slots go.
+#[derive(Debug, Clone, Copy)]
+pub struct Level<'a> {
+    /// Its name.
+    pub name: &'a str,
+    /// Its `nominalConcurrencyShares`.
+    pub shares: u32,
+    /// The sum of every level's.
+    pub share_sum: u32,
+    /// Whether it is exempt.
+    pub exempt: bool,
+}
+
 impl ListSlots {
     /// `n` slots (`read.max_inflight_lists`).
     pub fn new(n: usize) -> Self {
-        ListSlots(Arc::new(Semaphore::new(n)))
+        ListSlots {
+            total: n,
+            all: Arc::new(Semaphore::new(n)),
+            levels: Mutex::new(HashMap::new()),
+        }
     }
 
-    /// A slot, if one is free.
-    pub fn take(&self) -> Option<ListSlot> {
-        self.0.clone().try_acquire_owned().ok()
+    /// The seats of `level` out of the total.
+    pub fn seats(&self, level: Level<'_>) -> usize {
+        if level.exempt {
+            return Semaphore::MAX_PERMITS;
+        }
+        let share = self.total as u64 * u64::from(level.shares);
+        let seats = share.div_ceil(u64::from(level.share_sum.max(1)));
+        usize::try_from(seats)
+            .unwrap_or(self.total)
+            .clamp(1, self.total.max(1))
+    }
+
+    /// A slot of `level`'s (`None`: of the whole), if one is free.
+    pub fn take(&self, level: Option<Level<'_>>) -> Option<ListSlot> {
+        let sem = match level {
+            None => self.all.clone(),
+            Some(level) => {
+                let seats = self.seats(level);
+                let mut levels = self.levels.locked();
+                match levels.get(level.name) {
+                    Some((n, sem)) if *n == seats => sem.clone(),
+                    _ => {
+                        let sem = Arc::new(Semaphore::new(seats));
+                        levels.insert(level.name.to_string(), (seats, sem.clone()));
+                        sem
+                    }
+                }
+            }
+        };
+        sem.try_acquire_owned().ok()
     }
 }
 
@@ -86,9 +145,45 @@ mod tests {
         assert_eq!(watches.open.load(Ordering::Acquire), 0);
 
         let lists = ListSlots::new(1);
-        let slot = lists.take().unwrap();
-        assert!(lists.take().is_none());
+        let slot = lists.take(None).unwrap();
+        assert!(lists.take(None).is_none());
         drop(slot);
-        assert!(lists.take().is_some());
+        assert!(lists.take(None).is_some());
+    }
+
+    #[test]
+    fn should_share_list_slots_among_levels_by_their_shares() {
+        let lists = ListSlots::new(32);
+        let level = |name, shares| Level {
+            name,
+            shares,
+            share_sum: 245,
+            exempt: false,
+        };
+        // kube-apiserver 1.36's suggested levels (shares sum to 245).
+        let low = level("global-default", 20);
+        assert_eq!(lists.seats(low), 3, "ceil(32 × 20 / 245)");
+        assert_eq!(lists.seats(level("workload-low", 100)), 14);
+        assert_eq!(lists.seats(level("catch-all", 5)), 1, "at least one");
+        let held: Vec<ListSlot> = (0..3).map(|_| lists.take(Some(low)).unwrap()).collect();
+        assert!(lists.take(Some(low)).is_none(), "its share taken");
+        let system = level("system", 30);
+        assert!(
+            lists.take(Some(system)).is_some(),
+            "another level's seats are its own"
+        );
+        let exempt = Level {
+            exempt: true,
+            ..level("exempt", 0)
+        };
+        let many: Vec<ListSlot> = (0..100)
+            .map(|_| lists.take(Some(exempt)).unwrap())
+            .collect();
+        assert!(
+            lists.take(None).is_some(),
+            "the unclassified share the whole"
+        );
+        drop((held, many));
+        assert!(lists.take(Some(low)).is_some());
     }
 }

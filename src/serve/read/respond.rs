@@ -12,15 +12,16 @@ use crate::api::status::Status;
 use crate::body::{self, Body};
 use crate::codec::gzip::{GzipList, gzip as gzip_bytes};
 use crate::codec::json::{GZIP_MIN, ListBody, ListItem};
+use crate::fairness::classify::Classification;
 use crate::serve::outcome::PassReason;
-use crate::serve::slots::{LARGE_LIST, ListSlots};
+use crate::serve::slots::{LARGE_LIST, Level, ListSlots};
 
 impl Reader<'_> {
     /// The response `built` is sent as, or why the upstream must answer.
     pub(super) fn respond(&self, built: Built) -> Result<Response<Body>, PassReason> {
         let Built { payload, reply } = built;
         let (encoding, pretty) = (reply.encoding, reply.pretty);
-        let mut resp = match payload.and_then(|payload| admit(payload, self.slots)) {
+        let mut resp = match payload.and_then(|payload| admit(payload, self.slots, self.class)) {
             Ok(payload) => respond(StatusCode::OK, payload, encoding, pretty, reply.gzip),
             // Errors negotiate as `ErrorNegotiated` does (no `as=` transform);
             // curl's are pretty-printed JSON, as the apiserver's.
@@ -52,9 +53,14 @@ impl Reader<'_> {
     }
 }
 
-/// A large list takes a slot of `read.max_inflight_lists` for as long as
-/// it streams, or is answered 429 when none is free.
-fn admit(payload: Payload, slots: &ListSlots) -> Result<Payload, Early> {
+/// A large list takes a slot of its priority level's share of
+/// `read.max_inflight_lists` for as long as it streams, or is answered 429
+/// when none is free.
+fn admit(
+    payload: Payload,
+    slots: &ListSlots,
+    class: Option<&Classification>,
+) -> Result<Payload, Early> {
     let len = match &payload {
         Payload::List(l) => l.estimated_len(),
         Payload::Shown(l) => l.estimated_len(),
@@ -64,7 +70,13 @@ fn admit(payload: Payload, slots: &ListSlots) -> Result<Payload, Early> {
     if len < LARGE_LIST {
         return Ok(payload);
     }
-    let Some(slot) = slots.take() else {
+    let level = class.map(|c| Level {
+        name: &c.level.name,
+        shares: c.level.shares,
+        share_sum: c.share_sum,
+        exempt: c.level.exempt,
+    });
+    let Some(slot) = slots.take(level) else {
         crate::metrics::list_rejected();
         return Err(Early::Status(Status::too_many_requests()));
     };

@@ -43,6 +43,9 @@ pub struct Reader<'a> {
     pub proofs: &'a Proofs,
     /// The slots of `read.max_inflight_lists`.
     pub slots: &'a ListSlots,
+    /// The request's priority level and FlowSchema (`None`: a caller r8s
+    /// cannot classify).
+    pub class: Option<&'a crate::fairness::classify::Classification>,
 }
 
 /// The scope: a get or list of a cached resource.
