@@ -180,20 +180,21 @@ async fn main() {
     println!();
     println!("| r8s | p50 | p99 | req/s | r8s CPU per request |");
     println!("|---|---|---|---|---|");
-    let cpu_per = |cpu: Duration| Duration::from_secs_f64(cpu.as_secs_f64() / n);
+    // To a tenth of a µs: before/after comparisons differ by less than one.
+    let cpu_per = |cpu: Duration| format!("{:.1} µs", cpu.as_secs_f64() / n * 1e6);
     println!(
         "| auth.mode = none, no token | {} | {} | {:.0} | {} |",
         us(pct(&lat_n, 50)),
         us(pct(&lat_n, 99)),
         n / wall_n.as_secs_f64(),
-        us(cpu_per(cpu_n))
+        cpu_per(cpu_n)
     );
     println!(
         "| auth.mode = delegated, bearer token (cached review and decision) | {} | {} | {:.0} | {} |",
         us(pct(&lat_d, 50)),
         us(pct(&lat_d, 99)),
         n / wall_d.as_secs_f64(),
-        us(cpu_per(cpu_d))
+        cpu_per(cpu_d)
     );
     println!();
     println!(
