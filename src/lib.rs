@@ -520,8 +520,10 @@ fn build_api(
 ) -> Arc<serve::Api> {
     // Priority and fairness: the apiserver's own configuration until the
     // cluster's is read, then the cluster's, kept current.
-    let (fairness, classifier) =
-        fairness::current::Current::new(fairness::classify::Classifier::builtin());
+    let (fairness, classifier) = fairness::current::Current::new(
+        fairness::classify::Classifier::builtin(),
+        config.read.max_inflight_lists,
+    );
     tokio::spawn(fairness::follow::run(
         upstream.clone(),
         classifier,

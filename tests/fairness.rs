@@ -57,6 +57,23 @@ async fn should_give_a_slow_user_only_its_levels_share_of_large_lists() {
         assert_eq!(r.status, 429, "{}", r.text());
         assert_eq!(r.headers["retry-after"], "1");
     }
+    // Seen as the apiserver's priority and fairness shows it.
+    let m = get(&format!("{}/metrics", r8s.admin_url())).await.text();
+    let level = |series: &str, more: &str| {
+        sample(
+            &m,
+            &format!("{series}{{priority_level=\"global-default\"{more}}}"),
+        )
+    };
+    assert_eq!(level("r8s_flowcontrol_nominal_seats", ""), 1.0);
+    assert_eq!(level("r8s_flowcontrol_current_executing_seats", ""), 1.0);
+    assert_eq!(
+        level(
+            "r8s_flowcontrol_rejected_requests_total",
+            ",flow_schema=\"global-default\",reason=\"concurrency-limit\""
+        ),
+        7.0
+    );
     // Everyone else's full lists are answered meanwhile, from the cache.
     for token in ["kcm-token", "app-token", "admin-token"] {
         let r = get_as(&base, all, token).await;

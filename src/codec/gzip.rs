@@ -189,7 +189,7 @@ pub struct GzipList<I> {
     separator: &'static [u8],
     tail: &'static [u8],
     contiguous: bool,
-    slot: Option<tokio::sync::OwnedSemaphorePermit>,
+    slot: Option<super::json::Held>,
     /// Part of a longer stream (a watch's initial events): no member header
     /// (sent before), and no end (it goes on after them).
     open: bool,

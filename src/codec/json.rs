@@ -47,6 +47,10 @@ impl<T: ListItem + ?Sized> ListItem for Arc<T> {
     }
 }
 
+/// What a list holds while it streams and gives back when done or dropped
+/// (a slot of `read.max_inflight_lists`, whatever its owner makes it).
+pub type Held = Box<dyn Send + Sync>;
+
 /// A list response: envelope head (JSON: through `"items":[`; protobuf:
 /// through the `ListMeta`) and its items.
 pub struct ListBody<I> {
@@ -66,7 +70,7 @@ pub struct ListBody<I> {
     /// About how many bytes the whole list is.
     len: usize,
     /// A slot of `read.max_inflight_lists`, held while the list streams.
-    slot: Option<tokio::sync::OwnedSemaphorePermit>,
+    slot: Option<Held>,
 }
 
 impl<I: ListItem> ListBody<I> {
@@ -116,8 +120,8 @@ impl<I: ListItem> ListBody<I> {
     }
 
     /// Holds `slot` until the list has streamed (or its client is gone).
-    pub fn holding(mut self, slot: tokio::sync::OwnedSemaphorePermit) -> Self {
-        self.slot = Some(slot);
+    pub fn holding(mut self, slot: impl Send + Sync + 'static) -> Self {
+        self.slot = Some(Box::new(slot));
         self
     }
 
@@ -193,7 +197,7 @@ pub struct ListParts<I> {
     /// Whether the items follow each other in the cache.
     pub contiguous: bool,
     /// The `read.max_inflight_lists` slot held.
-    pub slot: Option<tokio::sync::OwnedSemaphorePermit>,
+    pub slot: Option<Held>,
 }
 
 /// One JSON watch-stream line: `{"type":T,"object":OBJ}` and a newline, as

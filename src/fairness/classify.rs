@@ -168,6 +168,18 @@ impl Classifier {
         Classifier::new(builtin::flow_schemas(), builtin::priority_levels())
     }
 
+    /// Each schema's priority level and name, in matching order.
+    pub fn schemas(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.schemas
+            .iter()
+            .map(|e| (e.level.name.as_str(), e.schema.name.as_str()))
+    }
+
+    /// The sum of every level's shares.
+    pub fn share_sum(&self) -> u32 {
+        self.share_sum
+    }
+
     /// The priority levels, by name.
     pub fn levels(&self) -> &HashMap<String, Arc<PriorityLevel>> {
         &self.levels

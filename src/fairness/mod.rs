@@ -20,3 +20,17 @@ pub const FLOW_SCHEMA_UID: http::HeaderName =
 /// The response header naming the UID of its priority level.
 pub const PRIORITY_LEVEL_UID: http::HeaderName =
     http::HeaderName::from_static("x-kubernetes-pf-prioritylevel-uid");
+
+/// A priority level's seats of `total` (r8s's large-list slots, say), as
+/// kube-apiserver divides its concurrency: `ceil(total × its shares ÷
+/// share_sum)`, at least one; the exempt level is not limited.
+pub fn seats(total: usize, level: &schema::PriorityLevel, share_sum: u32) -> usize {
+    if level.exempt {
+        return usize::MAX;
+    }
+    let share = total as u64 * u64::from(level.shares);
+    let seats = share.div_ceil(u64::from(share_sum.max(1)));
+    usize::try_from(seats)
+        .unwrap_or(total)
+        .clamp(1, total.max(1))
+}

@@ -7,6 +7,7 @@
 //! Call sites pass enums and plain numbers, never label strings of their own.
 
 pub mod audit;
+pub mod fairness;
 pub mod labels;
 pub mod names;
 pub mod recorder;
@@ -14,6 +15,10 @@ pub mod serving;
 pub mod store;
 
 pub use audit::AuditCounters;
+pub use fairness::{
+    flowcontrol_dispatched, flowcontrol_executing, flowcontrol_nominal, flowcontrol_registered,
+    flowcontrol_rejected,
+};
 pub use labels::*;
 pub use names::*;
 pub use recorder::{

@@ -37,6 +37,14 @@ metrics! {
         "Requests for cached resources, by resource, verb and result: hit, refused, or the reason it passed through.";
     LIST_REJECTED_TOTAL: Counter "r8s_list_rejected_total" =
         "Large lists refused with 429 at read.max_inflight_lists.";
+    FLOWCONTROL_DISPATCHED_TOTAL: Counter "r8s_flowcontrol_dispatched_requests_total" =
+        "Requests r8s answered itself (from the cache, or its own refusal), by the priority level and FlowSchema the apiserver's priority and fairness classifies them to.";
+    FLOWCONTROL_REJECTED_TOTAL: Counter "r8s_flowcontrol_rejected_requests_total" =
+        "Large lists refused with 429 for want of a seat of their priority level, by priority level, FlowSchema and reason.";
+    FLOWCONTROL_EXECUTING_SEATS: Gauge "r8s_flowcontrol_current_executing_seats" =
+        "Seats of read.max_inflight_lists held now by large lists streaming, by priority level.";
+    FLOWCONTROL_NOMINAL_SEATS: Gauge "r8s_flowcontrol_nominal_seats" =
+        "Each priority level's share of read.max_inflight_lists, in seats (the exempt level has no limit and no series).";
     CONNECTIONS_CLOSED_TOTAL: Counter "r8s_connections_closed_total" =
         "Client connections r8s closed, by reason: no_request, header_timeout, write_timeout, goaway.";
     // The upstream.

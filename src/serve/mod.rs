@@ -301,10 +301,17 @@ impl Api {
 /// Stamps an answer r8s made itself with what the apiserver's priority and
 /// fairness filter says of the request: the UIDs of its FlowSchema and
 /// priority level (a pass-through answer carries the upstream's own; a
-/// built-in configuration has no UIDs to name).
+/// built-in configuration has no UIDs to name); counts it dispatched, where
+/// it was not refused for want of a seat.
 fn stamp(resp: &mut Response<Body>, class: Option<&Classification>) {
-    for (name, value) in class.iter().flat_map(|c| c.headers.iter()) {
+    let Some(c) = class else {
+        return;
+    };
+    for (name, value) in c.headers.iter() {
         resp.headers_mut().insert(name.clone(), value.clone());
+    }
+    if resp.status() != http::StatusCode::TOO_MANY_REQUESTS {
+        crate::metrics::flowcontrol_dispatched(&c.level.name, &c.schema.name);
     }
 }
 

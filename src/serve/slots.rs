@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::fairness::schema::PriorityLevel;
 use crate::sync::MutexExt;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -35,20 +36,29 @@ pub struct ListSlots {
     levels: Mutex<HashMap<String, (usize, Arc<Semaphore>)>>,
 }
 
-/// A large list's slot, held by its body until it is written (or dropped).
-pub type ListSlot = OwnedSemaphorePermit;
+/// A large list's slot, held by its body until it is written (or
+/// dropped), counted among its level's seats held while it is.
+#[derive(Debug)]
+pub struct ListSlot {
+    _permit: OwnedSemaphorePermit,
+    executing: Option<metrics::Gauge>,
+}
 
-/// A request's priority level, as far as the slots go.
+impl Drop for ListSlot {
+    fn drop(&mut self) {
+        if let Some(g) = &self.executing {
+            g.decrement(1.0);
+        }
+    }
+}
+
+/// A request's priority level, and what its share is of.
 #[derive(Debug, Clone, Copy)]
 pub struct Level<'a> {
-    /// Its name.
-    pub name: &'a str,
-    /// Its `nominalConcurrencyShares`.
-    pub shares: u32,
-    /// The sum of every level's.
+    /// The level.
+    pub level: &'a PriorityLevel,
+    /// The sum of every level's `nominalConcurrencyShares`.
     pub share_sum: u32,
-    /// Whether it is exempt.
-    pub exempt: bool,
 }
 
 impl ListSlots {
@@ -61,36 +71,40 @@ impl ListSlots {
         }
     }
 
-    /// The seats of `level` out of the total.
+    /// The seats of `level` out of the total ([`crate::fairness::seats`]).
     pub fn seats(&self, level: Level<'_>) -> usize {
-        if level.exempt {
-            return Semaphore::MAX_PERMITS;
-        }
-        let share = self.total as u64 * u64::from(level.shares);
-        let seats = share.div_ceil(u64::from(level.share_sum.max(1)));
-        usize::try_from(seats)
-            .unwrap_or(self.total)
-            .clamp(1, self.total.max(1))
+        crate::fairness::seats(self.total, level.level, level.share_sum).min(Semaphore::MAX_PERMITS)
     }
 
     /// A slot of `level`'s (`None`: of the whole), if one is free.
     pub fn take(&self, level: Option<Level<'_>>) -> Option<ListSlot> {
-        let sem = match level {
-            None => self.all.clone(),
-            Some(level) => {
-                let seats = self.seats(level);
-                let mut levels = self.levels.locked();
-                match levels.get(level.name) {
-                    Some((n, sem)) if *n == seats => sem.clone(),
-                    _ => {
-                        let sem = Arc::new(Semaphore::new(seats));
-                        levels.insert(level.name.to_string(), (seats, sem.clone()));
-                        sem
-                    }
+        let Some(level) = level else {
+            let permit = self.all.clone().try_acquire_owned().ok()?;
+            return Some(ListSlot {
+                _permit: permit,
+                executing: None,
+            });
+        };
+        let seats = self.seats(level);
+        let name = level.level.name.as_str();
+        let sem = {
+            let mut levels = self.levels.locked();
+            match levels.get(name) {
+                Some((n, sem)) if *n == seats => sem.clone(),
+                _ => {
+                    let sem = Arc::new(Semaphore::new(seats));
+                    levels.insert(name.to_string(), (seats, sem.clone()));
+                    sem
                 }
             }
         };
-        sem.try_acquire_owned().ok()
+        let permit = sem.try_acquire_owned().ok()?;
+        let executing = crate::metrics::flowcontrol_executing(name);
+        executing.increment(1.0);
+        Some(ListSlot {
+            _permit: permit,
+            executing: Some(executing),
+        })
     }
 }
 
@@ -154,28 +168,24 @@ mod tests {
     #[test]
     fn should_share_list_slots_among_levels_by_their_shares() {
         let lists = ListSlots::new(32);
-        let level = |name, shares| Level {
-            name,
-            shares,
+        let levels: Vec<PriorityLevel> = crate::fairness::builtin::priority_levels();
+        let level = |name: &str| Level {
+            level: levels.iter().find(|l| l.name == name).unwrap(),
+            // kube-apiserver 1.36's suggested levels' shares sum to 245.
             share_sum: 245,
-            exempt: false,
         };
-        // kube-apiserver 1.36's suggested levels (shares sum to 245).
-        let low = level("global-default", 20);
+        let low = level("global-default");
         assert_eq!(lists.seats(low), 3, "ceil(32 × 20 / 245)");
-        assert_eq!(lists.seats(level("workload-low", 100)), 14);
-        assert_eq!(lists.seats(level("catch-all", 5)), 1, "at least one");
+        assert_eq!(lists.seats(level("workload-low")), 14);
+        assert_eq!(lists.seats(level("catch-all")), 1, "at least one");
         let held: Vec<ListSlot> = (0..3).map(|_| lists.take(Some(low)).unwrap()).collect();
         assert!(lists.take(Some(low)).is_none(), "its share taken");
-        let system = level("system", 30);
+        let system = level("system");
         assert!(
             lists.take(Some(system)).is_some(),
             "another level's seats are its own"
         );
-        let exempt = Level {
-            exempt: true,
-            ..level("exempt", 0)
-        };
+        let exempt = level("exempt");
         let many: Vec<ListSlot> = (0..100)
             .map(|_| lists.take(Some(exempt)).unwrap())
             .collect();

@@ -71,13 +71,14 @@ fn admit(
         return Ok(payload);
     }
     let level = class.map(|c| Level {
-        name: &c.level.name,
-        shares: c.level.shares,
+        level: &c.level,
         share_sum: c.share_sum,
-        exempt: c.level.exempt,
     });
     let Some(slot) = slots.take(level) else {
         crate::metrics::list_rejected();
+        if let Some(c) = class {
+            crate::metrics::flowcontrol_rejected(&c.level.name, &c.schema.name);
+        }
         return Err(Early::Status(Status::too_many_requests()));
     };
     Ok(match payload {

@@ -1,0 +1,76 @@
+//! The series of priority and fairness, in the style of kube-apiserver's
+//! own (`apiserver_flowcontrol_*`): requests dispatched and rejected by
+//! priority level and FlowSchema, and each level's seats, nominal and held.
+//! Label values are the cluster's own objects' names (a set its
+//! administrators bound), each series made once.
+
+use metrics::{Counter, Gauge};
+
+use super::names;
+use super::serving::Family;
+
+/// `r8s_flowcontrol_dispatched_requests_total` by (level, schema).
+static DISPATCHED: Family<(String, String), Counter> = Family::new();
+/// `r8s_flowcontrol_rejected_requests_total` by (level, schema).
+static REJECTED: Family<(String, String), Counter> = Family::new();
+/// The seats series by level: (executing, nominal).
+static SEATS: Family<String, (Gauge, Gauge)> = Family::new();
+
+fn pair(level: &str, schema: &str) -> (String, String) {
+    (level.to_string(), schema.to_string())
+}
+
+/// Records a request of `level` and `schema` that r8s answered itself.
+pub fn flowcontrol_dispatched(level: &str, schema: &str) {
+    DISPATCHED
+        .get(pair(level, schema), |(l, s)| {
+            metrics::counter!(names::FLOWCONTROL_DISPATCHED_TOTAL, "priority_level" => l.clone(), "flow_schema" => s.clone())
+        })
+        .increment(1);
+}
+
+/// Records a large list of `level` and `schema` refused for want of a
+/// seat of its level.
+pub fn flowcontrol_rejected(level: &str, schema: &str) {
+    REJECTED
+        .get(pair(level, schema), |(l, s)| {
+            metrics::counter!(names::FLOWCONTROL_REJECTED_TOTAL, "priority_level" => l.clone(), "flow_schema" => s.clone(), "reason" => "concurrency-limit")
+        })
+        .increment(1);
+}
+
+fn seats(level: &str) -> (Gauge, Gauge) {
+    SEATS.get(level.to_string(), |l| {
+        (
+            metrics::gauge!(names::FLOWCONTROL_EXECUTING_SEATS, "priority_level" => l.clone()),
+            metrics::gauge!(names::FLOWCONTROL_NOMINAL_SEATS, "priority_level" => l.clone()),
+        )
+    })
+}
+
+/// The gauge of `level`'s seats held now (its holder adds one while it
+/// holds a seat).
+pub fn flowcontrol_executing(level: &str) -> Gauge {
+    seats(level).0
+}
+
+/// Says `level` has `n` seats.
+pub fn flowcontrol_nominal(level: &str, n: usize) {
+    seats(level).1.set(n as f64);
+}
+
+/// Registers the dispatched and rejected series of `level` and `schema` (at
+/// 0 until something happens).
+pub fn flowcontrol_registered(level: &str, schema: &str) {
+    // An increment of 0 makes the series appear, at 0.
+    DISPATCHED
+        .get(pair(level, schema), |(l, s)| {
+            metrics::counter!(names::FLOWCONTROL_DISPATCHED_TOTAL, "priority_level" => l.clone(), "flow_schema" => s.clone())
+        })
+        .increment(0);
+    REJECTED
+        .get(pair(level, schema), |(l, s)| {
+            metrics::counter!(names::FLOWCONTROL_REJECTED_TOTAL, "priority_level" => l.clone(), "flow_schema" => s.clone(), "reason" => "concurrency-limit")
+        })
+        .increment(0);
+}
