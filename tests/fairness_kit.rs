@@ -44,56 +44,44 @@ const CALLERS: &[(&str, &str, &str)] = &[
     ),
 ];
 
-fn res<'a>(
-    verb: &'a str,
-    group: &'a str,
-    resource: &'a str,
-    sub: &'a str,
-    ns: &'a str,
-) -> Asked<'a> {
-    Asked::Resource {
-        verb,
-        api_group: group,
-        resource,
-        subresource: sub,
-        namespace: ns,
-    }
-}
-
 /// Requests: method, path, and the RequestInfo the apiserver reads in it.
 fn requests() -> Vec<(&'static str, &'static str, Asked<'static>)> {
     let path = |verb, path| Asked::NonResource { verb, path };
     vec![
-        ("GET", "/api/v1/pods", res("list", "", "pods", "", "")),
+        (
+            "GET",
+            "/api/v1/pods",
+            Asked::resource("list", "", "pods", "", ""),
+        ),
         (
             "GET",
             "/api/v1/namespaces/ns-1/pods",
-            res("list", "", "pods", "", "ns-1"),
+            Asked::resource("list", "", "pods", "", "ns-1"),
         ),
         (
             "GET",
             "/api/v1/namespaces/kube-system/configmaps/c",
-            res("get", "", "configmaps", "", "kube-system"),
+            Asked::resource("get", "", "configmaps", "", "kube-system"),
         ),
         (
             "PUT",
             "/api/v1/namespaces/kube-system/configmaps/c",
-            res("update", "", "configmaps", "", "kube-system"),
+            Asked::resource("update", "", "configmaps", "", "kube-system"),
         ),
         (
             "GET",
             "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/l",
-            res("get", "coordination.k8s.io", "leases", "", "kube-system"),
+            Asked::resource("get", "coordination.k8s.io", "leases", "", "kube-system"),
         ),
         (
             "PUT",
             "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/l",
-            res("update", "coordination.k8s.io", "leases", "", "kube-system"),
+            Asked::resource("update", "coordination.k8s.io", "leases", "", "kube-system"),
         ),
         (
             "GET",
             "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/node-01",
-            res(
+            Asked::resource(
                 "get",
                 "coordination.k8s.io",
                 "leases",
@@ -104,42 +92,42 @@ fn requests() -> Vec<(&'static str, &'static str, Asked<'static>)> {
         (
             "GET",
             "/apis/coordination.k8s.io/v1/leases",
-            res("list", "coordination.k8s.io", "leases", "", ""),
+            Asked::resource("list", "coordination.k8s.io", "leases", "", ""),
         ),
         (
             "GET",
             "/api/v1/nodes/node-01",
-            res("get", "", "nodes", "", ""),
+            Asked::resource("get", "", "nodes", "", ""),
         ),
         (
             "PATCH",
             "/api/v1/nodes/node-01/status",
-            res("patch", "", "nodes", "status", ""),
+            Asked::resource("patch", "", "nodes", "status", ""),
         ),
         (
             "GET",
             "/api/v1/namespaces/ns-1/endpoints/e",
-            res("get", "", "endpoints", "", "ns-1"),
+            Asked::resource("get", "", "endpoints", "", "ns-1"),
         ),
         (
             "PUT",
             "/api/v1/namespaces/ns-1/endpoints/e",
-            res("update", "", "endpoints", "", "ns-1"),
+            Asked::resource("update", "", "endpoints", "", "ns-1"),
         ),
         (
             "POST",
             "/api/v1/namespaces/ns-1/pods/p/binding",
-            res("create", "", "pods", "binding", "ns-1"),
+            Asked::resource("create", "", "pods", "binding", "ns-1"),
         ),
         (
             "GET",
             "/apis/apps/v1/replicasets",
-            res("list", "apps", "replicasets", "", ""),
+            Asked::resource("list", "apps", "replicasets", "", ""),
         ),
         (
             "DELETE",
             "/apis/apps/v1/namespaces/ns-1/replicasets/r",
-            res("delete", "apps", "replicasets", "", "ns-1"),
+            Asked::resource("delete", "apps", "replicasets", "", "ns-1"),
         ),
         ("GET", "/healthz", path("get", "/healthz")),
         ("GET", "/healthz/etcd", path("get", "/healthz/etcd")),
@@ -379,7 +367,7 @@ async fn should_classify_every_request_as_kube_apiserver_121_does() {
             name: "alice",
             groups: &alice,
         },
-        res("list", "", "pods", "", "ns-1"),
+        Asked::resource("list", "", "pods", "", "ns-1"),
     );
     assert_eq!(got.schema.name, "alice-aaa");
     let got = c.classify(
@@ -387,7 +375,7 @@ async fn should_classify_every_request_as_kube_apiserver_121_does() {
             name: "alice",
             groups: &alice,
         },
-        res("get", "", "pods", "", "ns-1"),
+        Asked::resource("get", "", "pods", "", "ns-1"),
     );
     assert_eq!(got.schema.name, "alice-reads");
     // The kit's controller applies a new schema within moments: compare

@@ -42,19 +42,7 @@ async fn node_local_r8s(kit: &Kube121, forge: &Forge, name: &str) -> R8s {
     );
     let (ca, _) = kit.ca();
     let kubeconfig = kit.dir().join(format!("{name}-r8s.kubeconfig"));
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters: [{{name: kit, cluster: {{server: \"https://127.0.0.1:{}\", certificate-authority: \"{}\"}}}}]\n\
-             users: [{{name: node, user: {{client-certificate: \"{}\", client-key: \"{}\"}}}}]\n\
-             contexts: [{{name: kit, context: {{cluster: kit, user: node}}}}]\ncurrent-context: kit\n",
-            kit.port,
-            ca.display(),
-            id.cert.display(),
-            id.key.display()
-        ),
-    )
-    .unwrap();
+    kit.cert_kubeconfig(&kubeconfig, &id.cert, &id.key);
     let resources = [
         "pods",
         "nodes",

@@ -54,19 +54,7 @@ async fn should_pass_its_nodes_own_requests_as_itself_and_follow_the_rotation() 
     std::fs::create_dir_all(&own).unwrap();
     let (cert, key) = install(&n7, &own);
     let kubeconfig = own.join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters: [{{name: kit, cluster: {{server: \"https://127.0.0.1:{}\", certificate-authority: \"{}\"}}}}]\n\
-             users: [{{name: node, user: {{client-certificate: \"{}\", client-key: \"{}\"}}}}]\n\
-             contexts: [{{name: kit, context: {{cluster: kit, user: node}}}}]\ncurrent-context: kit\n",
-            kit.port,
-            ca_crt.display(),
-            cert.display(),
-            key.display()
-        ),
-    )
-    .unwrap();
+    kit.cert_kubeconfig(&kubeconfig, &cert, &key);
     let r8s = delegated_r8s(kubeconfig, &["pods", "nodes"], None, kit.serving_tls())
         .with(|c| {
             c.node.name = "node-07".into();

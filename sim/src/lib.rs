@@ -78,38 +78,42 @@ impl SimHandle {
     /// a change of one object, for what must see one (a watch's events, a
     /// version to move past). Panics if the pod does not exist.
     pub fn touch(&self, ns: &str, name: &str, n: usize) {
-        let pods = resources::pods_idx();
-        let key = store::key(Some(ns), name);
-        let mut pod = self
-            .sim
-            .store
-            .get(pods, &key)
-            .unwrap_or_else(|| panic!("touch: no pod {ns}/{name}"))
-            .value();
-        pod["metadata"]["annotations"]["r8s.dev/touch"] = n.to_string().into();
-        self.sim
-            .store
-            .mutate(pods, &key, |_, _| Ok(store::Mutation::Put(pod)))
-            .unwrap_or_else(|e| panic!("touch: {ns}/{name} not written: {e:?}"));
+        self.update_pod("touch", ns, name, |pod| {
+            pod["metadata"]["annotations"]["r8s.dev/touch"] = n.to_string().into();
+        });
     }
 
     /// Binds pod `ns/name` to `node` (`spec.nodeName`), as the scheduler's
     /// binding does: a pod entering a node's field selector. Panics if the
     /// pod does not exist.
     pub fn bind(&self, ns: &str, name: &str, node: &str) {
+        self.update_pod("bind", ns, name, |pod| {
+            pod["spec"]["nodeName"] = node.into()
+        });
+    }
+
+    /// Pod `ns/name` changed by `change` and written (a new version);
+    /// panics, naming `what`, if it does not exist or is not written.
+    fn update_pod(
+        &self,
+        what: &str,
+        ns: &str,
+        name: &str,
+        change: impl FnOnce(&mut serde_json::Value),
+    ) {
         let pods = resources::pods_idx();
         let key = store::key(Some(ns), name);
         let mut pod = self
             .sim
             .store
             .get(pods, &key)
-            .unwrap_or_else(|| panic!("bind: no pod {ns}/{name}"))
+            .unwrap_or_else(|| panic!("{what}: no pod {ns}/{name}"))
             .value();
-        pod["spec"]["nodeName"] = node.into();
+        change(&mut pod);
         self.sim
             .store
             .mutate(pods, &key, |_, _| Ok(store::Mutation::Put(pod)))
-            .unwrap_or_else(|e| panic!("bind: {ns}/{name} not written: {e:?}"));
+            .unwrap_or_else(|e| panic!("{what}: {ns}/{name} not written: {e:?}"));
     }
 
     /// `http://addr`.

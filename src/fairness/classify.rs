@@ -41,6 +41,26 @@ pub enum Asked<'a> {
     },
 }
 
+impl<'a> Asked<'a> {
+    /// A resource request: RequestInfo's verb, API group, resource,
+    /// subresource and namespace (`""` for none).
+    pub fn resource(
+        verb: &'a str,
+        api_group: &'a str,
+        resource: &'a str,
+        subresource: &'a str,
+        namespace: &'a str,
+    ) -> Asked<'a> {
+        Asked::Resource {
+            verb,
+            api_group,
+            resource,
+            subresource,
+            namespace,
+        }
+    }
+}
+
 /// Who asks: the user the apiserver would see (after impersonation).
 #[derive(Debug, Clone, Copy)]
 pub struct Who<'a> {

@@ -140,6 +140,25 @@ impl Kube121 {
         path
     }
 
+    /// A kubeconfig at `path` for this apiserver, presenting the client
+    /// certificate `cert` with `key` (a node's, say).
+    pub fn cert_kubeconfig(&self, path: &Path, cert: &Path, key: &Path) {
+        let ca = self.state.join("pki/ca.crt");
+        std::fs::write(
+            path,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters: [{{name: kit, cluster: {{server: \"https://127.0.0.1:{}\", certificate-authority: \"{}\"}}}}]\n\
+                 users: [{{name: node, user: {{client-certificate: \"{}\", client-key: \"{}\"}}}}]\n\
+                 contexts: [{{name: kit, context: {{cluster: kit, user: node}}}}]\ncurrent-context: kit\n",
+                self.port,
+                ca.display(),
+                cert.display(),
+                key.display()
+            ),
+        )
+        .unwrap();
+    }
+
     /// One request over TLS to `port` (this apiserver, or an r8s serving its
     /// certificate), presenting `identity` if given, with these headers.
     pub async fn send_tls(

@@ -5,22 +5,6 @@ fn groups(g: &[&str]) -> Vec<String> {
     g.iter().map(|s| s.to_string()).collect()
 }
 
-fn res<'a>(
-    verb: &'a str,
-    group: &'a str,
-    resource: &'a str,
-    sub: &'a str,
-    ns: &'a str,
-) -> Asked<'a> {
-    Asked::Resource {
-        verb,
-        api_group: group,
-        resource,
-        subresource: sub,
-        namespace: ns,
-    }
-}
-
 fn path<'a>(verb: &'a str, path: &'a str) -> Asked<'a> {
     Asked::NonResource { verb, path }
 }
@@ -50,7 +34,7 @@ fn should_classify_as_the_apiservers_own_configuration_does() {
         (
             "admin",
             &masters,
-            res("list", "", "pods", "", ""),
+            Asked::resource("list", "", "pods", "", ""),
             "exempt",
             "exempt",
         ),
@@ -107,28 +91,28 @@ fn should_classify_as_the_apiservers_own_configuration_does() {
         (
             "system:node:n1",
             &node,
-            res("list", "", "pods", "", ""),
+            Asked::resource("list", "", "pods", "", ""),
             "system-nodes",
             "system",
         ),
         (
             "system:node:n1",
             &node,
-            res("get", "", "nodes", "", ""),
+            Asked::resource("get", "", "nodes", "", ""),
             "system-node-high",
             "node-high",
         ),
         (
             "system:node:n1",
             &node,
-            res("patch", "", "nodes", "status", ""),
+            Asked::resource("patch", "", "nodes", "status", ""),
             "system-node-high",
             "node-high",
         ),
         (
             "system:node:n1",
             &node,
-            res(
+            Asked::resource(
                 "update",
                 "coordination.k8s.io",
                 "leases",
@@ -142,14 +126,14 @@ fn should_classify_as_the_apiservers_own_configuration_does() {
         (
             "system:node:n1",
             &node,
-            res("list", "coordination.k8s.io", "leases", "", ""),
+            Asked::resource("list", "coordination.k8s.io", "leases", "", ""),
             "system-nodes",
             "system",
         ),
         (
             "system:node:n1",
             &node,
-            res("get", "", "nodes", "proxy", ""),
+            Asked::resource("get", "", "nodes", "proxy", ""),
             "system-nodes",
             "system",
         ),
@@ -163,56 +147,56 @@ fn should_classify_as_the_apiservers_own_configuration_does() {
         (
             kcm,
             &user,
-            res("get", "coordination.k8s.io", "leases", "", "kube-system"),
+            Asked::resource("get", "coordination.k8s.io", "leases", "", "kube-system"),
             "system-leader-election",
             "leader-election",
         ),
         (
             kcm,
             &user,
-            res("watch", "coordination.k8s.io", "leases", "", "kube-system"),
+            Asked::resource("watch", "coordination.k8s.io", "leases", "", "kube-system"),
             "kube-controller-manager",
             "workload-high",
         ),
         (
             kcm,
             &user,
-            res("update", "", "endpoints", "", "ns-1"),
+            Asked::resource("update", "", "endpoints", "", "ns-1"),
             "endpoint-controller",
             "workload-high",
         ),
         (
             kcm,
             &user,
-            res("list", "", "pods", "", ""),
+            Asked::resource("list", "", "pods", "", ""),
             "kube-controller-manager",
             "workload-high",
         ),
         (
             "system:kube-scheduler",
             &user,
-            res("create", "", "pods", "binding", "ns-1"),
+            Asked::resource("create", "", "pods", "binding", "ns-1"),
             "kube-scheduler",
             "workload-high",
         ),
         (
             "system:serviceaccount:kube-system:endpoint-controller",
             &ks_sa,
-            res("get", "", "endpoints", "", "ns-1"),
+            Asked::resource("get", "", "endpoints", "", "ns-1"),
             "endpoint-controller",
             "workload-high",
         ),
         (
             "system:serviceaccount:kube-system:replicaset-controller",
             &ks_sa,
-            res("update", "", "configmaps", "", "kube-system"),
+            Asked::resource("update", "", "configmaps", "", "kube-system"),
             "workload-leader-election",
             "leader-election",
         ),
         (
             "system:serviceaccount:kube-system:replicaset-controller",
             &ks_sa,
-            res("list", "apps", "replicasets", "", ""),
+            Asked::resource("list", "apps", "replicasets", "", ""),
             "kube-system-service-accounts",
             "workload-high",
         ),
@@ -227,21 +211,21 @@ fn should_classify_as_the_apiservers_own_configuration_does() {
         (
             "system:serviceaccount:kube-systemx:a",
             &sa,
-            res("list", "", "pods", "", ""),
+            Asked::resource("list", "", "pods", "", ""),
             "service-accounts",
             "workload-low",
         ),
         (
             "system:serviceaccount:default:app",
             &sa,
-            res("list", "", "pods", "", "default"),
+            Asked::resource("list", "", "pods", "", "default"),
             "service-accounts",
             "workload-low",
         ),
         (
             "alice",
             &user,
-            res("list", "", "pods", "", ""),
+            Asked::resource("list", "", "pods", "", ""),
             "global-default",
             "global-default",
         ),
@@ -279,7 +263,7 @@ fn should_tell_flows_apart_by_the_schemas_distinguisher() {
         )
         .flow
     };
-    let pods = |ns| res("list", "", "pods", "", ns);
+    let pods = |ns| Asked::resource("list", "", "pods", "", ns);
     assert_eq!(flow("alice", pods("a")), flow("alice", pods("b")));
     assert_ne!(flow("alice", pods("a")), flow("bob", pods("a")));
     let kcm = "system:kube-controller-manager";
@@ -342,11 +326,20 @@ fn should_order_leave_out_and_match_a_clusters_schemas_as_the_filter() {
         groups: &[],
     };
     let name = |asked| c.classify(who, asked).schema.name.clone();
-    assert_eq!(name(res("get", "", "pods", "log", "ns-1")), "a-logs");
-    assert_eq!(name(res("get", "", "pods", "", "ns-1")), "catch-all");
-    assert_eq!(name(res("get", "", "pods", "exec", "ns-1")), "catch-all");
     assert_eq!(
-        name(res("get", "", "pods", "log", "")),
+        name(Asked::resource("get", "", "pods", "log", "ns-1")),
+        "a-logs"
+    );
+    assert_eq!(
+        name(Asked::resource("get", "", "pods", "", "ns-1")),
+        "catch-all"
+    );
+    assert_eq!(
+        name(Asked::resource("get", "", "pods", "exec", "ns-1")),
+        "catch-all"
+    );
+    assert_eq!(
+        name(Asked::resource("get", "", "pods", "log", "")),
         "catch-all",
         "not cluster scope"
     );
@@ -359,7 +352,7 @@ fn should_order_leave_out_and_match_a_clusters_schemas_as_the_filter() {
     assert_eq!(name(path("get", "/metricsx")), "catch-all");
     assert_eq!(name(path("get", "/debug/pprof")), "a-logs");
     assert_eq!(name(path("get", "/debug")), "catch-all");
-    let got = c.classify(who, res("get", "", "pods", "log", "ns-1"));
+    let got = c.classify(who, Asked::resource("get", "", "pods", "log", "ns-1"));
     assert_eq!(
         (got.schema.uid.as_str(), got.level.uid.as_str()),
         ("uid-a-logs", "uid-mine")
