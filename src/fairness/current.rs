@@ -61,6 +61,7 @@ fn publish(classifier: &Classifier, list_seats: usize) {
         let seats = super::seats(list_seats, level, classifier.share_sum());
         metrics::flowcontrol_nominal(&level.name, seats);
         metrics::flowcontrol_executing(&level.name).increment(0.0);
+        metrics::flowcontrol_inqueue(&level.name).increment(0.0);
     }
     for (level, schema) in classifier.schemas() {
         metrics::flowcontrol_registered(level, schema);

@@ -5,12 +5,14 @@
 //! FlowSchema, a priority level and a flow exactly as the apiserver's
 //! filter classifies it ([`classify`]); the classifier in force
 //! ([`current`]), kept equal to the cluster's configuration by its one
-//! follower ([`follow`]).
+//! follower ([`follow`]); each level's share of a capacity ([`seats`]) and
+//! its fair queues ([`queues`]).
 
 pub mod builtin;
 pub mod classify;
 pub mod current;
 pub mod follow;
+pub mod queues;
 pub mod schema;
 
 /// The response header naming the UID of the FlowSchema a request matched,

@@ -11,10 +11,12 @@ use super::serving::Family;
 
 /// `r8s_flowcontrol_dispatched_requests_total` by (level, schema).
 static DISPATCHED: Family<(String, String), Counter> = Family::new();
-/// `r8s_flowcontrol_rejected_requests_total` by (level, schema).
-static REJECTED: Family<(String, String), Counter> = Family::new();
+/// `r8s_flowcontrol_rejected_requests_total` by (level, schema, reason).
+static REJECTED: Family<(String, String, &'static str), Counter> = Family::new();
 /// The seats series by level: (executing, nominal).
 static SEATS: Family<String, (Gauge, Gauge)> = Family::new();
+/// `r8s_flowcontrol_current_inqueue_requests` by level.
+static INQUEUE: Family<String, Gauge> = Family::new();
 
 fn pair(level: &str, schema: &str) -> (String, String) {
     (level.to_string(), schema.to_string())
@@ -30,13 +32,19 @@ pub fn flowcontrol_dispatched(level: &str, schema: &str) {
 }
 
 /// Records a large list of `level` and `schema` refused for want of a
-/// seat of its level.
-pub fn flowcontrol_rejected(level: &str, schema: &str) {
-    REJECTED
-        .get(pair(level, schema), |(l, s)| {
-            metrics::counter!(names::FLOWCONTROL_REJECTED_TOTAL, "priority_level" => l.clone(), "flow_schema" => s.clone(), "reason" => "concurrency-limit")
-        })
-        .increment(1);
+/// seat of its level, for `reason` (the apiserver's: `queue-full`,
+/// `time-out`).
+pub fn flowcontrol_rejected(level: &str, schema: &str, reason: &'static str) {
+    rejected(level, schema, reason).increment(1);
+}
+
+fn rejected(level: &str, schema: &str, reason: &'static str) -> Counter {
+    REJECTED.get(
+        (level.to_string(), schema.to_string(), reason),
+        |(l, s, r)| {
+            metrics::counter!(names::FLOWCONTROL_REJECTED_TOTAL, "priority_level" => l.clone(), "flow_schema" => s.clone(), "reason" => *r)
+        },
+    )
 }
 
 fn seats(level: &str) -> (Gauge, Gauge) {
@@ -68,9 +76,15 @@ pub fn flowcontrol_registered(level: &str, schema: &str) {
             metrics::counter!(names::FLOWCONTROL_DISPATCHED_TOTAL, "priority_level" => l.clone(), "flow_schema" => s.clone())
         })
         .increment(0);
-    REJECTED
-        .get(pair(level, schema), |(l, s)| {
-            metrics::counter!(names::FLOWCONTROL_REJECTED_TOTAL, "priority_level" => l.clone(), "flow_schema" => s.clone(), "reason" => "concurrency-limit")
-        })
-        .increment(0);
+    for reason in ["queue-full", "time-out"] {
+        rejected(level, schema, reason).increment(0);
+    }
+}
+
+/// The gauge of `level`'s requests waiting in its queues now.
+pub fn flowcontrol_inqueue(level: &str) -> Gauge {
+    INQUEUE.get(
+        level.to_string(),
+        |l| metrics::gauge!(names::FLOWCONTROL_INQUEUE, "priority_level" => l.clone()),
+    )
 }

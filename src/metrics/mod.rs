@@ -16,8 +16,8 @@ pub mod store;
 
 pub use audit::AuditCounters;
 pub use fairness::{
-    flowcontrol_dispatched, flowcontrol_executing, flowcontrol_nominal, flowcontrol_registered,
-    flowcontrol_rejected,
+    flowcontrol_dispatched, flowcontrol_executing, flowcontrol_inqueue, flowcontrol_nominal,
+    flowcontrol_registered, flowcontrol_rejected,
 };
 pub use labels::*;
 pub use names::*;

@@ -43,6 +43,8 @@ metrics! {
         "Large lists refused with 429 for want of a seat of their priority level, by priority level, FlowSchema and reason.";
     FLOWCONTROL_EXECUTING_SEATS: Gauge "r8s_flowcontrol_current_executing_seats" =
         "Seats of read.max_inflight_lists held now by large lists streaming, by priority level.";
+    FLOWCONTROL_INQUEUE: Gauge "r8s_flowcontrol_current_inqueue_requests" =
+        "Large lists waiting in their priority level's queues for a seat now, by priority level.";
     FLOWCONTROL_NOMINAL_SEATS: Gauge "r8s_flowcontrol_nominal_seats" =
         "Each priority level's share of read.max_inflight_lists, in seats (the exempt level has no limit and no series).";
     CONNECTIONS_CLOSED_TOTAL: Counter "r8s_connections_closed_total" =

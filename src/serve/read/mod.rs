@@ -55,6 +55,6 @@ impl Reader<'_> {
             Ok(snapshot) => body::body(snapshot),
             Err(early) => early,
         };
-        self.respond(built)
+        self.respond(built).await
     }
 }

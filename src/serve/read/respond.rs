@@ -18,10 +18,14 @@ use crate::serve::slots::{LARGE_LIST, Level, ListSlots};
 
 impl Reader<'_> {
     /// The response `built` is sent as, or why the upstream must answer.
-    pub(super) fn respond(&self, built: Built) -> Result<Response<Body>, PassReason> {
+    pub(super) async fn respond(&self, built: Built) -> Result<Response<Body>, PassReason> {
         let Built { payload, reply } = built;
         let (encoding, pretty) = (reply.encoding, reply.pretty);
-        let mut resp = match payload.and_then(|payload| admit(payload, self.slots, self.class)) {
+        let admitted = match payload {
+            Ok(payload) => admit(payload, self.slots, self.class).await,
+            Err(early) => Err(early),
+        };
+        let mut resp = match admitted {
             Ok(payload) => respond(StatusCode::OK, payload, encoding, pretty, reply.gzip),
             // Errors negotiate as `ErrorNegotiated` does (no `as=` transform);
             // curl's are pretty-printed JSON, as the apiserver's.
@@ -54,9 +58,9 @@ impl Reader<'_> {
 }
 
 /// A large list takes a slot of its priority level's share of
-/// `read.max_inflight_lists` for as long as it streams, or is answered 429
-/// when none is free.
-fn admit(
+/// `read.max_inflight_lists` for as long as it streams (waiting its flow's
+/// turn where the level queues), or is answered 429.
+async fn admit(
     payload: Payload,
     slots: &ListSlots,
     class: Option<&Classification>,
@@ -73,13 +77,18 @@ fn admit(
     let level = class.map(|c| Level {
         level: &c.level,
         share_sum: c.share_sum,
+        flow: c.flow,
     });
-    let Some(slot) = slots.take(level) else {
-        crate::metrics::list_rejected();
-        if let Some(c) = class {
-            crate::metrics::flowcontrol_rejected(&c.level.name, &c.schema.name);
+    let slot = match slots.take(level).await {
+        Ok(slot) => slot,
+        Err(refused) => {
+            crate::metrics::list_rejected();
+            if let Some(c) = class {
+                let reason = refused.reason();
+                crate::metrics::flowcontrol_rejected(&c.level.name, &c.schema.name, reason);
+            }
+            return Err(Early::Status(Status::too_many_requests()));
         }
-        return Err(Early::Status(Status::too_many_requests()));
     };
     Ok(match payload {
         Payload::List(l) => Payload::List(l.holding(slot)),
