@@ -187,6 +187,6 @@ mod tests {
             );
             assert!(help.ends_with('.') && help.len() > 20, "{name}: {help}");
         }
-        assert_eq!(ALL.len(), 59);
+        assert_eq!(ALL.len(), 64);
     }
 }
