@@ -3,8 +3,9 @@
 //! (`flowcontrol.apiserver.k8s.io`, the version discovery prefers) listed
 //! with r8s's own credentials, then watched; any change lists both again
 //! and replaces the classifier. Where the upstream serves no such group, or
-//! r8s may not read it, the apiserver's own configuration stays in force
-//! (said once in the log) and the group is asked for again every minute.
+//! r8s may not read it, the apiserver's own configuration is in force
+//! (said once in the log) and the group is asked for again every minute; a
+//! request that fails (an upstream outage) leaves the last read in force.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -52,15 +53,19 @@ struct Listed {
 /// Follows the configuration until `shutdown`, replacing the classifier
 /// through `writer`.
 pub async fn run(upstream: Arc<Upstream>, writer: Writer, shutdown: Signal) {
-    let mut said = None::<String>;
+    // The last failure said (each said once), and whether the cluster's
+    // configuration is in force (kept through a failed request: an
+    // upstream outage does not change how requests are classified).
+    let (mut said, mut following) = (None::<String>, false);
     loop {
         let wait = match list(&upstream).await {
             Ok(listed) => {
                 let (s, l) = (listed.schemas.len(), listed.levels.len());
                 writer.set(Classifier::new(listed.schemas, listed.levels));
-                if said.take().is_some() || s + l > 0 {
-                    tracing::debug!(flow_schemas = s, priority_levels = l, version = %listed.version, "priority and fairness: the cluster's configuration in force");
+                if !following {
+                    tracing::info!(flow_schemas = s, priority_levels = l, version = %listed.version, "priority and fairness: classifying by the cluster's configuration");
                 }
+                (said, following) = (None, true);
                 tokio::select! {
                     watched = watch(&upstream, &listed.version, &listed.rvs) => match watched {
                         Watched::Changed => Duration::ZERO,
@@ -72,14 +77,25 @@ pub async fn run(upstream: Arc<Upstream>, writer: Writer, shutdown: Signal) {
             }
             Err(e) => {
                 let text = e.to_string();
+                let absent = matches!(e, FollowError::Absent(..));
                 if said.as_deref() != Some(text.as_str()) {
-                    tracing::warn!(error = %text, "priority and fairness: classifying by kube-apiserver's own configuration (mandatory and suggested) until the cluster's can be read");
+                    match (absent, following) {
+                        (false, true) => {
+                            tracing::warn!(error = %text, "priority and fairness: the cluster's configuration could not be read again; the last read stays in force")
+                        }
+                        _ => {
+                            tracing::warn!(error = %text, "priority and fairness: classifying by kube-apiserver's own configuration (mandatory and suggested) until the cluster's can be read")
+                        }
+                    }
                     said = Some(text);
                 }
-                writer.set(Classifier::builtin());
-                match e {
-                    FollowError::Absent(..) => ABSENT_RETRY,
-                    FollowError::Failed(_) => ERROR_RETRY,
+                if absent || !following {
+                    writer.set(Classifier::builtin());
+                    following = false;
+                }
+                match absent {
+                    true => ABSENT_RETRY,
+                    false => ERROR_RETRY,
                 }
             }
         };
