@@ -55,10 +55,16 @@ use exchange::Exchange;
 use outcome::{Answer, CacheResult, Origin};
 use slots::{ListSlots, WatchSlots};
 
-/// How long a request for an object a node's pods reference waits for its
-/// cache, started on that request, to sync: about an upstream round trip
-/// (the request would have taken one anyway); past it, it passes.
-const OBJECT_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+/// The longest a request for an object a node's pods reference waits for
+/// its cache, started on that request, to sync while the upstream answers:
+/// the object's list is the round trip the request would have made anyway,
+/// so a slow upstream delays both alike (past it, it passes).
+const OBJECT_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The same with the upstream not answering: long enough for the cache to
+/// load its snapshot from the node's disk (`persist.dir`, after a reboot
+/// during an outage); one with none passes after it, to the outage's 503.
+const OBJECT_WAIT_DOWN: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Everything the API listener needs.
 pub struct Api {
@@ -182,12 +188,17 @@ impl Api {
 
     /// The cache of the one object `ex`'s request names, where this r8s
     /// caches the objects its node's pods reference: started on first ask,
-    /// waited for until synced (at most [`OBJECT_WAIT`]).
+    /// waited for until synced (at most [`OBJECT_WAIT`] while the upstream
+    /// answers, [`OBJECT_WAIT_DOWN`] while it does not).
     async fn object_cache(&self, ex: &Exchange, caller: &Caller) -> Option<Arc<ResourceCache>> {
         let objects = self.objects.as_ref()?;
         let ar = ex.ar.as_ref().filter(|_| caller.cacheable())?;
         let key = ObjectKey::of(ar)?;
-        objects.cache_for(key, OBJECT_WAIT).await
+        let wait = match self.upstream.liveness().seen().answering {
+            true => OBJECT_WAIT,
+            false => OBJECT_WAIT_DOWN,
+        };
+        objects.cache_for(key, wait).await
     }
 
     /// Answers from `cache` if it can and `caller` may see the answer, and
