@@ -522,7 +522,10 @@ fn build_api(
     // cluster's is read, then the cluster's, kept current.
     let (fairness, classifier) = fairness::current::Current::new(
         fairness::classify::Classifier::builtin(),
-        config.read.max_inflight_lists,
+        fairness::Capacity {
+            seats: config.read.max_inflight_lists,
+            watches: config.watch.max_watchers,
+        },
     );
     tokio::spawn(fairness::follow::run(
         upstream.clone(),

@@ -17,7 +17,11 @@ async fn stalled_get(addr: std::net::SocketAddr, path: &str) -> TcpStream {
 }
 
 /// [`stalled_get`] with a bearer token, if any.
-async fn stalled_get_as(addr: std::net::SocketAddr, path: &str, token: Option<&str>) -> TcpStream {
+pub(crate) async fn stalled_get_as(
+    addr: std::net::SocketAddr,
+    path: &str,
+    token: Option<&str>,
+) -> TcpStream {
     let s = TcpSocket::new_v4().unwrap();
     s.set_recv_buffer_size(4096).unwrap();
     let mut c = s.connect(addr).await.unwrap();

@@ -98,7 +98,7 @@ type Builtin = (
 );
 
 /// The types every sim serves, at these indexes in its [`Catalog`].
-const BUILTINS: [Builtin; 30] = [
+const BUILTINS: [Builtin; 32] = [
     (
         "",
         "v1",
@@ -427,6 +427,28 @@ const BUILTINS: [Builtin; 30] = [
         true,
         &["sa"],
         &[],
+        false,
+    ),
+    (
+        "flowcontrol.apiserver.k8s.io",
+        "v1",
+        "flowschemas",
+        "flowschema",
+        "FlowSchema",
+        false,
+        &[],
+        &["status"],
+        false,
+    ),
+    (
+        "flowcontrol.apiserver.k8s.io",
+        "v1",
+        "prioritylevelconfigurations",
+        "prioritylevelconfiguration",
+        "PriorityLevelConfiguration",
+        false,
+        &[],
+        &["status"],
         false,
     ),
 ];

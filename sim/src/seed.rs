@@ -315,6 +315,8 @@ pub fn seed(sim: &Sim) {
             "secrets": [{"name": "ci-token-x7k2p"}], "automountServiceAccountToken": false}),
         );
     }
+    // Priority and fairness, last of all.
+    kinds::seed_flowcontrol(sim);
 }
 
 /// Writes at `config.churn` per second: mostly pod updates, sometimes a

@@ -87,6 +87,17 @@ impl Version {
         self.indexes.iter().find(|i| i.on == *on)
     }
 
+    /// How many objects a read of every namespace with `selectors` walks,
+    /// where it walks them all (no index pinned): what it costs whatever it
+    /// returns. `None` where an index bounds the walk.
+    pub fn whole_walk(&self, selectors: &Selectors) -> Option<usize> {
+        let pinned = self
+            .indexes
+            .iter()
+            .any(|i| i.on.pinned(selectors).is_some());
+        (!pinned).then_some(self.objects.len())
+    }
+
     /// The objects a read walks, in key order from the key `from`: those
     /// under the values its selectors pin an index to (the first index they
     /// pin, in the order configured), else the key range from `from`;

@@ -4,6 +4,7 @@
 
 use std::sync::{Arc, RwLock};
 
+use super::Capacity;
 use super::classify::Classifier;
 use crate::metrics;
 use crate::sync::RwLockExt;
@@ -12,9 +13,9 @@ use crate::sync::RwLockExt;
 #[derive(Debug)]
 pub struct Current {
     classifier: RwLock<Arc<Classifier>>,
-    /// r8s's large-list slots (`read.max_inflight_lists`), which each
-    /// configuration's levels share (their series are published with it).
-    list_seats: usize,
+    /// What each configuration's levels share (their series are
+    /// published with it).
+    capacity: Capacity,
 }
 
 /// The one handle that replaces it.
@@ -26,12 +27,12 @@ pub struct Writer {
 impl Current {
     /// Starting from `classifier` (the apiserver's own configuration, until
     /// the cluster's is read), with the one writer that replaces it.
-    /// `list_seats`: `read.max_inflight_lists`.
-    pub fn new(classifier: Classifier, list_seats: usize) -> (Arc<Current>, Writer) {
-        publish(&classifier, list_seats);
+    /// `capacity`: what its levels share.
+    pub fn new(classifier: Classifier, capacity: Capacity) -> (Arc<Current>, Writer) {
+        publish(&classifier, capacity);
         let current = Arc::new(Current {
             classifier: RwLock::new(Arc::new(classifier)),
-            list_seats,
+            capacity,
         });
         let writer = Writer {
             current: current.clone(),
@@ -48,18 +49,21 @@ impl Current {
 impl Writer {
     /// Puts `classifier` in force.
     pub fn set(&self, classifier: Classifier) {
-        publish(&classifier, self.current.list_seats);
+        publish(&classifier, self.current.capacity);
         *self.current.classifier.writing() = Arc::new(classifier);
     }
 }
 
-/// Each level's seats of `list_seats`, and every series of its levels and
+/// Each level's share of `capacity`, and every series of its levels and
 /// schemas at their current values (at 0 where nothing happened yet), so a
 /// dashboard and an alert see every level before its first request.
-fn publish(classifier: &Classifier, list_seats: usize) {
+fn publish(classifier: &Classifier, capacity: Capacity) {
     for level in classifier.levels().values().filter(|l| !l.exempt) {
-        let seats = super::seats(list_seats, level, classifier.share_sum());
+        let seats = super::seats(capacity.seats, level, classifier.share_sum());
         metrics::flowcontrol_nominal(&level.name, seats);
+        let watches = super::seats(capacity.watches, level, classifier.share_sum());
+        metrics::flowcontrol_nominal_watches(&level.name, watches);
+        metrics::flowcontrol_watches(&level.name).increment(0.0);
         metrics::flowcontrol_executing(&level.name).increment(0.0);
         metrics::flowcontrol_inqueue(&level.name).increment(0.0);
     }

@@ -23,6 +23,17 @@ pub const FLOW_SCHEMA_UID: http::HeaderName =
 pub const PRIORITY_LEVEL_UID: http::HeaderName =
     http::HeaderName::from_static("x-kubernetes-pf-prioritylevel-uid");
 
+/// What r8s's priority levels share: the seats of costly cached reads
+/// (`read.max_inflight_lists`) and the slots of cached watches
+/// (`watch.max_watchers`).
+#[derive(Debug, Clone, Copy)]
+pub struct Capacity {
+    /// `read.max_inflight_lists`.
+    pub seats: usize,
+    /// `watch.max_watchers`.
+    pub watches: usize,
+}
+
 /// A priority level's seats of `total` (r8s's large-list slots, say), as
 /// kube-apiserver divides its concurrency: `ceil(total × its shares ÷
 /// share_sum)`, at least one; the exempt level is not limited.

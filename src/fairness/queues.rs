@@ -6,7 +6,7 @@
 //! non-empty queue in turn, so queues, not requests, take turns. A request
 //! whose chosen queue already holds `queueLengthLimit`, or that waits
 //! longer than [`QUEUE_WAIT`], or of a level that does not queue
-//! (`Reject`), is refused.
+//! (`Reject`), is refused, for the apiserver's reasons.
 //!
 //! One [`QueueSet`] per level, behind a lock held only to count and to move
 //! a waiter; a [`Seat`] gives itself back when dropped.
@@ -61,18 +61,25 @@ impl Drop for Seat {
 /// Why a request got no seat.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refused {
-    /// Every queue of its hand was full, or its level does not queue.
+    /// Every queue of its hand was full.
     QueueFull,
+    /// Its level does not queue (or, for a watch, holds its share of
+    /// watches) and has no seat free.
+    ConcurrencyLimit,
     /// It waited [`QUEUE_WAIT`] in its queue.
     TimedOut,
 }
 
 impl Refused {
+    /// Every reason, as the apiserver's `reason` label names them.
+    pub const REASONS: [&'static str; 3] = ["queue-full", "concurrency-limit", "time-out"];
+
     /// The apiserver's `reason` label for it.
     pub fn reason(self) -> &'static str {
         match self {
-            Refused::QueueFull => "queue-full",
-            Refused::TimedOut => "time-out",
+            Refused::QueueFull => Self::REASONS[0],
+            Refused::ConcurrencyLimit => Self::REASONS[1],
+            Refused::TimedOut => Self::REASONS[2],
         }
     }
 }
@@ -151,7 +158,7 @@ impl QueueSet {
                 return Ok(Seat { set: self.clone() });
             }
             if s.queues.is_empty() {
-                return Err(Refused::QueueFull);
+                return Err(Refused::ConcurrencyLimit);
             }
             let hand = deal(flow, s.queues.len(), s.hand_size);
             let q = hand

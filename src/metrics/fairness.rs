@@ -15,6 +15,8 @@ static DISPATCHED: Family<(String, String), Counter> = Family::new();
 static REJECTED: Family<(String, String, &'static str), Counter> = Family::new();
 /// The seats series by level: (executing, nominal).
 static SEATS: Family<String, (Gauge, Gauge)> = Family::new();
+/// The watch series by level: (open, nominal).
+static WATCHES: Family<String, (Gauge, Gauge)> = Family::new();
 /// `r8s_flowcontrol_current_inqueue_requests` by level.
 static INQUEUE: Family<String, Gauge> = Family::new();
 
@@ -33,7 +35,7 @@ pub fn flowcontrol_dispatched(level: &str, schema: &str) {
 
 /// Records a large list of `level` and `schema` refused for want of a
 /// seat of its level, for `reason` (the apiserver's: `queue-full`,
-/// `time-out`).
+/// `concurrency-limit`, `time-out`).
 pub fn flowcontrol_rejected(level: &str, schema: &str, reason: &'static str) {
     rejected(level, schema, reason).increment(1);
 }
@@ -76,7 +78,7 @@ pub fn flowcontrol_registered(level: &str, schema: &str) {
             metrics::counter!(names::FLOWCONTROL_DISPATCHED_TOTAL, "priority_level" => l.clone(), "flow_schema" => s.clone())
         })
         .increment(0);
-    for reason in ["queue-full", "time-out"] {
+    for reason in crate::fairness::queues::Refused::REASONS {
         rejected(level, schema, reason).increment(0);
     }
 }
@@ -87,4 +89,23 @@ pub fn flowcontrol_inqueue(level: &str) -> Gauge {
         level.to_string(),
         |l| metrics::gauge!(names::FLOWCONTROL_INQUEUE, "priority_level" => l.clone()),
     )
+}
+
+fn watches(level: &str) -> (Gauge, Gauge) {
+    WATCHES.get(level.to_string(), |l| {
+        (
+            metrics::gauge!(names::FLOWCONTROL_WATCHES, "priority_level" => l.clone()),
+            metrics::gauge!(names::FLOWCONTROL_NOMINAL_WATCHES, "priority_level" => l.clone()),
+        )
+    })
+}
+
+/// The gauge of `level`'s cached watches open now (each adds one while open).
+pub fn flowcontrol_watches(level: &str) -> Gauge {
+    watches(level).0
+}
+
+/// Says `level` may hold `n` of `watch.max_watchers`.
+pub fn flowcontrol_nominal_watches(level: &str, n: usize) {
+    watches(level).1.set(n as f64);
 }

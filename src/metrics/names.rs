@@ -40,13 +40,17 @@ metrics! {
     FLOWCONTROL_DISPATCHED_TOTAL: Counter "r8s_flowcontrol_dispatched_requests_total" =
         "Requests r8s answered itself (from the cache, or its own refusal), by the priority level and FlowSchema the apiserver's priority and fairness classifies them to.";
     FLOWCONTROL_REJECTED_TOTAL: Counter "r8s_flowcontrol_rejected_requests_total" =
-        "Large lists refused with 429 for want of a seat of their priority level, by priority level, FlowSchema and reason.";
+        "Costly cached reads (large lists, lists that walk many objects, watches' initial events) and watches refused with 429 for want of a seat or a watch slot of their priority level, by priority level, FlowSchema and reason (queue-full, concurrency-limit, time-out).";
     FLOWCONTROL_EXECUTING_SEATS: Gauge "r8s_flowcontrol_current_executing_seats" =
-        "Seats of read.max_inflight_lists held now by large lists streaming, by priority level.";
+        "Seats of read.max_inflight_lists held now by costly cached reads, by priority level.";
     FLOWCONTROL_INQUEUE: Gauge "r8s_flowcontrol_current_inqueue_requests" =
-        "Large lists waiting in their priority level's queues for a seat now, by priority level.";
+        "Costly cached reads waiting in their priority level's queues for a seat now, by priority level.";
     FLOWCONTROL_NOMINAL_SEATS: Gauge "r8s_flowcontrol_nominal_seats" =
         "Each priority level's share of read.max_inflight_lists, in seats (the exempt level has no limit and no series).";
+    FLOWCONTROL_WATCHES: Gauge "r8s_flowcontrol_current_watches" =
+        "Cached watches open now, by priority level.";
+    FLOWCONTROL_NOMINAL_WATCHES: Gauge "r8s_flowcontrol_nominal_watches" =
+        "Each priority level's share of watch.max_watchers (the exempt level has no limit of its own and no series).";
     CONNECTIONS_CLOSED_TOTAL: Counter "r8s_connections_closed_total" =
         "Client connections r8s closed, by reason: no_request, header_timeout, write_timeout, goaway.";
     // The upstream.
@@ -187,6 +191,6 @@ mod tests {
             );
             assert!(help.ends_with('.') && help.len() > 20, "{name}: {help}");
         }
-        assert_eq!(ALL.len(), 64);
+        assert_eq!(ALL.len(), 66);
     }
 }

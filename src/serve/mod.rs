@@ -225,7 +225,7 @@ impl Api {
             };
         }
         if ar.verb == Verb::Watch && ar.path.subresource.is_none() {
-            return self.watch_from_cache(cache, ar, caller).await;
+            return self.watch_from_cache(cache, ar, caller, class).await;
         }
         let reader = read::Reader {
             policy: &self.policy,
@@ -243,12 +243,14 @@ impl Api {
     }
 
     /// A watch from `cache`: planned and proven, the caller authorized,
-    /// then started (its watcher in one of the watch slots).
+    /// then started (its watcher in one of its level's watch slots; costly
+    /// initial events in one of its level's seats).
     async fn watch_from_cache(
         &self,
         cache: &Arc<ResourceCache>,
         ar: &ApiRequest,
         caller: &Caller,
+        class: Option<&Classification>,
     ) -> (Answer, Option<audit::Authz>) {
         let plan = match watch::plan(cache, ar, &self.watch_policy, self.upstream.wire_rules()) {
             Ok(plan) => plan.prove(&self.proofs).await,
@@ -263,13 +265,20 @@ impl Api {
             Err(refusal) => return refused(refusal),
         };
         let authz = Some(audit::Authz::Allow(why));
-        match plan.settle(&self.policy, &self.proofs).await {
-            Ok(plan) => {
-                let resp = plan.start(&self.watch_policy, &self.watch_slots, &self.shutdown);
-                (Answer::Hit(resp), authz)
-            }
-            Err(reason) => (Answer::Pass(reason), authz),
-        }
+        let plan = match plan.settle(&self.policy, &self.proofs).await {
+            Ok(plan) => plan,
+            Err(reason) => return (Answer::Pass(reason), authz),
+        };
+        let seat = match plan.costly() {
+            false => None,
+            true => match self.list_slots.seat_for(class).await {
+                Ok(seat) => Some(seat),
+                Err(_) => return (Answer::Hit(plan.refused()), authz),
+            },
+        };
+        let slots = (&self.watch_slots, class);
+        let resp = plan.start(&self.watch_policy, slots, seat, &self.shutdown);
+        (Answer::Hit(resp), authz)
     }
 
     /// What the apiserver's priority and fairness filter would make of the

@@ -1,7 +1,9 @@
-//! The slots cached answers hold while they stream: a large list holds one
-//! of `read.max_inflight_lists`, a watch one of `watch.max_watchers`. Past
-//! them the answer is the apiserver's 429, as its priority and fairness
-//! answers a request it has no slot for. Live state, owned by the API
+//! The slots cached answers hold while they stream: a costly read (a large
+//! list, a list that walks many objects, a watch's initial events) holds a
+//! seat of `read.max_inflight_lists`, a watch one of `watch.max_watchers`,
+//! each of its priority level's share. Past them the answer is the
+//! apiserver's 429, as its priority and fairness answers a request it has
+//! no seat for. Live state, owned by the API
 //! ([`super::Api`]) and lent to each answer as a slot it gives back when
 //! dropped; the policies ([`super::read::ReadPolicy`],
 //! [`super::watch::WatchPolicy`]) hold settings only.
@@ -10,6 +12,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::fairness::classify::Classification;
 use crate::fairness::queues::{QueueSet, Refused, Seat};
 use crate::fairness::schema::{PriorityLevel, Queuing};
 use crate::metrics;
@@ -21,6 +24,12 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 /// of `read.max_inflight_lists` slots while it streams. Smaller ones cost
 /// too little to count, and are never refused.
 pub const LARGE_LIST: usize = 1 << 20;
+
+/// A read that walks at least this many objects whatever it returns (a
+/// selector no index answers, over every namespace; a watch's initial
+/// events) costs CPU enough to hold a seat while it walks and streams, as
+/// the apiserver's work estimate counts the objects a list must examine.
+pub const COSTLY_WALK: usize = 5_000;
 
 /// The slots of large lists streaming at once: `read.max_inflight_lists`,
 /// shared among the priority levels as the apiserver shares its
@@ -83,7 +92,36 @@ pub struct Level<'a> {
     pub flow: u64,
 }
 
+impl<'a> Level<'a> {
+    /// The level `class` names (`None`: a caller r8s cannot classify).
+    pub fn of(class: Option<&'a Classification>) -> Option<Level<'a>> {
+        class.map(|c| Level {
+            level: &c.level,
+            share_sum: c.share_sum,
+            flow: c.flow,
+        })
+    }
+}
+
+/// Counts a request of `class` refused for want of a seat or a slot.
+fn rejected(class: Option<&Classification>, refused: Refused) {
+    if let Some(c) = class {
+        metrics::flowcontrol_rejected(&c.level.name, &c.schema.name, refused.reason());
+    }
+}
+
 impl ListSlots {
+    /// A seat for a costly read of `class`, as [`ListSlots::take`] gives
+    /// one; a refusal is counted (`r8s_list_rejected_total` and its level's).
+    pub async fn seat_for(&self, class: Option<&Classification>) -> Result<ListSlot, Refused> {
+        let taken = self.take(Level::of(class)).await;
+        if let Err(refused) = taken {
+            metrics::list_rejected();
+            rejected(class, refused);
+        }
+        taken
+    }
+
     /// `n` slots (`read.max_inflight_lists`).
     pub fn new(n: usize) -> Self {
         ListSlots {
@@ -106,7 +144,7 @@ impl ListSlots {
                 .all
                 .clone()
                 .try_acquire_owned()
-                .map_err(|_| Refused::QueueFull)?;
+                .map_err(|_| Refused::ConcurrencyLimit)?;
             return Ok(ListSlot {
                 _held: Held::Whole { _permit: permit },
                 executing: None,
@@ -140,16 +178,27 @@ impl ListSlots {
     }
 }
 
-/// The slots of cached watches open at once (every resource's).
+/// The slots of cached watches open at once (every resource's):
+/// `watch.max_watchers` in all, shared among the priority levels as list
+/// seats are (in proportion to their shares; the exempt level only within
+/// the whole). A watch holds its slot for minutes, so one past its level's
+/// share is refused at once (`concurrency-limit`), never queued: one
+/// user's watches cannot take the slots the nodes' and controllers' need.
 #[derive(Debug)]
 pub struct WatchSlots {
     open: Arc<AtomicUsize>,
     max: usize,
+    /// Each level's watches open now, by name.
+    levels: Mutex<HashMap<String, Arc<AtomicUsize>>>,
 }
 
 /// A watch's slot, held by its watcher until it ends.
 #[derive(Debug)]
-pub struct WatchSlot(Arc<AtomicUsize>);
+pub struct WatchSlot {
+    open: Arc<AtomicUsize>,
+    /// Its level's count, and the gauge of it.
+    level: Option<(Arc<AtomicUsize>, ::metrics::Gauge)>,
+}
 
 impl WatchSlots {
     /// `max` slots (`watch.max_watchers`).
@@ -157,22 +206,72 @@ impl WatchSlots {
         WatchSlots {
             open: Arc::new(AtomicUsize::new(0)),
             max,
+            levels: Mutex::new(HashMap::new()),
         }
     }
 
-    /// A slot, if one is free.
-    pub fn take(&self) -> Option<WatchSlot> {
-        if self.open.fetch_add(1, Ordering::AcqRel) >= self.max {
-            self.open.fetch_sub(1, Ordering::AcqRel);
-            return None;
+    /// A slot for a watch of `class`, as [`WatchSlots::take`] gives one; a
+    /// refusal is counted (`r8s_watch_rejected_total` and its level's).
+    pub fn slot_for(&self, class: Option<&Classification>) -> Result<WatchSlot, Refused> {
+        let taken = self.take(Level::of(class));
+        if let Err(refused) = taken {
+            metrics::watch_rejected();
+            rejected(class, refused);
         }
-        Some(WatchSlot(self.open.clone()))
+        taken
     }
+
+    /// `level`'s share of the slots ([`crate::fairness::seats`]).
+    pub fn share(&self, level: Level<'_>) -> usize {
+        crate::fairness::seats(self.max, level.level, level.share_sum)
+    }
+
+    /// A slot of the whole and of `level`'s share (`None`: of the whole
+    /// only), if both have one free.
+    pub fn take(&self, level: Option<Level<'_>>) -> Result<WatchSlot, Refused> {
+        let open = self.open.clone();
+        if !take_one(&open, self.max) {
+            return Err(Refused::ConcurrencyLimit);
+        }
+        let mut slot = WatchSlot { open, level: None };
+        let Some(level) = level else {
+            return Ok(slot);
+        };
+        let name = level.level.name.as_str();
+        let count = {
+            let mut levels = self.levels.locked();
+            match levels.get(name) {
+                Some(c) => c.clone(),
+                None => levels.entry(name.to_string()).or_default().clone(),
+            }
+        };
+        // Dropping `slot` gives back its place in the whole.
+        if !take_one(&count, self.share(level)) {
+            return Err(Refused::ConcurrencyLimit);
+        }
+        let gauge = metrics::flowcontrol_watches(name);
+        gauge.increment(1.0);
+        slot.level = Some((count, gauge));
+        Ok(slot)
+    }
+}
+
+/// One of `max` from `count`, if it has one.
+fn take_one(count: &AtomicUsize, max: usize) -> bool {
+    if count.fetch_add(1, Ordering::AcqRel) >= max {
+        count.fetch_sub(1, Ordering::AcqRel);
+        return false;
+    }
+    true
 }
 
 impl Drop for WatchSlot {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
+        self.open.fetch_sub(1, Ordering::AcqRel);
+        if let Some((count, gauge)) = &self.level {
+            count.fetch_sub(1, Ordering::AcqRel);
+            gauge.decrement(1.0);
+        }
     }
 }
 
@@ -183,10 +282,10 @@ mod tests {
     #[tokio::test]
     async fn should_lend_no_more_slots_than_there_are_and_take_back_dropped_ones() {
         let watches = WatchSlots::new(2);
-        let (a, b) = (watches.take().unwrap(), watches.take().unwrap());
-        assert!(watches.take().is_none(), "both taken");
+        let (a, b) = (watches.take(None).unwrap(), watches.take(None).unwrap());
+        assert!(watches.take(None).is_err(), "both taken");
         drop(a);
-        let c = watches.take().expect("a dropped slot is free again");
+        let c = watches.take(None).expect("a dropped slot is free again");
         drop((b, c));
         assert_eq!(watches.open.load(Ordering::Acquire), 0);
 
@@ -195,6 +294,42 @@ mod tests {
         assert!(lists.take(None).await.is_err());
         drop(slot);
         assert!(lists.take(None).await.is_ok());
+    }
+
+    #[test]
+    fn should_share_watch_slots_among_levels_and_refuse_past_a_share_at_once() {
+        let watches = WatchSlots::new(20);
+        let levels: Vec<PriorityLevel> = crate::fairness::builtin::priority_levels();
+        let level = |name: &str| Level {
+            level: levels.iter().find(|l| l.name == name).unwrap(),
+            share_sum: 245,
+            flow: 1,
+        };
+        let low = level("global-default");
+        assert_eq!(watches.share(low), 2, "ceil(20 × 20 / 245)");
+        let mine: Vec<_> = (0..2).map(|_| watches.take(Some(low)).unwrap()).collect();
+        assert_eq!(
+            watches.take(Some(low)).unwrap_err(),
+            Refused::ConcurrencyLimit
+        );
+        assert_eq!(
+            watches.open.load(Ordering::Acquire),
+            2,
+            "the refused one gave its place back"
+        );
+        let system = watches
+            .take(Some(level("system")))
+            .expect("another level's share");
+        let exempt: Vec<_> = (0..17)
+            .map(|_| watches.take(Some(level("exempt"))).unwrap())
+            .collect();
+        assert!(
+            watches.take(Some(level("exempt"))).is_err(),
+            "the exempt level within the whole"
+        );
+        drop((mine, system, exempt));
+        assert_eq!(watches.open.load(Ordering::Acquire), 0);
+        assert!(watches.take(Some(low)).is_ok(), "its share given back");
     }
 
     #[tokio::test(start_paused = true)]
@@ -227,7 +362,7 @@ mod tests {
         let one = lists.take(Some(catch_all)).await.unwrap();
         assert_eq!(
             lists.take(Some(catch_all)).await.unwrap_err(),
-            Refused::QueueFull
+            Refused::ConcurrencyLimit
         );
         let exempt = level("exempt", 4);
         let mut many = Vec::new();

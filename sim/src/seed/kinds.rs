@@ -290,3 +290,24 @@ pub(super) fn seed_storage_and_traffic(sim: &Sim, user_ns: &[String]) {
                                       {"type": "Resource", "resource": {"name": "memory", "current": {"averageValue": "301Mi"}}}]}}),
     );
 }
+
+/// The suggested priority and fairness configuration as a real apiserver
+/// serves it: kube-apiserver v1.21's own FlowSchemas and priority levels
+/// (taken from `../shared/tools/kube-1.21`, UIDs included; its
+/// `v1beta1` objects served as `v1`, `assuredConcurrencyShares` as
+/// `nominalConcurrencyShares`). The sim's own copy, not r8s's built-in
+/// one (1.36's, which has levels 1.21 lacks), so a test can tell which
+/// configuration r8s classifies by.
+pub(super) fn seed_flowcontrol(sim: &Sim) {
+    let served: Value = serde_json::from_str(include_str!("flowcontrol.json"))
+        .expect("the sim's flowcontrol configuration is JSON");
+    let group = "flowcontrol.apiserver.k8s.io";
+    for (field, resource) in [
+        ("priorityLevelConfigurations", "prioritylevelconfigurations"),
+        ("flowSchemas", "flowschemas"),
+    ] {
+        for v in served[field].as_array().into_iter().flatten() {
+            put(sim, (group, "v1", resource), None, v.clone());
+        }
+    }
+}

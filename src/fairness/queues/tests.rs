@@ -75,7 +75,7 @@ async fn should_refuse_past_the_queue_limit_and_at_once_where_a_level_does_not_q
     assert_eq!(set.waiting(), 0, "who gave up left its queue");
     let reject = QueueSet::new("test", 1, None);
     let _one = reject.seat(1).await.unwrap();
-    assert_eq!(reject.seat(1).await.unwrap_err(), Refused::QueueFull);
+    assert_eq!(reject.seat(1).await.unwrap_err(), Refused::ConcurrencyLimit);
     assert_eq!(Refused::TimedOut.reason(), "time-out");
 }
 

@@ -39,6 +39,7 @@ mod steps;
 use http::Response;
 
 use super::outcome::PassReason;
+use super::slots::COSTLY_WALK;
 use crate::body::Body;
 pub use steps::{Asked, ReadPolicy, Reader};
 
@@ -51,10 +52,39 @@ impl Reader<'_> {
     pub async fn answer(&self, asked: Asked<'_>) -> Result<Response<Body>, PassReason> {
         let decided = decision::decide(asked)?;
         let proven = self.prove(decided).await?;
+        // A list that walks every object takes its seat before it walks.
+        let held = match costly_walk(&proven.decided) {
+            false => None,
+            true => match self.slots.seat_for(self.class).await {
+                Ok(seat) => Some(seat),
+                Err(_) => {
+                    let reply = proven.decided.reply;
+                    let payload = Err(respond::too_many());
+                    return self.respond(steps::Built { payload, reply }, None).await;
+                }
+            },
+        };
         let built = match self.snapshot(proven).await {
             Ok(snapshot) => body::body(snapshot),
             Err(early) => early,
         };
-        self.respond(built).await
+        self.respond(built, held).await
     }
+}
+
+/// Whether `d` is a list whose selectors make it walk every object of a
+/// cache of at least [`COSTLY_WALK`] (no index answers them) to return
+/// some: its CPU is spent whatever it returns. (One without selectors
+/// walks only what it returns, a large list if it is large.)
+fn costly_walk(d: &steps::Decided<'_>) -> bool {
+    let Ok(selectors) = &d.opts.selectors else {
+        return false;
+    };
+    d.read == steps::Read::List
+        && d.path.namespace.is_none()
+        && !selectors.is_empty()
+        && d.store
+            .current()
+            .whole_walk(selectors)
+            .is_some_and(|n| n >= COSTLY_WALK)
 }

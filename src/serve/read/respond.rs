@@ -14,15 +14,20 @@ use crate::codec::gzip::{GzipList, gzip as gzip_bytes};
 use crate::codec::json::{GZIP_MIN, ListBody, ListItem};
 use crate::fairness::classify::Classification;
 use crate::serve::outcome::PassReason;
-use crate::serve::slots::{LARGE_LIST, Level, ListSlots};
+use crate::serve::slots::{LARGE_LIST, ListSlot, ListSlots};
 
 impl Reader<'_> {
     /// The response `built` is sent as, or why the upstream must answer.
-    pub(super) async fn respond(&self, built: Built) -> Result<Response<Body>, PassReason> {
+    /// `held`: the seat a costly walk took before it walked.
+    pub(super) async fn respond(
+        &self,
+        built: Built,
+        held: Option<ListSlot>,
+    ) -> Result<Response<Body>, PassReason> {
         let Built { payload, reply } = built;
         let (encoding, pretty) = (reply.encoding, reply.pretty);
         let admitted = match payload {
-            Ok(payload) => admit(payload, self.slots, self.class).await,
+            Ok(payload) => admit(payload, self.slots, self.class, held).await,
             Err(early) => Err(early),
         };
         let mut resp = match admitted {
@@ -57,13 +62,15 @@ impl Reader<'_> {
     }
 }
 
-/// A large list takes a slot of its priority level's share of
+/// A large list takes a seat of its priority level's share of
 /// `read.max_inflight_lists` for as long as it streams (waiting its flow's
-/// turn where the level queues), or is answered 429.
+/// turn where the level queues), or is answered 429. `held`: the seat it
+/// took before it walked (a costly walk), kept the same way.
 async fn admit(
     payload: Payload,
     slots: &ListSlots,
     class: Option<&Classification>,
+    held: Option<ListSlot>,
 ) -> Result<Payload, Early> {
     let len = match &payload {
         Payload::List(l) => l.estimated_len(),
@@ -71,24 +78,10 @@ async fn admit(
         Payload::Table(l) => l.estimated_len(),
         Payload::Bytes(_) => return Ok(payload),
     };
-    if len < LARGE_LIST {
-        return Ok(payload);
-    }
-    let level = class.map(|c| Level {
-        level: &c.level,
-        share_sum: c.share_sum,
-        flow: c.flow,
-    });
-    let slot = match slots.take(level).await {
-        Ok(slot) => slot,
-        Err(refused) => {
-            crate::metrics::list_rejected();
-            if let Some(c) = class {
-                let reason = refused.reason();
-                crate::metrics::flowcontrol_rejected(&c.level.name, &c.schema.name, reason);
-            }
-            return Err(Early::Status(Status::too_many_requests()));
-        }
+    let slot = match held {
+        Some(slot) => slot,
+        None if len < LARGE_LIST => return Ok(payload),
+        None => slots.seat_for(class).await.map_err(|_| too_many())?,
     };
     Ok(match payload {
         Payload::List(l) => Payload::List(l.holding(slot)),
@@ -96,6 +89,11 @@ async fn admit(
         Payload::Table(l) => Payload::Table(l.holding(slot)),
         Payload::Bytes(b) => Payload::Bytes(b),
     })
+}
+
+/// The apiserver's 429 for a request its level has no seat for.
+pub(super) fn too_many() -> Early {
+    Early::Status(Status::too_many_requests())
 }
 
 fn hit(code: StatusCode, body: Body, encoding: Encoding, gzipped: bool) -> Response<Body> {

@@ -35,7 +35,7 @@ use std::time::Duration;
 use http::{Response, StatusCode};
 
 use super::outcome::PassReason;
-use super::slots::WatchSlots;
+use super::slots::{COSTLY_WALK, ListSlot, WatchSlots};
 use crate::api::media::{ErrorEncoding, MediaType, Shape};
 use crate::api::request::ApiRequest;
 use crate::api::status::Status;
@@ -46,6 +46,7 @@ use crate::cache::view::View;
 use crate::codec::InitialEnd;
 use crate::codec::crc::StreamCrc;
 use crate::config::{OnTooNew, OnTooOld};
+use crate::fairness::classify::Classification;
 use crate::metrics::EventCounts;
 use crate::shutdown::Signal;
 use crate::upstream::proof::{ConsistentKind, Proofs};
@@ -215,17 +216,37 @@ impl Plan {
         }
     }
 
-    /// Starts the watcher in one of `slots` (or answers 429 when none is
-    /// free: `watch.max_watchers`).
+    /// Whether its initial events walk every object of a cache of at
+    /// least [`COSTLY_WALK`] (no namespace, no index): a seat of its level
+    /// is then held while they are sent, as a list's would be.
+    pub fn costly(&self) -> bool {
+        matches!(self.start, Start::Initial { .. })
+            && self.filter.namespace.is_none()
+            && self
+                .store
+                .current()
+                .whole_walk(&self.filter.selectors)
+                .is_some_and(|n| n >= COSTLY_WALK)
+    }
+
+    /// The apiserver's 429, for a watch its level has no seat or slot for.
+    pub fn refused(&self) -> Response<Body> {
+        Status::too_many_requests().into_response_as(self.errors)
+    }
+
+    /// Starts the watcher in one of `slots` of `class`'s level (or answers
+    /// 429 when its share of `watch.max_watchers` is taken); `seat`, the
+    /// seat its costly initial events took, is given back once they are
+    /// sent.
     pub fn start(
         self,
         policy: &WatchPolicy,
-        slots: &WatchSlots,
+        (slots, class): (&WatchSlots, Option<&Classification>),
+        seat: Option<ListSlot>,
         shutdown: &Signal,
     ) -> Response<Body> {
-        let Some(slot) = slots.take() else {
-            crate::metrics::watch_rejected();
-            return Status::too_many_requests().into_response_as(self.errors);
+        let Ok(slot) = slots.slot_for(class) else {
+            return self.refused();
         };
         // As the apiserver's watch handler: 0 (or none) is the server's
         // random default, a negative one ends the watch at once (zero here).
@@ -265,7 +286,7 @@ impl Plan {
         if self.gzip {
             crate::api::media::mark_gzipped(resp.headers_mut());
         }
-        tokio::spawn(w.run(self.start, timeout, slot));
+        tokio::spawn(w.run(self.start, timeout, (slot, seat)));
         resp
     }
 }

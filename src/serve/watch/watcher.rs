@@ -25,7 +25,7 @@ use crate::codec::crc::StreamCrc;
 use crate::codec::gzip;
 use crate::config::OnTooOld;
 use crate::metrics::{EventCounts, EventType, WatchEnd, WatchMetrics};
-use crate::serve::slots::WatchSlot;
+use crate::serve::slots::{ListSlot, WatchSlot};
 use crate::shutdown::Signal;
 
 /// Events a watcher takes from the log per read: bounds what a stalled watcher holds.
@@ -115,12 +115,19 @@ impl Watcher {
     /// Runs the watch until it ends, then counts how it ended. A zero
     /// `timeout` (a negative `timeoutSeconds`) ends it before it sends
     /// anything, as the apiserver's expired context does.
-    pub async fn run(mut self, start: Start, timeout: Duration, slot: WatchSlot) {
+    /// Holds its watch slot until it ends, and `seat` (its costly initial
+    /// events') until they are sent.
+    pub async fn run(
+        mut self,
+        start: Start,
+        timeout: Duration,
+        (slot, seat): (WatchSlot, Option<ListSlot>),
+    ) {
         let sharded = self.filter.selectors.shard.is_some();
         self.metrics.started(sharded);
         let end = match timeout.is_zero() {
             true => WatchEnd::Timeout,
-            false => self.serve(start, timeout).await,
+            false => self.serve(start, timeout, seat).await,
         };
         if let Some(crc) = &self.gz
             && !timeout.is_zero()
@@ -146,7 +153,7 @@ impl Watcher {
     }
 
     /// The watch: its start, then live until it ends.
-    async fn serve(&mut self, start: Start, timeout: Duration) -> WatchEnd {
+    async fn serve(&mut self, start: Start, timeout: Duration, seat: Option<ListSlot>) -> WatchEnd {
         let mut p = Progress {
             cursor: 0,
             rv: 0,
@@ -172,6 +179,7 @@ impl Watcher {
                 end_bookmark,
             } => self.initial(at_least, end_bookmark, &mut p).await,
         };
+        drop(seat);
         if let Err(e) = started {
             return self.ended(e, &mut p).await;
         }
