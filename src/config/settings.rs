@@ -238,8 +238,10 @@ pub struct ReadConfig {
     /// unless it has not reached the version either: then its 504, from r8s)
     /// or `504` (answer `Too large resource version` like kube-apiserver).
     pub on_too_new: OnTooNew,
-    /// Large lists (1 MiB or more) streaming from the cache at once; past
-    /// this, 429 with `Retry-After: 1`.
+    /// Costly cached reads at once (large lists, lists and watches' initial
+    /// events that walk every object of a large cache), shared among the
+    /// priority levels; past a level's share, queued, then 429 with
+    /// `Retry-After: 1`.
     pub max_inflight_lists: usize,
     /// Consistent streaming lists (`sendInitialEvents=true`, no
     /// `resourceVersion`: every client-go ≥ 1.35 informer's sync): served
@@ -297,7 +299,8 @@ pub struct WatchConfig {
     pub history_events: usize,
     /// Bytes each resource's watch log may keep alive.
     pub history_bytes: u64,
-    /// Cached watches open at once (all resources); more get 429 with `Retry-After`.
+    /// Cached watches open at once (all resources), shared among the
+    /// priority levels; past a level's share, 429 with `Retry-After`.
     pub max_watchers: usize,
 }
 
