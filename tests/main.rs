@@ -26,6 +26,7 @@ mod deploy_nodes;
 mod failover;
 mod fairness;
 mod fairness_kit;
+mod fairness_kit_load;
 mod faults;
 mod fuzz;
 mod gzip;
