@@ -214,10 +214,11 @@ async fn should_share_a_level_between_two_users_listing_as_fast_as_they_can() {
     sim.stop().await;
 }
 
-/// Watch slots are shared among levels as seats are (a watch past its
-/// level's share is refused at once: it would hold its slot for minutes),
-/// and a list or a watch whose selectors make it walk every pod takes a
-/// seat before it walks, however little it returns.
+/// Watch slots are lent while the whole has room, and taken back for a
+/// level under its share once it is full (the watch taken ends cleanly; one
+/// past its level's share is refused at once: it would hold its slot for
+/// minutes); and a list or a watch whose selectors make it walk every pod
+/// takes a seat before it walks, however little it returns.
 #[tokio::test(flavor = "multi_thread")]
 async fn should_share_watches_by_level_and_seat_reads_that_walk_every_object() {
     let files = AuthFiles::write("fairness-watch", USERS, None);
@@ -229,24 +230,23 @@ async fn should_share_watches_by_level_and_seat_reads_that_walk_every_object() {
     let level = |m: &str, series: &str, name: &str, more: &str| {
         sample(m, &format!("{series}{{priority_level=\"{name}\"{more}}}"))
     };
+    let watches = |m: &str| level(m, "r8s_flowcontrol_current_watches", "global-default", "");
+    // The whole has room: alice takes all sixteen.
     let mut open = Vec::new();
-    for _ in 0..2 {
+    for _ in 0..16 {
         let c = stalled_get_as(r8s.addr, watch, Some("alice-token")).await;
         assert_eq!(&head(&c).await, b"HTTP/1.1 200");
         open.push(c);
     }
-    let third = get_as(&base, watch, "alice-token").await;
+    let more = get_as(&base, watch, "alice-token").await;
     assert_eq!(
-        third.status,
+        more.status,
         429,
-        "past her level's share: {}",
-        third.text()
+        "full, her level past its share: {}",
+        more.text()
     );
     let m = metrics().await;
-    assert_eq!(
-        level(&m, "r8s_flowcontrol_current_watches", "global-default", ""),
-        2.0
-    );
+    assert_eq!(watches(&m), 16.0);
     assert_eq!(
         level(&m, "r8s_flowcontrol_nominal_watches", "global-default", ""),
         2.0
@@ -254,16 +254,23 @@ async fn should_share_watches_by_level_and_seat_reads_that_walk_every_object() {
     let refused = ",flow_schema=\"global-default\",reason=\"concurrency-limit\"";
     let rejected = "r8s_flowcontrol_rejected_requests_total";
     assert_eq!(level(&m, rejected, "global-default", refused), 1.0);
-    // A node's watch and a controller's are in their own levels' shares.
+    // A node's watch and a controller's, their levels under their shares,
+    // each take one of hers, which ends.
     for token in ["node-token", "kcm-token"] {
         let c = stalled_get_as(r8s.addr, watch, Some(token)).await;
         assert_eq!(&head(&c).await, b"HTTP/1.1 200", "{token}");
         open.push(c);
     }
+    let m = metrics().await;
+    assert_eq!(watches(&m), 14.0, "two of hers taken");
+    let preempted = "r8s_watch_terminated_total{resource=\"v1/pods\",reason=\"preempted\"}";
+    eventually("her two watches ended", HANG, || async {
+        (sample(&metrics().await, preempted) == 2.0).then_some(())
+    })
+    .await;
     drop(open);
     eventually("her watches' slots given back", HANG, || async {
-        let m = metrics().await;
-        (level(&m, "r8s_flowcontrol_current_watches", "global-default", "") == 0.0).then_some(())
+        (watches(&metrics().await) == 0.0).then_some(())
     })
     .await;
 

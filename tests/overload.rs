@@ -165,15 +165,18 @@ async fn drained(mut c: TcpStream, within: Duration, who: &str) -> usize {
 #[tokio::test(flavor = "multi_thread")]
 async fn should_close_connections_that_stop_reading_and_serve_the_rest() {
     const BOUND: u64 = 2;
+    // Three seats: two lists' and a watch's initial events' (every pod: a
+    // walk of them all, which holds a seat as a list does).
     let (sim, r8s) = large(|c| {
-        c.read.max_inflight_lists = 2;
+        c.read.max_inflight_lists = 3;
         c.server.write_timeout_seconds = BOUND;
     })
     .await;
     let all = format!("{}/api/v1/pods?resourceVersion=0", r8s.url());
     let full = get(&all).await.body.len();
     // Two lists and a watch of every pod whose clients read nothing, and an
-    // idle watch (its selector matches nothing) whose client reads nothing.
+    // idle watch (one namespace's, its selector matches nothing) whose
+    // client reads nothing.
     let t0 = Instant::now();
     let lists = [
         stalled_list(r8s.addr, "/api/v1/pods?resourceVersion=0").await,
@@ -182,10 +185,10 @@ async fn should_close_connections_that_stop_reading_and_serve_the_rest() {
     let watch = stalled_get(r8s.addr, "/api/v1/pods?watch=1&resourceVersion=0").await;
     let idle = stalled_get(
         r8s.addr,
-        "/api/v1/pods?watch=1&resourceVersion=0&labelSelector=app%3Dnone&timeoutSeconds=30",
+        "/api/v1/namespaces/ns-0/pods?watch=1&resourceVersion=0&labelSelector=app%3Dnone&timeoutSeconds=30",
     )
     .await;
-    // While they hold their lists, a third large list is refused.
+    // While they hold their seats, a third large list is refused.
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(get(&all).await.status, 429);
     // After the bound they are cut off, and their slots come back.

@@ -19,7 +19,7 @@
 //! hold) and additional printer columns; the workload kinds (replica sets,
 //! stateful sets, daemon sets, jobs, cron jobs; layouts of Kubernetes
 //! 1.36's `apps/v1` and `batch/v1`) and the cluster kinds (`rbac/v1`,
-//! `coordination/v1`, `storage/v1`, `networking/v1`) leave out what the sim
+//! `coordination/v1`, `storage/v1`, `networking/v1`, `flowcontrol/v1`) leave out what the sim
 //! never seeds (volume claim templates, ordinals, job failure and success
 //! policies, network policies' rules, storage classes' topologies, volume
 //! sources but a host path, claims' data sources, ingresses' resource
@@ -212,6 +212,26 @@ MetricStatus: type 1 s; resource 4 *ResourceMetricStatus
 ResourceMetricStatus: name 1 s; current 2 MetricValueStatus
 MetricValueStatus: value 1 *q; averageValue 2 *q; averageUtilization 3 *i
 ServiceAccount: metadata 1 ObjectMeta; secrets 2 []ObjectReference; imagePullSecrets 3 []LocalObjectReference; automountServiceAccountToken 4 *b
+FlowSchema: metadata 1 ObjectMeta; spec 2 FlowSchemaSpec; status 3 FlowSchemaStatus
+FlowSchemaSpec: priorityLevelConfiguration 1 PriorityLevelConfigurationReference; matchingPrecedence 2 i; distinguisherMethod 3 *FlowDistinguisherMethod; rules 4 []PolicyRulesWithSubjects
+PriorityLevelConfigurationReference: name 1 s
+FlowDistinguisherMethod: type 1 s
+PolicyRulesWithSubjects: subjects 1 []Subject; resourceRules 2 []ResourcePolicyRule; nonResourceRules 3 []NonResourcePolicyRule
+Subject: kind 1 s; user 2 *UserSubject; group 3 *GroupSubject; serviceAccount 4 *ServiceAccountSubject
+UserSubject: name 1 s
+GroupSubject: name 1 s
+ServiceAccountSubject: namespace 1 s; name 2 s
+ResourcePolicyRule: verbs 1 []s; apiGroups 2 []s; resources 3 []s; clusterScope 4 b; namespaces 5 []s
+NonResourcePolicyRule: verbs 1 []s; nonResourceURLs 6 []s
+FlowSchemaStatus: conditions 1 []FlowControlCondition
+FlowControlCondition: type 1 s; status 2 s; lastTransitionTime 3 t; reason 4 s; message 5 s
+PriorityLevelConfiguration: metadata 1 ObjectMeta; spec 2 PriorityLevelConfigurationSpec; status 3 PriorityLevelConfigurationStatus
+PriorityLevelConfigurationSpec: type 1 s; limited 2 *LimitedPriorityLevelConfiguration; exempt 3 *ExemptPriorityLevelConfiguration
+LimitedPriorityLevelConfiguration: nominalConcurrencyShares 1 *i; limitResponse 2 LimitResponse; lendablePercent 3 *i; borrowingLimitPercent 4 *i
+LimitResponse: type 1 s; queuing 2 *QueuingConfiguration
+QueuingConfiguration: queues 1 i; handSize 2 i; queueLengthLimit 3 i
+ExemptPriorityLevelConfiguration: nominalConcurrencyShares 1 *i; lendablePercent 2 *i
+PriorityLevelConfigurationStatus: conditions 1 []FlowControlCondition
 ";
 
 /// What a field holds.

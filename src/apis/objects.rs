@@ -27,6 +27,10 @@ use crate::shutdown::Signal;
 /// references dropped.
 const PRUNE: Duration = Duration::from_secs(5);
 
+/// The longest an ask waits for the pods' JSON store to catch up with
+/// their freshest store (its upstream watch a moment behind the other's).
+const CATCH_UP: Duration = Duration::from_secs(5);
+
 /// The object caches' owner.
 pub struct Objects {
     starter: Starter,
@@ -66,7 +70,7 @@ impl Objects {
         loop {
             tokio::select! {
                 ask = self.asks.recv() => match ask {
-                    Some(ask) => self.answer(ask),
+                    Some(ask) => self.answer(ask).await,
                     None => return,
                 },
                 _ = prune.tick() => self.prune(),
@@ -77,12 +81,12 @@ impl Objects {
 
     /// The cache of the object asked for: started where a pod of the node
     /// references it.
-    fn answer(&mut self, Ask { key, reply }: Ask) {
+    async fn answer(&mut self, Ask { key, reply }: Ask) {
         if let Some((cache, _)) = self.running.get(&key) {
             let _ = reply.send(Some(cache.clone()));
             return;
         }
-        if !referenced(&self.registry).contains(&key) {
+        if !self.referenced_now(&key).await {
             let _ = reply.send(None);
             return;
         }
@@ -97,6 +101,25 @@ impl Objects {
         self.writer.insert(key.clone(), launched.cache.clone());
         let _ = reply.send(Some(launched.cache.clone()));
         self.running.insert(key, (launched.cache, launched.running));
+    }
+
+    /// Whether a pod of the node references `key`, read from its pods'
+    /// JSON store once that has caught up with the freshest of its stores
+    /// (at most [`CATCH_UP`]): a client that saw a new pod in the protobuf
+    /// one (a kubelet) asks for what it mounts at once, and would otherwise
+    /// pass upstream.
+    async fn referenced_now(&self, key: &ObjectKey) -> bool {
+        if referenced(&self.registry).contains(key) {
+            return true;
+        }
+        let Some(pods) = self.registry.get(&Gvr::from_static("", "v1", "pods")) else {
+            return false;
+        };
+        let newest = pods.stores().map(|s| s.current().rv).max().unwrap_or(0);
+        if pods.store.current().rv >= newest || !pods.store.wait_for(newest, CATCH_UP).await {
+            return false;
+        }
+        referenced(&self.registry).contains(key)
     }
 
     /// Drops the caches of objects no pod of the node references now, and

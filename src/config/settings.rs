@@ -299,8 +299,8 @@ pub struct WatchConfig {
     pub history_events: usize,
     /// Bytes each resource's watch log may keep alive.
     pub history_bytes: u64,
-    /// Cached watches open at once (all resources), shared among the
-    /// priority levels; past a level's share, 429 with `Retry-After`.
+    /// Cached watches open at once (all resources), each priority level
+    /// guaranteed its share once it is full; past it, 429 with `Retry-After`.
     pub max_watchers: usize,
 }
 

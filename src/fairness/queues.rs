@@ -71,15 +71,14 @@ pub enum Refused {
 }
 
 impl Refused {
-    /// Every reason, as the apiserver's `reason` label names them.
-    pub const REASONS: [&'static str; 3] = ["queue-full", "concurrency-limit", "time-out"];
-
-    /// The apiserver's `reason` label for it.
+    /// The apiserver's `reason` label for it (one of
+    /// [`crate::metrics::REJECT_REASONS`]).
     pub fn reason(self) -> &'static str {
+        let [full, limit, timed_out] = crate::metrics::REJECT_REASONS;
         match self {
-            Refused::QueueFull => Self::REASONS[0],
-            Refused::ConcurrencyLimit => Self::REASONS[1],
-            Refused::TimedOut => Self::REASONS[2],
+            Refused::QueueFull => full,
+            Refused::ConcurrencyLimit => limit,
+            Refused::TimedOut => timed_out,
         }
     }
 }

@@ -9,6 +9,11 @@ use metrics::{Counter, Gauge};
 use super::names;
 use super::serving::Family;
 
+/// Why a request gets no seat or slot of its level, as the apiserver's
+/// `reason` label names them: every queue of its hand full; its level does
+/// not queue (or a watch past its level's share); it waited too long.
+pub const REJECT_REASONS: [&str; 3] = ["queue-full", "concurrency-limit", "time-out"];
+
 /// `r8s_flowcontrol_dispatched_requests_total` by (level, schema).
 static DISPATCHED: Family<(String, String), Counter> = Family::new();
 /// `r8s_flowcontrol_rejected_requests_total` by (level, schema, reason).
@@ -78,7 +83,7 @@ pub fn flowcontrol_registered(level: &str, schema: &str) {
             metrics::counter!(names::FLOWCONTROL_DISPATCHED_TOTAL, "priority_level" => l.clone(), "flow_schema" => s.clone())
         })
         .increment(0);
-    for reason in crate::fairness::queues::Refused::REASONS {
+    for reason in REJECT_REASONS {
         rejected(level, schema, reason).increment(0);
     }
 }

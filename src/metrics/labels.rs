@@ -79,6 +79,9 @@ label_values! {
         TooNew = "too_new",
         /// r8s is shutting down (drained).
         Shutdown = "shutdown",
+        /// Its slot was given to a watch of a priority level under its
+        /// share (`watch.max_watchers` full); ended as at shutdown.
+        Preempted = "preempted",
         /// Its resource is no longer served upstream: the stream is closed,
         /// as kube-apiserver closes it, and the client's relist gets the 404.
         Removed = "removed",
@@ -527,7 +530,7 @@ mod tests {
         for (i, t) in EventType::ALL.iter().enumerate() {
             assert_eq!(t.index(), i);
         }
-        assert_eq!(WatchEnd::ALL.len(), 7);
+        assert_eq!(WatchEnd::ALL.len(), 8);
         assert_eq!(Cached::Yes.as_str(), "true");
         let names: Vec<&str> = Relist::ALL.iter().map(|r| r.as_str()).collect();
         assert_eq!(names, ["expired", "malformed", "diverged"]);

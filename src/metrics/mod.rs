@@ -16,8 +16,9 @@ pub mod store;
 
 pub use audit::AuditCounters;
 pub use fairness::{
-    flowcontrol_dispatched, flowcontrol_executing, flowcontrol_inqueue, flowcontrol_nominal,
-    flowcontrol_nominal_watches, flowcontrol_registered, flowcontrol_rejected, flowcontrol_watches,
+    REJECT_REASONS, flowcontrol_dispatched, flowcontrol_executing, flowcontrol_inqueue,
+    flowcontrol_nominal, flowcontrol_nominal_watches, flowcontrol_registered, flowcontrol_rejected,
+    flowcontrol_watches,
 };
 pub use labels::*;
 pub use names::*;

@@ -50,7 +50,7 @@ metrics! {
     FLOWCONTROL_WATCHES: Gauge "r8s_flowcontrol_current_watches" =
         "Cached watches open now, by priority level.";
     FLOWCONTROL_NOMINAL_WATCHES: Gauge "r8s_flowcontrol_nominal_watches" =
-        "Each priority level's share of watch.max_watchers (the exempt level has no limit of its own and no series).";
+        "Each priority level's share of watch.max_watchers, guaranteed once it is full (the exempt level has no limit of its own and no series).";
     CONNECTIONS_CLOSED_TOTAL: Counter "r8s_connections_closed_total" =
         "Client connections r8s closed, by reason: no_request, header_timeout, write_timeout, goaway.";
     // The upstream.
@@ -115,7 +115,7 @@ metrics! {
     WATCH_LAG_EVENTS: Histogram "r8s_watch_lag_events" =
         "Events a watcher is behind the log's head, by resource (sampled once per watcher per second).";
     WATCH_TERMINATED_TOTAL: Counter "r8s_watch_terminated_total" =
-        "Cached watches ended, by resource and reason: timeout, client, too_old, too_new, shutdown, removed, error.";
+        "Cached watches ended, by resource and reason: timeout, client, too_old, too_new, shutdown, preempted, removed, error.";
     WATCH_REJECTED_TOTAL: Counter "r8s_watch_rejected_total" =
         "Watches refused with 429 at watch.max_watchers.";
     WATCH_LOG_EVENTS: Gauge "r8s_watch_log_events" =

@@ -9,7 +9,6 @@
 //! [`super::watch::WatchPolicy`]) hold settings only.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::fairness::classify::Classification;
@@ -179,34 +178,101 @@ impl ListSlots {
 }
 
 /// The slots of cached watches open at once (every resource's):
-/// `watch.max_watchers` in all, shared among the priority levels as list
-/// seats are (in proportion to their shares; the exempt level only within
-/// the whole). A watch holds its slot for minutes, so one past its level's
-/// share is refused at once (`concurrency-limit`), never queued: one
-/// user's watches cannot take the slots the nodes' and controllers' need.
+/// `watch.max_watchers` in all, each priority level guaranteed its share as
+/// with seats (in proportion to its shares; the exempt level unlimited).
+/// A watch holds its slot for minutes, so it is never queued; while the
+/// whole has room any level may take more than its share (nodes hold many
+/// watches, and nothing is refused that was not before). Once the whole is
+/// full, a watch of a level under its share takes the slot of one of the
+/// level most over its share (from its flow holding the most, its newest
+/// watch), which ends cleanly as at shutdown (a final bookmark: its client
+/// resumes, and finds its level full); one of a level at its share is
+/// refused at once (`concurrency-limit`). So one user's watches cannot
+/// keep the nodes and controllers from theirs.
 #[derive(Debug)]
 pub struct WatchSlots {
-    open: Arc<AtomicUsize>,
     max: usize,
-    /// Each level's watches open now, by name.
-    levels: Mutex<HashMap<String, Arc<AtomicUsize>>>,
+    state: Arc<Mutex<Watches>>,
+}
+
+/// Who holds the slots now.
+#[derive(Debug, Default)]
+struct Watches {
+    open: usize,
+    /// Each level's, by name.
+    levels: HashMap<String, LevelWatches>,
+    /// The next watch's number.
+    numbered: u64,
+}
+
+#[derive(Debug)]
+struct LevelWatches {
+    /// Its share, as of its latest watch's classification.
+    share: usize,
+    open: usize,
+    /// Its open watches by flow, each by number.
+    flows: HashMap<u64, HashMap<u64, Arc<Preempt>>>,
+    /// `r8s_flowcontrol_current_watches` of the level.
+    gauge: ::metrics::Gauge,
+}
+
+impl LevelWatches {
+    fn over(&self) -> usize {
+        self.open.saturating_sub(self.share)
+    }
+}
+
+/// Tells a watch that its slot was given to another level's watch.
+#[derive(Debug, Default)]
+pub struct Preempt {
+    taken: std::sync::atomic::AtomicBool,
+    notify: tokio::sync::Notify,
+}
+
+impl Preempt {
+    /// Resolves once the watch's slot is taken from it (at once if it was
+    /// before this is called); any number may wait.
+    pub async fn taken(&self) {
+        use std::sync::atomic::Ordering;
+        loop {
+            let notified = self.notify.notified();
+            let mut notified = std::pin::pin!(notified);
+            notified.as_mut().enable();
+            if self.taken.load(Ordering::Acquire) {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    fn take(&self) {
+        self.taken.store(true, std::sync::atomic::Ordering::Release);
+        self.notify.notify_waiters();
+    }
 }
 
 /// A watch's slot, held by its watcher until it ends.
 #[derive(Debug)]
 pub struct WatchSlot {
-    open: Arc<AtomicUsize>,
-    /// Its level's count, and the gauge of it.
-    level: Option<(Arc<AtomicUsize>, ::metrics::Gauge)>,
+    state: Arc<Mutex<Watches>>,
+    /// Its level's name, flow and number there, and what it is told by.
+    held: Option<(String, u64, u64, Arc<Preempt>)>,
+}
+
+impl WatchSlot {
+    /// What tells its watcher to end (`None`: a slot of the whole only,
+    /// which nothing takes).
+    pub fn preempt(&self) -> Option<Arc<Preempt>> {
+        self.held.as_ref().map(|h| h.3.clone())
+    }
 }
 
 impl WatchSlots {
     /// `max` slots (`watch.max_watchers`).
     pub fn new(max: usize) -> Self {
         WatchSlots {
-            open: Arc::new(AtomicUsize::new(0)),
             max,
-            levels: Mutex::new(HashMap::new()),
+            state: Arc::default(),
         }
     }
 
@@ -226,69 +292,124 @@ impl WatchSlots {
         crate::fairness::seats(self.max, level.level, level.share_sum)
     }
 
-    /// A slot of the whole and of `level`'s share (`None`: of the whole
-    /// only), if both have one free.
+    /// A slot for a watch of `level` (`None`: a caller r8s cannot classify,
+    /// which only the whole limits): free, or taken from the level most
+    /// over its share where its own is under it, or refused.
     pub fn take(&self, level: Option<Level<'_>>) -> Result<WatchSlot, Refused> {
-        let open = self.open.clone();
-        if !take_one(&open, self.max) {
-            return Err(Refused::ConcurrencyLimit);
-        }
-        let mut slot = WatchSlot { open, level: None };
+        let mut guard = self.state.locked();
+        let s = &mut *guard;
         let Some(level) = level else {
-            return Ok(slot);
+            if s.open >= self.max {
+                return Err(Refused::ConcurrencyLimit);
+            }
+            s.open += 1;
+            return Ok(WatchSlot {
+                state: self.state.clone(),
+                held: None,
+            });
         };
         let name = level.level.name.as_str();
-        let count = {
-            let mut levels = self.levels.locked();
-            match levels.get(name) {
-                Some(c) => c.clone(),
-                None => levels.entry(name.to_string()).or_default().clone(),
+        let share = self.share(level);
+        let mine = s.levels.get(name).map_or(0, |l| l.open);
+        if s.open >= self.max {
+            // Full: only a level under its share takes a slot, from the
+            // level most over its share.
+            if mine >= share || !s.preempt_one(name) {
+                return Err(Refused::ConcurrencyLimit);
             }
-        };
-        // Dropping `slot` gives back its place in the whole.
-        if !take_one(&count, self.share(level)) {
-            return Err(Refused::ConcurrencyLimit);
+        } else {
+            s.open += 1;
         }
-        let gauge = metrics::flowcontrol_watches(name);
-        gauge.increment(1.0);
-        slot.level = Some((count, gauge));
-        Ok(slot)
+        let n = s.numbered;
+        s.numbered += 1;
+        let l = s
+            .levels
+            .entry(name.to_string())
+            .or_insert_with(|| LevelWatches {
+                share,
+                open: 0,
+                flows: HashMap::new(),
+                gauge: metrics::flowcontrol_watches(name),
+            });
+        l.share = share;
+        l.open += 1;
+        l.gauge.increment(1.0);
+        let preempt = Arc::new(Preempt::default());
+        l.flows
+            .entry(level.flow)
+            .or_default()
+            .insert(n, preempt.clone());
+        Ok(WatchSlot {
+            state: self.state.clone(),
+            held: Some((name.to_string(), level.flow, n, preempt)),
+        })
     }
 }
 
-/// One of `max` from `count`, if it has one.
-fn take_one(count: &AtomicUsize, max: usize) -> bool {
-    if count.fetch_add(1, Ordering::AcqRel) >= max {
-        count.fetch_sub(1, Ordering::AcqRel);
-        return false;
+impl Watches {
+    /// Ends the newest watch of the flow holding the most of the level most
+    /// over its share (other than `not`), its slot handed on: false where
+    /// no level is over its share.
+    fn preempt_one(&mut self, not: &str) -> bool {
+        let Some(l) = self
+            .levels
+            .iter_mut()
+            .filter(|(name, l)| name.as_str() != not && l.over() > 0)
+            .max_by_key(|(_, l)| l.over())
+            .map(|(_, l)| l)
+        else {
+            return false;
+        };
+        let Some((&flow, _)) = l.flows.iter().max_by_key(|(_, w)| w.len()) else {
+            return false;
+        };
+        let watches = l.flows.get_mut(&flow).expect("the flow just found");
+        let newest = *watches.keys().max().expect("a flow holds a watch");
+        let preempt = watches.remove(&newest).expect("its newest");
+        if watches.is_empty() {
+            l.flows.remove(&flow);
+        }
+        l.open -= 1;
+        l.gauge.decrement(1.0);
+        preempt.take();
+        true
     }
-    true
 }
 
 impl Drop for WatchSlot {
     fn drop(&mut self) {
-        self.open.fetch_sub(1, Ordering::AcqRel);
-        if let Some((count, gauge)) = &self.level {
-            count.fetch_sub(1, Ordering::AcqRel);
-            gauge.decrement(1.0);
+        let mut guard = self.state.locked();
+        let s = &mut *guard;
+        let Some((name, flow, n, _)) = &self.held else {
+            s.open -= 1;
+            return;
+        };
+        let Some(l) = s.levels.get_mut(name) else {
+            return;
+        };
+        let Some(watches) = l.flows.get_mut(flow) else {
+            // Taken from it: its place was handed on.
+            return;
+        };
+        if watches.remove(n).is_none() {
+            return;
         }
+        if watches.is_empty() {
+            l.flows.remove(flow);
+        }
+        l.open -= 1;
+        l.gauge.decrement(1.0);
+        s.open -= 1;
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use futures_util::FutureExt;
 
     #[tokio::test]
     async fn should_lend_no_more_slots_than_there_are_and_take_back_dropped_ones() {
-        let watches = WatchSlots::new(2);
-        let (a, b) = (watches.take(None).unwrap(), watches.take(None).unwrap());
-        assert!(watches.take(None).is_err(), "both taken");
-        drop(a);
-        let c = watches.take(None).expect("a dropped slot is free again");
-        drop((b, c));
-        assert_eq!(watches.open.load(Ordering::Acquire), 0);
-
         let lists = ListSlots::new(1);
         let slot = lists.take(None).await.unwrap();
         assert!(lists.take(None).await.is_err());
@@ -297,39 +418,75 @@ mod tests {
     }
 
     #[test]
-    fn should_share_watch_slots_among_levels_and_refuse_past_a_share_at_once() {
+    fn should_lend_idle_watch_slots_and_take_them_back_for_a_level_under_its_share() {
         let watches = WatchSlots::new(20);
         let levels: Vec<PriorityLevel> = crate::fairness::builtin::priority_levels();
-        let level = |name: &str| Level {
+        let level = |name: &str, flow| Level {
             level: levels.iter().find(|l| l.name == name).unwrap(),
             share_sum: 245,
-            flow: 1,
+            flow,
         };
-        let low = level("global-default");
-        assert_eq!(watches.share(low), 2, "ceil(20 × 20 / 245)");
-        let mine: Vec<_> = (0..2).map(|_| watches.take(Some(low)).unwrap()).collect();
+        let (alice, bob) = (level("global-default", 1), level("global-default", 2));
+        let system = level("system", 3);
+        assert_eq!(watches.share(alice), 2, "ceil(20 × 20 / 245)");
+        assert_eq!(watches.share(system), 3, "ceil(20 × 30 / 245)");
+        // The whole has room: a level takes more than its share.
+        let mut hers: Vec<_> = (0..19)
+            .map(|_| watches.take(Some(alice)).unwrap())
+            .collect();
+        let his = watches.take(Some(bob)).unwrap();
         assert_eq!(
-            watches.take(Some(low)).unwrap_err(),
-            Refused::ConcurrencyLimit
+            watches.take(Some(alice)).unwrap_err(),
+            Refused::ConcurrencyLimit,
+            "full, and her level over its share"
         );
-        assert_eq!(
-            watches.open.load(Ordering::Acquire),
-            2,
-            "the refused one gave its place back"
-        );
-        let system = watches
-            .take(Some(level("system")))
-            .expect("another level's share");
-        let exempt: Vec<_> = (0..17)
-            .map(|_| watches.take(Some(level("exempt"))).unwrap())
+        // A level under its share takes the newest watch of the flow
+        // holding the most of the level most over its share.
+        let newest = hers.last().unwrap().preempt().unwrap();
+        let oldest = hers[0].preempt().unwrap();
+        let nodes: Vec<_> = (0..3)
+            .map(|_| watches.take(Some(system)).unwrap())
             .collect();
         assert!(
-            watches.take(Some(level("exempt"))).is_err(),
-            "the exempt level within the whole"
+            newest.taken().now_or_never().is_some(),
+            "her newest watch told to end"
         );
-        drop((mine, system, exempt));
-        assert_eq!(watches.open.load(Ordering::Acquire), 0);
-        assert!(watches.take(Some(low)).is_ok(), "its share given back");
+        assert!(oldest.taken().now_or_never().is_none(), "her oldest kept");
+        assert!(
+            his.preempt().unwrap().taken().now_or_never().is_none(),
+            "bob's one watch kept: alice's flow holds the most"
+        );
+        assert_eq!(
+            watches.take(Some(system)).unwrap_err(),
+            Refused::ConcurrencyLimit,
+            "system at its share"
+        );
+        let exempt = watches
+            .take(Some(level("exempt", 4)))
+            .expect("exempt takes one too");
+        {
+            let s = watches.state.locked();
+            assert_eq!(s.open, 20);
+            assert_eq!(s.levels["global-default"].open, 16);
+        }
+        // The watches told to end give back nothing twice when they go.
+        hers.truncate(10);
+        drop((hers, his, nodes, exempt));
+        let s = watches.state.locked();
+        assert_eq!(s.open, 0, "every slot given back once");
+        assert!(s.levels.values().all(|l| l.open == 0 && l.flows.is_empty()));
+    }
+
+    #[test]
+    fn should_limit_unclassified_watches_by_the_whole_only() {
+        let watches = WatchSlots::new(2);
+        let (a, b) = (watches.take(None).unwrap(), watches.take(None).unwrap());
+        assert!(watches.take(None).is_err(), "both taken");
+        assert!(a.preempt().is_none(), "nothing takes it");
+        drop(a);
+        let c = watches.take(None).expect("a dropped slot is free again");
+        drop((b, c));
+        assert_eq!(watches.state.locked().open, 0);
     }
 
     #[tokio::test(start_paused = true)]

@@ -295,7 +295,8 @@ pub(super) fn seed_storage_and_traffic(sim: &Sim, user_ns: &[String]) {
 /// serves it: kube-apiserver v1.21's own FlowSchemas and priority levels
 /// (taken from `../shared/tools/kube-1.21`, UIDs included; its
 /// `v1beta1` objects served as `v1`, `assuredConcurrencyShares` as
-/// `nominalConcurrencyShares`). The sim's own copy, not r8s's built-in
+/// `nominalConcurrencyShares`, with what `v1` defaults: `lendablePercent`
+/// 0, an exempt level's `exempt` block). The sim's own copy, not r8s's built-in
 /// one (1.36's, which has levels 1.21 lacks), so a test can tell which
 /// configuration r8s classifies by.
 pub(super) fn seed_flowcontrol(sim: &Sim) {

@@ -273,6 +273,7 @@ impl Plan {
             gz: self.gzip.then(StreamCrc::default),
             initial_end: self.initial_end,
             table: self.table.map(TableLines::new),
+            preempt: None,
         };
         let mut resp = crate::api::json_response(StatusCode::OK, body);
         let media = MediaType::of(w.store.encoding(), Shape::Object);

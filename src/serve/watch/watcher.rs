@@ -25,7 +25,7 @@ use crate::codec::crc::StreamCrc;
 use crate::codec::gzip;
 use crate::config::OnTooOld;
 use crate::metrics::{EventCounts, EventType, WatchEnd, WatchMetrics};
-use crate::serve::slots::{ListSlot, WatchSlot};
+use crate::serve::slots::{ListSlot, Preempt, WatchSlot};
 use crate::shutdown::Signal;
 
 /// Events a watcher takes from the log per read: bounds what a stalled watcher holds.
@@ -84,6 +84,9 @@ pub struct Watcher {
     pub(super) initial_end: crate::codec::InitialEnd,
     /// A Table watch's printing (its events are this watcher's own lines).
     pub(super) table: Option<super::table::TableLines>,
+    /// Says its slot was given to a watch of a level under its share
+    /// (`serve::slots::WatchSlots`); set from its slot when it runs.
+    pub(super) preempt: Option<Arc<Preempt>>,
 }
 
 /// Where a watcher is.
@@ -102,6 +105,14 @@ pub struct Progress {
     pub deadline: Instant,
     /// Set on shutdown: the watch closes here, after a final bookmark.
     pub drain_at: Option<Instant>,
+}
+
+/// Resolves once `preempt` says the watch's slot was taken (never without one).
+async fn taken(preempt: Option<Arc<Preempt>>) {
+    match preempt {
+        Some(p) => p.taken().await,
+        None => std::future::pending().await,
+    }
 }
 
 impl Progress {
@@ -125,6 +136,7 @@ impl Watcher {
     ) {
         let sharded = self.filter.selectors.shard.is_some();
         self.metrics.started(sharded);
+        self.preempt = slot.preempt();
         let end = match timeout.is_zero() {
             true => WatchEnd::Timeout,
             false => self.serve(start, timeout, seat).await,
@@ -230,6 +242,7 @@ impl Watcher {
         let mut stop = std::pin::pin!(self.shutdown.clone().wait_owned());
         let tx = self.tx.clone();
         let mut closed = std::pin::pin!(tx.closed());
+        let mut taken = std::pin::pin!(taken(self.preempt.clone()));
         loop {
             if store.serving() == Serving::Removed {
                 return WatchEnd::Removed;
@@ -274,6 +287,10 @@ impl Watcher {
                 alive = woken => if !alive { return WatchEnd::Shutdown },
                 _ = &mut wake => {}
                 _ = &mut closed => return WatchEnd::Client,
+                _ = &mut taken => {
+                    self.drained(p).await;
+                    return WatchEnd::Preempted;
+                }
                 _ = &mut stop, if p.drain_at.is_none() => {
                     p.drain_at = Some(self.drain_point());
                 }
@@ -313,6 +330,7 @@ impl Watcher {
                 _ = self.shutdown.wait(), if p.drain_at.is_none() => {
                     p.drain_at = Some(self.drain_point());
                 }
+                _ = taken(self.preempt.clone()) => return Err(WatchEnd::Preempted),
             }
         }
     }
