@@ -12,7 +12,7 @@
 
 use crate::common::auth::AuthFiles;
 use crate::common::*;
-use crate::overload::{stalled_get_as, stalled_list_as};
+use crate::overload::{answer_head, stalled_get_as, stalled_list_as};
 
 const USERS: &str = "alice-token,alice,uid-alice\n\
 kcm-token,system:kube-controller-manager,uid-kcm\n\
@@ -54,15 +54,6 @@ async fn fixture_with(files: &AuthFiles, pods: usize, watches: usize) -> (r8s_si
         .start()
         .await;
     (sim, r8s)
-}
-
-/// The head of the answer on a stalled connection (without reading it).
-async fn head(c: &tokio::net::TcpStream) -> [u8; 12] {
-    let mut head = [0u8; 12];
-    while c.peek(&mut head).await.unwrap() < head.len() {
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    }
-    head
 }
 
 /// The UID of the sim's FlowSchema or priority level `name`.
@@ -150,7 +141,7 @@ async fn should_give_a_slow_user_only_its_levels_share_of_large_lists() {
     // Hers past her share are the ones refused: the apiserver's 429 once
     // their wait in the queue is over (fairness::queues::QUEUE_WAIT).
     for c in &slow {
-        assert_eq!(&head(c).await, b"HTTP/1.1 429");
+        assert_eq!(&answer_head(c).await, b"HTTP/1.1 429");
     }
     let m = metrics().await;
     let refused = ",flow_schema=\"global-default\",reason=\"time-out\"";
@@ -235,7 +226,7 @@ async fn should_share_watches_by_level_and_seat_reads_that_walk_every_object() {
     let mut open = Vec::new();
     for _ in 0..16 {
         let c = stalled_get_as(r8s.addr, watch, Some("alice-token")).await;
-        assert_eq!(&head(&c).await, b"HTTP/1.1 200");
+        assert_eq!(&answer_head(&c).await, b"HTTP/1.1 200");
         open.push(c);
     }
     let more = get_as(&base, watch, "alice-token").await;
@@ -258,7 +249,7 @@ async fn should_share_watches_by_level_and_seat_reads_that_walk_every_object() {
     // each take one of hers, which ends.
     for token in ["node-token", "kcm-token"] {
         let c = stalled_get_as(r8s.addr, watch, Some(token)).await;
-        assert_eq!(&head(&c).await, b"HTTP/1.1 200", "{token}");
+        assert_eq!(&answer_head(&c).await, b"HTTP/1.1 200", "{token}");
         open.push(c);
     }
     let m = metrics().await;
@@ -309,7 +300,7 @@ async fn should_share_watches_by_level_and_seat_reads_that_walk_every_object() {
     assert_eq!(list.status, 200, "{}", list.text());
     let n = list.json()["items"].as_array().unwrap().len();
     assert!(n > 0 && n < 5000, "a few pods: {n}");
-    assert_eq!(&head(&walked).await, b"HTTP/1.1 200");
+    assert_eq!(&answer_head(&walked).await, b"HTTP/1.1 200");
     r8s.stop().await;
     sim.stop().await;
 }

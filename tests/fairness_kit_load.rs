@@ -11,7 +11,7 @@ use serde_json::json;
 use crate::common::kube121::Kube121;
 use crate::common::kube136::delegated_r8s;
 use crate::common::*;
-use crate::overload::{stalled_get_as, stalled_list_as};
+use crate::overload::{answer_head, stalled_get_as, stalled_list_as};
 
 const ADMIN: &str = "load-admin-token";
 
@@ -142,11 +142,7 @@ async fn should_answer_nodes_controllers_and_admins_while_one_user_holds_40_slow
     // Hers past her share: the apiserver's 429 once their wait is over.
     let mut refused = 0;
     for c in &slow {
-        let mut head = [0u8; 12];
-        while c.peek(&mut head).await.unwrap() < head.len() {
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-        }
-        refused += usize::from(&head == b"HTTP/1.1 429");
+        refused += usize::from(&answer_head(c).await == b"HTTP/1.1 429");
     }
     assert_eq!(refused, 39, "every one of hers past her level's one seat");
     let m = metrics().await;

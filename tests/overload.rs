@@ -32,6 +32,16 @@ pub(crate) async fn stalled_get_as(
     c
 }
 
+/// The start of the answer's status line on a stalled connection
+/// (`HTTP/1.1 200`), seen without reading it.
+pub(crate) async fn answer_head(c: &TcpStream) -> [u8; 12] {
+    let mut head = [0u8; 12];
+    while c.peek(&mut head).await.unwrap() < head.len() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    head
+}
+
 /// [`stalled_get`] of a large list that r8s has admitted: its answer's head
 /// says 200 (seen without reading it, so the client still reads nothing).
 async fn stalled_list(addr: std::net::SocketAddr, path: &str) -> TcpStream {
@@ -47,15 +57,7 @@ pub(crate) async fn stalled_list_as(
     let guard = HangGuard::new();
     loop {
         let c = stalled_get_as(addr, path, token).await;
-        let mut head = [0u8; 12];
-        loop {
-            let n = c.peek(&mut head).await.unwrap();
-            if n == head.len() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        if &head == b"HTTP/1.1 200" {
+        if &answer_head(&c).await == b"HTTP/1.1 200" {
             return c;
         }
         // Refused (another list held the slot): ask again.
