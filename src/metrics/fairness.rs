@@ -54,13 +54,27 @@ fn rejected(level: &str, schema: &str, reason: &'static str) -> Counter {
     )
 }
 
-fn seats(level: &str) -> (Gauge, Gauge) {
-    SEATS.get(level.to_string(), |l| {
+/// `level`'s gauges of what it holds now and of its share, named `held`
+/// and `share`, kept in `family`.
+fn held_and_share(
+    family: &Family<String, (Gauge, Gauge)>,
+    level: &str,
+    (held, share): (&'static str, &'static str),
+) -> (Gauge, Gauge) {
+    family.get(level.to_string(), |l| {
         (
-            metrics::gauge!(names::FLOWCONTROL_EXECUTING_SEATS, "priority_level" => l.clone()),
-            metrics::gauge!(names::FLOWCONTROL_NOMINAL_SEATS, "priority_level" => l.clone()),
+            metrics::gauge!(held, "priority_level" => l.clone()),
+            metrics::gauge!(share, "priority_level" => l.clone()),
         )
     })
+}
+
+fn seats(level: &str) -> (Gauge, Gauge) {
+    let names = (
+        names::FLOWCONTROL_EXECUTING_SEATS,
+        names::FLOWCONTROL_NOMINAL_SEATS,
+    );
+    held_and_share(&SEATS, level, names)
 }
 
 /// The gauge of `level`'s seats held now (its holder adds one while it
@@ -97,12 +111,11 @@ pub fn flowcontrol_inqueue(level: &str) -> Gauge {
 }
 
 fn watches(level: &str) -> (Gauge, Gauge) {
-    WATCHES.get(level.to_string(), |l| {
-        (
-            metrics::gauge!(names::FLOWCONTROL_WATCHES, "priority_level" => l.clone()),
-            metrics::gauge!(names::FLOWCONTROL_NOMINAL_WATCHES, "priority_level" => l.clone()),
-        )
-    })
+    let names = (
+        names::FLOWCONTROL_WATCHES,
+        names::FLOWCONTROL_NOMINAL_WATCHES,
+    );
+    held_and_share(&WATCHES, level, names)
 }
 
 /// The gauge of `level`'s cached watches open now (each adds one while open).

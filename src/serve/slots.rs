@@ -408,6 +408,16 @@ mod tests {
     use super::*;
     use futures_util::FutureExt;
 
+    /// The built-in level `name` (of `levels`), for `flow`: kube-apiserver
+    /// 1.36's suggested levels' shares sum to 245.
+    fn builtin<'a>(levels: &'a [PriorityLevel], name: &str, flow: u64) -> Level<'a> {
+        Level {
+            level: levels.iter().find(|l| l.name == name).unwrap(),
+            share_sum: 245,
+            flow,
+        }
+    }
+
     #[tokio::test]
     async fn should_lend_no_more_slots_than_there_are_and_take_back_dropped_ones() {
         let lists = ListSlots::new(1);
@@ -420,12 +430,8 @@ mod tests {
     #[test]
     fn should_lend_idle_watch_slots_and_take_them_back_for_a_level_under_its_share() {
         let watches = WatchSlots::new(20);
-        let levels: Vec<PriorityLevel> = crate::fairness::builtin::priority_levels();
-        let level = |name: &str, flow| Level {
-            level: levels.iter().find(|l| l.name == name).unwrap(),
-            share_sum: 245,
-            flow,
-        };
+        let levels = crate::fairness::builtin::priority_levels();
+        let level = |name, flow| builtin(&levels, name, flow);
         let (alice, bob) = (level("global-default", 1), level("global-default", 2));
         let system = level("system", 3);
         assert_eq!(watches.share(alice), 2, "ceil(20 × 20 / 245)");
@@ -492,13 +498,8 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn should_share_list_slots_among_levels_by_their_shares() {
         let lists = ListSlots::new(32);
-        let levels: Vec<PriorityLevel> = crate::fairness::builtin::priority_levels();
-        let level = |name: &str, flow| Level {
-            level: levels.iter().find(|l| l.name == name).unwrap(),
-            // kube-apiserver 1.36's suggested levels' shares sum to 245.
-            share_sum: 245,
-            flow,
-        };
+        let levels = crate::fairness::builtin::priority_levels();
+        let level = |name, flow| builtin(&levels, name, flow);
         let low = level("global-default", 1);
         assert_eq!(lists.seats(low), 3, "ceil(32 × 20 / 245)");
         assert_eq!(lists.seats(level("workload-low", 1)), 14);
