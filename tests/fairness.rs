@@ -19,6 +19,9 @@ kcm-token,system:kube-controller-manager,uid-kcm\n\
 app-token,system:serviceaccount:default:app,uid-app,\"system:serviceaccounts,system:serviceaccounts:default\"\n\
 node-token,system:node:node-01,uid-node,\"system:nodes\"\n";
 
+/// The series labels of alice's FlowSchema after her level's.
+const SCHEMA: &str = ",flow_schema=\"global-default\"";
+
 /// `GET path` at `base` with a bearer token.
 async fn get_as(base: &str, path: &str, token: &str) -> Resp {
     let auth = format!("Bearer {token}");
@@ -107,7 +110,7 @@ async fn should_give_a_slow_user_only_its_levels_share_of_large_lists() {
     };
     eventually("alice's lists queued", HANG, || async {
         let m = metrics().await;
-        (level(&m, "r8s_flowcontrol_current_inqueue_requests", "") == 39.0).then_some(())
+        (level(&m, "r8s_flowcontrol_current_inqueue_requests", SCHEMA) == 39.0).then_some(())
     })
     .await;
     let m = metrics().await;
@@ -150,7 +153,7 @@ async fn should_give_a_slow_user_only_its_levels_share_of_large_lists() {
         39.0
     );
     assert_eq!(
-        level(&m, "r8s_flowcontrol_current_inqueue_requests", ""),
+        level(&m, "r8s_flowcontrol_current_inqueue_requests", SCHEMA),
         0.0
     );
     // The exempt level is never refused.
@@ -282,7 +285,7 @@ async fn should_share_watches_by_level_and_seat_reads_that_walk_every_object() {
             &m,
             "r8s_flowcontrol_current_inqueue_requests",
             "global-default",
-            "",
+            SCHEMA,
         ) == 2.0)
             .then_some(())
     })

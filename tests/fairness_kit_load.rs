@@ -100,6 +100,7 @@ async fn should_answer_nodes_controllers_and_admins_while_one_user_holds_40_slow
     let global = |m: &str, series: &str| {
         sample(m, &format!("{series}{{priority_level=\"global-default\"}}"))
     };
+    let queued = "r8s_flowcontrol_current_inqueue_requests{priority_level=\"global-default\",flow_schema=\"global-default\"}";
     // r8s classifies by the kit's own configuration once it has read it:
     // alice's answers name the kit's global-default by UID.
     eventually("r8s following the kit's configuration", HANG, || async {
@@ -119,7 +120,7 @@ async fn should_answer_nodes_controllers_and_admins_while_one_user_holds_40_slow
     }
     eventually("alice's lists queued", HANG, || async {
         let m = metrics().await;
-        (global(&m, "r8s_flowcontrol_current_inqueue_requests") == 39.0).then_some(())
+        (sample(&m, queued) == 39.0).then_some(())
     })
     .await;
     // Meanwhile: the controller-manager's and an admin's full lists, and the

@@ -65,7 +65,6 @@ fn publish(classifier: &Classifier, capacity: Capacity) {
         metrics::flowcontrol_nominal_watches(&level.name, watches);
         metrics::flowcontrol_watches(&level.name).increment(0.0);
         metrics::flowcontrol_executing(&level.name).increment(0.0);
-        metrics::flowcontrol_inqueue(&level.name).increment(0.0);
     }
     for (level, schema) in classifier.schemas() {
         metrics::flowcontrol_registered(level, schema);

@@ -34,16 +34,16 @@ pub struct QueueSet {
 struct State {
     seats: usize,
     in_use: usize,
-    /// None for a level that does not queue. Each waiter by its number.
-    queues: Vec<VecDeque<(u64, oneshot::Sender<()>)>>,
+    /// None for a level that does not queue. Each waiter by its number,
+    /// with the gauge it is counted in while it waits
+    /// (`r8s_flowcontrol_current_inqueue_requests` of its level and schema).
+    queues: Vec<VecDeque<(u64, oneshot::Sender<()>, ::metrics::Gauge)>>,
     hand_size: usize,
     limit: usize,
     /// The queue whose turn is next.
     next: usize,
     /// The next waiter's number.
     numbered: u64,
-    /// `r8s_flowcontrol_current_inqueue_requests` of its level.
-    inqueue: ::metrics::Gauge,
 }
 
 /// A seat of a level, given back (to the next waiter, or free) when dropped.
@@ -105,9 +105,10 @@ impl Drop for Waiting {
         {
             let mut s = self.set.state.locked();
             let (q, n) = self.place;
-            if let Some(at) = s.queues[q].iter().position(|(m, _)| *m == n) {
-                s.queues[q].remove(at);
-                s.inqueue.decrement(1.0);
+            if let Some(at) = s.queues[q].iter().position(|(m, ..)| *m == n)
+                && let Some((.., queued)) = s.queues[q].remove(at)
+            {
+                queued.decrement(1.0);
                 return;
             }
         }
@@ -119,9 +120,9 @@ impl Drop for Waiting {
 }
 
 impl QueueSet {
-    /// `seats` seats of the level `name`, queued as `queuing` says
-    /// (`None`: refused at once when none is free).
-    pub fn new(name: &str, seats: usize, queuing: Option<Queuing>) -> Arc<QueueSet> {
+    /// `seats` seats of a level, queued as `queuing` says (`None`: refused
+    /// at once when none is free).
+    pub fn new(seats: usize, queuing: Option<Queuing>) -> Arc<QueueSet> {
         let (queues, hand_size, limit) = match queuing {
             Some(q) => {
                 let n = (q.queues as usize).max(1);
@@ -142,14 +143,18 @@ impl QueueSet {
                 limit,
                 next: 0,
                 numbered: 0,
-                inqueue: crate::metrics::flowcontrol_inqueue(name),
             }),
         })
     }
 
     /// A seat for a request of `flow`: at once if one is free, else after
-    /// its turn in the shortest queue of its hand, or refused.
-    pub async fn seat(self: &Arc<Self>, flow: u64) -> Result<Seat, Refused> {
+    /// its turn in the shortest queue of its hand (counted in `queued`
+    /// while it waits), or refused.
+    pub async fn seat(
+        self: &Arc<Self>,
+        flow: u64,
+        queued: ::metrics::Gauge,
+    ) -> Result<Seat, Refused> {
         let rx = {
             let mut s = self.state.locked();
             if s.in_use < s.seats {
@@ -170,8 +175,8 @@ impl QueueSet {
             let (tx, rx) = oneshot::channel();
             let n = s.numbered;
             s.numbered += 1;
-            s.queues[q].push_back((n, tx));
-            s.inqueue.increment(1.0);
+            queued.increment(1.0);
+            s.queues[q].push_back((n, tx, queued));
             (rx, (q, n))
         };
         let (rx, place) = rx;
@@ -197,8 +202,8 @@ impl QueueSet {
         let n = s.queues.len();
         for step in 0..n {
             let i = (s.next + step) % n;
-            while let Some((_, tx)) = s.queues[i].pop_front() {
-                s.inqueue.decrement(1.0);
+            while let Some((_, tx, queued)) = s.queues[i].pop_front() {
+                queued.decrement(1.0);
                 if tx.send(()).is_ok() {
                     s.next = (i + 1) % n;
                     return;

@@ -22,8 +22,8 @@ static REJECTED: Family<(String, String, &'static str), Counter> = Family::new()
 static SEATS: Family<String, (Gauge, Gauge)> = Family::new();
 /// The watch series by level: (open, nominal).
 static WATCHES: Family<String, (Gauge, Gauge)> = Family::new();
-/// `r8s_flowcontrol_current_inqueue_requests` by level.
-static INQUEUE: Family<String, Gauge> = Family::new();
+/// `r8s_flowcontrol_current_inqueue_requests` by (level, schema).
+static INQUEUE: Family<(String, String), Gauge> = Family::new();
 
 fn pair(level: &str, schema: &str) -> (String, String) {
     (level.to_string(), schema.to_string())
@@ -88,8 +88,8 @@ pub fn flowcontrol_nominal(level: &str, n: usize) {
     seats(level).1.set(n as f64);
 }
 
-/// Registers the dispatched and rejected series of `level` and `schema` (at
-/// 0 until something happens).
+/// Registers the dispatched, rejected and queued series of `level` and
+/// `schema` (at 0 until something happens).
 pub fn flowcontrol_registered(level: &str, schema: &str) {
     // An increment of 0 makes the series appear, at 0.
     DISPATCHED
@@ -100,14 +100,15 @@ pub fn flowcontrol_registered(level: &str, schema: &str) {
     for reason in REJECT_REASONS {
         rejected(level, schema, reason).increment(0);
     }
+    flowcontrol_inqueue(level, schema).increment(0.0);
 }
 
-/// The gauge of `level`'s requests waiting in its queues now.
-pub fn flowcontrol_inqueue(level: &str) -> Gauge {
-    INQUEUE.get(
-        level.to_string(),
-        |l| metrics::gauge!(names::FLOWCONTROL_INQUEUE, "priority_level" => l.clone()),
-    )
+/// The gauge of the requests of `level` and `schema` waiting in the
+/// level's queues now.
+pub fn flowcontrol_inqueue(level: &str, schema: &str) -> Gauge {
+    INQUEUE.get(pair(level, schema), |(l, s)| {
+        metrics::gauge!(names::FLOWCONTROL_INQUEUE, "priority_level" => l.clone(), "flow_schema" => s.clone())
+    })
 }
 
 fn watches(level: &str) -> (Gauge, Gauge) {

@@ -44,7 +44,7 @@ metrics! {
     FLOWCONTROL_EXECUTING_SEATS: Gauge "r8s_flowcontrol_current_executing_seats" =
         "Seats of read.max_inflight_lists held now by costly cached reads, by priority level.";
     FLOWCONTROL_INQUEUE: Gauge "r8s_flowcontrol_current_inqueue_requests" =
-        "Costly cached reads waiting in their priority level's queues for a seat now, by priority level.";
+        "Costly cached reads waiting in their priority level's queues for a seat now, by priority level and FlowSchema.";
     FLOWCONTROL_NOMINAL_SEATS: Gauge "r8s_flowcontrol_nominal_seats" =
         "Each priority level's share of read.max_inflight_lists, in seats (the exempt level has no limit and no series).";
     FLOWCONTROL_WATCHES: Gauge "r8s_flowcontrol_current_watches" =

@@ -89,6 +89,8 @@ pub struct Level<'a> {
     pub share_sum: u32,
     /// Its flow (the FlowSchema and distinguisher, hashed).
     pub flow: u64,
+    /// The name of its FlowSchema (what its wait is counted by).
+    pub schema: &'a str,
 }
 
 impl<'a> Level<'a> {
@@ -98,6 +100,7 @@ impl<'a> Level<'a> {
             level: &c.level,
             share_sum: c.share_sum,
             flow: c.flow,
+            schema: &c.schema.name,
         })
     }
 }
@@ -156,7 +159,7 @@ impl ListSlots {
             match levels.get(name) {
                 Some(l) if l.seats == seats && l.queuing == queuing => l.set.clone(),
                 _ => {
-                    let set = QueueSet::new(name, seats, queuing);
+                    let set = QueueSet::new(seats, queuing);
                     let made = LevelSeats {
                         seats,
                         queuing,
@@ -167,7 +170,8 @@ impl ListSlots {
                 }
             }
         };
-        let seat = set.seat(level.flow).await?;
+        let queued = metrics::flowcontrol_inqueue(name, level.schema);
+        let seat = set.seat(level.flow, queued).await?;
         let executing = metrics::flowcontrol_executing(name);
         executing.increment(1.0);
         Ok(ListSlot {
@@ -415,6 +419,7 @@ mod tests {
             level: levels.iter().find(|l| l.name == name).unwrap(),
             share_sum: 245,
             flow,
+            schema: "test",
         }
     }
 
