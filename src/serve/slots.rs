@@ -11,6 +11,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use crate::api::selector::Selectors;
+use crate::cache::store::Store;
 use crate::fairness::classify::Classification;
 use crate::fairness::queues::{QueueSet, Refused, Seat};
 use crate::fairness::schema::{PriorityLevel, Queuing};
@@ -29,6 +31,17 @@ pub const LARGE_LIST: usize = 1 << 20;
 /// events) costs CPU enough to hold a seat while it walks and streams, as
 /// the apiserver's work estimate counts the objects a list must examine.
 pub const COSTLY_WALK: usize = 5_000;
+
+/// Whether a read of `namespace` (`None`: every one) with `selectors` walks
+/// every object of `store`, and they are at least [`COSTLY_WALK`]: a read
+/// no index answers, whose CPU is spent whatever it returns.
+pub fn costly_walk(store: &Store, namespace: Option<&str>, selectors: &Selectors) -> bool {
+    namespace.is_none()
+        && store
+            .current()
+            .whole_walk(selectors)
+            .is_some_and(|n| n >= COSTLY_WALK)
+}
 
 /// The slots of large lists streaming at once: `read.max_inflight_lists`,
 /// shared among the priority levels as the apiserver shares its

@@ -39,7 +39,6 @@ mod steps;
 use http::Response;
 
 use super::outcome::PassReason;
-use super::slots::COSTLY_WALK;
 use crate::body::Body;
 pub use steps::{Asked, ReadPolicy, Reader};
 
@@ -73,7 +72,7 @@ impl Reader<'_> {
 }
 
 /// Whether `d` is a list whose selectors make it walk every object of a
-/// cache of at least [`COSTLY_WALK`] (no index answers them) to return
+/// cache of at least [`COSTLY_WALK`](super::slots::COSTLY_WALK) (no index answers them) to return
 /// some: its CPU is spent whatever it returns. (One without selectors
 /// walks only what it returns, a large list if it is large.)
 fn costly_walk(d: &steps::Decided<'_>) -> bool {
@@ -81,10 +80,6 @@ fn costly_walk(d: &steps::Decided<'_>) -> bool {
         return false;
     };
     d.read == steps::Read::List
-        && d.path.namespace.is_none()
         && !selectors.is_empty()
-        && d.store
-            .current()
-            .whole_walk(selectors)
-            .is_some_and(|n| n >= COSTLY_WALK)
+        && super::slots::costly_walk(d.store, d.path.namespace.as_deref(), selectors)
 }

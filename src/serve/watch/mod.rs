@@ -35,7 +35,7 @@ use std::time::Duration;
 use http::{Response, StatusCode};
 
 use super::outcome::PassReason;
-use super::slots::{COSTLY_WALK, ListSlot, WatchSlots};
+use super::slots::{ListSlot, WatchSlots, costly_walk};
 use crate::api::media::{ErrorEncoding, MediaType, Shape};
 use crate::api::request::ApiRequest;
 use crate::api::status::Status;
@@ -217,16 +217,12 @@ impl Plan {
     }
 
     /// Whether its initial events walk every object of a cache of at
-    /// least [`COSTLY_WALK`] (no namespace, no index): a seat of its level
+    /// least [`COSTLY_WALK`](super::slots::COSTLY_WALK) (no namespace, no index): a seat of its level
     /// is then held while they are sent, as a list's would be.
     pub fn costly(&self) -> bool {
+        let f = &self.filter;
         matches!(self.start, Start::Initial { .. })
-            && self.filter.namespace.is_none()
-            && self
-                .store
-                .current()
-                .whole_walk(&self.filter.selectors)
-                .is_some_and(|n| n >= COSTLY_WALK)
+            && costly_walk(&self.store, f.namespace.as_deref(), &f.selectors)
     }
 
     /// The apiserver's 429, for a watch its level has no seat or slot for.
