@@ -78,38 +78,55 @@ impl Kube136 {
             test,
         )?;
         std::fs::create_dir_all(&state).unwrap();
-        let port = free_port();
-        let etcd_port = free_port();
-        let mut start = Command::new(kit.join("start.sh"));
-        if let Some(g) = grants {
-            // start.sh keeps a tokens.csv it finds.
-            std::fs::create_dir_all(state.join("pki")).unwrap();
-            std::fs::write(state.join("pki/tokens.csv"), &g.tokens_csv).unwrap();
-            let admin = g
-                .tokens_csv
-                .lines()
-                .next()
-                .and_then(|l| l.split(',').next());
-            std::fs::write(
-                state.join("pki/tokens.env"),
-                format!("export MODERN_TOKEN_ADMIN={}\n", admin.unwrap_or_default()),
-            )
-            .unwrap();
-            std::fs::write(state.join("rules.json"), g.rules.to_string()).unwrap();
-            start
-                .env("SHIM_RULES", state.join("rules.json"))
-                .env("SHIM_REVIEW_LOG", state.join("reviews.jsonl"));
+        // Ports are picked free and then bound by the kit's processes; a
+        // test beside it can take one in between (etcd then fails to bind
+        // and start.sh exits silently). Such a start is made again on other
+        // ports; any other failure is the test's.
+        let (mut port, mut etcd_port, mut out);
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            (port, etcd_port) = (free_port(), free_port());
+            let mut start = Command::new(kit.join("start.sh"));
+            if let Some(g) = grants {
+                // start.sh keeps a tokens.csv it finds.
+                std::fs::create_dir_all(state.join("pki")).unwrap();
+                std::fs::write(state.join("pki/tokens.csv"), &g.tokens_csv).unwrap();
+                let admin = g
+                    .tokens_csv
+                    .lines()
+                    .next()
+                    .and_then(|l| l.split(',').next());
+                std::fs::write(
+                    state.join("pki/tokens.env"),
+                    format!("export MODERN_TOKEN_ADMIN={}\n", admin.unwrap_or_default()),
+                )
+                .unwrap();
+                std::fs::write(state.join("rules.json"), g.rules.to_string()).unwrap();
+                start
+                    .env("SHIM_RULES", state.join("rules.json"))
+                    .env("SHIM_REVIEW_LOG", state.join("reviews.jsonl"));
+            }
+            out = start
+                .env("STATE_DIR", &state)
+                .env("ETCD_DATA", &etcd)
+                .env("ETCD_PORT", etcd_port.to_string())
+                .env("ETCD_PEER_PORT", free_port().to_string())
+                .env("API_PORT", port.to_string())
+                .env("AUTH_PORT", free_port().to_string())
+                .env("EXTRA_ARGS", extra)
+                .output()
+                .unwrap_or_else(|e| panic!("{}: {e}", kit.join("start.sh").display()));
+            if out.status.success() || tries == 3 || !lost_a_port(&state) {
+                break;
+            }
+            eprintln!(
+                "the 1.36 kit lost a port it was given to another process; starting it again"
+            );
+            let _ = Command::new(kit.join("stop.sh"))
+                .env("STATE_DIR", &state)
+                .output();
         }
-        let out = start
-            .env("STATE_DIR", &state)
-            .env("ETCD_DATA", &etcd)
-            .env("ETCD_PORT", etcd_port.to_string())
-            .env("ETCD_PEER_PORT", free_port().to_string())
-            .env("API_PORT", port.to_string())
-            .env("AUTH_PORT", free_port().to_string())
-            .env("EXTRA_ARGS", extra)
-            .output()
-            .unwrap_or_else(|e| panic!("{}: {e}", kit.join("start.sh").display()));
         let mut k = Kube136 {
             kit,
             state,
@@ -599,6 +616,16 @@ pub fn tell_log_on_failure(log: &Path) {
     for l in tail.iter().rev() {
         eprintln!("{l}");
     }
+}
+
+/// Whether a kit's process in `state` failed to bind a port it was given.
+fn lost_a_port(state: &Path) -> bool {
+    ["run/etcd.log", "run/apiserver.log", "run/shim.log"]
+        .iter()
+        .filter_map(|log| std::fs::read_to_string(state.join(log)).ok())
+        .any(|text| {
+            text.contains("address already in use") || text.contains("Address already in use")
+        })
 }
 
 impl Drop for Kube136 {
