@@ -87,11 +87,14 @@ impl Forwarder {
             let mut l = Some(l);
             loop {
                 let Some(listener) = &l else {
-                    // Closed: listen again once told to.
+                    // Closed: the port stays bound, not listening (a
+                    // connection is refused, and no other process can take
+                    // the port meanwhile); listen again once told to.
+                    let reserved = reserve(addr);
                     if mode.wait_for(|m| *m != Mode::Closed).await.is_err() {
                         return;
                     }
-                    l = Some(TcpListener::bind(addr).await.expect("the same port again"));
+                    l = Some(reserved.listen(1024).expect("the same port again"));
                     continue;
                 };
                 let accepted = tokio::select! {
@@ -266,4 +269,14 @@ async fn pipe(
             c.fetch_add(n as u64, Ordering::Relaxed);
         }
     }
+}
+
+/// `addr` bound again at once (its listener just closed), without
+/// listening: connections to it are refused, as to a stopped server's port,
+/// while no other socket can bind it.
+fn reserve(addr: SocketAddr) -> tokio::net::TcpSocket {
+    let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
+    socket.set_reuseaddr(true).expect("SO_REUSEADDR");
+    socket.bind(addr).expect("the port just closed");
+    socket
 }
