@@ -109,17 +109,27 @@ impl Objects {
     /// one (a kubelet) asks for what it mounts at once, and would otherwise
     /// pass upstream.
     async fn referenced_now(&self, key: &ObjectKey) -> bool {
-        if referenced(&self.registry).contains(key) {
-            return true;
-        }
         let Some(pods) = self.registry.get(&Gvr::from_static("", "v1", "pods")) else {
             return false;
         };
         let newest = pods.stores().map(|s| s.current().rv).max().unwrap_or(0);
-        if pods.store.current().rv >= newest || !pods.store.wait_for(newest, CATCH_UP).await {
-            return false;
+        let mut changed = pods.store.subscribe();
+        let deadline = tokio::time::Instant::now() + CATCH_UP;
+        loop {
+            if referenced(&self.registry).contains(key) {
+                return true;
+            }
+            // Read again each time the JSON store changes, until it has
+            // reached the freshest store's version (a bookmark may take
+            // it there later than the pod itself arrives).
+            if pods.store.current().rv >= newest {
+                return false;
+            }
+            match tokio::time::timeout_at(deadline, changed.changed()).await {
+                Ok(Ok(())) => {}
+                _ => return false,
+            }
         }
-        referenced(&self.registry).contains(key)
     }
 
     /// Drops the caches of objects no pod of the node references now, and
